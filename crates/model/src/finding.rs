@@ -1,0 +1,42 @@
+//! A finding: one rule firing at one place. Static (lint) findings carry a precise span in the
+//! candidate's `.py` file; runtime findings from the harness carry no span (`line == 0`).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One rule firing. Lines and columns are 1-based; `end_*` is exclusive of nothing (inclusive
+/// end position as editors show it). `file` is the path as given to the tool (repo-relative
+/// in `kernelgate pr`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub file: String,
+    pub line: u32,
+    pub column: u32,
+    pub end_line: u32,
+    pub end_column: u32,
+    pub rule: String,
+    pub severity: Severity,
+    pub message: String,
+}

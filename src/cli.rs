@@ -1,0 +1,27 @@
+//! Command-line surface. Each subcommand's arguments live beside its implementation in `cmd/`.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+use crate::cmd;
+
+#[derive(Debug, Parser)]
+#[command(name = "kernelgate", version, about = "Merge gate for GPU-kernel pull requests")]
+pub struct Cli {
+    /// Repository root (where `kernelgate.toml`, `KernelBench/` and `kernels/` live).
+    #[arg(long, global = true, default_value = ".")]
+    pub repo: PathBuf,
+    /// Config file (default: `<repo>/kernelgate.toml` when it exists).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the problems of the dataset.
+    Problems(cmd::problems::Args),
+    /// List candidate kernels with their problem, backend and precision.
+    Kernels(cmd::kernels::Args),
+}
