@@ -1,0 +1,596 @@
+//! The `report.json` model: plain data, versioned, written by `kernelgate pr` and read back by
+//! `kernelgate publish` / `kernelgate merge` (possibly on another machine, another version).
+
+use kernelgate_model::{Backend, Finding, Precision, Severity};
+use serde::{Deserialize, Serialize};
+
+/// Schema identifier written into every report. Readers refuse other major versions.
+pub const SCHEMA: &str = "kernelgate.report/1";
+
+/// One gate run over one pull request (or one shard of it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: String,
+    pub run: RunInfo,
+    #[serde(default)]
+    pub policy: PolicyInfo,
+    #[serde(default)]
+    pub kernels: Vec<KernelRow>,
+    #[serde(default)]
+    pub reference_changes: Vec<ReferenceChange>,
+    /// Other changed paths worth reporting (config, committed results, ...).
+    #[serde(default)]
+    pub other_changes: Vec<String>,
+    #[serde(default)]
+    pub summary: Summary,
+}
+
+impl Report {
+    /// An empty report for a run; `summary` is recomputed by [`Report::finalize`].
+    pub fn new(run: RunInfo) -> Self {
+        Report {
+            schema: SCHEMA.to_string(),
+            run,
+            policy: PolicyInfo::default(),
+            kernels: Vec::new(),
+            reference_changes: Vec::new(),
+            other_changes: Vec::new(),
+            summary: Summary::default(),
+        }
+    }
+
+    /// Recompute the summary from the rows (call before writing).
+    pub fn finalize(&mut self) {
+        self.summary = Summary::compute(&self.kernels);
+        if !self.reference_changes.is_empty() && self.summary.verdict == Verdict::Pass {
+            // A changed reference makes every speedup suspect: never a silent pass.
+            self.summary.verdict = Verdict::Warn;
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// `owner/name`, used for links; empty for local runs.
+    #[serde(default)]
+    pub repo: String,
+    #[serde(default)]
+    pub pr_number: Option<u64>,
+    #[serde(default)]
+    pub base_sha: String,
+    #[serde(default)]
+    pub head_sha: String,
+    /// RFC 3339 timestamps.
+    #[serde(default)]
+    pub started_at: String,
+    #[serde(default)]
+    pub finished_at: Option<String>,
+    #[serde(default)]
+    pub hardware: Hardware,
+    /// Seed the harness derived its per-trial seeds from.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// `(index, count)`, 1-based index, when this report is one shard of a plan.
+    #[serde(default)]
+    pub shard: Option<(u32, u32)>,
+    /// False while the run is still going or when it was cut short.
+    #[serde(default)]
+    pub complete: bool,
+    /// Link to the workflow run whose artifact holds the full report, if known.
+    #[serde(default)]
+    pub artifact_url: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hardware {
+    #[serde(default)]
+    pub gpu: String,
+    #[serde(default)]
+    pub driver: String,
+    #[serde(default)]
+    pub cuda: String,
+    #[serde(default)]
+    pub torch: String,
+    #[serde(default)]
+    pub python: String,
+    #[serde(default)]
+    pub cpu: String,
+}
+
+/// The policy in force, echoed so readers know why a verdict is what it is.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PolicyInfo {
+    /// Outcome / flag codes that fail the check.
+    #[serde(default)]
+    pub fail_on: Vec<String>,
+    /// Outcome / flag codes that only warn.
+    #[serde(default)]
+    pub warn_on: Vec<String>,
+    /// Relative slowdown vs base beyond which a significant regression fails (0.05 = 5 %).
+    #[serde(default)]
+    pub regression_threshold: Option<f64>,
+    /// Acknowledgements in force (e.g. a PR label) with their reason.
+    #[serde(default)]
+    pub acknowledged: Vec<String>,
+}
+
+/// How a kernel file changed in the PR.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Change {
+    Added,
+    Modified,
+    Renamed {
+        from: String,
+    },
+    Deleted,
+    Unchanged,
+    /// The kernel is unchanged but its reference problem changed.
+    ProblemChanged,
+}
+
+impl Change {
+    pub fn label(&self) -> String {
+        match self {
+            Change::Added => "added".into(),
+            Change::Modified => "modified".into(),
+            Change::Renamed { from } => format!("renamed from `{from}`"),
+            Change::Deleted => "deleted".into(),
+            Change::Unchanged => "unchanged".into(),
+            Change::ProblemChanged => "problem changed".into(),
+        }
+    }
+}
+
+/// One candidate kernel's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelRow {
+    /// Repo-relative path of the candidate file.
+    pub path: String,
+    /// Problem key, e.g. `level1/19_ReLU.py`.
+    pub problem: String,
+    pub backend: Backend,
+    pub precision: Precision,
+    pub change: Change,
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+    pub outcome: OutcomeSummary,
+    /// Candidate mean time (ms).
+    #[serde(default)]
+    pub time_ms: Option<f64>,
+    /// Reference (eager PyTorch) mean time (ms).
+    #[serde(default)]
+    pub reference_ms: Option<f64>,
+    /// torch.compile mean time (ms).
+    #[serde(default)]
+    pub compiled_ms: Option<f64>,
+    #[serde(default)]
+    pub speedup_eager: Option<Interval>,
+    #[serde(default)]
+    pub speedup_compile: Option<Interval>,
+    /// Candidate vs the base branch's version of the same kernel.
+    #[serde(default)]
+    pub vs_base: Option<ComparisonSummary>,
+    /// Candidate vs the committed baseline file.
+    #[serde(default)]
+    pub vs_baseline: Option<ComparisonSummary>,
+    #[serde(default)]
+    pub flags: Vec<Flag>,
+    pub verdict: Verdict,
+    /// Why the verdict is what it is, one sentence each.
+    #[serde(default)]
+    pub reasons: Vec<String>,
+    /// Line of `class ModelNew` (or its `forward`) where runtime failures are annotated.
+    #[serde(default)]
+    pub annotate_line: Option<u32>,
+}
+
+impl KernelRow {
+    /// A row with only identity and outcome filled in; the rest is `None`/empty.
+    pub fn new(
+        path: impl Into<String>,
+        problem: impl Into<String>,
+        backend: Backend,
+        precision: Precision,
+        change: Change,
+        outcome: OutcomeSummary,
+    ) -> Self {
+        KernelRow {
+            path: path.into(),
+            problem: problem.into(),
+            backend,
+            precision,
+            change,
+            findings: Vec::new(),
+            outcome,
+            time_ms: None,
+            reference_ms: None,
+            compiled_ms: None,
+            speedup_eager: None,
+            speedup_compile: None,
+            vs_base: None,
+            vs_baseline: None,
+            flags: Vec::new(),
+            verdict: Verdict::Pass,
+            reasons: Vec::new(),
+            annotate_line: None,
+        }
+    }
+
+    /// The kernel ran and produced correct results.
+    pub fn is_correct(&self) -> bool {
+        self.outcome.kind == OutcomeKind::Correct
+    }
+
+    /// The kernel was actually evaluated (not skipped or deleted).
+    pub fn is_evaluated(&self) -> bool {
+        !matches!(
+            self.outcome.kind,
+            OutcomeKind::Skipped | OutcomeKind::NotRun
+        ) && self.verdict != Verdict::Skipped
+    }
+}
+
+/// What happened when the kernel ran. `kind` is the machine-readable part.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutcomeSummary {
+    pub kind: OutcomeKind,
+    /// One human line, e.g. "max abs diff 0.31 at [3, 17] (tol 1e-4)".
+    #[serde(default)]
+    pub message: String,
+    /// Anything structured the harness reported (mismatch numbers, seeds, exit status, ...).
+    #[serde(default)]
+    pub details: serde_json::Value,
+    /// Last lines of the compile or crash log.
+    #[serde(default)]
+    pub log_tail: Option<String>,
+}
+
+impl OutcomeSummary {
+    pub fn new(kind: OutcomeKind, message: impl Into<String>) -> Self {
+        OutcomeSummary {
+            kind,
+            message: message.into(),
+            details: serde_json::Value::Null,
+            log_tail: None,
+        }
+    }
+}
+
+/// Outcome kinds. Unknown kinds written by newer versions read back as `Other`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeKind {
+    Correct,
+    Incorrect,
+    CompileError,
+    RuntimeError,
+    Crash,
+    Timeout,
+    OutOfMemory,
+    /// Work escaped the timed region (side streams, threads).
+    EscapedWork,
+    /// The harness caught a hack at run time (mutation, aliasing, lazy tensors, ...).
+    Hack,
+    /// Not run because lint errors block it or the kernel was deleted.
+    Skipped,
+    /// Not run yet (incremental report while the run is going).
+    NotRun,
+    #[serde(other)]
+    Other,
+}
+
+impl OutcomeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutcomeKind::Correct => "correct",
+            OutcomeKind::Incorrect => "incorrect",
+            OutcomeKind::CompileError => "compile_error",
+            OutcomeKind::RuntimeError => "runtime_error",
+            OutcomeKind::Crash => "crash",
+            OutcomeKind::Timeout => "timeout",
+            OutcomeKind::OutOfMemory => "out_of_memory",
+            OutcomeKind::EscapedWork => "escaped_work",
+            OutcomeKind::Hack => "hack",
+            OutcomeKind::Skipped => "skipped",
+            OutcomeKind::NotRun => "not_run",
+            OutcomeKind::Other => "other",
+        }
+    }
+
+    /// Short label for tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            OutcomeKind::Correct => "✅ correct",
+            OutcomeKind::Incorrect => "❌ incorrect",
+            OutcomeKind::CompileError => "❌ compile error",
+            OutcomeKind::RuntimeError => "❌ runtime error",
+            OutcomeKind::Crash => "💥 crash",
+            OutcomeKind::Timeout => "⏱️ timeout",
+            OutcomeKind::OutOfMemory => "❌ out of memory",
+            OutcomeKind::EscapedWork => "🚩 escaped work",
+            OutcomeKind::Hack => "🚩 hack detected",
+            OutcomeKind::Skipped => "⏭️ skipped",
+            OutcomeKind::NotRun => "… not run",
+            OutcomeKind::Other => "❔ other",
+        }
+    }
+}
+
+/// A ratio with its confidence interval (e.g. speedup = reference / candidate).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub value: f64,
+    #[serde(default)]
+    pub lo: Option<f64>,
+    #[serde(default)]
+    pub hi: Option<f64>,
+}
+
+impl Interval {
+    pub fn point(value: f64) -> Self {
+        Interval {
+            value,
+            lo: None,
+            hi: None,
+        }
+    }
+    pub fn new(value: f64, lo: f64, hi: f64) -> Self {
+        Interval {
+            value,
+            lo: Some(lo),
+            hi: Some(hi),
+        }
+    }
+}
+
+/// Candidate time / other time: `ratio < 1` is faster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComparisonSummary {
+    pub ratio: f64,
+    #[serde(default)]
+    pub ci_lo: Option<f64>,
+    #[serde(default)]
+    pub ci_hi: Option<f64>,
+    pub verdict: ComparisonVerdict,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComparisonVerdict {
+    Faster,
+    Slower,
+    /// Statistically indistinguishable.
+    Same,
+    /// The comparison cannot be trusted (e.g. the reference changed, baseline hardware differs).
+    Invalid,
+}
+
+/// A runtime or plausibility observation (excessive speedup, below the work floor, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flag {
+    pub code: String,
+    pub severity: Severity,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    #[default]
+    Pass,
+    Warn,
+    Fail,
+    Skipped,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Warn => "warn",
+            Verdict::Fail => "fail",
+            Verdict::Skipped => "skipped",
+        }
+    }
+    pub fn emoji(self) -> &'static str {
+        match self {
+            Verdict::Pass => "✅",
+            Verdict::Warn => "⚠️",
+            Verdict::Fail => "❌",
+            Verdict::Skipped => "⏭️",
+        }
+    }
+}
+
+/// A reference problem the PR edits, with a unified diff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReferenceChange {
+    pub problem: String,
+    pub path: String,
+    pub diff: String,
+}
+
+impl ReferenceChange {
+    /// Build from old and new source text; the diff is unified with 3 lines of context.
+    pub fn from_sources(
+        problem: impl Into<String>,
+        path: impl Into<String>,
+        old: &str,
+        new: &str,
+    ) -> Self {
+        let path = path.into();
+        let diff = similar::TextDiff::from_lines(old, new)
+            .unified_diff()
+            .context_radius(3)
+            .header(&format!("a/{path}"), &format!("b/{path}"))
+            .to_string();
+        ReferenceChange {
+            problem: problem.into(),
+            path,
+            diff,
+        }
+    }
+}
+
+/// Totals over the rows. `fast_p`: share of evaluated kernels that are correct and faster than
+/// p× the reference; geomean over correct kernels with a known speedup.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Summary {
+    pub verdict: Verdict,
+    pub fast_0: f64,
+    pub fast_1: f64,
+    pub fast_2: f64,
+    pub geomean_speedup: Option<f64>,
+    pub failed: u32,
+    pub warned: u32,
+    pub passed: u32,
+    pub skipped: u32,
+    pub total: u32,
+}
+
+impl Summary {
+    pub fn compute(rows: &[KernelRow]) -> Summary {
+        let evaluated: Vec<&KernelRow> = rows.iter().filter(|r| r.is_evaluated()).collect();
+        let n = evaluated.len() as f64;
+        let fast = |p: f64| -> f64 {
+            if n == 0.0 {
+                return 0.0;
+            }
+            let k = evaluated
+                .iter()
+                .filter(|r| r.is_correct())
+                .filter(|r| p == 0.0 || r.speedup_eager.is_some_and(|s| s.value > p))
+                .count() as f64;
+            k / n
+        };
+        let speedups: Vec<f64> = evaluated
+            .iter()
+            .filter(|r| r.is_correct())
+            .filter_map(|r| r.speedup_eager.map(|s| s.value))
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .collect();
+        let geomean_speedup = if speedups.is_empty() {
+            None
+        } else {
+            Some((speedups.iter().map(|s| s.ln()).sum::<f64>() / speedups.len() as f64).exp())
+        };
+        let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count() as u32;
+        let (failed, warned, passed, skipped) = (
+            count(Verdict::Fail),
+            count(Verdict::Warn),
+            count(Verdict::Pass),
+            count(Verdict::Skipped),
+        );
+        let verdict = if failed > 0 {
+            Verdict::Fail
+        } else if warned > 0 {
+            Verdict::Warn
+        } else {
+            Verdict::Pass
+        };
+        Summary {
+            verdict,
+            fast_0: fast(0.0),
+            fast_1: fast(1.0),
+            fast_2: fast(2.0),
+            geomean_speedup,
+            failed,
+            warned,
+            passed,
+            skipped,
+            total: rows.len() as u32,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(path: &str, kind: OutcomeKind, speedup: Option<f64>, verdict: Verdict) -> KernelRow {
+        let mut r = KernelRow::new(
+            path,
+            "level1/1_X.py",
+            Backend::Cuda,
+            Precision::Fp32,
+            Change::Added,
+            OutcomeSummary::new(kind, ""),
+        );
+        r.speedup_eager = speedup.map(Interval::point);
+        r.verdict = verdict;
+        r
+    }
+
+    #[test]
+    fn summary_counts_fast_p_over_evaluated_and_geomean_over_correct() {
+        let rows = vec![
+            row("a", OutcomeKind::Correct, Some(0.5), Verdict::Pass),
+            row("b", OutcomeKind::Correct, Some(1.5), Verdict::Pass),
+            row("c", OutcomeKind::Correct, Some(8.0), Verdict::Warn),
+            row("d", OutcomeKind::Incorrect, Some(100.0), Verdict::Fail),
+            row("e", OutcomeKind::Skipped, None, Verdict::Skipped),
+        ];
+        let s = Summary::compute(&rows);
+        assert_eq!(s.total, 5);
+        assert_eq!((s.failed, s.warned, s.passed, s.skipped), (1, 1, 2, 1));
+        assert_eq!(s.verdict, Verdict::Fail);
+        assert!((s.fast_0 - 0.75).abs() < 1e-12, "{}", s.fast_0);
+        assert!((s.fast_1 - 0.5).abs() < 1e-12);
+        assert!((s.fast_2 - 0.25).abs() < 1e-12);
+        let g = s.geomean_speedup.unwrap();
+        assert!(
+            (g - (0.5f64 * 1.5 * 8.0).powf(1.0 / 3.0)).abs() < 1e-12,
+            "{g}"
+        );
+    }
+
+    #[test]
+    fn empty_summary_passes_with_no_geomean() {
+        let s = Summary::compute(&[]);
+        assert_eq!(s.verdict, Verdict::Pass);
+        assert_eq!(s.geomean_speedup, None);
+        assert_eq!(s.fast_1, 0.0);
+    }
+
+    #[test]
+    fn changed_reference_never_passes_silently() {
+        let mut r = Report::new(RunInfo::default());
+        r.kernels
+            .push(row("a", OutcomeKind::Correct, Some(2.0), Verdict::Pass));
+        r.reference_changes.push(ReferenceChange::from_sources(
+            "level1/1_X.py",
+            "KernelBench/level1/1_X.py",
+            "a\nb\n",
+            "a\nc\n",
+        ));
+        r.finalize();
+        assert_eq!(r.summary.verdict, Verdict::Warn);
+        let d = &r.reference_changes[0].diff;
+        assert!(
+            d.contains("--- a/KernelBench/level1/1_X.py")
+                && d.contains("-b\n")
+                && d.contains("+c\n"),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn renamed_change_round_trips_as_tagged_object() {
+        let c = Change::Renamed {
+            from: "kernels/old.py".into(),
+        };
+        let j = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            j,
+            serde_json::json!({"kind": "renamed", "from": "kernels/old.py"})
+        );
+        assert_eq!(serde_json::from_value::<Change>(j).unwrap(), c);
+    }
+
+    #[test]
+    fn unknown_outcome_kind_reads_as_other() {
+        let k: OutcomeKind = serde_json::from_str("\"from_the_future\"").unwrap();
+        assert_eq!(k, OutcomeKind::Other);
+    }
+}
