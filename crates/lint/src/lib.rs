@@ -1,1 +1,139 @@
-//! stub
+//! kernelgate-lint: the static reward-hack checker.
+//!
+//! `lint_file` parses a candidate with ruff's parser, runs the Python rules (`python`), the
+//! embedded C++/CUDA rules (`embedded` + `cpp`) and the Triton rules (`triton`), then applies
+//! `# kernelgate: allow=...` suppressions and `kernelgate.toml` severity overrides.
+
+pub mod output;
+pub mod python;
+pub mod registry;
+pub mod rule;
+pub mod sarif;
+mod suppress;
+
+pub use kernelgate_model::{Backend, Finding, Precision, Severity};
+pub use python::reach::{reachable, Reachability};
+pub use rule::{Context, LineIndex, RawFinding, RuleMeta};
+pub use sarif::to_sarif;
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A severity override from `[lint] severity` in `kernelgate.toml`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SeverityOrOff {
+    Error,
+    Warning,
+    Off,
+}
+
+impl std::str::FromStr for SeverityOrOff {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "error" => Ok(SeverityOrOff::Error),
+            "warning" | "warn" => Ok(SeverityOrOff::Warning),
+            "off" | "allow" | "none" => Ok(SeverityOrOff::Off),
+            other => Err(format!(
+                "unknown severity `{other}` (expected error, warning or off)"
+            )),
+        }
+    }
+}
+
+/// How to lint one file.
+#[derive(Debug, Clone, Default)]
+pub struct LintOptions {
+    /// The problem's precision; a `# kernelgate: ... precision=` directive in the file wins.
+    pub precision: Precision,
+    /// The declared backend (None: inferred from the file).
+    pub backend: Option<Backend>,
+    /// Rule code -> new severity (or off).
+    pub severity_overrides: BTreeMap<String, SeverityOrOff>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LintError {
+    #[error("unknown rule `{0}` in `[lint] severity` (run `kernelgate rule --all` for the list)")]
+    UnknownRule(String),
+}
+
+/// Every rule, in code order.
+pub fn rules() -> &'static [RuleMeta] {
+    registry::RULES
+}
+
+/// The rule with this code (case-insensitive), if any.
+pub fn rule(code: &str) -> Option<&'static RuleMeta> {
+    registry::RULES
+        .iter()
+        .find(|r| r.code.eq_ignore_ascii_case(code))
+}
+
+/// Lint one candidate. A syntax error is a `KG000` finding, not an `Err`; `Err` means the options
+/// are invalid. Findings are sorted by line and column.
+pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Finding>, LintError> {
+    for code in opts.severity_overrides.keys() {
+        if rule(code).is_none() {
+            return Err(LintError::UnknownRule(code.clone()));
+        }
+    }
+    let directive = suppress::directive(source);
+    let precision = directive.precision.unwrap_or(opts.precision);
+    let backend = directive.backend.or(opts.backend);
+    let ctx = Context::new(path, source, precision, backend);
+
+    let parsed = match ruff_python_parser::parse_module(source) {
+        Ok(parsed) => parsed,
+        Err(err) => {
+            let start = usize::from(err.location.start());
+            let end = usize::from(err.location.end()).max(start);
+            let raw = RawFinding::new("KG000", start..end, format!("syntax error: {}", err.error));
+            return Ok(finish(&ctx, vec![raw], opts));
+        }
+    };
+    let module = parsed.syntax();
+    let mut raws = python::check(module, &ctx);
+    let sup = suppress::Suppressions::collect(parsed.tokens(), source);
+    raws.extend(directive.problems);
+    raws.extend(sup.problems.iter().cloned());
+    raws.retain(|r| !sup.allows(r.code, ctx.lines.line_of(r.range.start)));
+    Ok(finish(&ctx, raws, opts))
+}
+
+/// Severity overrides, conversion to line/column, sorting and de-duplication.
+fn finish(ctx: &Context, raws: Vec<RawFinding>, opts: &LintOptions) -> Vec<Finding> {
+    let mut out: Vec<Finding> = raws
+        .into_iter()
+        .filter_map(|r| {
+            let meta = rule(r.code)?;
+            let severity = match opts.severity_overrides.get(meta.code) {
+                Some(SeverityOrOff::Off) => return None,
+                Some(SeverityOrOff::Error) => Severity::Error,
+                Some(SeverityOrOff::Warning) => Severity::Warning,
+                None => meta.severity,
+            };
+            let (line, column) = ctx.line_col(r.range.start);
+            // An empty range still gets a one-character caret.
+            let (end_line, end_column) = if r.range.end > r.range.start {
+                ctx.line_col(r.range.end)
+            } else {
+                (line, column + 1)
+            };
+            Some(Finding {
+                file: ctx.path.to_string(),
+                line,
+                column,
+                end_line,
+                end_column,
+                rule: meta.code.to_string(),
+                severity,
+                message: r.message,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| (a.line, a.column, &a.rule).cmp(&(b.line, b.column, &b.rule)));
+    out.dedup();
+    out
+}

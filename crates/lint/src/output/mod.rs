@@ -1,0 +1,1 @@
+//! Rendering findings: human (rustc/ruff style), json, github workflow commands.

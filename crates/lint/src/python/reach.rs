@@ -1,0 +1,358 @@
+//! Which code runs when the harness calls `ModelNew.forward`.
+//!
+//! Starting at `ModelNew.forward` (or `__call__`, or an inherited module-level `forward`), a
+//! function becomes reachable when live code names it: `self.method`, a module-level function
+//! or class (a class brings its `__init__`, `forward`, `__call__`, `apply`), `self.attr(...)`
+//! where `self.attr = SomeClass(...)`. Branches that are constantly false (`if False:`,
+//! `if 0:`, `while False:`, `if TYPE_CHECKING:`) and statements after `return`/`raise` are dead.
+//!
+//! lint-cpp: `crate::reachable(module)` gives the live functions and calls; `called_attrs` holds
+//! every attribute called in live code (`ext.relu(x)` -> `relu`), which is how an extension
+//! function exported by `load_inline(functions=[...])` is "launched" from Python, and `names`
+//! every name loaded in live code (a Triton kernel launched as `kernel[grid](...)` is a load of
+//! `kernel`). `walk_live` visits a body with the same dead-branch rules.
+
+use ruff_python_ast::visitor::{self, Visitor};
+use ruff_python_ast::{Expr, ExprCall, ModModule, Stmt, StmtClassDef, StmtFunctionDef};
+use std::collections::{BTreeSet, HashSet};
+
+/// The code reachable from `ModelNew.forward`.
+#[derive(Debug, Default)]
+pub struct Reachability<'a> {
+    /// Reachable functions (methods and module-level functions; nested defs are part of their
+    /// parent's body), the entry point first, each with the class it belongs to.
+    pub functions: Vec<(&'a StmtFunctionDef, Option<&'a StmtClassDef>)>,
+    /// Every call in live code of those functions.
+    pub calls: Vec<&'a ExprCall>,
+    /// Attribute names that are called in live code (`self.ext.relu(x)` -> `relu`).
+    pub called_attrs: BTreeSet<String>,
+    /// Names loaded in live code.
+    pub names: BTreeSet<String>,
+    /// `self.<attr>` loads in live code.
+    pub self_attrs: BTreeSet<String>,
+}
+
+impl Reachability<'_> {
+    /// True when a function with this name (method or module-level) is reachable.
+    pub fn has_function(&self, name: &str) -> bool {
+        self.functions.iter().any(|(f, _)| f.name.as_str() == name)
+    }
+}
+
+/// The module-level class named `name` (the last definition wins, like Python).
+pub fn find_class<'a>(module: &'a ModModule, name: &str) -> Option<&'a StmtClassDef> {
+    module.body.iter().rev().find_map(|s| match s {
+        Stmt::ClassDef(c) if c.name.as_str() == name => Some(c),
+        _ => None,
+    })
+}
+
+/// The method `name` of a class, looking through module-level base classes.
+pub fn find_method<'a>(
+    module: &'a ModModule,
+    class: &'a StmtClassDef,
+    name: &str,
+) -> Option<(&'a StmtFunctionDef, &'a StmtClassDef)> {
+    let mut seen = HashSet::new();
+    find_method_rec(module, class, name, &mut seen)
+}
+
+fn find_method_rec<'a>(
+    module: &'a ModModule,
+    class: &'a StmtClassDef,
+    name: &str,
+    seen: &mut HashSet<String>,
+) -> Option<(&'a StmtFunctionDef, &'a StmtClassDef)> {
+    if !seen.insert(class.name.to_string()) {
+        return None;
+    }
+    for s in class.body.iter().rev() {
+        if let Stmt::FunctionDef(f) = s {
+            if f.name.as_str() == name {
+                return Some((f, class));
+            }
+        }
+    }
+    for base in class.bases() {
+        if let Expr::Name(n) = base {
+            if let Some(b) = find_class(module, n.id.as_str()) {
+                if let Some(found) = find_method_rec(module, b, name, seen) {
+                    return Some(found);
+                }
+            }
+        }
+    }
+    None
+}
+
+fn find_function<'a>(module: &'a ModModule, name: &str) -> Option<&'a StmtFunctionDef> {
+    module.body.iter().rev().find_map(|s| match s {
+        Stmt::FunctionDef(f) if f.name.as_str() == name => Some(f),
+        _ => None,
+    })
+}
+
+/// `Some(truth)` when an `if`/`while` test is a constant.
+pub fn const_truth(expr: &Expr) -> Option<bool> {
+    match expr {
+        Expr::BooleanLiteral(b) => Some(b.value),
+        Expr::NoneLiteral(_) => Some(false),
+        Expr::NumberLiteral(n) => match &n.value {
+            ruff_python_ast::Number::Int(i) => Some(i.as_u64() != Some(0)),
+            ruff_python_ast::Number::Float(f) => Some(*f != 0.0),
+            _ => None,
+        },
+        Expr::StringLiteral(s) => Some(!s.value.to_str().is_empty()),
+        Expr::UnaryOp(u) if u.op == ruff_python_ast::UnaryOp::Not => {
+            const_truth(&u.operand).map(|b| !b)
+        }
+        Expr::Name(n) if n.id.as_str() == "TYPE_CHECKING" => Some(false),
+        Expr::Attribute(a) if a.attr.as_str() == "TYPE_CHECKING" => Some(false),
+        _ => None,
+    }
+}
+
+/// Visit the live statements of a body: skips constant-false branches and code after an
+/// unconditional `return`/`raise`/`continue`/`break`.
+pub fn walk_live<'a, V: Visitor<'a> + ?Sized>(v: &mut V, body: &'a [Stmt]) {
+    for stmt in body {
+        v.visit_stmt(stmt);
+        if matches!(
+            stmt,
+            Stmt::Return(_) | Stmt::Raise(_) | Stmt::Continue(_) | Stmt::Break(_)
+        ) {
+            break;
+        }
+    }
+}
+
+/// The part of `walk_stmt` that knows about dead branches; call it from `visit_stmt` of a
+/// visitor that wants only live code.
+pub fn walk_stmt_live<'a, V: Visitor<'a> + ?Sized>(v: &mut V, stmt: &'a Stmt) {
+    match stmt {
+        Stmt::If(s) => {
+            v.visit_expr(&s.test);
+            let mut taken = false;
+            match const_truth(&s.test) {
+                Some(false) => {}
+                Some(true) => {
+                    walk_live(v, &s.body);
+                    taken = true;
+                }
+                None => walk_live(v, &s.body),
+            }
+            for clause in &s.elif_else_clauses {
+                if taken {
+                    break;
+                }
+                match clause.test.as_ref() {
+                    Some(t) => {
+                        v.visit_expr(t);
+                        match const_truth(t) {
+                            Some(false) => {}
+                            Some(true) => {
+                                walk_live(v, &clause.body);
+                                taken = true;
+                            }
+                            None => walk_live(v, &clause.body),
+                        }
+                    }
+                    None => walk_live(v, &clause.body),
+                }
+            }
+        }
+        Stmt::While(s) => {
+            v.visit_expr(&s.test);
+            if const_truth(&s.test) != Some(false) {
+                walk_live(v, &s.body);
+            }
+            walk_live(v, &s.orelse);
+        }
+        _ => visitor::walk_stmt(v, stmt),
+    }
+}
+
+/// Compute what is reachable from `ModelNew.forward`. Empty when there is no `ModelNew` class.
+pub fn reachable(module: &ModModule) -> Reachability<'_> {
+    let mut r = Reachability::default();
+    let Some(model_new) = find_class(module, "ModelNew") else {
+        return r;
+    };
+    let mut queue: Vec<(&StmtFunctionDef, Option<&StmtClassDef>)> = Vec::new();
+    for entry in ["forward", "__call__"] {
+        if let Some((f, owner)) = find_method(module, model_new, entry) {
+            queue.push((f, Some(owner)));
+        }
+    }
+    // `self.attr = SomeClass(...)` anywhere in a class: calling `self.attr(...)` runs it.
+    let mut seen: HashSet<*const StmtFunctionDef> = HashSet::new();
+    let mut classes_done: HashSet<String> = HashSet::new();
+    while let Some((f, owner)) = queue.pop() {
+        if !seen.insert(f as *const _) {
+            continue;
+        }
+        r.functions.push((f, owner));
+        let mut c = Collector::default();
+        walk_live(&mut c, &f.body);
+        for call in &c.calls {
+            if let Expr::Attribute(a) = call.func.as_ref() {
+                r.called_attrs.insert(a.attr.to_string());
+            }
+        }
+        r.calls.extend(c.calls);
+        // self.<attr>: a method of the owner, or an instance of a module-level class.
+        if let Some(owner) = owner {
+            for attr in &c.self_attrs {
+                if let Some((m, o)) = find_method(module, owner, attr) {
+                    queue.push((m, Some(o)));
+                }
+                for class_name in self_attr_classes(owner, attr) {
+                    enqueue_class(module, &class_name, &mut queue, &mut classes_done);
+                }
+            }
+        }
+        for name in &c.names {
+            if let Some(func) = find_function(module, name) {
+                queue.push((func, None));
+            }
+            enqueue_class(module, name, &mut queue, &mut classes_done);
+        }
+        r.names.extend(c.names);
+        r.self_attrs.extend(c.self_attrs);
+    }
+    r
+}
+
+fn enqueue_class<'a>(
+    module: &'a ModModule,
+    name: &str,
+    queue: &mut Vec<(&'a StmtFunctionDef, Option<&'a StmtClassDef>)>,
+    done: &mut HashSet<String>,
+) {
+    if name == "ModelNew" || !done.insert(name.to_string()) {
+        return;
+    }
+    if let Some(class) = find_class(module, name) {
+        for m in ["__init__", "forward", "__call__", "apply"] {
+            if let Some((f, o)) = find_method(module, class, m) {
+                queue.push((f, Some(o)));
+            }
+        }
+    }
+}
+
+/// Class names assigned to `self.<attr>` (`self.attr = Name(...)`) in any method of `class`.
+fn self_attr_classes(class: &StmtClassDef, attr: &str) -> Vec<String> {
+    struct Finder<'s> {
+        attr: &'s str,
+        out: Vec<String>,
+    }
+    impl<'a> Visitor<'a> for Finder<'_> {
+        fn visit_stmt(&mut self, stmt: &'a Stmt) {
+            if let Stmt::Assign(a) = stmt {
+                let hits = a.targets.iter().any(|t| is_self_attr(t, self.attr));
+                if hits {
+                    if let Expr::Call(c) = a.value.as_ref() {
+                        if let Expr::Name(n) = c.func.as_ref() {
+                            self.out.push(n.id.to_string());
+                        }
+                    }
+                }
+            }
+            visitor::walk_stmt(self, stmt);
+        }
+    }
+    let mut f = Finder {
+        attr,
+        out: Vec::new(),
+    };
+    for s in &class.body {
+        f.visit_stmt(s);
+    }
+    f.out
+}
+
+fn is_self_attr(e: &Expr, attr: &str) -> bool {
+    matches!(e, Expr::Attribute(a) if a.attr.as_str() == attr
+        && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self"))
+}
+
+#[derive(Default)]
+struct Collector<'a> {
+    calls: Vec<&'a ExprCall>,
+    names: BTreeSet<String>,
+    self_attrs: BTreeSet<String>,
+}
+
+impl<'a> Visitor<'a> for Collector<'a> {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        walk_stmt_live(self, stmt);
+    }
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        match expr {
+            Expr::Call(c) => self.calls.push(c),
+            Expr::Name(n) if n.ctx.is_load() => {
+                self.names.insert(n.id.to_string());
+            }
+            Expr::Attribute(a) => {
+                if let Expr::Name(n) = a.value.as_ref() {
+                    if n.id.as_str() == "self" {
+                        self.self_attrs.insert(a.attr.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+        visitor::walk_expr(self, expr);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(src: &str) -> Vec<String> {
+        let parsed = ruff_python_parser::parse_module(src).unwrap();
+        let r = reachable(parsed.syntax());
+        let mut v: Vec<String> = r
+            .functions
+            .iter()
+            .map(|(f, _)| f.name.to_string())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn follows_methods_functions_and_classes_but_not_dead_code() {
+        let src = r#"
+def helper(x):
+    return x
+def unused(x):
+    return x
+def dead(x):
+    return x
+class Inner(nn.Module):
+    def forward(self, x):
+        return x
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Inner()
+    def _impl(self, x):
+        if False:
+            return dead(x)
+        return helper(x)
+    def forward(self, x):
+        y = self.inner(x)
+        return self._impl(y)
+        dead(x)
+"#;
+        assert_eq!(names(src), ["_impl", "forward", "forward", "helper"]);
+    }
+
+    #[test]
+    fn no_model_new_means_nothing_reachable() {
+        assert!(names("def forward(x):\n    return x\n").is_empty());
+    }
+}

@@ -1,0 +1,155 @@
+//! The vocabulary every rule shares: its metadata (for `kernelgate rule` and SARIF), the
+//! per-file context handed to checks, and the raw finding a check returns (byte offsets into the
+//! `.py` file; `lint_file` turns them into line/column `Finding`s, applies suppressions and
+//! severity overrides).
+
+use kernelgate_model::{Backend, Precision, Severity};
+use std::ops::Range;
+
+/// Static description of one rule. Every rule lives in `registry::RULES`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleMeta {
+    /// `KG101`: group digit first (see `registry.rs`).
+    pub code: &'static str,
+    /// kebab-case name, e.g. `torch-op-fallback`.
+    pub name: &'static str,
+    /// Default severity; `kernelgate.toml` `[lint] severity` may change it.
+    pub severity: Severity,
+    /// One line, used as the SARIF short description and the `rule --all` table.
+    pub summary: &'static str,
+    /// One paragraph: what the rule catches, why it matters, how to fix it.
+    pub doc: &'static str,
+    /// A short Python example the rule flags.
+    pub bad: &'static str,
+    /// The same example written so the rule is silent.
+    pub good: &'static str,
+}
+
+/// What a check knows about the file being linted.
+#[derive(Debug, Clone)]
+pub struct Context<'a> {
+    /// The path as given to the tool (shown in findings).
+    pub path: &'a str,
+    /// The whole `.py` source.
+    pub source: &'a str,
+    /// The precision of the problem this kernel solves (downgrade rules are relative to it).
+    pub precision: Precision,
+    /// The declared backend, when the kernel's mapping or `--backend` says one.
+    pub backend: Option<Backend>,
+    pub lines: LineIndex,
+}
+
+impl<'a> Context<'a> {
+    pub fn new(
+        path: &'a str,
+        source: &'a str,
+        precision: Precision,
+        backend: Option<Backend>,
+    ) -> Self {
+        Context {
+            path,
+            source,
+            precision,
+            backend,
+            lines: LineIndex::new(source),
+        }
+    }
+
+    /// 1-based (line, column) of a byte offset; the column counts characters.
+    pub fn line_col(&self, offset: usize) -> (u32, u32) {
+        self.lines.line_col(self.source, offset)
+    }
+}
+
+/// One rule firing, before suppression and severity overrides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawFinding {
+    /// A code from `registry::RULES`.
+    pub code: &'static str,
+    /// Byte offsets in the `.py` file (for embedded C++/CUDA: mapped back to the literal).
+    pub range: Range<usize>,
+    pub message: String,
+}
+
+impl RawFinding {
+    pub fn new(code: &'static str, range: Range<usize>, message: impl Into<String>) -> Self {
+        RawFinding {
+            code,
+            range,
+            message: message.into(),
+        }
+    }
+}
+
+/// Start offsets of every line, for offset -> line/column in O(log n).
+#[derive(Debug, Clone, Default)]
+pub struct LineIndex {
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    pub fn new(source: &str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(
+            source
+                .bytes()
+                .enumerate()
+                .filter(|(_, b)| *b == b'\n')
+                .map(|(i, _)| i + 1),
+        );
+        LineIndex { starts }
+    }
+
+    /// 0-based line number of a byte offset.
+    pub fn line_of(&self, offset: usize) -> usize {
+        match self.starts.binary_search(&offset) {
+            Ok(i) => i,
+            Err(i) => i - 1,
+        }
+    }
+
+    /// Byte offset where the 0-based line starts.
+    pub fn line_start(&self, line: usize) -> usize {
+        self.starts.get(line).copied().unwrap_or(usize::MAX)
+    }
+
+    pub fn line_count(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// 1-based (line, column); the column counts characters, not bytes.
+    pub fn line_col(&self, source: &str, offset: usize) -> (u32, u32) {
+        let offset = offset.min(source.len());
+        let line = self.line_of(offset);
+        let start = self.starts[line];
+        let col = source
+            .get(start..offset)
+            .map_or(offset - start, |s| s.chars().count());
+        (line as u32 + 1, col as u32 + 1)
+    }
+
+    /// The text of the 0-based line, without its newline.
+    pub fn line_text<'s>(&self, source: &'s str, line: usize) -> &'s str {
+        let start = self.line_start(line).min(source.len());
+        let end = self.starts.get(line + 1).map_or(source.len(), |e| *e);
+        source[start..end].trim_end_matches(['\n', '\r'])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_col_counts_characters_and_lines() {
+        let src = "ab\nçd = 1\n\nx";
+        let idx = LineIndex::new(src);
+        assert_eq!(idx.line_col(src, 0), (1, 1));
+        assert_eq!(idx.line_col(src, 3), (2, 1));
+        // `d` follows a two-byte character: column 2.
+        assert_eq!(idx.line_col(src, 5), (2, 2));
+        assert_eq!(idx.line_col(src, src.len() - 1), (4, 1));
+        assert_eq!(idx.line_text(src, 1), "çd = 1");
+        assert_eq!(idx.line_count(), 4);
+    }
+}
