@@ -1,8 +1,17 @@
 //! The model of a kernel repository: problems, candidate kernels, configuration, and the
 //! small vocabulary (precision, backend, findings) every later stage of the pipeline shares.
 
+pub mod config;
+pub mod dataset;
 pub mod finding;
+pub mod hash;
+pub mod kernel;
+pub mod problem;
 pub mod types;
 
+pub use config::{Condition, Config, ConfigError, Device, L2Mode, LintLevel};
+pub use dataset::{DatasetError, DatasetSpec};
 pub use finding::{Finding, Severity};
+pub use kernel::{discover, Kernel, KernelError, MappedBy};
+pub use problem::{LookupError, Problem, ProblemError, ProblemSet};
 pub use types::{Backend, Precision};

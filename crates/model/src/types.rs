@@ -47,7 +47,9 @@ impl FromStr for Precision {
             "fp32" | "float32" => Ok(Precision::Fp32),
             "fp16" | "float16" | "half" => Ok(Precision::Fp16),
             "bf16" | "bfloat16" => Ok(Precision::Bf16),
-            other => Err(format!("unknown precision `{other}` (expected fp32, fp16 or bf16)")),
+            other => Err(format!(
+                "unknown precision `{other}` (expected fp32, fp16 or bf16)"
+            )),
         }
     }
 }

@@ -1,0 +1,559 @@
+//! Candidate kernels and the problem each one answers.
+//!
+//! Mapping order: a directive comment in the first lines
+//! (`# kernelgate: problem=level1/19_ReLU backend=cuda precision=fp32`), then
+//! `[kernels.mapping]` globs, then the path convention (`kernels/level1/19_ReLU/<any>.py` or
+//! `kernels/level1/19_ReLU.py`). The backend comes from the directive, else from the source,
+//! else from `[defaults] backend`.
+
+use crate::config::Config;
+use crate::problem::{parse_file_name, parse_level_dir, LookupError, ProblemSet};
+use crate::types::{Backend, Precision};
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::Serialize;
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+/// How many leading lines may hold the directive.
+pub const DIRECTIVE_LINES: usize = 10;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MappedBy {
+    Directive,
+    Config,
+    Path,
+}
+
+impl MappedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MappedBy::Directive => "directive",
+            MappedBy::Config => "config",
+            MappedBy::Path => "path",
+        }
+    }
+}
+
+impl fmt::Display for MappedBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A candidate file mapped to its problem.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Kernel {
+    /// Relative to the repository root when under it (forward slashes), else as given.
+    pub path: PathBuf,
+    /// `level1/19_ReLU`
+    pub problem_key: String,
+    pub backend: Backend,
+    pub precision: Precision,
+    pub mapped_by: MappedBy,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error("cannot read kernel {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: not mapped to any problem\n  help: add `# kernelgate: problem=level<N>/<id>_<Name>` to its first lines, move it to kernels/level<N>/<id>_<Name>/, or add it to [kernels.mapping] in kernelgate.toml", path.display())]
+    Unmapped { path: PathBuf },
+    #[error("{}: [kernels.mapping] globs {} map it to different problems ({})\n  help: make the globs in kernelgate.toml disjoint, or put a `# kernelgate: problem=...` directive in the file", path.display(), globs.iter().map(|g| format!("`{g}`")).collect::<Vec<_>>().join(", "), keys.join(", "))]
+    Ambiguous {
+        path: PathBuf,
+        globs: Vec<String>,
+        keys: Vec<String>,
+    },
+    #[error("{}{}: {source} (mapped by {via})\n  help: {}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default(), problem_help(source))]
+    UnknownProblem {
+        path: PathBuf,
+        line: Option<usize>,
+        via: MappedBy,
+        source: LookupError,
+    },
+    #[error("{}:{line}:{column}: bad kernelgate directive: {message}\n  help: write it as `# kernelgate: problem=level1/19_ReLU backend=cuda precision=fp32` (each key optional)", path.display())]
+    BadDirective {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{}: cannot tell the kernel's backend from its source\n  help: add `backend=<{}>` to a `# kernelgate:` directive, or set `[defaults] backend` in kernelgate.toml", path.display(), Backend::ALL.map(|b| b.as_str()).join("|"))]
+    UnknownBackend { path: PathBuf },
+}
+
+fn problem_help(e: &LookupError) -> String {
+    match e {
+        LookupError::Unknown {
+            suggestion: Some(s),
+            ..
+        } => format!("use `{s}`, or add the problem to the dataset"),
+        LookupError::Unknown { .. } => {
+            "name an existing problem (`kernelgate problems` lists them)".into()
+        }
+        LookupError::Ambiguous { candidates, .. } => {
+            format!("write the full key, one of {}", candidates.join(", "))
+        }
+    }
+}
+
+impl KernelError {
+    pub fn path(&self) -> &Path {
+        match self {
+            KernelError::Io { path, .. }
+            | KernelError::Unmapped { path }
+            | KernelError::Ambiguous { path, .. }
+            | KernelError::UnknownProblem { path, .. }
+            | KernelError::BadDirective { path, .. }
+            | KernelError::UnknownBackend { path } => path,
+        }
+    }
+
+    /// 1-based line the error points at, when it points into the file.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            KernelError::UnknownProblem { line, .. } => *line,
+            KernelError::BadDirective { line, .. } => Some(*line),
+            _ => None,
+        }
+    }
+}
+
+/// A parsed `# kernelgate:` directive.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Directive {
+    pub line: usize,
+    pub problem: Option<String>,
+    pub backend: Option<Backend>,
+    pub precision: Option<Precision>,
+}
+
+/// Find and parse the directive in the first [`DIRECTIVE_LINES`] lines; `Ok(None)` without one.
+/// Errors carry `(line, column, message)`.
+pub fn parse_directive(source: &str) -> Result<Option<Directive>, (usize, usize, String)> {
+    for (i, line) in source.lines().take(DIRECTIVE_LINES).enumerate() {
+        let trimmed = line.trim_start();
+        let Some(after_hash) = trimmed.strip_prefix('#') else {
+            continue;
+        };
+        let body = after_hash.trim_start();
+        let Some(rest) = body.strip_prefix("kernelgate:") else {
+            continue;
+        };
+        let mut d = Directive {
+            line: i + 1,
+            ..Default::default()
+        };
+        let base = line.len() - rest.len();
+        let mut offset = 0;
+        for word in rest.split_whitespace() {
+            let at = rest[offset..].find(word).map_or(offset, |p| offset + p);
+            offset = at + word.len();
+            let column = line[..base + at].chars().count() + 1;
+            let err = |m: String| Err((i + 1, column, m));
+            let Some((key, value)) = word.split_once('=') else {
+                return err(format!("`{word}` is not `key=value`"));
+            };
+            if value.is_empty() {
+                return err(format!("`{key}` has no value"));
+            }
+            match key {
+                "problem" => d.problem = Some(value.to_string()),
+                "backend" => match value.parse() {
+                    Ok(b) => d.backend = Some(b),
+                    Err(m) => return err(m),
+                },
+                "precision" => match value.parse() {
+                    Ok(p) => d.precision = Some(p),
+                    Err(m) => return err(m),
+                },
+                other => {
+                    return err(format!(
+                        "unknown key `{other}` (expected problem, backend or precision)"
+                    ))
+                }
+            }
+        }
+        if d.problem.is_none() && d.backend.is_none() && d.precision.is_none() {
+            return Err((
+                i + 1,
+                line.chars().count() + 1,
+                "the directive is empty".into(),
+            ));
+        }
+        return Ok(Some(d));
+    }
+    Ok(None)
+}
+
+/// Backend from what the source uses; `None` when nothing is recognisable. Comments are
+/// ignored (a `#include` inside a C++ string is not a comment).
+pub fn infer_backend(source: &str) -> Option<Backend> {
+    let code = crate::hash::strip_comments(source);
+    let has = |needles: &[&str]| needles.iter().any(|n| code.contains(n));
+    if has(&["kittens.cuh", "kittens::", "import thunderkittens"]) {
+        Some(Backend::Thunderkittens)
+    } else if has(&[
+        "import tilelang",
+        "from tilelang",
+        "@T.prim_func",
+        "tilelang.jit",
+    ]) {
+        Some(Backend::Tilelang)
+    } else if has(&[
+        "cute/",
+        "cute::",
+        "cutlass/",
+        "cutlass::",
+        "import cutlass",
+        "from cutlass",
+    ]) {
+        Some(Backend::Cute)
+    } else if has(&[
+        "hip/hip_runtime",
+        "hipLaunchKernelGGL",
+        "__HIP_PLATFORM",
+        "hipStream_t",
+    ]) {
+        Some(Backend::Hip)
+    } else if has(&["triton.jit", "@jit", "triton.autotune"]) && has(&["triton"]) {
+        Some(Backend::Triton)
+    } else if has(&["cuda_sources", "__global__", "<<<", "load_inline(cuda"]) {
+        Some(Backend::Cuda)
+    } else if has(&["cpp_sources", "cpp_extension"]) {
+        Some(Backend::Cpp)
+    } else {
+        None
+    }
+}
+
+/// Problem key from the path convention: `.../level1/19_ReLU.py` or `.../level1/19_ReLU/x.py`.
+pub fn key_from_path(path: &Path) -> Option<String> {
+    let parts: Vec<&str> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => s.to_str(),
+            _ => None,
+        })
+        .collect();
+    let n = parts.len();
+    if n >= 2 && parse_level_dir(parts[n - 2]).is_some() && parts[n - 1].ends_with(".py") {
+        if let Some((id, name)) = parse_file_name(parts[n - 1]) {
+            return Some(format!("{}/{id}_{name}", parts[n - 2]));
+        }
+    }
+    if n >= 3 && parse_level_dir(parts[n - 3]).is_some() {
+        if let Some((id, name)) = parse_file_name(parts[n - 2]) {
+            if !parts[n - 2].ends_with(".py") {
+                return Some(format!("{}/{id}_{name}", parts[n - 3]));
+            }
+        }
+    }
+    None
+}
+
+/// Mapping rules built once from the config.
+struct Mapper<'a> {
+    cfg: &'a Config,
+    problems: &'a ProblemSet,
+    mapping: Vec<(GlobSet, &'a str, &'a str)>,
+}
+
+impl<'a> Mapper<'a> {
+    fn new(cfg: &'a Config, problems: &'a ProblemSet) -> Mapper<'a> {
+        // Globs were validated when the config was loaded; skip any that still fail.
+        let mapping = cfg
+            .kernels
+            .mapping
+            .iter()
+            .filter_map(|(g, k)| {
+                let glob = Glob::new(g).ok()?;
+                let set = GlobSetBuilder::new().add(glob).build().ok()?;
+                Some((set, g.as_str(), k.as_str()))
+            })
+            .collect();
+        Mapper {
+            cfg,
+            problems,
+            mapping,
+        }
+    }
+
+    fn resolve(&self, rel: &Path, source: &str) -> Result<Kernel, KernelError> {
+        let path = rel.to_path_buf();
+        let directive = parse_directive(source).map_err(|(line, column, message)| {
+            KernelError::BadDirective {
+                path: path.clone(),
+                line,
+                column,
+                message,
+            }
+        })?;
+        let directive = directive.unwrap_or_default();
+        let (query, via, line) = if let Some(p) = &directive.problem {
+            (p.clone(), MappedBy::Directive, Some(directive.line))
+        } else if let Some(key) = self.from_config(rel)? {
+            (key, MappedBy::Config, None)
+        } else if let Some(key) = key_from_path(rel) {
+            (key, MappedBy::Path, None)
+        } else {
+            return Err(KernelError::Unmapped { path });
+        };
+        let problem = self
+            .problems
+            .find(&query)
+            .map_err(|source| KernelError::UnknownProblem {
+                path: path.clone(),
+                line,
+                via,
+                source,
+            })?;
+        let backend = directive
+            .backend
+            .or_else(|| infer_backend(source))
+            .or(self.cfg.defaults.backend)
+            .ok_or_else(|| KernelError::UnknownBackend { path: path.clone() })?;
+        Ok(Kernel {
+            path,
+            problem_key: problem.key.clone(),
+            backend,
+            precision: directive.precision.unwrap_or(self.cfg.defaults.precision),
+            mapped_by: via,
+        })
+    }
+
+    fn from_config(&self, rel: &Path) -> Result<Option<String>, KernelError> {
+        let hits: Vec<(&str, &str)> = self
+            .mapping
+            .iter()
+            .filter(|(set, _, _)| set.is_match(rel))
+            .map(|(_, g, k)| (*g, *k))
+            .collect();
+        let mut keys: Vec<String> = hits.iter().map(|(_, k)| k.to_string()).collect();
+        keys.sort();
+        keys.dedup();
+        match keys.len() {
+            0 => Ok(None),
+            1 => Ok(keys.pop()),
+            _ => Err(KernelError::Ambiguous {
+                path: rel.to_path_buf(),
+                globs: hits.iter().map(|(g, _)| g.to_string()).collect(),
+                keys,
+            }),
+        }
+    }
+}
+
+/// `path` relative to `repo` when it lies below it (the form mapping globs and reports use).
+pub fn relative_to_repo(repo: &Path, path: &Path) -> PathBuf {
+    if let Ok(rel) = path.strip_prefix(repo) {
+        return rel.to_path_buf();
+    }
+    if let (Ok(r), Ok(p)) = (std::fs::canonicalize(repo), std::fs::canonicalize(path)) {
+        if let Ok(rel) = p.strip_prefix(&r) {
+            return rel.to_path_buf();
+        }
+    }
+    path.strip_prefix("./").unwrap_or(path).to_path_buf()
+}
+
+impl Kernel {
+    /// Map one file (absolute, or relative to `repo`) whether or not the globs select it.
+    pub fn resolve_one(
+        repo: &Path,
+        path: &Path,
+        cfg: &Config,
+        problems: &ProblemSet,
+    ) -> Result<Kernel, KernelError> {
+        let full = if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            repo.join(path)
+        };
+        let rel = relative_to_repo(repo, &full);
+        let source = std::fs::read_to_string(&full).map_err(|source| KernelError::Io {
+            path: rel.clone(),
+            source,
+        })?;
+        Mapper::new(cfg, problems).resolve(&rel, &source)
+    }
+}
+
+/// Every file under `repo` selected by `[kernels] globs`, mapped; one file's error does not
+/// drop the others. Both lists are sorted by path.
+pub fn discover(
+    repo: &Path,
+    cfg: &Config,
+    problems: &ProblemSet,
+) -> (Vec<Kernel>, Vec<KernelError>) {
+    let mut builder = GlobSetBuilder::new();
+    for g in &cfg.kernels.globs {
+        if let Ok(glob) = Glob::new(g) {
+            builder.add(glob);
+        }
+    }
+    let Ok(globs) = builder.build() else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut files = Vec::new();
+    // Walk only the literal prefix of each glob so a large `target/` is never visited.
+    let mut bases: Vec<PathBuf> = cfg.kernels.globs.iter().map(|g| glob_base(g)).collect();
+    bases.sort();
+    bases.dedup();
+    for base in &bases {
+        if bases.iter().any(|b| b != base && base.starts_with(b)) {
+            continue;
+        }
+        for entry in walkdir::WalkDir::new(repo.join(base))
+            .follow_links(false)
+            .into_iter()
+            .filter_entry(|e| {
+                e.depth() == 0 || !e.file_name().to_str().is_some_and(|n| n.starts_with('.'))
+            })
+            .flatten()
+        {
+            if !entry.file_type().is_file() {
+                continue;
+            }
+            let rel = relative_to_repo(repo, entry.path());
+            if globs.is_match(&rel) {
+                files.push(rel);
+            }
+        }
+    }
+    files.sort();
+    files.dedup();
+    let mapper = Mapper::new(cfg, problems);
+    let mut kernels = Vec::new();
+    let mut errors = Vec::new();
+    for rel in files {
+        let result = std::fs::read_to_string(repo.join(&rel))
+            .map_err(|source| KernelError::Io {
+                path: rel.clone(),
+                source,
+            })
+            .and_then(|src| mapper.resolve(&rel, &src));
+        match result {
+            Ok(k) => kernels.push(k),
+            Err(e) => errors.push(e),
+        }
+    }
+    (kernels, errors)
+}
+
+/// Leading path components of a glob that contain no glob metacharacters.
+fn glob_base(glob: &str) -> PathBuf {
+    let mut base = PathBuf::new();
+    let parts: Vec<&str> = glob.split('/').collect();
+    for (i, part) in parts.iter().enumerate() {
+        if i + 1 == parts.len() || part.contains(['*', '?', '[', '{']) {
+            break;
+        }
+        base.push(part);
+    }
+    base
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directive_parsing() {
+        let d = parse_directive(
+            "import torch\n# kernelgate: problem=level1/19_ReLU backend=cuda precision=bf16\n",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(d.line, 2);
+        assert_eq!(d.problem.as_deref(), Some("level1/19_ReLU"));
+        assert_eq!(d.backend, Some(Backend::Cuda));
+        assert_eq!(d.precision, Some(Precision::Bf16));
+        assert_eq!(parse_directive("x = 1\n").unwrap(), None);
+        let late = format!(
+            "{}# kernelgate: problem=level1/1_A\n",
+            "\n".repeat(DIRECTIVE_LINES)
+        );
+        assert_eq!(parse_directive(&late).unwrap(), None);
+        assert_eq!(
+            parse_directive("#kernelgate: backend=triton")
+                .unwrap()
+                .unwrap()
+                .backend,
+            Some(Backend::Triton)
+        );
+        let (line, col, msg) =
+            parse_directive("\n# kernelgate: problem=level1/1_A backend=opencl\n").unwrap_err();
+        assert_eq!((line, col), (2, 34));
+        assert!(msg.contains("opencl"), "{msg}");
+        let (_, col, msg) = parse_directive("# kernelgate: level=1").unwrap_err();
+        assert_eq!(col, 15);
+        assert!(msg.contains("unknown key `level`"), "{msg}");
+        assert!(parse_directive("# kernelgate: problem")
+            .unwrap_err()
+            .2
+            .contains("key=value"));
+        assert!(parse_directive("# kernelgate: precision=fp8")
+            .unwrap_err()
+            .2
+            .contains("fp8"));
+        assert!(parse_directive("# kernelgate:")
+            .unwrap_err()
+            .2
+            .contains("empty"));
+    }
+
+    #[test]
+    fn backend_inference() {
+        let cuda = "from torch.utils.cpp_extension import load_inline\nsrc = '''__global__ void k(float* x) {}'''\nm = load_inline(name='m', cpp_sources='', cuda_sources=src)\n";
+        assert_eq!(infer_backend(cuda), Some(Backend::Cuda));
+        let cpp = "from torch.utils.cpp_extension import load_inline\nm = load_inline(name='m', cpp_sources=src, functions=['f'])\n";
+        assert_eq!(infer_backend(cpp), Some(Backend::Cpp));
+        let triton = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x): pass\n";
+        assert_eq!(infer_backend(triton), Some(Backend::Triton));
+        let hip = "src = '''#include <hip/hip_runtime.h>\n__global__ void k() {}'''\nload_inline(cuda_sources=src)";
+        assert_eq!(infer_backend(hip), Some(Backend::Hip));
+        let cute = "src = '''#include <cute/tensor.hpp>\n__global__ void k() {}'''\nload_inline(cuda_sources=src)";
+        assert_eq!(infer_backend(cute), Some(Backend::Cute));
+        assert_eq!(infer_backend("import tilelang\n"), Some(Backend::Tilelang));
+        assert_eq!(
+            infer_backend("src = '#include \"kittens.cuh\"'\n"),
+            Some(Backend::Thunderkittens)
+        );
+        // Mentions in comments do not count.
+        assert_eq!(
+            infer_backend("# uses @triton.jit one day\nimport torch\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn path_convention() {
+        assert_eq!(
+            key_from_path(Path::new("kernels/level1/19_ReLU/cuda.py")).as_deref(),
+            Some("level1/19_ReLU")
+        );
+        assert_eq!(
+            key_from_path(Path::new("kernels/level2/3_Fused_Op.py")).as_deref(),
+            Some("level2/3_Fused_Op")
+        );
+        assert_eq!(key_from_path(Path::new("kernels/relu.py")), None);
+        assert_eq!(key_from_path(Path::new("kernels/level1/relu.py")), None);
+        assert_eq!(
+            key_from_path(Path::new("kernels/level1/19_ReLU/x/y.py")),
+            None
+        );
+    }
+
+    #[test]
+    fn glob_bases() {
+        assert_eq!(glob_base("kernels/**/*.py"), PathBuf::from("kernels"));
+        assert_eq!(glob_base("a/b/c.py"), PathBuf::from("a/b"));
+        assert_eq!(glob_base("**/*.py"), PathBuf::from(""));
+    }
+}
