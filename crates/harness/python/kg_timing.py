@@ -1,0 +1,308 @@
+"""kernelgate timing loop, embedded in the `kernelgate_harness` extension (`timing_module()`).
+
+`measure(callables, n_input_sets, timer, cfg, verify)` times several callables against each
+other in one process: warm-up, then rounds in which every callable runs once on the same input
+set, in a fresh random order (A B / B A ...), the input set rotating from round to round. It
+stops when the 95% confidence interval of the median of every series is within
+`cfg["ci_target_pct"]` percent (half-width), or the budget runs out, always between
+`min_samples` and `max_samples`. A random share of timed outputs is re-verified (`verify` raises
+on a wrong one), at least one per series. The clock is the Rust `Timer` (driver events), so
+nothing a candidate patches in Python changes what is measured.
+
+`baseline(job_json)` times a problem's reference (eager, or `torch.compile`d) for
+`kernelgate baseline`. No candidate code runs in that process.
+"""
+
+import gc
+import json
+import math
+import os
+import random
+import sys
+import time
+
+# Captured at load, before any candidate module exists in the process.
+_monotonic = time.monotonic
+_Random = random.Random
+_urandom = os.urandom
+_gc_disable = gc.disable
+_gc_enable = gc.enable
+_gc_isenabled = gc.isenabled
+_gc_collect = gc.collect
+_comb = math.comb
+
+_RANKS = {}
+
+
+def _median_ci_ranks(n, level=0.95):
+    """Zero-based (l, u): [x_l, x_u] of the sorted sample covers the median with >= level
+    probability (exact binomial(n, 1/2); normal approximation above n = 2000)."""
+    r = _RANKS.get(n)
+    if r is not None:
+        return r
+    alpha_half = (1.0 - level) / 2.0
+    if n > 2000:
+        k = int(math.floor(n / 2.0 - 1.959964 * math.sqrt(n) / 2.0))
+    else:
+        c, k = 0.0, 0
+        for j in range(n):
+            c += _comb(n, j) / 2.0**n
+            if c > alpha_half:
+                break
+            k = j + 1
+    lower = max(k, 1)
+    r = (lower - 1, n - lower)
+    _RANKS[n] = r
+    return r
+
+
+def median(xs):
+    s = sorted(xs)
+    n = len(s)
+    h = (n - 1) * 0.5
+    lo = int(math.floor(h))
+    hi = int(math.ceil(h))
+    return s[lo] + (h - lo) * (s[hi] - s[lo])
+
+
+def ci_half_width_pct(xs):
+    """Half-width of the median's 95% CI relative to the median, percent (inf when undefined)."""
+    if len(xs) < 6:
+        return float("inf")
+    s = sorted(xs)
+    m = median(s)
+    if m <= 0:
+        return float("inf")
+    lo, hi = _median_ci_ranks(len(s))
+    return (s[hi] - s[lo]) / 2.0 / m * 100.0
+
+
+def _set_stream(timer):
+    if not getattr(timer, "is_cuda", False):
+        return
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        timer.set_stream(int(torch.cuda.current_stream().cuda_stream))
+
+
+def make_timer(cfg):
+    """A Timer for cfg["device"] (default: cuda when torch sees one) and cfg["l2"]."""
+    import kernelgate_harness
+
+    device = cfg.get("device")
+    if not device:
+        torch = sys.modules.get("torch")
+        device = "cuda" if torch is not None and torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        torch = sys.modules.get("torch")
+        stream = int(torch.cuda.current_stream().cuda_stream) if torch is not None else 0
+        return kernelgate_harness.Timer(device, cfg.get("l2", "cold"), stream)
+    return kernelgate_harness.Timer("cpu", cfg.get("l2", "cold"))
+
+
+def measure(callables, n_input_sets, timer, cfg, verify=None):
+    """Times every callable; returns {name: [{"ms", "trailing_sync_ms", "wall_ms", "input_set"}]}."""
+    if not callables:
+        raise ValueError("measure() needs at least one callable")
+    n_input_sets = max(1, int(n_input_sets))
+    warmup = int(cfg.get("warmup", 3))
+    min_samples = max(1, int(cfg.get("min_samples", 10)))
+    max_samples = max(min_samples, int(cfg.get("max_samples", 200)))
+    budget_s = float(cfg.get("budget_s", 10.0))
+    target = float(cfg.get("ci_target_pct", 1.0))
+    verify_share = float(cfg.get("verify_fraction", 0.1))
+    seed = cfg.get("order_seed")
+    rng = _Random(seed if seed is not None else _urandom(16))
+    if timer is None:
+        timer = make_timer(cfg)
+    _set_stream(timer)
+    names = list(callables)
+    samples = {name: [] for name in names}
+    verified = {name: 0 for name in names}
+
+    def timed(name, i):
+        fn = callables[name]
+        box = []
+        ms, trailing, wall = timer.time(lambda: box.append(fn(i)))
+        return ms, trailing, wall, (box[0] if box else None)
+
+    gc_was_enabled = _gc_isenabled()
+    _gc_collect()
+    _gc_disable()  # a collection inside a timed call is noise, not the kernel
+    try:
+        # Warm-up: every callable on every input set, untimed results discarded.
+        for w in range(warmup):
+            for name in names:
+                timed(name, w % n_input_sets)
+        start = _monotonic()
+        rounds = 0
+        while True:
+            i = rounds % n_input_sets
+            order = names[:]
+            rng.shuffle(order)
+            for name in order:
+                ms, trailing, wall, out = timed(name, i)
+                samples[name].append(
+                    {"ms": ms, "trailing_sync_ms": trailing, "wall_ms": wall, "input_set": i}
+                )
+                if verify is not None and rng.random() < verify_share:
+                    verify(name, i, out)
+                    verified[name] += 1
+                del out
+            rounds += 1
+            if rounds >= max_samples:
+                break
+            if rounds >= min_samples:
+                if all(ci_half_width_pct([s["ms"] for s in samples[n]]) <= target for n in names):
+                    break
+                if _monotonic() - start > budget_s:
+                    break
+        # Every series gets at least one verified timed output.
+        if verify is not None:
+            for name in names:
+                if verified[name] == 0:
+                    i = rng.randrange(n_input_sets)
+                    _, _, _, out = timed(name, i)
+                    verify(name, i, out)
+    finally:
+        if gc_was_enabled:
+            _gc_enable()
+    return samples
+
+
+def work(fn, inputs, outputs):
+    """(bytes, flops) the call must at least do: every input read once, every output written
+    once; FLOPs counted by torch's FlopCounterMode (matmuls, convolutions; 0 when unknown)."""
+    torch = sys.modules.get("torch")
+
+    def nbytes(xs):
+        total = 0
+        for x in xs if isinstance(xs, (list, tuple)) else [xs]:
+            if torch is not None and isinstance(x, torch.Tensor):
+                total += x.numel() * x.element_size()
+            elif isinstance(x, (list, tuple)):
+                total += nbytes(x)
+        return total
+
+    flops = 0
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        with torch.no_grad(), FlopCounterMode(display=False) as fc:
+            fn(*inputs)
+        flops = int(fc.get_total_flops())
+    except Exception:
+        flops = 0
+    return nbytes(list(inputs)), nbytes(outputs), flops
+
+
+# ---- kernelgate baseline ----------------------------------------------------------------------
+
+
+def _load_problem(path, name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load a Python module from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _hardware(torch, device, precision):
+    if device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(torch.device(device))
+        gpu = torch.cuda.get_device_name(torch.device(device))
+        driver = ""
+        try:
+            import subprocess
+
+            driver = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=20,
+            ).stdout.strip().splitlines()[0]
+        except Exception:
+            driver = "unknown"
+        return {"gpu": gpu, "driver": driver, "cuda": str(torch.version.cuda), "torch": torch.__version__,
+                "precision": precision, "sm": f"{props.major}.{props.minor}"}
+    cpu = "cpu"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"gpu": cpu, "driver": "none", "cuda": "none", "torch": torch.__version__, "precision": precision}
+
+
+def baseline(job_json):
+    """Times each problem's reference; returns a JSON string:
+    {"hardware": {...}, "results": [{"problem", "variant", "samples": [...], "error"?, "bytes", "flops"}]}."""
+    job = json.loads(job_json)
+    import torch
+
+    device = job.get("device", "auto")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    precision = job.get("precision", "fp32")
+    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+    cfg = dict(job.get("timing", {}))
+    cfg["device"] = device
+    seed = int(job.get("seed", 42))
+    n_sets = int(job.get("input_sets", 3))
+    timer = make_timer(cfg)
+    out = {"hardware": _hardware(torch, device, precision), "device": device, "results": [],
+           "l2": cfg.get("l2", "cold")}
+    if timer.is_cuda:
+        out["bandwidth_gbs"] = timer.bandwidth_gbs()
+        out["idle_sync_ms"] = timer.idle_sync_ms()
+
+    def process(x):
+        if isinstance(x, torch.Tensor):
+            if x.is_floating_point():
+                x = x.to(dtype=dtype)
+            return x.to(device=device)
+        return x
+
+    for k, p in enumerate(job["problems"]):
+        for variant in job.get("variants", ["eager"]):
+            rec = {"problem": p["key"], "variant": variant}
+            try:
+                mod = _load_problem(p["path"], f"kg_baseline_problem_{k}")
+                with torch.no_grad():
+                    torch.manual_seed(seed)
+                    init = [process(x) for x in mod.get_init_inputs()]
+                    torch.manual_seed(seed)
+                    model = mod.Model(*init).to(device=device, dtype=dtype)
+                sets = []
+                for s in range(n_sets):
+                    torch.manual_seed(seed + s)
+                    sets.append([process(x) for x in mod.get_inputs()])
+                fn = model
+                if variant == "compile":
+                    fn = torch.compile(model)  # inductor, default mode (KernelBench's second file)
+
+                def call(i, fn=fn):
+                    with torch.no_grad():
+                        return fn(*sets[i])
+
+                samples = measure({"reference": call}, n_sets, timer, cfg, None)["reference"]
+                rec["samples"] = samples
+                if variant == "eager":
+                    with torch.no_grad():
+                        outs = model(*sets[0])
+                    rec["input_bytes"], rec["output_bytes"], rec["flops"] = work(model, sets[0], outs)
+                    del outs
+            except Exception as e:  # one broken problem never aborts the others
+                import traceback
+
+                rec["error"] = f"{type(e).__name__}: {e}"
+                rec["traceback"] = traceback.format_exc()[-3000:]
+            out["results"].append(rec)
+            if device.startswith("cuda"):
+                torch.cuda.empty_cache()
+    return json.dumps(out)

@@ -1,0 +1,298 @@
+//! `kernelgate_harness.Timer`: times one Python call through the CUDA driver (or the monotonic
+//! clock on CPU). Driver events are recorded from Rust on torch's current stream, so a candidate
+//! that patches `torch.cuda.Event`, `torch.cuda.synchronize` or `time.perf_counter` changes
+//! nothing measured here. After the end event completes, a whole-context synchronise is timed:
+//! work that escaped the timed stream (side streams, threads) shows up there (DESIGN.md section 2).
+
+use std::ffi::CString;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{result, sys, CudaContext};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyModule;
+
+/// `kg_timing.measure`: the sampling loop (interleaving, warm-up, adaptive stop, re-verification).
+pub const KG_TIMING_SRC: &str = include_str!("../python/kg_timing.py");
+
+/// Loads `kg_timing` as a private module (not left in `sys.modules`, so candidates cannot find
+/// and patch it by name).
+pub fn load_timing_module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    let code = CString::new(KG_TIMING_SRC).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    let m = PyModule::from_code(py, &code, c"<kernelgate kg_timing>", c"_kernelgate_kg_timing")?;
+    if let Ok(modules) = py.import("sys").and_then(|s| s.getattr("modules")) {
+        let _ = modules.del_item("_kernelgate_kg_timing");
+    }
+    Ok(m)
+}
+
+/// True when libcuda can be loaded (cudarc panics on first use otherwise).
+fn culib_present() -> bool {
+    // SAFETY: only tries to dlopen libcuda; no CUDA call is made.
+    unsafe { sys::is_culib_present() }
+}
+
+fn cuda_err(what: &str, e: impl std::fmt::Debug) -> PyErr {
+    PyRuntimeError::new_err(format!("kernelgate timer: {what} failed: {e:?}"))
+}
+
+struct CudaTimer {
+    // Holds a retain on the primary context (torch's) for as long as the timer lives.
+    _ctx: Arc<CudaContext>,
+    stream: sys::CUstream,
+    start: sys::CUevent,
+    end: sys::CUevent,
+    flush_ptr: sys::CUdeviceptr,
+    flush_bytes: usize,
+    l2_bytes: usize,
+    flush_value: u8,
+}
+
+impl Drop for CudaTimer {
+    fn drop(&mut self) {
+        // SAFETY: these were created by this timer in the retained context and are used nowhere else.
+        unsafe {
+            let _ = result::ctx::synchronize();
+            if self.flush_ptr != 0 {
+                let _ = result::free_sync(self.flush_ptr);
+            }
+            let _ = result::event::destroy(self.start);
+            let _ = result::event::destroy(self.end);
+        }
+    }
+}
+
+impl CudaTimer {
+    fn new(ordinal: usize, cold: bool, stream: usize) -> PyResult<Self> {
+        let ctx = CudaContext::new(ordinal).map_err(|e| cuda_err("retaining the primary CUDA context", e))?;
+        ctx.bind_to_thread().map_err(|e| cuda_err("binding the CUDA context", e))?;
+        let l2 = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+            .map_err(|e| cuda_err("querying the L2 size", e))?
+            .max(0) as usize;
+        // Twice the L2, at least 256 MB (what KernelBench flushes with), so no line survives.
+        let flush_bytes = if cold { (2 * l2).max(256 << 20) } else { 0 };
+        let flags = sys::CUevent_flags::CU_EVENT_DEFAULT; // timing enabled
+        let start = result::event::create(flags).map_err(|e| cuda_err("creating the start event", e))?;
+        let end = result::event::create(flags).map_err(|e| cuda_err("creating the end event", e))?;
+        let flush_ptr = if flush_bytes > 0 {
+            // SAFETY: plain device allocation in the bound context, freed in Drop.
+            unsafe { result::malloc_sync(flush_bytes) }.map_err(|e| cuda_err("allocating the L2 flush buffer", e))?
+        } else {
+            0
+        };
+        Ok(CudaTimer {
+            _ctx: ctx,
+            stream: stream as sys::CUstream,
+            start,
+            end,
+            flush_ptr,
+            flush_bytes,
+            l2_bytes: l2,
+            flush_value: 0,
+        })
+    }
+
+    /// Evict L2 on the timed stream: drop persisting lines (access-policy windows, HACKS #24),
+    /// then overwrite a buffer of 2x L2 with a value that changes every call.
+    fn flush(&mut self) -> PyResult<()> {
+        if self.flush_bytes == 0 {
+            return Ok(());
+        }
+        self.flush_value = self.flush_value.wrapping_add(1);
+        // SAFETY: the buffer belongs to this timer; the stream is torch's, alive while torch is.
+        unsafe {
+            let _ = sys::cuCtxResetPersistingL2Cache();
+            result::memset_d8_async(self.flush_ptr, self.flush_value, self.flush_bytes, self.stream)
+                .map_err(|e| cuda_err("flushing L2", e))
+        }
+    }
+
+    fn time(&mut self, f: &Bound<'_, PyAny>) -> PyResult<(f64, f64, f64)> {
+        self.flush()?;
+        let wall0 = Instant::now();
+        // SAFETY: events and stream are valid for the timer's lifetime (see `new`).
+        unsafe { result::event::record(self.start, self.stream) }.map_err(|e| cuda_err("recording the start event", e))?;
+        let called = f.call0();
+        // Record and drain even when the call raised, so the next call starts clean.
+        let rec = unsafe { result::event::record(self.end, self.stream) };
+        let sync = unsafe { result::event::synchronize(self.end) };
+        let after_end = Instant::now();
+        let ctx_sync = result::ctx::synchronize();
+        let trailing_ms = after_end.elapsed().as_secs_f64() * 1e3;
+        let wall_ms = wall0.elapsed().as_secs_f64() * 1e3;
+        called?;
+        rec.map_err(|e| cuda_err("recording the end event", e))?;
+        sync.map_err(|e| cuda_err("waiting for the end event (the timed call may have faulted)", e))?;
+        ctx_sync.map_err(|e| cuda_err("synchronising the context (the timed call may have faulted)", e))?;
+        let ms = unsafe { result::event::elapsed(self.start, self.end) }.map_err(|e| cuda_err("reading the events", e))?;
+        Ok((ms as f64, trailing_ms, wall_ms))
+    }
+
+    /// Device-to-device copy bandwidth in GB/s (read + write counted), best of `reps`.
+    fn bandwidth_gbs(&mut self, reps: usize) -> PyResult<f64> {
+        if self.flush_bytes < 2 {
+            return Err(PyValueError::new_err("bandwidth needs a cold timer (it copies within the flush buffer)"));
+        }
+        let half = self.flush_bytes / 2;
+        let mut best = 0.0f64;
+        for _ in 0..reps.max(1) {
+            // SAFETY: both halves lie inside this timer's buffer.
+            let ms = unsafe {
+                result::event::record(self.start, self.stream).map_err(|e| cuda_err("event", e))?;
+                result::memcpy_dtod_async(self.flush_ptr, self.flush_ptr + half as u64, half, self.stream)
+                    .map_err(|e| cuda_err("copy", e))?;
+                result::event::record(self.end, self.stream).map_err(|e| cuda_err("event", e))?;
+                result::event::synchronize(self.end).map_err(|e| cuda_err("sync", e))?;
+                result::event::elapsed(self.start, self.end).map_err(|e| cuda_err("elapsed", e))?
+            };
+            if ms > 0.0 {
+                best = best.max(2.0 * half as f64 / (ms as f64 * 1e-3) / 1e9);
+            }
+        }
+        Ok(best)
+    }
+}
+
+enum Backend {
+    Cpu,
+    Cuda(CudaTimer),
+}
+
+/// `Timer(device="cuda"|"cuda:N"|"cpu", l2="cold"|"warm", stream=0)`.
+/// `time(fn) -> (ms, trailing_sync_ms, wall_ms)` calls `fn()` once.
+#[pyclass(unsendable, module = "kernelgate_harness")]
+pub struct Timer {
+    backend: Backend,
+    device: String,
+    l2: String,
+}
+
+#[pymethods]
+impl Timer {
+    #[new]
+    #[pyo3(signature = (device, l2 = "cold", stream = 0))]
+    fn new(device: &str, l2: &str, stream: usize) -> PyResult<Self> {
+        let cold = match l2 {
+            "cold" => true,
+            "warm" => false,
+            other => return Err(PyValueError::new_err(format!("l2 must be \"cold\" or \"warm\", not {other:?}"))),
+        };
+        let backend = if device == "cpu" {
+            Backend::Cpu
+        } else if device == "cuda" || device.starts_with("cuda:") {
+            let ordinal = match device.strip_prefix("cuda:") {
+                Some(n) => n.parse::<usize>().map_err(|_| PyValueError::new_err(format!("bad device {device:?}")))?,
+                None => 0,
+            };
+            if !culib_present() {
+                return Err(PyRuntimeError::new_err(
+                    "kernelgate timer: libcuda is not loadable on this machine; use device=\"cpu\"",
+                ));
+            }
+            Backend::Cuda(CudaTimer::new(ordinal, cold, stream)?)
+        } else {
+            return Err(PyValueError::new_err(format!("device must be \"cpu\", \"cuda\" or \"cuda:N\", not {device:?}")));
+        };
+        Ok(Timer { backend, device: device.to_string(), l2: l2.to_string() })
+    }
+
+    /// Times `fn()`: flush (cold), start event, call, end event, wait for it, then time a
+    /// context-wide synchronise (trailing work). CPU: monotonic clock, trailing 0.
+    fn time(&mut self, f: &Bound<'_, PyAny>) -> PyResult<(f64, f64, f64)> {
+        match &mut self.backend {
+            Backend::Cpu => {
+                let t0 = Instant::now();
+                f.call0()?;
+                let ms = t0.elapsed().as_secs_f64() * 1e3;
+                Ok((ms, 0.0, ms))
+            }
+            Backend::Cuda(t) => t.time(f),
+        }
+    }
+
+    /// Time on another stream handle (`torch.cuda.current_stream().cuda_stream`).
+    fn set_stream(&mut self, stream: usize) {
+        if let Backend::Cuda(t) = &mut self.backend {
+            t.stream = stream as sys::CUstream;
+        }
+    }
+
+    /// Measured device-to-device copy bandwidth in GB/s (None on CPU or a warm timer).
+    #[pyo3(signature = (reps = 5))]
+    fn bandwidth_gbs(&mut self, reps: usize) -> PyResult<Option<f64>> {
+        match &mut self.backend {
+            Backend::Cuda(t) if t.flush_bytes > 0 => t.bandwidth_gbs(reps).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// Cost in ms of an idle whole-context synchronise, median of `reps` (the floor under
+    /// trailing-sync numbers; 0 on CPU).
+    #[pyo3(signature = (reps = 101))]
+    fn idle_sync_ms(&mut self, reps: usize) -> PyResult<f64> {
+        if let Backend::Cpu = self.backend {
+            return Ok(0.0);
+        }
+        let _ = result::ctx::synchronize();
+        let mut v: Vec<f64> = (0..reps.max(1))
+            .map(|_| {
+                let t = Instant::now();
+                let _ = result::ctx::synchronize();
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        v.sort_by(f64::total_cmp);
+        Ok(v[v.len() / 2])
+    }
+
+    #[getter]
+    fn device(&self) -> &str {
+        &self.device
+    }
+    #[getter]
+    fn l2(&self) -> &str {
+        &self.l2
+    }
+    #[getter]
+    fn is_cuda(&self) -> bool {
+        matches!(self.backend, Backend::Cuda(_))
+    }
+    /// L2 size in bytes (0 on CPU).
+    #[getter]
+    fn l2_bytes(&self) -> usize {
+        match &self.backend {
+            Backend::Cuda(t) => t.l2_bytes,
+            Backend::Cpu => 0,
+        }
+    }
+    /// Bytes overwritten before each cold call (0 when warm or on CPU).
+    #[getter]
+    fn flush_bytes(&self) -> usize {
+        match &self.backend {
+            Backend::Cuda(t) => t.flush_bytes,
+            Backend::Cpu => 0,
+        }
+    }
+}
+
+/// `kernelgate_harness.cuda_available()`: libcuda loadable and at least one device.
+#[pyfunction]
+fn cuda_available() -> bool {
+    culib_present() && CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
+}
+
+/// `kernelgate_harness.timing_module()`: a fresh private `kg_timing` module.
+#[pyfunction]
+fn timing_module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    load_timing_module(py)
+}
+
+/// Adds `Timer`, `cuda_available` and `timing_module` to the extension module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Timer>()?;
+    m.add_function(wrap_pyfunction!(cuda_available, m)?)?;
+    m.add_function(wrap_pyfunction!(timing_module, m)?)?;
+    Ok(())
+}
