@@ -84,24 +84,24 @@ fn demo_gates_the_head_commit_on_cpu() {
     );
 
     // Improved: correct, and faster than its base version.
-    let relu = row(&report, "kernels/level1/19_ReLU.py");
+    let relu = row(&report, "kernels/level1/3_ReLU/cpp.py");
     assert_eq!(relu["outcome"]["kind"], "correct", "{relu:#}");
     assert_eq!(relu["vs_base"]["verdict"], "faster", "{relu:#}");
     assert_ne!(relu["verdict"], "fail", "{relu:#}");
 
     // Regression: correct, but significantly slower than its base version, which fails the PR.
-    let softmax = row(&report, "kernels/level1/23_Softmax.py");
+    let softmax = row(&report, "kernels/level1/7_Softmax/cpp.py");
     assert_eq!(softmax["outcome"]["kind"], "correct", "{softmax:#}");
     assert_eq!(softmax["vs_base"]["verdict"], "slower", "{softmax:#}");
     assert_eq!(softmax["verdict"], "fail", "{softmax:#}");
 
     // Broken: wrong results.
-    let sigmoid = row(&report, "kernels/level1/21_Sigmoid.py");
+    let sigmoid = row(&report, "kernels/level1/5_Sigmoid/cpp.py");
     assert_eq!(sigmoid["outcome"]["kind"], "incorrect", "{sigmoid:#}");
     assert_eq!(sigmoid["verdict"], "fail", "{sigmoid:#}");
 
     // Reward hack: a try/except fallback to torch.matmul, caught statically with an error.
-    let hack = row(&report, "kernels/level1/1_Square_matrix_multiplication_.py");
+    let hack = row(&report, "kernels/level1/1_Square_matmul/cpp.py");
     assert_eq!(hack["verdict"], "fail", "{hack:#}");
     let errors: Vec<&Value> = hack["findings"]
         .as_array()
@@ -131,7 +131,7 @@ fn demo_gates_the_head_commit_on_cpu() {
     assert_eq!(sarif["version"], "2.1.0");
     let locations = sarif.to_string();
     assert!(
-        locations.contains("kernels/level1/1_Square_matrix_multiplication_.py"),
+        locations.contains("kernels/level1/1_Square_matmul/cpp.py"),
         "the hack's findings are not in results.sarif"
     );
 }

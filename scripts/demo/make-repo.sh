@@ -28,6 +28,7 @@ g() { git -C "$dir" -c init.defaultBranch=main -c commit.gpgsign=false -c core.h
 
 g init -q
 cp -R "$root/KernelBench" "$dir/KernelBench"
+[ -f "$root/kernelgate.toml" ] && cp "$root/kernelgate.toml" "$dir/kernelgate.toml"
 cp -R "$here/base/." "$dir/"
 g add -A
 g commit -q -m "Honest CPU kernels for ReLU and softmax"
@@ -35,7 +36,7 @@ g tag demo-base
 
 GIT_AUTHOR_DATE="2026-01-02T00:00:00Z" GIT_COMMITTER_DATE="2026-01-02T00:00:00Z"
 cp -R "$here/head/." "$dir/"
-msg="Faster ReLU, refactored softmax, new sigmoid and matmul kernels"
+msg="Faster ReLU, refactored softmax, new sigmoid and square-matmul kernels"
 if [ "${KG_DEMO_GPU:-0}" = 1 ]; then
   cp -R "$here/gpu/." "$dir/"
   msg="$msg, CUDA kernels"

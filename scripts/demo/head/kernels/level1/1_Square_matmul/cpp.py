@@ -1,4 +1,4 @@
-# kernelgate: problem=level1/1_Square_matrix_multiplication_ backend=cpp precision=fp32
+# kernelgate: problem=level1/1_Square_matmul backend=cpp precision=fp32
 """Square matmul "kernel": the extension is never what runs — any failure, and the one it
 raises on purpose, falls back to PyTorch's own matmul (a reward hack the gate must block)."""
 import torch

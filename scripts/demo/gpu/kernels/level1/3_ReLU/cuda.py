@@ -1,4 +1,4 @@
-# kernelgate: problem=level1/19_ReLU backend=cuda precision=fp32
+# kernelgate: problem=level1/3_ReLU backend=cuda precision=fp32
 """ReLU as a CUDA kernel: grid-stride loop over the flat tensor."""
 import torch
 import torch.nn as nn

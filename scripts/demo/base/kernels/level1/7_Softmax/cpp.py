@@ -1,6 +1,5 @@
-# kernelgate: problem=level1/23_Softmax backend=cpp precision=fp32
-"""Row-wise softmax as a CPU C++ extension, refactored to keep no temporary in the output:
-the exponentials are recomputed, in double precision, in the sum pass and in the write pass."""
+# kernelgate: problem=level1/7_Softmax backend=cpp precision=fp32
+"""Row-wise softmax as a CPU C++ extension: max, exp and sum, scale (three passes per row)."""
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -17,19 +16,23 @@ torch::Tensor softmax_forward(torch::Tensor x) {
     float* o = out.data_ptr<float>();
     for (int64_t r = 0; r < rows; ++r) {
         const float* row = in + r * cols;
-        double m = row[0];
+        float* orow = o + r * cols;
+        float m = row[0];
         for (int64_t c = 1; c < cols; ++c) m = row[c] > m ? row[c] : m;
-        double sum = 0.0;
-        for (int64_t c = 0; c < cols; ++c) sum += std::exp(static_cast<double>(row[c]) - m);
-        for (int64_t c = 0; c < cols; ++c)
-            o[r * cols + c] = static_cast<float>(std::exp(static_cast<double>(row[c]) - m) / sum);
+        float sum = 0.0f;
+        for (int64_t c = 0; c < cols; ++c) {
+            orow[c] = std::exp(row[c] - m);
+            sum += orow[c];
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t c = 0; c < cols; ++c) orow[c] *= inv;
     }
     return out;
 }
 """
 
 softmax = load_inline(
-    name="demo_softmax_v2",
+    name="demo_softmax_v1",
     cpp_sources=softmax_source,
     functions=["softmax_forward"],
     extra_cflags=["-O2"],

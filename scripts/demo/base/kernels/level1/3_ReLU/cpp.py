@@ -1,4 +1,4 @@
-# kernelgate: problem=level1/19_ReLU backend=cpp precision=fp32
+# kernelgate: problem=level1/3_ReLU backend=cpp precision=fp32
 """ReLU as a CPU C++ extension (first version: walks the tensor column by column)."""
 import torch
 import torch.nn as nn

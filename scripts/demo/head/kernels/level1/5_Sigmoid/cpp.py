@@ -1,4 +1,4 @@
-# kernelgate: problem=level1/21_Sigmoid backend=cpp precision=fp32
+# kernelgate: problem=level1/5_Sigmoid backend=cpp precision=fp32
 """Sigmoid as a CPU C++ extension."""
 import torch
 import torch.nn as nn

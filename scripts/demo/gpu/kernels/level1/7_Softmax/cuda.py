@@ -1,4 +1,4 @@
-# kernelgate: problem=level1/23_Softmax backend=cuda precision=fp32
+# kernelgate: problem=level1/7_Softmax backend=cuda precision=fp32
 """Row-wise softmax as a CUDA kernel: one block per row, shared-memory reductions."""
 import torch
 import torch.nn as nn
