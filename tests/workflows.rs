@@ -375,6 +375,20 @@ fn the_publish_stage_never_runs_pull_request_code() {
         .find(|s| s["uses"].as_str() == Some("./"))
         .unwrap();
     assert_eq!(publish["with"]["command"].as_str(), Some("publish"));
+    // A fork controls the artifact: before publishing, the report's PR and commit are checked
+    // against the run that produced it.
+    let steps = job["steps"].as_vec().unwrap();
+    let verify = steps
+        .iter()
+        .position(|s| {
+            s["env"]["RUN_HEAD_SHA"].as_str() == Some("${{ github.event.workflow_run.head_sha }}")
+        })
+        .expect("no step checks the report against workflow_run.head_sha");
+    let publish_at = steps
+        .iter()
+        .position(|s| s["uses"].as_str() == Some("./"))
+        .unwrap();
+    assert!(verify < publish_at, "the check must run before publishing");
 }
 
 #[test]
