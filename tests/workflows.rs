@@ -418,6 +418,8 @@ struct ActionRun {
     action: Yaml,
     inputs: std::collections::BTreeMap<String, String>,
     outputs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    /// Variables of the runner's environment besides the basics.
+    runner_env: Vec<(String, String)>,
     dir: tempfile::TempDir,
 }
 
@@ -437,6 +439,7 @@ impl ActionRun {
             action,
             inputs: all,
             outputs: Default::default(),
+            runner_env: vec![],
             dir: tempfile::tempdir().unwrap(),
         }
     }
@@ -495,7 +498,8 @@ impl ActionRun {
         .env("GITHUB_ACTION_PATH", root())
         .env("RUNNER_TEMP", self.dir.path())
         .env("RUNNER_OS", "Linux")
-        .env("RUNNER_ARCH", "X64");
+        .env("RUNNER_ARCH", "X64")
+        .envs(self.runner_env.iter().cloned());
         if let Some(env) = step["env"].as_hash() {
             for (k, v) in env {
                 let v = match v {
@@ -684,4 +688,64 @@ fn which(tool: &str) -> Result<PathBuf, ()> {
         .map(|d| Path::new(d).join(tool))
         .find(|p| p.is_file())
         .ok_or(())
+}
+
+#[test]
+fn action_makes_the_built_harness_importable_or_says_why_not() {
+    let harness = root().join("target/debug/libkernelgate_harness.so");
+    assert!(
+        harness.is_file(),
+        "{} is missing: `cargo build -p kernelgate-harness` (scripts/test.sh builds the workspace first)",
+        harness.display()
+    );
+    let python = std::env::var("KERNELGATE_PYTHON")
+        .unwrap_or_else(|_| root().join(".venv/bin/python").display().to_string());
+    let bin = tempfile::tempdir().unwrap();
+    // A stand-in cargo: "builds" by copying the real harness (or garbage) into target/release.
+    write_executable(
+        &bin.path().join("cargo"),
+        "#!/bin/bash\necho \"$@\" > cargo-args\nmkdir -p target/release\ntouch target/release/kernelgate\ncp \"$FAKE_HARNESS\" target/release/libkernelgate_harness.so\n",
+    );
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+
+    let mut run = ActionRun::new(&[("python", &python)]);
+    run.runner_env
+        .push(("FAKE_HARNESS".into(), harness.display().to_string()));
+    let (code, log) = run.step("build", &path);
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(
+        read(&run.dir.path().join("cargo-args")).trim(),
+        "build --release --locked -p kernelgate -p kernelgate-harness"
+    );
+    let env = read(&run.dir.path().join("env"));
+    let lib = run
+        .dir
+        .path()
+        .join("target/release/libkernelgate_harness.so");
+    assert!(
+        env.contains(&format!("KERNELGATE_HARNESS={}", lib.display())),
+        "{env}"
+    );
+    assert!(env.contains("KERNELGATE_PYTHON="), "{env}");
+    assert!(run
+        .output("build", "bin")
+        .ends_with("target/release/kernelgate"));
+
+    // A module Python cannot load: the step fails and says which interpreter and why.
+    let garbage = run.dir.path().join("garbage.so");
+    std::fs::write(&garbage, "not an ELF file").unwrap();
+    let mut run = ActionRun::new(&[("python", &python)]);
+    run.runner_env
+        .push(("FAKE_HARNESS".into(), garbage.display().to_string()));
+    let (code, log) = run.step("build", &path);
+    assert_eq!(code, 1, "{log}");
+    assert!(
+        log.contains("::error title=kernelgate: harness module not importable::"),
+        "{log}"
+    );
+    assert!(log.contains(&python), "{log}");
 }
