@@ -1,0 +1,841 @@
+//! Rules for the C++/CUDA sources of an extension (KG6xx). The sources come from
+//! [`crate::embedded::extract`]; they are parsed with tree-sitter-cuda, so comments and string
+//! literals never trigger a rule, and every finding is mapped back into the `.py` file.
+
+pub mod macros;
+pub mod names;
+
+use crate::embedded::{EmbeddedSource, PLACEHOLDER};
+use crate::rule::{Context, RawFinding};
+use kernelgate_model::Precision;
+use macros::{expand, tokenize, Macro};
+use names::*;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use tree_sitter::{Node, Parser, Tree};
+
+thread_local! {
+    // One parser per thread: creating one costs more than parsing a small kernel.
+    static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
+}
+
+/// Parses C++/CUDA text with tree-sitter-cuda (the C++ grammar does not know `<<<...>>>`).
+pub fn parse(text: &str) -> Option<Tree> {
+    PARSER.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.is_none() {
+            let mut parser = Parser::new();
+            parser.set_language(&tree_sitter_cuda::LANGUAGE.into()).ok()?;
+            *p = Some(parser);
+        }
+        p.as_mut()?.parse(text, None)
+    })
+}
+
+/// Runs every C++/CUDA rule on one extension.
+pub fn check(src: &EmbeddedSource, ctx: &Context) -> Vec<RawFinding> {
+    let mut out: Vec<(&'static str, Range<usize>, String)> = Vec::new();
+    for (file, range) in &src.missing_files {
+        out.push((
+            MISSING_SOURCE,
+            usize::MAX..usize::MAX,
+            format!(
+                "`{}` (listed in `sources=`) was not found next to the file, so its C++/CUDA was not checked; commit it with the kernel",
+                file.display()
+            ),
+        ));
+        // Missing files point at their name in the .py directly.
+        let last = out.last_mut().unwrap();
+        last.1 = range.clone();
+    }
+    let mut raws: Vec<RawFinding> = out
+        .drain(..)
+        .map(|(code, range, message)| RawFinding::new(code, range, message))
+        .collect();
+    if src.text.trim().is_empty() {
+        return raws;
+    }
+    let Some(tree) = parse(&src.text) else {
+        return raws;
+    };
+    let mut a = Analyzer::new(&src.text, ctx.precision);
+    a.visit(tree.root_node());
+    a.finish(src);
+
+    let mut seen: HashSet<(&'static str, usize, String)> = HashSet::new();
+    a.findings.sort_by_key(|f| f.1.start);
+    for (code, range, msg) in a.findings {
+        if code == PRECISION && ctx.precision != Precision::Fp32 {
+            continue;
+        }
+        let py = src.py_range(range.clone());
+        // One finding per rule and line; text read from a file keeps its own lines.
+        let loc = src.file_location(range.start);
+        let file_line = loc.rsplit_once(':').map_or(String::new(), |(l, _)| l.to_string());
+        if !seen.insert((code, ctx.lines.line_of(py.start), file_line)) {
+            continue;
+        }
+        raws.push(RawFinding::new(code, py, format!("{msg}{loc}")));
+    }
+    raws
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FuncKind {
+    Global,
+    Device,
+    Host,
+}
+
+#[derive(Debug)]
+struct Param {
+    name: String,
+    is_tensor: bool,
+}
+
+#[derive(Debug)]
+struct Func {
+    name: String,
+    name_range: Range<usize>,
+    kind: FuncKind,
+    params: Vec<Param>,
+    /// Simple names called or referenced through macros.
+    calls: HashSet<String>,
+    /// Kernel names launched (`<<<`, `cudaLaunchKernel`, macro expansions).
+    launches: HashSet<String>,
+}
+
+/// Per host function: outputs from `torch::empty*` and whether anything could write them.
+#[derive(Debug, Default)]
+struct FnState<'t> {
+    inits: HashMap<String, Node<'t>>,
+    /// name -> (range of the allocation call, written?, returned?)
+    empties: HashMap<String, (Range<usize>, bool, bool)>,
+}
+
+struct Analyzer<'t> {
+    text: &'t str,
+    precision: Precision,
+    findings: Vec<(&'static str, Range<usize>, String)>,
+    macros: HashMap<String, Macro>,
+    funcs: Vec<Func>,
+    cur: Option<usize>,
+    state: FnState<'t>,
+    using_torch: bool,
+    pybind_exports: Vec<String>,
+    unqualified_ops: Vec<(String, Range<usize>)>,
+}
+
+const METADATA_METHODS: [&str; 20] = [
+    "size",
+    "sizes",
+    "numel",
+    "dim",
+    "stride",
+    "strides",
+    "options",
+    "dtype",
+    "scalar_type",
+    "device",
+    "is_contiguous",
+    "is_cuda",
+    "type",
+    "get_device",
+    "ndimension",
+    "element_size",
+    "nbytes",
+    "defined",
+    "itemsize",
+    "layout",
+];
+
+impl<'t> Analyzer<'t> {
+    fn new(text: &'t str, precision: Precision) -> Self {
+        Analyzer {
+            text,
+            precision,
+            findings: Vec::new(),
+            macros: HashMap::new(),
+            funcs: Vec::new(),
+            cur: None,
+            state: FnState::default(),
+            using_torch: false,
+            pybind_exports: Vec::new(),
+            unqualified_ops: Vec::new(),
+        }
+    }
+
+    fn t(&self, n: Node) -> &'t str {
+        &self.text[n.byte_range()]
+    }
+
+    fn flag(&mut self, code: &'static str, range: Range<usize>, msg: String) {
+        if code == PRECISION && self.precision != Precision::Fp32 {
+            return;
+        }
+        self.findings.push((code, range, msg));
+    }
+
+    fn visit(&mut self, node: Node<'t>) {
+        match node.kind() {
+            "comment" | "string_literal" | "raw_string_literal" | "char_literal" | "concatenated_string"
+            | "system_lib_string" => return,
+            "preproc_include" => return self.include(node),
+            "preproc_def" | "preproc_function_def" => return self.define(node),
+            "function_definition" => return self.function(node),
+            "gnu_asm_expression" => return self.asm(node),
+            "qualified_identifier" => {
+                self.name(node, NameKind::Type);
+                return self.visit_template_args(node);
+            }
+            "identifier" => self.name(node, NameKind::Value),
+            "type_identifier" => self.name(node, NameKind::Type),
+            "field_identifier" => self.name(node, NameKind::Field),
+            "call_expression" => self.call(node),
+            "declaration" => self.declaration(node),
+            "assignment_expression" => {
+                if let (Some(l), Some(r)) = (node.child_by_field_name("left"), node.child_by_field_name("right")) {
+                    if l.kind() == "identifier" {
+                        self.state.inits.insert(self.t(l).to_string(), r);
+                    }
+                }
+            }
+            "return_statement" => self.ret(node),
+            "using_declaration" => {
+                let t = self.t(node);
+                if t.contains("namespace torch") || t.contains("namespace at") {
+                    self.using_torch = true;
+                }
+            }
+            _ => {}
+        }
+        let mut c = node.walk();
+        for child in node.children(&mut c) {
+            self.visit(child);
+        }
+    }
+
+    fn visit_template_args(&mut self, node: Node<'t>) {
+        let mut c = node.walk();
+        for child in node.children(&mut c) {
+            match child.kind() {
+                "template_argument_list" => self.visit(child),
+                "qualified_identifier" | "template_type" | "template_function" | "template_method" => {
+                    self.visit_template_args(child)
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The name of a callee or type without template arguments: `at::cuda::getStreamFromPool`.
+    fn qualname(&self, n: Node<'t>) -> Option<String> {
+        match n.kind() {
+            "identifier" | "type_identifier" | "field_identifier" | "namespace_identifier" | "primitive_type" => {
+                Some(self.t(n).to_string())
+            }
+            "qualified_identifier" => {
+                let scope = n.child_by_field_name("scope").and_then(|s| self.qualname(s)).unwrap_or_default();
+                let name = self.qualname(n.child_by_field_name("name")?)?;
+                Some(if scope.is_empty() { format!("::{name}") } else { format!("{scope}::{name}") })
+            }
+            "template_function" | "template_type" | "template_method" => self.qualname(n.child_by_field_name("name")?),
+            _ => None,
+        }
+    }
+
+    fn name(&mut self, node: Node<'t>, kind: NameKind) {
+        let Some(q) = self.qualname(node) else { return };
+        if let Some((code, msg)) = classify(&q, kind) {
+            self.flag(code, node.byte_range(), msg);
+        }
+        if node.kind() == "identifier" {
+            if self.macros.contains_key(&q) {
+                self.macro_use(node, &q);
+            }
+            if self.state.empties.contains_key(&q) {
+                self.empty_use(node, &q);
+            }
+        }
+    }
+
+    /// A use of an output allocated with `torch::empty*`: does it escape to something that may
+    /// write it?
+    fn empty_use(&mut self, node: Node<'t>, name: &str) {
+        let parent = node.parent();
+        let pk = parent.map(|p| p.kind()).unwrap_or("");
+        let mut written = true;
+        let mut returned = false;
+        if pk == "return_statement" {
+            written = false;
+            returned = true;
+        } else if pk == "init_declarator" && parent.and_then(|p| p.child_by_field_name("declarator")) == Some(node) {
+            written = false;
+        } else if pk == "field_expression" {
+            let field = parent.and_then(|p| p.child_by_field_name("field"));
+            let m = field.and_then(|f| self.qualname(f)).unwrap_or_default();
+            if METADATA_METHODS.contains(&m.as_str()) {
+                written = false;
+            }
+        } else if matches!(pk, "initializer_list" | "argument_list") {
+            // `return {out, ...}` or `std::make_tuple(out, ...)` in a return: returned, not written.
+            let mut p = parent;
+            let mut in_return = false;
+            let mut in_launch_or_call = false;
+            while let Some(x) = p {
+                match x.kind() {
+                    "return_statement" => {
+                        in_return = true;
+                        break;
+                    }
+                    "call_expression" => {
+                        let f = x.child_by_field_name("function").and_then(|f| self.qualname(f)).unwrap_or_default();
+                        if !f.ends_with("make_tuple") && !f.ends_with("tuple") && !f.ends_with("vector") {
+                            in_launch_or_call = true;
+                        }
+                    }
+                    "compound_statement" => break,
+                    _ => {}
+                }
+                p = x.parent();
+            }
+            if in_return && !in_launch_or_call {
+                written = false;
+                returned = true;
+            }
+        }
+        if let Some(e) = self.state.empties.get_mut(name) {
+            e.1 |= written;
+            e.2 |= returned;
+        }
+    }
+
+    /// A macro used in code: everything it expands to counts as called/launched from here, and
+    /// names built with `##` are judged like names written out.
+    fn macro_use(&mut self, node: Node<'t>, name: &str) {
+        let m = &self.macros[name];
+        // For a function-like macro take the argument list that follows.
+        let span = match (&m.params, node.parent()) {
+            (Some(_), Some(p)) if p.kind() == "call_expression" => p.byte_range(),
+            _ => node.byte_range(),
+        };
+        let toks: Vec<_> = tokenize(&self.text[span.clone()])
+            .into_iter()
+            .map(|mut t| {
+                t.range = t.range.start + span.start..t.range.end + span.start;
+                t
+            })
+            .collect();
+        let (expanded, pasted) = expand(&toks, &self.macros, 0);
+        let pasted_names: HashSet<String> = pasted.iter().map(|p| p.text.clone()).collect();
+        for p in &pasted {
+            if api_like(&p.text) {
+                self.flag(
+                    PASTE,
+                    p.range.clone(),
+                    format!("token pasting (`##`) in macro `{name}` builds the API name `{}`; write API calls out", p.text),
+                );
+            }
+        }
+        for t in expanded.iter().filter(|t| t.is_ident()) {
+            if let Some(i) = self.cur {
+                self.funcs[i].calls.insert(last_segment(&t.text).to_string());
+                self.funcs[i].launches.insert(last_segment(&t.text).to_string());
+            }
+            if pasted_names.contains(&t.text) {
+                if let Some((code, msg)) = classify(&t.text, NameKind::Type) {
+                    self.flag(code, t.range.clone(), format!("{msg} (built by macro `{name}`)"));
+                }
+            }
+        }
+    }
+
+    fn include(&mut self, node: Node<'t>) {
+        let Some(path) = node.child_by_field_name("path") else { return };
+        let p = self.t(path).trim_matches(['<', '>', '"']);
+        let file = p.rsplit('/').next().unwrap_or(p);
+        let vendor = ["cublas", "cudnn", "cufft", "cusparse", "cusolver", "cutensor"]
+            .iter()
+            .any(|v| file.starts_with(v))
+            || p.contains("cutlass/library/")
+            || p.contains("ATen/cuda/CUDABlas")
+            || p.contains("ATen/cudnn/");
+        if vendor {
+            self.flag(
+                VENDOR,
+                path.byte_range(),
+                format!("`#include <{p}>` brings in a vendor library (cuBLAS/cuDNN/...); the candidate must compute with its own kernel"),
+            );
+        }
+        if p.starts_with("mma.h") && self.precision == Precision::Fp32 {
+            self.flag(PRECISION, path.byte_range(), "`#include <mma.h>` (WMMA tensor cores) computes in fp16/bf16/TF32 on an fp32 problem".into());
+        }
+    }
+
+    fn define(&mut self, node: Node<'t>) {
+        let Some(name) = node.child_by_field_name("name") else { return };
+        let name = self.t(name).to_string();
+        let params = node.child_by_field_name("parameters").map(|p| {
+            let mut c = p.walk();
+            p.named_children(&mut c)
+                .filter(|x| x.kind() == "identifier")
+                .map(|x| self.t(x).to_string())
+                .collect::<Vec<_>>()
+        });
+        let (body, body_at) = node
+            .child_by_field_name("value")
+            .map_or((String::new(), node.end_byte()), |v| (self.t(v).to_string(), v.start_byte()));
+        // Names written in the body are judged where they are written.
+        let toks: Vec<_> = tokenize(&body)
+            .into_iter()
+            .map(|mut t| {
+                t.range = t.range.start + body_at..t.range.end + body_at;
+                t
+            })
+            .collect();
+        let params_set: Vec<String> = params.clone().unwrap_or_default();
+        for t in toks.iter().filter(|t| t.is_ident() && !params_set.contains(&t.text)) {
+            if let Some((code, msg)) = classify(&t.text, NameKind::Type) {
+                self.flag(code, t.range.clone(), format!("{msg} (in macro `{name}`)"));
+            }
+        }
+        // An object-like macro that pastes or uses other macros: expand it here.
+        if params.is_none() {
+            let (expanded, pasted) = expand(&toks, &self.macros, 0);
+            let pasted_names: HashSet<String> = pasted.iter().map(|p| p.text.clone()).collect();
+            for t in expanded.iter().filter(|t| pasted_names.contains(&t.text)) {
+                if api_like(&t.text) {
+                    self.flag(PASTE, t.range.clone(), format!("token pasting (`##`) in macro `{name}` builds the API name `{}`; write API calls out", t.text));
+                }
+                if let Some((code, msg)) = classify(&t.text, NameKind::Type) {
+                    self.flag(code, t.range.clone(), format!("{msg} (built by macro `{name}`)"));
+                }
+            }
+        }
+        self.macros.insert(name, Macro { params, body, body_at });
+    }
+
+    fn asm(&mut self, node: Node<'t>) {
+        let t = self.t(node);
+        if t.contains("tf32") || t.contains(".f16") || t.contains(".bf16") {
+            self.flag(PRECISION, node.byte_range(), "inline PTX computes in fp16/bf16/TF32 on an fp32 problem".into());
+        }
+    }
+
+    fn function(&mut self, node: Node<'t>) {
+        let mut kind = FuncKind::Host;
+        let (mut device, mut host) = (false, false);
+        let mut c = node.walk();
+        for ch in node.children(&mut c) {
+            match ch.kind() {
+                "__global__" => kind = FuncKind::Global,
+                "__device__" => device = true,
+                "__host__" => host = true,
+                _ => {}
+            }
+        }
+        if kind == FuncKind::Host && device && !host {
+            kind = FuncKind::Device;
+        }
+        // Find the function_declarator under pointer/reference declarators.
+        let mut d = node.child_by_field_name("declarator");
+        while let Some(x) = d {
+            if x.kind() == "function_declarator" {
+                break;
+            }
+            d = x.child_by_field_name("declarator");
+        }
+        let Some(decl) = d else {
+            if let Some(b) = node.child_by_field_name("body") {
+                self.visit(b);
+            }
+            return;
+        };
+        let name_node = decl.child_by_field_name("declarator");
+        let name = name_node
+            .and_then(|n| self.qualname(n))
+            .map(|q| last_segment(&q).to_string())
+            .unwrap_or_default();
+        let name_range = name_node.map_or(decl.byte_range(), |n| n.byte_range());
+        let mut params = Vec::new();
+        if let Some(pl) = decl.child_by_field_name("parameters") {
+            let mut c = pl.walk();
+            for p in pl.named_children(&mut c) {
+                let ty = p.child_by_field_name("type").map(|t| self.t(t)).unwrap_or("");
+                let mut d = p.child_by_field_name("declarator");
+                while let Some(x) = d {
+                    if x.kind() == "identifier" {
+                        break;
+                    }
+                    d = x.child_by_field_name("declarator").or_else(|| x.named_child(0));
+                }
+                if let Some(id) = d {
+                    params.push(Param {
+                        name: self.t(id).to_string(),
+                        is_tensor: ty.contains("Tensor"),
+                    });
+                }
+            }
+            self.visit_template_args(pl);
+            // Parameter types are names too (e.g. `__half* x`).
+            self.visit(pl);
+        }
+        if kind != FuncKind::Global && interposed_api(&name) {
+            self.flag(
+                TIMER,
+                name_range.clone(),
+                format!("defining `{name}` interposes the CUDA/timing API the harness relies on"),
+            );
+        }
+        if let Some(t) = node.child_by_field_name("type") {
+            self.visit(t);
+        }
+        self.funcs.push(Func {
+            name,
+            name_range,
+            kind,
+            params,
+            calls: HashSet::new(),
+            launches: HashSet::new(),
+        });
+        let saved_cur = self.cur.replace(self.funcs.len() - 1);
+        let saved_state = std::mem::take(&mut self.state);
+        if let Some(b) = node.child_by_field_name("body") {
+            self.visit(b);
+        }
+        let state = std::mem::replace(&mut self.state, saved_state);
+        self.cur = saved_cur;
+        for (var, (range, written, returned)) in state.empties {
+            if returned && !written {
+                self.flag(
+                    UNWRITTEN,
+                    range,
+                    format!("`{var}` is allocated with `empty` and returned, but no kernel is given it to write: it returns whatever the allocator's memory held"),
+                );
+            }
+        }
+    }
+
+    fn declaration(&mut self, node: Node<'t>) {
+        let mut is_static = false;
+        let mut is_const = false;
+        let mut device_mem = false;
+        let mut c = node.walk();
+        for ch in node.children(&mut c) {
+            match ch.kind() {
+                "storage_class_specifier" => {
+                    let t = self.t(ch);
+                    is_static |= t == "static";
+                    is_const |= t == "extern";
+                }
+                "type_qualifier" => is_const |= matches!(self.t(ch), "const" | "constexpr" | "__constant__"),
+                "__device__" | "__shared__" | "__constant__" | "__managed__" => device_mem = true,
+                _ => {}
+            }
+        }
+        let top = self.cur.is_none()
+            && node
+                .parent()
+                .is_some_and(|p| matches!(p.kind(), "translation_unit" | "declaration_list" | "linkage_specification"));
+        let ty = node.child_by_field_name("type").map(|t| self.t(t)).unwrap_or("");
+        let cache_type = ty.contains("Tensor")
+            || ty.contains("map<")
+            || ty.contains("Storage")
+            || ty.contains("DataPtr")
+            || ty.contains("set<");
+        let mut c = node.walk();
+        for d in node.children_by_field_name("declarator", &mut c) {
+            let is_fn = d.kind() == "function_declarator";
+            if (is_static || top) && !is_const && !device_mem && cache_type && !is_fn {
+                let target = d.child_by_field_name("declarator").unwrap_or(d);
+                self.flag(
+                    STATIC_CACHE,
+                    target.byte_range(),
+                    format!("`{}` is a {} `{ty}` that outlives the call: results can be cached across calls (keyed by pointer or shape)", self.t(target), if is_static { "static" } else { "global" }),
+                );
+            }
+            if d.kind() == "init_declarator" {
+                if let (Some(n), Some(v)) = (d.child_by_field_name("declarator"), d.child_by_field_name("value")) {
+                    if n.kind() == "identifier" {
+                        let name = self.t(n).to_string();
+                        self.state.inits.insert(name.clone(), v);
+                        if self.cur.is_some() && self.is_empty_alloc(v) {
+                            self.state.empties.insert(name, (v.byte_range(), false, false));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_empty_alloc(&self, v: Node<'t>) -> bool {
+        if v.kind() != "call_expression" {
+            return false;
+        }
+        let Some(f) = v.child_by_field_name("function") else { return false };
+        let q = match f.kind() {
+            "field_expression" => f.child_by_field_name("field").and_then(|x| self.qualname(x)),
+            _ => self.qualname(f),
+        }
+        .unwrap_or_default();
+        matches!(last_segment(&q), "empty" | "empty_like" | "empty_strided" | "new_empty")
+    }
+
+    fn ret(&mut self, node: Node<'t>) {
+        let Some(i) = self.cur else { return };
+        if self.funcs[i].kind != FuncKind::Host {
+            return;
+        }
+        let Some(e) = node.named_child(0) else { return };
+        if e.kind() == "identifier" {
+            let n = self.t(e);
+            if self.funcs[i].params.iter().any(|p| p.is_tensor && p.name == n) {
+                self.flag(
+                    INPUT_MUTATION,
+                    e.byte_range(),
+                    format!("returns its input `{n}`: the output is the input tensor, computed in place (inputs must not be modified; allocate an output)"),
+                );
+            }
+        }
+    }
+
+    fn call(&mut self, node: Node<'t>) {
+        let Some(func) = node.child_by_field_name("function") else { return };
+        let mut c = node.walk();
+        let launch = node.children(&mut c).find(|ch| ch.kind() == "kernel_call_syntax");
+        if let Some(cfg) = launch {
+            let kernel = self.qualname(func).map(|q| last_segment(&q).to_string()).unwrap_or_default();
+            if let Some(i) = self.cur {
+                self.funcs[i].launches.insert(kernel.clone());
+            }
+            let mut c = cfg.walk();
+            let args: Vec<Node> = cfg.named_children(&mut c).filter(|n| n.kind() != "comment").collect();
+            if let Some(stream) = args.get(3) {
+                if !self.stream_ok(*stream, 0) {
+                    self.flag(
+                        STREAM,
+                        stream.byte_range(),
+                        format!("kernel `{kernel}` is launched on stream `{}`, not on `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(*stream)),
+                    );
+                }
+            }
+            return;
+        }
+        if func.kind() == "field_expression" {
+            let field = func.child_by_field_name("field");
+            let m = field.and_then(|f| self.qualname(f)).unwrap_or_default();
+            let recv = func.child_by_field_name("argument");
+            let recv_t = recv.map(|r| self.t(r)).unwrap_or("");
+            let at = field.map_or(func.byte_range(), |f| f.byte_range());
+            if tensor_compute_method(&m) && recv_t != "this" && !recv_t.starts_with("std") {
+                self.flag(
+                    TORCH_OP,
+                    at.clone(),
+                    format!("`{recv_t}.{m}(...)` runs a PyTorch kernel inside the extension; compute it in your own kernel"),
+                );
+            }
+            if matches!(m.as_str(), "half" | "bfloat16") {
+                self.flag(PRECISION, at.clone(), format!("`.{m}()` converts to reduced precision on an fp32 problem"));
+            }
+            if m.ends_with('_') && m != "data_ptr_" {
+                if let (Some(i), Some(r)) = (self.cur, recv) {
+                    if r.kind() == "identifier" && self.funcs[i].params.iter().any(|p| p.is_tensor && p.name == recv_t) {
+                        self.flag(
+                            INPUT_MUTATION,
+                            at.clone(),
+                            format!("`{recv_t}.{m}(...)` modifies the input tensor `{recv_t}` in place"),
+                        );
+                    }
+                }
+            }
+            if m == "def" {
+                // PYBIND11_MODULE: m.def("name", &func)
+                let mut c = node.walk();
+                if let Some(args) = node.child_by_field_name("arguments") {
+                    for a in args.named_children(&mut c) {
+                        let target = if a.kind() == "pointer_expression" { a.child_by_field_name("argument") } else { Some(a) };
+                        if let Some(q) = target.and_then(|t| self.qualname(t)) {
+                            self.pybind_exports.push(last_segment(&q).to_string());
+                        }
+                    }
+                }
+            }
+            return;
+        }
+        let Some(q) = self.qualname(func) else { return };
+        let q = q.trim_start_matches("::").to_string();
+        let last = last_segment(&q).to_string();
+        if let Some(i) = self.cur {
+            self.funcs[i].calls.insert(last.clone());
+        }
+        let ns = q.split("::").next().unwrap_or("");
+        let qualified = q.contains("::");
+        if qualified && (matches!(ns, "at" | "torch") || q.contains("::native::")) && !torch_allowed(&last) && !q.contains("CachingAllocator") {
+            self.flag(
+                TORCH_OP,
+                func.byte_range(),
+                format!("`{q}` runs a PyTorch/ATen op inside the extension; compute it in your own kernel"),
+            );
+        }
+        if !qualified && self.using_torch && tensor_compute_method(&last) {
+            self.unqualified_ops.push((last.clone(), func.byte_range()));
+        }
+        if (!qualified || ns == "std") && sandbox_call(&last) {
+            self.flag(SANDBOX, func.byte_range(), format!("`{q}(...)` reaches outside the sandbox (processes, libraries, environment or files)"));
+        }
+        if last == "fopen" || last == "open" {
+            let mode = node
+                .child_by_field_name("arguments")
+                .and_then(|a| a.named_child(1))
+                .map(|m| self.t(m))
+                .unwrap_or("");
+            if mode.contains('w') || mode.contains('a') || mode.contains('+') || mode.contains("O_WRONLY") || mode.contains("O_RDWR") {
+                self.flag(SANDBOX, func.byte_range(), format!("`{last}` opens a file for writing from inside the extension"));
+            }
+        }
+        if last.starts_with("cudaLaunch") || last == "cuLaunchKernel" || last == "cuLaunchCooperativeKernel" {
+            if let (Some(i), Some(args)) = (self.cur, node.child_by_field_name("arguments")) {
+                let mut ids = Vec::new();
+                collect_identifiers(args, self.text, &mut ids);
+                self.funcs[i].launches.extend(ids);
+            }
+        }
+    }
+
+    /// Is this `<<<..., stream>>>` argument the current (or default) stream?
+    fn stream_ok(&self, n: Node<'t>, depth: u32) -> bool {
+        if depth > 8 {
+            return true;
+        }
+        let t = self.t(n).trim();
+        match n.kind() {
+            "number_literal" => t == "0",
+            "null" | "nullptr" => true,
+            "identifier" => {
+                if matches!(t, "NULL" | "nullptr" | "cudaStreamLegacy") || t == PLACEHOLDER {
+                    return true;
+                }
+                if let Some(v) = self.state.inits.get(t) {
+                    return self.stream_ok(*v, depth + 1);
+                }
+                if let Some(i) = self.cur {
+                    if self.funcs[i].params.iter().any(|p| p.name == t) {
+                        // A parameter: the caller's argument decides; stream creation is
+                        // flagged where it happens.
+                        return true;
+                    }
+                }
+                if let Some(m) = self.macros.get(t) {
+                    let b = m.body.trim();
+                    return b == "0" || b == "nullptr" || b == "NULL" || b.contains("getCurrentCUDAStream");
+                }
+                false
+            }
+            "call_expression" => {
+                let Some(f) = n.child_by_field_name("function") else { return false };
+                if f.kind() == "field_expression" {
+                    return f.child_by_field_name("argument").is_some_and(|a| self.stream_ok(a, depth + 1));
+                }
+                let q = self.qualname(f).unwrap_or_default();
+                matches!(last_segment(&q), "getCurrentCUDAStream" | "getDefaultCUDAStream")
+            }
+            "field_expression" | "parenthesized_expression" | "cast_expression" => {
+                let inner = n
+                    .child_by_field_name("argument")
+                    .or_else(|| n.child_by_field_name("value"))
+                    .or_else(|| n.named_child(n.named_child_count().saturating_sub(1)));
+                inner.is_some_and(|i| self.stream_ok(i, depth + 1))
+            }
+            _ => false,
+        }
+    }
+
+    fn finish(&mut self, src: &EmbeddedSource) {
+        let defined: HashSet<String> = self.funcs.iter().map(|f| f.name.clone()).collect();
+        for (name, range) in std::mem::take(&mut self.unqualified_ops) {
+            if !defined.contains(&name) {
+                self.flag(TORCH_OP, range, format!("`{name}(...)` (with `using namespace torch/at`) runs a PyTorch op inside the extension"));
+            }
+        }
+        let kernels: Vec<usize> = (0..self.funcs.len()).filter(|&i| self.funcs[i].kind == FuncKind::Global).collect();
+        if kernels.is_empty() {
+            if src.has_cuda() {
+                let at = src.parts.iter().find(|p| p.lang == crate::embedded::Lang::Cuda).map_or(0, |p| p.range.start);
+                let first = src.text[at..].find(|c: char| !c.is_whitespace()).map_or(at, |k| at + k);
+                self.flag(
+                    NO_KERNEL,
+                    first..first + 1,
+                    "the CUDA sources define no `__global__` kernel: the extension launches no kernel of its own".into(),
+                );
+            }
+            return;
+        }
+        // Roots: the exported functions (functions=[...] or PYBIND11_MODULE), else every host function.
+        let mut exported: Vec<String> = src.functions.clone().unwrap_or_default();
+        exported.extend(self.pybind_exports.iter().cloned());
+        let mut queue: Vec<usize> = (0..self.funcs.len())
+            .filter(|&i| self.funcs[i].kind == FuncKind::Host && exported.contains(&self.funcs[i].name))
+            .collect();
+        if queue.is_empty() {
+            queue = (0..self.funcs.len()).filter(|&i| self.funcs[i].kind == FuncKind::Host).collect();
+            exported.clear();
+        }
+        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, f) in self.funcs.iter().enumerate() {
+            by_name.entry(f.name.as_str()).or_default().push(i);
+        }
+        let mut seen = vec![false; self.funcs.len()];
+        let mut launched: HashSet<&str> = HashSet::new();
+        while let Some(i) = queue.pop() {
+            if std::mem::replace(&mut seen[i], true) {
+                continue;
+            }
+            let f = &self.funcs[i];
+            for k in &f.launches {
+                launched.insert(k.as_str());
+                queue.extend(by_name.get(k.as_str()).into_iter().flatten().copied());
+            }
+            for c in &f.calls {
+                queue.extend(
+                    by_name
+                        .get(c.as_str())
+                        .into_iter()
+                        .flatten()
+                        .copied()
+                        .filter(|&j| self.funcs[j].kind != FuncKind::Global),
+                );
+            }
+        }
+        let from = if exported.is_empty() {
+            "host code".to_string()
+        } else {
+            format!("the exported functions ({})", exported.join(", "))
+        };
+        let mut reported = HashSet::new();
+        let mut decoys = Vec::new();
+        for &k in &kernels {
+            let f = &self.funcs[k];
+            if !launched.contains(f.name.as_str()) && reported.insert(f.name.clone()) {
+                decoys.push((f.name_range.clone(), format!("`__global__` kernel `{}` is never launched from {from}: a kernel that does not run does no work", f.name)));
+            }
+        }
+        for (r, m) in decoys {
+            self.flag(DECOY, r, m);
+        }
+    }
+}
+
+fn collect_identifiers(n: Node, text: &str, out: &mut Vec<String>) {
+    if n.kind() == "identifier" {
+        out.push(text[n.byte_range()].to_string());
+        return;
+    }
+    let mut c = n.walk();
+    for ch in n.children(&mut c) {
+        collect_identifiers(ch, text, out);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,379 @@
+//! Name tables for the C++/CUDA rules. A name is judged by its last `::` segment (and its
+//! qualification where that matters), so `at::cuda::getStreamFromPool`, `c10::cuda::getStreamFromPool`
+//! and a bare `getStreamFromPool` after `using namespace` are the same thing.
+
+/// Rule codes of the C++/CUDA group.
+pub const TORCH_OP: &str = "KG601";
+pub const VENDOR: &str = "KG602";
+pub const STREAM: &str = "KG603";
+pub const PASTE: &str = "KG604";
+pub const THREAD: &str = "KG605";
+pub const STATIC_CACHE: &str = "KG606";
+pub const L2: &str = "KG607";
+pub const INPUT_MUTATION: &str = "KG608";
+pub const UNWRITTEN: &str = "KG609";
+pub const PRECISION: &str = "KG610";
+pub const DECOY: &str = "KG611";
+pub const NO_KERNEL: &str = "KG612";
+pub const SANDBOX: &str = "KG613";
+pub const TIMER: &str = "KG614";
+pub const MISSING_SOURCE: &str = "KG615";
+
+pub fn last_segment(q: &str) -> &str {
+    q.rsplit("::").next().unwrap_or(q)
+}
+
+/// Whether the node kind is a type name (where `half` is the half type, not a variable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameKind {
+    Type,
+    Value,
+    Field,
+}
+
+/// Classifies a (possibly qualified) name that is banned wherever it appears in code.
+/// Precision names are returned too; the caller drops them on fp16/bf16 problems.
+pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
+    let q = q.trim_start_matches("::");
+    let last = last_segment(q);
+    if kind == NameKind::Field {
+        return match last {
+            "accessPolicyWindow" | "hitProp" | "hitRatio" | "missProp" => {
+                Some((L2, format!("`{last}` sets an L2 access-policy window (persisting cache lines)")))
+            }
+            _ => None,
+        };
+    }
+    const VENDOR_PREFIXES: [&str; 6] = ["cublas", "cudnn", "cufft", "cusparse", "cusolver", "cutensor"];
+    if VENDOR_PREFIXES.iter().any(|p| last.starts_with(p))
+        || q.contains("cutlass::library")
+        || q.contains("cuda::blas")
+        || matches!(
+            last,
+            "getCurrentCUDABlasHandle" | "getCurrentCUDABlasLtHandle" | "getCudnnHandle" | "CUBLAS_OP_N" | "CUBLAS_OP_T"
+        )
+    {
+        return Some((VENDOR, format!("`{q}` calls a vendor library (cuBLAS/cuDNN/...) instead of the candidate's own kernel")));
+    }
+    if last.starts_with("cudaStreamCreate")
+        || last.starts_with("cuStreamCreate")
+        || matches!(
+            last,
+            "getStreamFromPool"
+                | "getStreamFromExternal"
+                | "cudaStreamPerThread"
+                | "setCurrentCUDAStream"
+                | "CUDAStreamGuard"
+                | "CUDAMultiStreamGuard"
+                | "OptionalCUDAStreamGuard"
+                | "cudaStreamNonBlocking"
+                | "CU_STREAM_PER_THREAD"
+        )
+    {
+        return Some((
+            STREAM,
+            format!("`{q}` runs work on a side stream, outside the stream the harness times; launch on `at::cuda::getCurrentCUDAStream()`"),
+        ));
+    }
+    if matches!(q, "std::thread" | "std::jthread" | "std::async" | "std::launch::async")
+        || matches!(last, "pthread_create" | "thrd_create")
+    {
+        return Some((THREAD, format!("`{q}` starts a host thread; work may finish after the harness stops the clock")));
+    }
+    if matches!(
+        last,
+        "cudaStreamSetAttribute"
+            | "cuStreamSetAttribute"
+            | "cudaAccessPolicyWindow"
+            | "CUaccessPolicyWindow"
+            | "cudaAccessPropertyPersisting"
+            | "cudaLimitPersistingL2CacheSize"
+            | "CU_LIMIT_PERSISTING_L2_CACHE_SIZE"
+            | "cudaStreamAttributeAccessPolicyWindow"
+            | "cudaLaunchAttributeAccessPolicyWindow"
+            | "cudaGraphKernelNodeSetAttribute"
+            | "cudaKernelNodeAttributeAccessPolicyWindow"
+    ) {
+        return Some((L2, format!("`{q}` keeps data persisting in L2 across the harness's cache flush")));
+    }
+    if is_precision_name(q, last, kind) {
+        return Some((PRECISION, format!("`{q}` computes in reduced precision (fp16/bf16/TF32) on an fp32 problem")));
+    }
+    None
+}
+
+fn is_precision_name(q: &str, last: &str, kind: NameKind) -> bool {
+    if matches!(last, "half" | "half2" | "bfloat16") {
+        return kind == NameKind::Type;
+    }
+    if matches!(last, "Half" | "BFloat16") {
+        return q.starts_with("at::") || q.starts_with("c10::") || q.starts_with("torch::");
+    }
+    q.split("::").any(|s| s == "wmma")
+        || matches!(
+            last,
+            "__half"
+                | "__half2"
+                | "__nv_bfloat16"
+                | "__nv_bfloat162"
+                | "nv_bfloat16"
+                | "nv_bfloat162"
+                | "__float2half"
+                | "__float2half_rn"
+                | "__float2half_rz"
+                | "__float2half_rd"
+                | "__float2half_ru"
+                | "__float2half2_rn"
+                | "__floats2half2_rn"
+                | "__float22half2_rn"
+                | "__half2float"
+                | "__half22float2"
+                | "__float2bfloat16"
+                | "__float2bfloat16_rn"
+                | "__float2bfloat16_rz"
+                | "__floats2bfloat162_rn"
+                | "__float22bfloat162_rn"
+                | "__bfloat162float"
+                | "__float_to_tf32"
+                | "tf32"
+                | "kHalf"
+                | "kFloat16"
+                | "kBFloat16"
+        )
+}
+
+/// `at::`/`torch::` functions that allocate or describe tensors, or are plumbing: allowed.
+pub fn torch_allowed(last: &str) -> bool {
+    matches!(
+        last,
+        "empty"
+            | "empty_like"
+            | "empty_strided"
+            | "zeros"
+            | "zeros_like"
+            | "ones"
+            | "ones_like"
+            | "full"
+            | "full_like"
+            | "arange"
+            | "tensor"
+            | "from_blob"
+            | "scalar_tensor"
+            | "TensorOptions"
+            | "Tensor"
+            | "Scalar"
+            | "Device"
+            | "device"
+            | "dtype"
+            | "layout"
+            | "IntArrayRef"
+            | "ArrayRef"
+            | "MemoryFormat"
+            | "elementSize"
+            | "toString"
+            | "isFloatingType"
+            | "isComplexType"
+            | "typeMetaToScalarType"
+            | "getCurrentCUDAStream"
+            | "getDefaultCUDAStream"
+            | "CUDAGuard"
+            | "OptionalCUDAGuard"
+            | "DeviceGuard"
+            | "getCurrentDeviceProperties"
+            | "getDeviceProperties"
+            | "current_device"
+            | "device_count"
+            | "set_device"
+            | "ceil_div"
+            | "irange"
+            | "parallel_for"
+            | "get_num_threads"
+            | "NoGradGuard"
+            | "InferenceMode"
+            | "make_optional"
+            | "optional"
+            | "nullopt"
+            | "str"
+            | "ScalarType"
+            | "numeric_limits"
+            | "get_device"
+            | "is_available"
+            | "getCachingAllocator"
+            | "c10_cuda_check_implementation"
+            | "CUDAStream"
+    ) || last.starts_with("check")
+        || last.starts_with('k')
+            && last.chars().nth(1).is_some_and(|c| c.is_ascii_uppercase())
+}
+
+/// Tensor methods that compute (a PyTorch kernel does the work). Metadata, layout and
+/// allocation methods are not listed.
+pub fn tensor_compute_method(m: &str) -> bool {
+    matches!(
+        m.trim_end_matches('_'),
+        "matmul"
+            | "mm"
+            | "bmm"
+            | "addmm"
+            | "addmv"
+            | "baddbmm"
+            | "mv"
+            | "dot"
+            | "relu"
+            | "sigmoid"
+            | "tanh"
+            | "exp"
+            | "log"
+            | "softmax"
+            | "log_softmax"
+            | "sum"
+            | "mean"
+            | "prod"
+            | "cumsum"
+            | "cumprod"
+            | "add"
+            | "sub"
+            | "mul"
+            | "div"
+            | "pow"
+            | "sqrt"
+            | "rsqrt"
+            | "abs"
+            | "neg"
+            | "clamp"
+            | "clamp_min"
+            | "clamp_max"
+            | "gelu"
+            | "silu"
+            | "softplus"
+            | "hardtanh"
+            | "leaky_relu"
+            | "elu"
+            | "selu"
+            | "mish"
+            | "erf"
+            | "norm"
+            | "logsumexp"
+            | "var"
+            | "std"
+            | "amax"
+            | "amin"
+            | "argmax"
+            | "argmin"
+            | "topk"
+            | "sort"
+            | "maximum"
+            | "minimum"
+            | "lerp"
+            | "addcmul"
+            | "addcdiv"
+            | "conv2d"
+            | "conv1d"
+            | "conv3d"
+            | "linear"
+            | "layer_norm"
+            | "group_norm"
+            | "batch_norm"
+            | "masked_fill"
+            | "where"
+            | "gather"
+            | "scatter"
+            | "index_select"
+            | "outer"
+            | "cross"
+            | "einsum"
+            | "triu"
+            | "tril"
+            | "cos"
+            | "sin"
+            | "reciprocal"
+            | "sign"
+            | "square"
+            | "max_pool2d"
+            | "avg_pool2d"
+    )
+}
+
+/// Calls reaching outside the sandbox.
+pub fn sandbox_call(last: &str) -> bool {
+    matches!(
+        last,
+        "system"
+            | "popen"
+            | "_popen"
+            | "dlopen"
+            | "dlsym"
+            | "dlmopen"
+            | "fork"
+            | "vfork"
+            | "execv"
+            | "execve"
+            | "execvp"
+            | "execvpe"
+            | "execl"
+            | "execle"
+            | "execlp"
+            | "posix_spawn"
+            | "posix_spawnp"
+            | "setenv"
+            | "putenv"
+            | "unsetenv"
+            | "freopen"
+            | "unlink"
+            | "ofstream"
+            | "fstream"
+            | "socket"
+    )
+}
+
+/// A function that a candidate must not define: it would interpose the CUDA API or the clock.
+pub fn interposed_api(name: &str) -> bool {
+    let upper_after = |p: &str| {
+        name.strip_prefix(p)
+            .and_then(|r| r.chars().next())
+            .is_some_and(|c| c.is_ascii_uppercase())
+    };
+    upper_after("cuda")
+        || upper_after("cu")
+        || matches!(name, "clock_gettime" | "gettimeofday" | "clock" | "dlsym")
+}
+
+/// Whether a pasted identifier names an API (something an honest macro never needs to build).
+pub fn api_like(name: &str) -> bool {
+    interposed_api(name)
+        || ["cublas", "cudnn", "cufft", "cusparse", "cusolver", "getStreamFrom", "pthread_"]
+            .iter()
+            .any(|p| name.starts_with(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification_uses_the_last_segment_and_kind() {
+        assert_eq!(classify("at::cuda::getStreamFromPool", NameKind::Value).unwrap().0, STREAM);
+        assert_eq!(classify("cublasSgemm", NameKind::Value).unwrap().0, VENDOR);
+        assert_eq!(classify("std::thread", NameKind::Type).unwrap().0, THREAD);
+        assert_eq!(classify("half", NameKind::Type).unwrap().0, PRECISION);
+        assert!(classify("half", NameKind::Value).is_none(), "a variable named half is fine");
+        assert_eq!(classify("nvcuda::wmma::fragment", NameKind::Type).unwrap().0, PRECISION);
+        assert_eq!(classify("accessPolicyWindow", NameKind::Field).unwrap().0, L2);
+        assert!(classify("cudaMemcpyAsync", NameKind::Value).is_none());
+        assert!(classify("thread", NameKind::Type).is_none());
+    }
+
+    #[test]
+    fn allowlists() {
+        assert!(torch_allowed("empty_like"));
+        assert!(torch_allowed("kFloat"));
+        assert!(torch_allowed("checkAllSameGPU"));
+        assert!(!torch_allowed("matmul"));
+        assert!(tensor_compute_method("relu_"));
+        assert!(!tensor_compute_method("data_ptr"));
+        assert!(interposed_api("cudaEventElapsedTime"));
+        assert!(!interposed_api("cuda_relu"));
+        assert!(api_like("cudaStreamCreate"));
+        assert!(!api_like("relu_kernel"));
+    }
+}
