@@ -246,6 +246,17 @@ pub fn cache_dir() -> PathBuf {
 /// `<cache>/hf/<owner>__<name>/<config>/<split>/<n>.parquet` and return their paths.
 /// A complete earlier download (its `manifest.json`) is reused unless `refresh`.
 pub fn fetch_hf(repo: &str, cache: &Path, refresh: bool) -> Result<Vec<PathBuf>, DatasetError> {
+    let endpoint = std::env::var("HF_ENDPOINT").unwrap_or_else(|_| HF_ENDPOINT.to_string());
+    fetch_hf_from(&endpoint, repo, cache, refresh)
+}
+
+/// [`fetch_hf`] against an explicit hub endpoint (`https://huggingface.co` or a mirror).
+pub fn fetch_hf_from(
+    endpoint: &str,
+    repo: &str,
+    cache: &Path,
+    refresh: bool,
+) -> Result<Vec<PathBuf>, DatasetError> {
     let dir = cache.join("hf").join(repo.replace('/', "__"));
     let manifest = dir.join("manifest.json");
     if !refresh {
@@ -258,7 +269,6 @@ pub fn fetch_hf(repo: &str, cache: &Path, refresh: bool) -> Result<Vec<PathBuf>,
             }
         }
     }
-    let endpoint = std::env::var("HF_ENDPOINT").unwrap_or_else(|_| HF_ENDPOINT.to_string());
     let endpoint = endpoint.trim_end_matches('/');
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(300)))
@@ -380,6 +390,201 @@ mod tests {
         std::fs::write(&p, "{\"code\": 1}\n").unwrap();
         let e = DatasetSpec::Jsonl(p).load().unwrap_err();
         assert!(matches!(e, DatasetError::Row { line: 1, .. }), "{e}");
+    }
+
+    /// Writes rows the way the hub's parquet export lays them out.
+    fn write_parquet(
+        path: &Path,
+        rows: &[(&str, i64, &str, i64)],
+        compression: parquet::basic::Compression,
+    ) {
+        use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+        use parquet::file::properties::WriterProperties;
+        use parquet::file::writer::SerializedFileWriter;
+        use std::sync::Arc;
+        let schema = Arc::new(
+            parquet::schema::parser::parse_message_type(
+                "message schema { REQUIRED BYTE_ARRAY code (UTF8); REQUIRED INT64 level; \
+                 REQUIRED BYTE_ARRAY name (UTF8); REQUIRED INT64 problem_id; }",
+            )
+            .unwrap(),
+        );
+        let props = Arc::new(
+            WriterProperties::builder()
+                .set_compression(compression)
+                .build(),
+        );
+        let mut w =
+            SerializedFileWriter::new(std::fs::File::create(path).unwrap(), schema, props).unwrap();
+        let mut rg = w.next_row_group().unwrap();
+        let codes: Vec<ByteArray> = rows.iter().map(|r| ByteArray::from(r.0)).collect();
+        let levels: Vec<i64> = rows.iter().map(|r| r.1).collect();
+        let names: Vec<ByteArray> = rows.iter().map(|r| ByteArray::from(r.2)).collect();
+        let ids: Vec<i64> = rows.iter().map(|r| r.3).collect();
+        for (strings, ints) in [
+            (Some(&codes), None),
+            (None, Some(&levels)),
+            (Some(&names), None),
+            (None, Some(&ids)),
+        ] {
+            let mut col = rg.next_column().unwrap().unwrap();
+            match (strings, ints) {
+                (Some(v), _) => col
+                    .typed::<ByteArrayType>()
+                    .write_batch(v, None, None)
+                    .unwrap(),
+                (_, Some(v)) => col.typed::<Int64Type>().write_batch(v, None, None).unwrap(),
+                _ => unreachable!(),
+            };
+            col.close().unwrap();
+        }
+        rg.close().unwrap();
+        w.close().unwrap();
+    }
+
+    #[test]
+    fn parquet_rows_become_the_same_problems_as_files() {
+        use parquet::basic::{Compression, ZstdLevel};
+        let dir = tempfile::tempdir().unwrap();
+        let relu = "import torch\n\nclass Model:\n    \"\"\"doc\"\"\"\n    pass  # c\n";
+        let tree = dir.path().join("tree");
+        std::fs::create_dir_all(tree.join("level1")).unwrap();
+        std::fs::create_dir_all(tree.join("level2")).unwrap();
+        std::fs::write(tree.join("level1/19_ReLU.py"), relu).unwrap();
+        std::fs::write(tree.join("level2/1_Fuse.py"), "y = 2\n").unwrap();
+        let from_files = DatasetSpec::Dir(tree).load().unwrap();
+        for (i, c) in [Compression::SNAPPY, Compression::ZSTD(ZstdLevel::default())]
+            .into_iter()
+            .enumerate()
+        {
+            let p = dir.path().join(format!("kb{i}.parquet"));
+            write_parquet(
+                &p,
+                &[(relu, 1, "19_ReLU.py", 19), ("y = 2\n", 2, "1_Fuse.py", 1)],
+                c,
+            );
+            let set = DatasetSpec::parse(p.to_str().unwrap())
+                .unwrap()
+                .load()
+                .unwrap();
+            assert_eq!(set.len(), 2);
+            for (a, b) in set.iter().zip(from_files.iter()) {
+                assert_eq!(
+                    (&a.key, &a.sha256, &a.md5, &a.source),
+                    (&b.key, &b.sha256, &b.md5, &b.source)
+                );
+            }
+        }
+        std::fs::write(dir.path().join("bad.parquet"), b"not parquet").unwrap();
+        let e = DatasetSpec::Parquet(dir.path().join("bad.parquet"))
+            .load()
+            .unwrap_err();
+        assert!(matches!(e, DatasetError::Parquet { .. }), "{e}");
+    }
+
+    /// Serves `routes` (path → body) over HTTP on loopback for `requests` requests.
+    fn serve(
+        listener: std::net::TcpListener,
+        routes: Vec<(String, Vec<u8>)>,
+        requests: usize,
+    ) -> std::thread::JoinHandle<Vec<String>> {
+        use std::io::Write;
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for stream in listener.incoming().take(requests) {
+                let mut stream = stream.unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(10)))
+                    .unwrap();
+                let mut req = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let n = stream.read(&mut buf).unwrap();
+                    if n == 0 {
+                        break;
+                    }
+                    req.extend_from_slice(&buf[..n]);
+                }
+                let line = String::from_utf8_lossy(&req)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                let path = line.split(' ').nth(1).unwrap_or("").to_string();
+                let body = routes
+                    .iter()
+                    .find(|(p, _)| *p == path)
+                    .map(|(_, b)| b.clone());
+                let (status, body) = match body {
+                    Some(b) => ("200 OK", b),
+                    None => ("404 Not Found", b"{}".to_vec()),
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                stream.write_all(head.as_bytes()).unwrap();
+                stream.write_all(&body).unwrap();
+                seen.push(path);
+            }
+            seen
+        })
+    }
+
+    fn listen() -> (std::net::TcpListener, String) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        (listener, base)
+    }
+
+    #[test]
+    fn hf_fetch_downloads_listed_parquet_files_then_reads_them_from_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let pq = dir.path().join("src.parquet");
+        write_parquet(
+            &pq,
+            &[("x = 1\n", 1, "3_ReLU.py", 3)],
+            parquet::basic::Compression::SNAPPY,
+        );
+        let bytes = std::fs::read(&pq).unwrap();
+        // The listing names absolute URLs, so bind first and fill the address in.
+        let (listener, base) = listen();
+        let routes = vec![
+            (
+                "/api/datasets/o/n/parquet".to_string(),
+                format!("{{\"default\": {{\"level_1\": [\"{base}/files/level_1/0.parquet\"]}}}}")
+                    .into_bytes(),
+            ),
+            ("/files/level_1/0.parquet".to_string(), bytes.clone()),
+        ];
+        let handle = serve(listener, routes, 2);
+        let cache = dir.path().join("cache");
+        let files = fetch_hf_from(&base, "o/n", &cache, false).unwrap();
+        assert_eq!(
+            handle.join().unwrap(),
+            ["/api/datasets/o/n/parquet", "/files/level_1/0.parquet"]
+        );
+        assert_eq!(files, vec![cache.join("hf/o__n/default/level_1/0.parquet")]);
+        assert_eq!(std::fs::read(&files[0]).unwrap(), bytes);
+        // Second time: no server is running, the cache answers.
+        let again = fetch_hf_from(&base, "o/n", &cache, false).unwrap();
+        assert_eq!(again, files);
+        let rows = read_parquet(&again[0]).unwrap();
+        assert_eq!(rows[0].1.name, "3_ReLU.py");
+        // A refresh with the hub unreachable is a fetch error naming the URL.
+        let e = fetch_hf_from(&base, "o/n", &cache, true).unwrap_err();
+        assert!(matches!(e, DatasetError::Fetch { .. }), "{e}");
+        assert!(e.to_string().contains("/api/datasets/o/n/parquet"), "{e}");
+    }
+
+    #[test]
+    fn hf_fetch_reports_http_errors() {
+        let (listener, base) = listen();
+        let handle = serve(listener, vec![], 1);
+        let cache = tempfile::tempdir().unwrap();
+        let e = fetch_hf_from(&base, "o/missing", cache.path(), false).unwrap_err();
+        handle.join().unwrap();
+        assert!(e.to_string().contains("404"), "{e}");
     }
 
     #[test]

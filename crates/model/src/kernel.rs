@@ -9,7 +9,7 @@
 use crate::config::Config;
 use crate::problem::{parse_file_name, parse_level_dir, LookupError, ProblemSet};
 use crate::types::{Backend, Precision};
-use globset::{Glob, GlobSet, GlobSetBuilder};
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
@@ -272,7 +272,7 @@ impl<'a> Mapper<'a> {
             .mapping
             .iter()
             .filter_map(|(g, k)| {
-                let glob = Glob::new(g).ok()?;
+                let glob = glob(g)?;
                 let set = GlobSetBuilder::new().add(glob).build().ok()?;
                 Some((set, g.as_str(), k.as_str()))
             })
@@ -393,7 +393,7 @@ pub fn discover(
 ) -> (Vec<Kernel>, Vec<KernelError>) {
     let mut builder = GlobSetBuilder::new();
     for g in &cfg.kernels.globs {
-        if let Ok(glob) = Glob::new(g) {
+        if let Some(glob) = glob(g) {
             builder.add(glob);
         }
     }
@@ -444,6 +444,14 @@ pub fn discover(
         }
     }
     (kernels, errors)
+}
+
+/// `*` stays within one path component, as in shells; `**` crosses directories.
+fn glob(pattern: &str) -> Option<Glob> {
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .ok()
 }
 
 /// Leading path components of a glob that contain no glob metacharacters.
