@@ -1,0 +1,95 @@
+//! Located messages: static findings and runtime failures placed on a line of a file. Both
+//! the check-run annotations and SARIF results are made from these.
+
+use crate::schema::{KernelRow, OutcomeKind, Report};
+use kernelgate_model::Severity;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    pub path: String,
+    pub start_line: u32,
+    pub end_line: u32,
+    /// Columns only when the span is on one line (GitHub rejects them otherwise).
+    pub start_column: Option<u32>,
+    pub end_column: Option<u32>,
+    pub rule: String,
+    pub severity: Severity,
+    pub title: String,
+    pub message: String,
+}
+
+/// Every finding, every runtime failure and every flag of the report, in row order.
+pub fn located(report: &Report) -> Vec<Located> {
+    report.kernels.iter().flat_map(row_located).collect()
+}
+
+fn row_located(row: &KernelRow) -> Vec<Located> {
+    let anchor = row.annotate_line.unwrap_or(1).max(1);
+    let mut out = Vec::new();
+    for f in &row.findings {
+        let (start, end) = if f.line == 0 {
+            (anchor, anchor)
+        } else {
+            (f.line, f.end_line.max(f.line))
+        };
+        let one_line = f.line != 0 && start == end && f.column > 0;
+        out.push(Located {
+            path: if f.file.is_empty() {
+                row.path.clone()
+            } else {
+                f.file.clone()
+            },
+            start_line: start,
+            end_line: end,
+            start_column: one_line.then_some(f.column),
+            end_column: (one_line && f.end_column >= f.column).then_some(f.end_column),
+            rule: f.rule.clone(),
+            severity: f.severity,
+            title: format!("kernelgate: {}", f.rule),
+            message: f.message.clone(),
+        });
+    }
+    if is_failure(row.outcome.kind) {
+        let mut message = row.outcome.message.clone();
+        if message.is_empty() {
+            message = row.outcome.kind.as_str().replace('_', " ");
+        }
+        out.push(Located {
+            path: row.path.clone(),
+            start_line: anchor,
+            end_line: anchor,
+            start_column: None,
+            end_column: None,
+            rule: format!("runtime/{}", row.outcome.kind.as_str()),
+            severity: Severity::Error,
+            title: format!(
+                "kernelgate: {} ({})",
+                row.outcome.kind.as_str().replace('_', " "),
+                row.problem
+            ),
+            message,
+        });
+    }
+    for flag in &row.flags {
+        out.push(Located {
+            path: row.path.clone(),
+            start_line: anchor,
+            end_line: anchor,
+            start_column: None,
+            end_column: None,
+            rule: format!("flag/{}", flag.code),
+            severity: flag.severity,
+            title: format!("kernelgate: {}", flag.code),
+            message: flag.message.clone(),
+        });
+    }
+    out
+}
+
+/// Outcomes that are failures of the kernel itself (not "not run yet" or "skipped").
+pub fn is_failure(kind: OutcomeKind) -> bool {
+    !matches!(
+        kind,
+        OutcomeKind::Correct | OutcomeKind::Skipped | OutcomeKind::NotRun
+    )
+}

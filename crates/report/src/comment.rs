@@ -1,0 +1,500 @@
+//! `comment.md`: the sticky PR comment. Always below GitHub's 65,536-character cap: when too
+//! long, per-kernel details go first, then table rows, each time with a pointer to the full
+//! report artifact.
+
+use crate::annotate::is_failure;
+use crate::schema::{
+    Change, ComparisonSummary, ComparisonVerdict, Interval, KernelRow, OutcomeKind, Report, Verdict,
+};
+use std::fmt::Write;
+
+/// Hidden marker by which the comment is found again and updated in place.
+pub const STICKY_MARKER: &str = "<!-- kernelgate:sticky -->";
+/// GitHub's limit on a comment body, in characters.
+pub const COMMENT_LIMIT: usize = 65_536;
+
+const LOG_TAIL_LINES: usize = 40;
+const DIFF_LINES: usize = 150;
+
+/// Render with GitHub's limit.
+pub fn render_comment(report: &Report) -> String {
+    render_comment_with_limit(report, COMMENT_LIMIT)
+}
+
+/// Render, keeping the result at most `limit` characters long.
+pub fn render_comment_with_limit(report: &Report, limit: usize) -> String {
+    let rows = ordered_rows(report);
+    let mut detailed = rows.len();
+    let mut shown = rows.len();
+    let mut run_details = true;
+    loop {
+        let text = assemble(report, &rows, shown, detailed, run_details);
+        if text.chars().count() <= limit {
+            return text;
+        }
+        if detailed > 0 {
+            // Drop details from the least important rows first, a few at a time.
+            detailed = detailed.saturating_sub((detailed / 4).max(1));
+        } else if run_details {
+            run_details = false;
+        } else if shown > 0 {
+            shown = shown.saturating_sub((shown / 8).max(1));
+        } else {
+            // Even the header is too long (huge reference diffs): cut hard, keep the marker.
+            let mut cut: String = text.chars().take(limit.saturating_sub(200)).collect();
+            cut.push_str("\n\n… truncated; see the full report in the workflow artifact.\n");
+            return cut;
+        }
+    }
+}
+
+/// Failures first, then warnings, then the rest; path order within each.
+fn ordered_rows(report: &Report) -> Vec<&KernelRow> {
+    let rank = |v: Verdict| match v {
+        Verdict::Fail => 0,
+        Verdict::Warn => 1,
+        Verdict::Pass => 2,
+        Verdict::Skipped => 3,
+    };
+    let mut rows: Vec<&KernelRow> = report.kernels.iter().collect();
+    rows.sort_by(|a, b| {
+        rank(a.verdict)
+            .cmp(&rank(b.verdict))
+            .then(a.path.cmp(&b.path))
+    });
+    rows
+}
+
+fn assemble(
+    report: &Report,
+    rows: &[&KernelRow],
+    shown: usize,
+    detailed: usize,
+    run_details: bool,
+) -> String {
+    let mut s = String::new();
+    s.push_str(STICKY_MARKER);
+    s.push('\n');
+    s.push_str(&headline(report));
+    s.push_str("\n\n");
+    if !report.run.complete {
+        s.push_str("> [!WARNING]\n> This run did not finish: the results below cover only the kernels evaluated so far.\n\n");
+    }
+    reference_banner(&mut s, report);
+    totals(&mut s, report);
+    if !rows.is_empty() {
+        table(&mut s, report, &rows[..shown]);
+        if shown < rows.len() {
+            let _ = writeln!(
+                s,
+                "\n_{} more kernel(s) not shown to stay within GitHub's comment limit; {}._",
+                rows.len() - shown,
+                artifact_pointer(report)
+            );
+        }
+        chart(&mut s, &rows[..shown]);
+        let with_details: Vec<&&KernelRow> = rows[..shown.min(detailed)]
+            .iter()
+            .filter(|r| has_details(r))
+            .collect();
+        for row in &with_details {
+            kernel_details(&mut s, report, row);
+        }
+        let dropped = rows[shown.min(detailed)..shown]
+            .iter()
+            .filter(|r| has_details(r))
+            .count();
+        if dropped > 0 {
+            let _ = writeln!(
+                s,
+                "\n_Details of {dropped} kernel(s) omitted for length; {}._",
+                artifact_pointer(report)
+            );
+        }
+    }
+    if !report.other_changes.is_empty() {
+        s.push_str("\n**Other changes in this PR:** ");
+        let list: Vec<String> = report
+            .other_changes
+            .iter()
+            .map(|c| format!("`{}`", cell(c)))
+            .collect();
+        s.push_str(&list.join(", "));
+        s.push('\n');
+    }
+    if run_details {
+        run_section(&mut s, report);
+    }
+    let _ = write!(
+        s,
+        "\n<sub>kernelgate {} · `{}`",
+        env!("CARGO_PKG_VERSION"),
+        report.schema
+    );
+    if let Some(url) = &report.run.artifact_url {
+        let _ = write!(s, " · [full report]({url})");
+    }
+    s.push_str("</sub>\n");
+    s
+}
+
+fn artifact_pointer(report: &Report) -> String {
+    match &report.run.artifact_url {
+        Some(url) => format!("the full report is in [the workflow artifact]({url})"),
+        None => {
+            "the full report is in the workflow's `kernelgate-report` artifact (report.json)".into()
+        }
+    }
+}
+
+pub(crate) fn headline(report: &Report) -> String {
+    let s = &report.summary;
+    let what = match s.verdict {
+        Verdict::Pass if s.total == 0 => "no kernels to evaluate".to_string(),
+        Verdict::Pass => format!("all {} kernel(s) passed", s.passed),
+        Verdict::Warn if s.warned == 0 && !report.reference_changes.is_empty() => {
+            format!(
+                "{} kernel(s) passed, but reference problems changed: review before merging",
+                s.passed
+            )
+        }
+        Verdict::Warn => format!(
+            "passed with warnings ({} of {} kernel(s) warned)",
+            s.warned, s.total
+        ),
+        Verdict::Fail => format!("{} of {} kernel(s) failed", s.failed, s.total),
+        Verdict::Skipped => "skipped".into(),
+    };
+    let shard = report
+        .run
+        .shard
+        .map(|(i, n)| format!(" (shard {i}/{n})"))
+        .unwrap_or_default();
+    format!("## {} kernelgate: {what}{shard}", s.verdict.emoji())
+}
+
+fn reference_banner(s: &mut String, report: &Report) {
+    if report.reference_changes.is_empty() {
+        return;
+    }
+    s.push_str("> [!CAUTION]\n> **This PR changes reference problem(s):** ");
+    let names: Vec<String> = report
+        .reference_changes
+        .iter()
+        .map(|c| format!("`{}`", c.path))
+        .collect();
+    s.push_str(&names.join(", "));
+    s.push_str(
+        ".\n> A changed reference changes what every kernel for it is compared against (a slower reference makes \
+         every kernel look faster); committed baselines for these problems are treated as invalid. \
+         Review the diff below.\n\n",
+    );
+    for c in &report.reference_changes {
+        let lines: Vec<&str> = c.diff.lines().collect();
+        let _ = writeln!(
+            s,
+            "<details open><summary>Diff of <code>{}</code></summary>\n\n```diff",
+            html(&c.path)
+        );
+        for l in lines.iter().take(DIFF_LINES) {
+            s.push_str(&l.replace("```", "`\u{200b}``"));
+            s.push('\n');
+        }
+        if lines.len() > DIFF_LINES {
+            let _ = writeln!(s, "… {} more line(s)", lines.len() - DIFF_LINES);
+        }
+        s.push_str("```\n\n</details>\n\n");
+    }
+}
+
+fn totals(s: &mut String, report: &Report) {
+    let m = &report.summary;
+    let correct = report.kernels.iter().filter(|k| k.is_correct()).count();
+    let _ = write!(
+        s,
+        "**fast_0** {} · **fast_1** {} · **fast_2** {} · **geomean speedup** {}",
+        pct(m.fast_0),
+        pct(m.fast_1),
+        pct(m.fast_2),
+        m.geomean_speedup
+            .map(|g| format!("{g:.2}×"))
+            .unwrap_or_else(|| "–".into())
+    );
+    let _ = writeln!(
+        s,
+        " over {correct} correct kernel(s) · {} passed, {} warned, {} failed, {} skipped\n",
+        m.passed, m.warned, m.failed, m.skipped
+    );
+}
+
+fn table(s: &mut String, report: &Report, rows: &[&KernelRow]) {
+    s.push_str("| | Kernel | Problem | Backend | Correctness | Time (ms) | vs eager | vs compile | vs base | vs baseline | Flags |\n");
+    s.push_str("|---|---|---|---|---|--:|--:|--:|--:|--:|---|\n");
+    for r in rows {
+        let kernel = match link(report, &r.path, None) {
+            Some(url) => format!("[`{}`]({url})", cell(&r.path)),
+            None => format!("`{}`", cell(&r.path)),
+        };
+        let change = match &r.change {
+            Change::Modified | Change::Unchanged => String::new(),
+            c => format!("<br><sub>{}</sub>", cell(&c.label())),
+        };
+        let flags: Vec<String> = r
+            .flags
+            .iter()
+            .map(|f| format!("`{}`", cell(&f.code)))
+            .collect();
+        let mut flag_cell = flags.join(" ");
+        let errors = r
+            .findings
+            .iter()
+            .filter(|f| f.severity == kernelgate_model::Severity::Error)
+            .count();
+        let warnings = r.findings.len() - errors;
+        if errors + warnings > 0 {
+            if !flag_cell.is_empty() {
+                flag_cell.push(' ');
+            }
+            let _ = write!(flag_cell, "{errors} lint error(s), {warnings} warning(s)");
+        }
+        let _ = writeln!(
+            s,
+            "| {} | {kernel}{change} | {} | {} {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.verdict.emoji(),
+            cell(&r.problem),
+            r.backend,
+            r.precision,
+            r.outcome.kind.label(),
+            r.time_ms.map(ms).unwrap_or_else(|| "–".into()),
+            speedup(r.speedup_eager.as_ref()),
+            speedup(r.speedup_compile.as_ref()),
+            comparison(r.vs_base.as_ref()),
+            comparison(r.vs_baseline.as_ref()),
+            if flag_cell.is_empty() {
+                "–".into()
+            } else {
+                flag_cell
+            },
+        );
+    }
+}
+
+/// Mermaid bar chart of speedups vs eager for correct kernels.
+fn chart(s: &mut String, rows: &[&KernelRow]) {
+    let bars: Vec<(String, f64)> = rows
+        .iter()
+        .filter(|r| r.is_correct())
+        .filter_map(|r| r.speedup_eager.map(|v| (short_name(&r.path), v.value)))
+        .filter(|(_, v)| v.is_finite())
+        .take(40)
+        .collect();
+    if bars.is_empty() {
+        return;
+    }
+    let labels: Vec<String> = bars.iter().map(|(n, _)| format!("\"{n}\"")).collect();
+    let values: Vec<String> = bars.iter().map(|(_, v)| format!("{v:.2}")).collect();
+    let max = bars.iter().map(|(_, v)| *v).fold(1.0f64, f64::max);
+    let _ = write!(
+        s,
+        "\n```mermaid\nxychart-beta\n    title \"Speedup vs eager PyTorch (×, 1.0 = parity)\"\n    x-axis [{}]\n    y-axis \"speedup\" 0 --> {:.1}\n    bar [{}]\n    line [{}]\n```\n",
+        labels.join(", "),
+        (max * 1.1).max(1.1),
+        values.join(", "),
+        vec!["1.00"; bars.len()].join(", ")
+    );
+}
+
+fn has_details(r: &KernelRow) -> bool {
+    !r.findings.is_empty()
+        || !r.reasons.is_empty()
+        || is_failure(r.outcome.kind)
+        || r.outcome.log_tail.is_some()
+        || !r.flags.is_empty()
+}
+
+fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
+    let _ = writeln!(
+        s,
+        "\n<details><summary>{} <code>{}</code> — {}</summary>\n",
+        r.verdict.emoji(),
+        html(&r.path),
+        html(r.outcome.kind.label())
+    );
+    for reason in &r.reasons {
+        let _ = writeln!(s, "- {}", one_line(reason));
+    }
+    if !r.outcome.message.is_empty() {
+        let _ = writeln!(
+            s,
+            "- **{}:** {}",
+            r.outcome.kind.as_str().replace('_', " "),
+            one_line(&r.outcome.message)
+        );
+    }
+    for f in &r.findings {
+        let place = if f.line > 0 {
+            let file = if f.file.is_empty() { &r.path } else { &f.file };
+            match link(report, file, Some(f.line)) {
+                Some(url) => format!("[L{}]({url})", f.line),
+                None => format!("L{}", f.line),
+            }
+        } else {
+            "runtime".into()
+        };
+        let _ = writeln!(
+            s,
+            "- {} `{}` {place}: {}",
+            f.severity,
+            f.rule,
+            one_line(&f.message)
+        );
+    }
+    for flag in &r.flags {
+        let _ = writeln!(
+            s,
+            "- {} flag `{}`: {}",
+            flag.severity,
+            flag.code,
+            one_line(&flag.message)
+        );
+    }
+    if !r.outcome.details.is_null() {
+        let details = serde_json::to_string_pretty(&r.outcome.details).unwrap_or_default();
+        let lines: Vec<&str> = details.lines().collect();
+        let _ = writeln!(s, "\n```json");
+        for l in lines.iter().take(LOG_TAIL_LINES) {
+            let _ = writeln!(s, "{l}");
+        }
+        if lines.len() > LOG_TAIL_LINES {
+            let _ = writeln!(s, "…");
+        }
+        s.push_str("```\n");
+    }
+    if let Some(tail) = &r.outcome.log_tail {
+        let lines: Vec<&str> = tail.lines().collect();
+        let start = lines.len().saturating_sub(LOG_TAIL_LINES);
+        let _ = writeln!(s, "\nLog tail:\n\n```text");
+        for l in &lines[start..] {
+            let _ = writeln!(s, "{}", l.replace("```", "`\u{200b}``"));
+        }
+        s.push_str("```\n");
+    }
+    s.push_str("\n</details>\n");
+}
+
+fn run_section(s: &mut String, report: &Report) {
+    let run = &report.run;
+    let hw = &run.hardware;
+    s.push_str("\n<details><summary>Run details</summary>\n\n");
+    let mut line = |k: &str, v: &str| {
+        if !v.is_empty() {
+            let _ = writeln!(s, "- **{k}:** {}", one_line(v));
+        }
+    };
+    line("base", &run.base_sha);
+    line("head", &run.head_sha);
+    line("seed", &run.seed.map(|x| x.to_string()).unwrap_or_default());
+    line("GPU", &hw.gpu);
+    line("driver", &hw.driver);
+    line("CUDA", &hw.cuda);
+    line("torch", &hw.torch);
+    line("Python", &hw.python);
+    line("CPU", &hw.cpu);
+    line("started", &run.started_at);
+    line("finished", run.finished_at.as_deref().unwrap_or(""));
+    if let Some(t) = report.policy.regression_threshold {
+        line("regression threshold", &format!("{:.1}%", t * 100.0));
+    }
+    if !report.policy.fail_on.is_empty() {
+        line("fails on", &report.policy.fail_on.join(", "));
+    }
+    if !report.policy.warn_on.is_empty() {
+        line("warns on", &report.policy.warn_on.join(", "));
+    }
+    for a in &report.policy.acknowledged {
+        line("acknowledged", a);
+    }
+    s.push_str("\n</details>\n");
+}
+
+pub(crate) fn link(report: &Report, path: &str, line: Option<u32>) -> Option<String> {
+    if report.run.repo.is_empty() || report.run.head_sha.is_empty() {
+        return None;
+    }
+    let anchor = line.map(|l| format!("#L{l}")).unwrap_or_default();
+    Some(format!(
+        "https://github.com/{}/blob/{}/{}{anchor}",
+        report.run.repo, report.run.head_sha, path
+    ))
+}
+
+fn short_name(path: &str) -> String {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let name = name.strip_suffix(".py").unwrap_or(name);
+    name.chars()
+        .filter(|c| !matches!(c, '"' | '[' | ']' | ',' | '\n'))
+        .take(30)
+        .collect()
+}
+
+pub(crate) fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+fn ms(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.1}")
+    } else if x >= 1.0 {
+        format!("{x:.3}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+fn speedup(i: Option<&Interval>) -> String {
+    match i {
+        None => "–".into(),
+        Some(i) => match (i.lo, i.hi) {
+            (Some(lo), Some(hi)) => format!("{:.2}× <sub>[{lo:.2}, {hi:.2}]</sub>", i.value),
+            _ => format!("{:.2}×", i.value),
+        },
+    }
+}
+
+/// Ratio candidate/other as a percentage change: 0.80 → "20.0% faster".
+fn comparison(c: Option<&ComparisonSummary>) -> String {
+    let Some(c) = c else { return "–".into() };
+    let change = |r: f64| (r - 1.0) * 100.0;
+    let interval = match (c.ci_lo, c.ci_hi) {
+        (Some(lo), Some(hi)) => format!(" <sub>[{:+.1}%, {:+.1}%]</sub>", change(lo), change(hi)),
+        _ => String::new(),
+    };
+    let mark = match c.verdict {
+        ComparisonVerdict::Faster => "🟢 faster",
+        ComparisonVerdict::Slower => "🔴 slower",
+        ComparisonVerdict::Same => "⚪ same",
+        ComparisonVerdict::Invalid => "⚠️ invalid",
+    };
+    format!("{:+.1}%{interval} {mark}", change(c.ratio))
+}
+
+/// Table cells: no newlines, no pipes.
+fn cell(s: &str) -> String {
+    one_line(s).replace('|', "\\|")
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn html(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+impl OutcomeKind {
+    pub fn is_failure(self) -> bool {
+        is_failure(self)
+    }
+}

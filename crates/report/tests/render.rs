@@ -1,0 +1,369 @@
+//! Snapshots of comment.md for the typical PR situations, the length cap, and SARIF validity
+//! against the official SARIF 2.1.0 schema.
+
+use kernelgate_model::{Backend, Finding, Precision, Severity};
+use kernelgate_report::*;
+use serde_json::json;
+
+fn run() -> RunInfo {
+    RunInfo {
+        repo: "acme/kernels".into(),
+        pr_number: Some(7),
+        base_sha: "b".repeat(40),
+        head_sha: "a".repeat(40),
+        started_at: "2026-11-30T09:00:00Z".into(),
+        finished_at: Some("2026-11-30T09:12:00Z".into()),
+        hardware: Hardware {
+            gpu: "NVIDIA H200".into(),
+            driver: "580.65".into(),
+            cuda: "13.0".into(),
+            torch: "2.11.0".into(),
+            python: "3.12.3".into(),
+            cpu: "AMD EPYC 9654".into(),
+        },
+        seed: Some(1234),
+        shard: None,
+        complete: true,
+        artifact_url: None,
+    }
+}
+
+fn passing(name: &str, speedup: f64) -> KernelRow {
+    let mut r = KernelRow::new(
+        format!("kernels/{name}.py"),
+        format!("level1/{name}.py"),
+        Backend::Cuda,
+        Precision::Fp32,
+        Change::Modified,
+        OutcomeSummary::new(OutcomeKind::Correct, ""),
+    );
+    r.reference_ms = Some(2.0);
+    r.time_ms = Some(2.0 / speedup);
+    r.compiled_ms = Some(1.5);
+    r.speedup_eager = Some(Interval::new(speedup, speedup * 0.97, speedup * 1.03));
+    r.speedup_compile = Some(Interval::point(1.5 / (2.0 / speedup)));
+    r.vs_base = Some(ComparisonSummary {
+        ratio: 0.98,
+        ci_lo: Some(0.96),
+        ci_hi: Some(1.01),
+        verdict: ComparisonVerdict::Same,
+    });
+    r.annotate_line = Some(20);
+    r
+}
+
+fn report(rows: Vec<KernelRow>) -> Report {
+    let mut r = Report::new(run());
+    r.kernels = rows;
+    r.finalize();
+    r
+}
+
+fn all_passing() -> Report {
+    report(vec![
+        passing("19_ReLU", 1.8),
+        passing("23_Softmax", 2.4),
+        passing("1_Square_matmul", 1.1),
+    ])
+}
+
+fn one_incorrect() -> Report {
+    let mut bad = passing("23_Softmax", 3.0);
+    bad.outcome = OutcomeSummary {
+        kind: OutcomeKind::Incorrect,
+        message: "max abs diff 0.31 at [3, 17] (atol = rtol = 1e-4), trial 2 of 5".into(),
+        details: json!({"max_abs_diff": 0.31, "max_rel_diff": 0.9, "trial": 2, "seed": 99}),
+        log_tail: None,
+    };
+    bad.speedup_eager = None;
+    bad.speedup_compile = None;
+    bad.time_ms = None;
+    bad.vs_base = None;
+    bad.verdict = Verdict::Fail;
+    bad.reasons = vec!["output differs from the reference".into()];
+    report(vec![passing("19_ReLU", 1.8), bad])
+}
+
+fn one_hack() -> Report {
+    let mut hack = passing("1_Square_matmul", 45.0);
+    hack.findings = vec![Finding {
+        file: "kernels/1_Square_matmul.py".into(),
+        line: 42,
+        column: 16,
+        end_line: 42,
+        end_column: 31,
+        rule: "torch-fallback".into(),
+        severity: Severity::Error,
+        message: "`torch.matmul` computes the result in PyTorch instead of the kernel".into(),
+    }];
+    hack.outcome.kind = OutcomeKind::Hack;
+    hack.outcome.message = "output aliases input 0".into();
+    hack.flags = vec![Flag {
+        code: "excessive-speedup".into(),
+        severity: Severity::Warning,
+        message: "45.0× over eager exceeds 10×".into(),
+    }];
+    hack.verdict = Verdict::Fail;
+    hack.reasons = vec![
+        "lint error torch-fallback".into(),
+        "runtime hack detected".into(),
+    ];
+    report(vec![hack, passing("19_ReLU", 1.8)])
+}
+
+fn one_regression() -> Report {
+    let mut slow = passing("19_ReLU", 1.2);
+    slow.vs_base = Some(ComparisonSummary {
+        ratio: 1.25,
+        ci_lo: Some(1.21),
+        ci_hi: Some(1.29),
+        verdict: ComparisonVerdict::Slower,
+    });
+    slow.vs_baseline = Some(ComparisonSummary {
+        ratio: 1.3,
+        ci_lo: None,
+        ci_hi: None,
+        verdict: ComparisonVerdict::Slower,
+    });
+    slow.verdict = Verdict::Fail;
+    slow.reasons = vec!["25.0% slower than the base version (threshold 5.0%)".into()];
+    let mut r = report(vec![slow, passing("23_Softmax", 2.4)]);
+    r.policy.regression_threshold = Some(0.05);
+    r
+}
+
+fn changed_reference() -> Report {
+    let old = "import torch\nbatch_size = 4096\ndim = 16384\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n";
+    let new = "import torch\nbatch_size = 16\ndim = 16384\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n";
+    let mut row = passing("19_ReLU", 1.8);
+    row.change = Change::ProblemChanged;
+    row.vs_baseline = Some(ComparisonSummary {
+        ratio: 0.4,
+        ci_lo: None,
+        ci_hi: None,
+        verdict: ComparisonVerdict::Invalid,
+    });
+    let mut r = Report::new(run());
+    r.kernels = vec![row];
+    r.reference_changes = vec![ReferenceChange::from_sources(
+        "level1/19_ReLU.py",
+        "KernelBench/level1/19_ReLU.py",
+        old,
+        new,
+    )];
+    r.other_changes = vec!["kernelgate.toml".into()];
+    r.finalize();
+    r
+}
+
+fn huge() -> Report {
+    let rows = (0..1500)
+        .map(|i| {
+            let mut r = passing(&format!("{i}_Problem"), 1.0 + (i % 7) as f64 * 0.3);
+            if i % 5 == 0 {
+                r.outcome.kind = OutcomeKind::CompileError;
+                r.outcome.message = "nvcc failed".into();
+                r.outcome.log_tail = Some((0..60).map(|l| format!("error line {l}\n")).collect());
+                r.verdict = Verdict::Fail;
+            }
+            r
+        })
+        .collect();
+    report(rows)
+}
+
+#[test]
+fn comment_all_passing() {
+    let c = render_comment(&all_passing());
+    assert!(c.starts_with(STICKY_MARKER));
+    insta::assert_snapshot!(c);
+}
+
+#[test]
+fn comment_one_incorrect() {
+    let c = render_comment(&one_incorrect());
+    assert!(c.contains("❌ incorrect") && c.contains("max abs diff 0.31"));
+    insta::assert_snapshot!(c);
+}
+
+#[test]
+fn comment_one_hack() {
+    let c = render_comment(&one_hack());
+    assert!(c.contains(&format!(
+        "https://github.com/acme/kernels/blob/{}/kernels/1_Square_matmul.py#L42",
+        "a".repeat(40)
+    )));
+    insta::assert_snapshot!(c);
+}
+
+#[test]
+fn comment_one_regression() {
+    let c = render_comment(&one_regression());
+    assert!(c.contains("+25.0%"), "{c}");
+    insta::assert_snapshot!(c);
+}
+
+#[test]
+fn comment_changed_reference() {
+    let c = render_comment(&changed_reference());
+    assert!(
+        c.contains("[!CAUTION]")
+            && c.contains("-batch_size = 4096")
+            && c.contains("+batch_size = 16")
+    );
+    insta::assert_snapshot!(c);
+}
+
+#[test]
+fn comment_truncated_huge_report() {
+    let r = huge();
+    let c = render_comment(&r);
+    assert!(
+        c.chars().count() <= COMMENT_LIMIT,
+        "{} chars",
+        c.chars().count()
+    );
+    assert!(c.starts_with(STICKY_MARKER));
+    // Failures sort first, so they survive truncation; the pointer to the artifact is there.
+    assert!(
+        c.contains("more kernel(s) not shown"),
+        "rows should have been cut"
+    );
+    assert!(c.contains("kernelgate-report"));
+    let first_row = c
+        .lines()
+        .find(|l| l.starts_with("| ❌"))
+        .expect("a failing row survives");
+    assert!(first_row.contains("compile error"));
+    // The snapshot covers the head and tail; the middle is thousands of similar rows.
+    let lines: Vec<&str> = c.lines().collect();
+    let head = lines[..12].join("\n");
+    let tail = lines[lines.len() - 6..].join("\n");
+    insta::assert_snapshot!(format!("{head}\n[…]\n{tail}"));
+}
+
+#[test]
+fn truncation_drops_details_before_rows() {
+    let r = one_hack();
+    let full = render_comment(&r);
+    let limit = full.chars().count() - 50;
+    let c = render_comment_with_limit(&r, limit);
+    assert!(c.chars().count() <= limit);
+    assert!(c.contains("omitted for length"), "{c}");
+    assert!(
+        c.contains("1_Square_matmul.py") && c.contains("19_ReLU.py"),
+        "all rows kept"
+    );
+}
+
+#[test]
+fn summary_has_no_marker_and_same_table() {
+    let s = render_summary(&one_incorrect());
+    assert!(!s.contains(STICKY_MARKER));
+    assert!(
+        s.starts_with("## ❌ kernelgate: 1 of 2 kernel(s) failed"),
+        "{s}"
+    );
+}
+
+fn validator() -> jsonschema::Validator {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("data/sarif-schema-2.1.0.json"))
+            .expect("vendored schema parses");
+    jsonschema::validator_for(&schema).expect("schema compiles")
+}
+
+#[test]
+fn sarif_validates_against_the_official_schema() {
+    let v = validator();
+    for r in [one_hack(), one_incorrect(), all_passing(), huge()] {
+        let sarif = to_sarif(&r);
+        let errors: Vec<String> = v
+            .iter_errors(&sarif)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+    }
+    // The validator is not vacuous: a broken log is rejected.
+    let mut bad = to_sarif(&one_hack());
+    bad["runs"][0]["results"][0]["level"] = json!("fatal");
+    assert!(!v.is_valid(&bad));
+}
+
+#[test]
+fn sarif_locates_static_findings_and_runtime_failures() {
+    let sarif = to_sarif(&one_hack());
+    let results = sarif["runs"][0]["results"].as_array().unwrap();
+    let lint = results
+        .iter()
+        .find(|r| r["ruleId"] == "torch-fallback")
+        .unwrap();
+    let region = &lint["locations"][0]["physicalLocation"]["region"];
+    assert_eq!(
+        (
+            region["startLine"].as_u64(),
+            region["startColumn"].as_u64(),
+            region["endColumn"].as_u64()
+        ),
+        (Some(42), Some(16), Some(32))
+    );
+    let rt = results
+        .iter()
+        .find(|r| r["ruleId"] == "runtime/hack")
+        .unwrap();
+    assert_eq!(
+        rt["locations"][0]["physicalLocation"]["region"]["startLine"],
+        20
+    );
+    assert_eq!(rt["level"], "error");
+    assert!(results
+        .iter()
+        .any(|r| r["ruleId"] == "flag/excessive-speedup" && r["level"] == "warning"));
+}
+
+#[test]
+fn check_run_payloads_batch_annotations_by_50() {
+    let mut r = one_hack();
+    r.kernels[0].findings = (1..=120)
+        .map(|i| Finding {
+            file: "kernels/1_Square_matmul.py".into(),
+            line: i,
+            column: 1,
+            end_line: i,
+            end_column: 4,
+            rule: "r".into(),
+            severity: Severity::Warning,
+            message: format!("m{i}"),
+        })
+        .collect();
+    r.finalize();
+    let payloads = check_run::complete_payloads(&r, "summary");
+    // 120 findings + 1 runtime failure + 1 flag = 122 → 50, 50, 22.
+    let sizes: Vec<usize> = payloads
+        .iter()
+        .map(|p| p["output"]["annotations"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(sizes, [50, 50, 22]);
+    assert_eq!(payloads[0]["status"], "completed");
+    assert_eq!(payloads[0]["conclusion"], "failure");
+    assert!(payloads[1].get("conclusion").is_none());
+    assert_eq!(
+        payloads[0]["output"]["annotations"][0]["annotation_level"],
+        "warning"
+    );
+}
+
+#[test]
+fn render_all_writes_the_four_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = render_all(&one_incorrect(), &dir.path().join("out")).unwrap();
+    for p in [
+        &out.report_json,
+        &out.comment_md,
+        &out.summary_md,
+        &out.results_sarif,
+    ] {
+        assert!(std::fs::metadata(p).unwrap().len() > 100, "{}", p.display());
+    }
+    assert_eq!(Report::read(&out.report_json).unwrap(), one_incorrect());
+}
