@@ -24,4 +24,6 @@ pub enum Command {
     Problems(cmd::problems::Args),
     /// List candidate kernels with their problem, backend and precision.
     Kernels(cmd::kernels::Args),
+    /// Gate a pull request: lint, evaluate and time the kernels it changes; report and publish.
+    Pr(cmd::pr::Args),
 }

@@ -1,0 +1,266 @@
+//! `kernelgate pr`: the gate for one pull request.
+
+use anyhow::Context;
+use kernelgate::pr::adapters::{HarnessEvaluator, RepoLinter};
+use kernelgate::pr::changes::{self, FileStatus};
+use kernelgate::pr::context::PrContext;
+use kernelgate::pr::git::Git;
+use kernelgate::pr::layout::Layout;
+use kernelgate::pr::plan::Plan;
+use kernelgate::pr::policy::{self, Acks, Policy};
+use kernelgate::pr::run::{self, NoBaselines, Pipeline, Progress};
+use kernelgate::pr::shard::Shard;
+use kernelgate_model::Config;
+use kernelgate_report::{Report, RunInfo};
+use std::path::PathBuf;
+
+use crate::cli::Cli;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Publish {
+    /// GitHub when a token and a pull request are known, else files.
+    Auto,
+    Github,
+    Files,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeviceArg {
+    Auto,
+    Cuda,
+    Cpu,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Base commit or ref. Default: the pull request's base from the GitHub event, else
+    /// `origin/main`, else `main`.
+    #[arg(long)]
+    pub base: Option<String>,
+    /// Head commit or ref. Default: the pull request's head from the GitHub event, else `HEAD`.
+    #[arg(long)]
+    pub head: Option<String>,
+    /// Evaluate every kernel, not only the changed ones.
+    #[arg(long)]
+    pub all: bool,
+    /// Evaluate only shard i of n of the plan (workflow matrix); `kernelgate merge` joins them.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
+    /// Output directory for report.json and its renderings.
+    #[arg(long, default_value = "kg-out")]
+    pub out: PathBuf,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub publish: Publish,
+    /// Treat this label as present on the PR (e.g. `kernelgate:ack-speedup` acknowledges an
+    /// excessive speedup). Repeatable; adds to the labels of the GitHub event.
+    #[arg(long = "ack-label", value_name = "LABEL")]
+    pub ack_labels: Vec<String>,
+    /// Where kernels run: auto (CUDA when present), cuda or cpu. Default: `[defaults] device`.
+    #[arg(long, value_enum)]
+    pub device: Option<DeviceArg>,
+    /// Fixed seed (KernelBench uses 42); default: secret and random, printed in the report.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Check correctness only; skip timing.
+    #[arg(long)]
+    pub no_timing: bool,
+    /// Print the plan as JSON and exit without running anything.
+    #[arg(long)]
+    pub plan: bool,
+    /// No progress lines.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
+    let ctx = PrContext::from_env()?;
+    let cfg = Config::load(&cli.repo, cli.config.as_deref())?;
+    let layout =
+        Layout::from_config(&cfg).context("invalid `[kernels] globs` in kernelgate.toml")?;
+    let git = Git::open(&cli.repo)?;
+
+    let base = match args.base.clone().or_else(|| ctx.base.clone()) {
+        Some(b) => b,
+        None => ["origin/main", "main", "origin/master", "master"]
+            .into_iter()
+            .find(|r| git.has(r))
+            .map(str::to_string)
+            .with_context(|| {
+                format!(
+                    "no base to compare with in {}: pass --base REF (no origin/main or main here)",
+                    git.root().display()
+                )
+            })?,
+    };
+    let head = args
+        .head
+        .clone()
+        .or_else(|| ctx.head.clone())
+        .unwrap_or_else(|| "HEAD".to_string());
+    let changes = changes::detect(&git, &layout, &base, &head, args.all)?;
+    let plan = Plan::build(&git, &layout, changes, args.shard, cfg.defaults.precision)?;
+
+    if args.plan {
+        let jobs: Vec<_> = plan
+            .jobs
+            .iter()
+            .map(|j| {
+                serde_json::json!({
+                    "path": j.path(), "problem": j.change.problem, "status": j.change.status,
+                    "base_path": j.change.base_path, "problem_changed": j.change.problem_changed,
+                    "mapping_error": j.change.mapping_error, "backend": j.backend, "precision": j.precision,
+                })
+            })
+            .collect();
+        let out = serde_json::json!({
+            "base": plan.changes.base, "head": plan.changes.head, "merge_base": plan.changes.merge_base,
+            "shard": args.shard.map(|s| s.to_string()), "jobs": jobs,
+            "deleted_kernels": plan.changes.deleted_kernels, "reference_changes": plan.changes.references,
+            "config_changed": plan.changes.config_changed, "results_changed": plan.changes.results,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(0);
+    }
+
+    let mut labels = ctx.labels.clone();
+    labels.extend(args.ack_labels.iter().cloned());
+    let policy = Policy::from_config(&cfg, &[]);
+    let acks = Acks {
+        labels: labels.clone(),
+    };
+    let acknowledged: Vec<String> = labels
+        .iter()
+        .filter(|l| policy.ack_labels.contains(l))
+        .map(|l| format!("PR label `{l}`"))
+        .collect();
+
+    let mut report = Report::new(RunInfo {
+        repo: ctx.repository.clone().unwrap_or_default(),
+        pr_number: ctx.number,
+        base_sha: plan.changes.base.clone(),
+        head_sha: plan.changes.head.clone(),
+        started_at: run::now_rfc3339(),
+        seed: args.seed,
+        shard: args.shard.map(|s| (s.index, s.count)),
+        artifact_url: ctx.run_url.clone(),
+        ..RunInfo::default()
+    });
+    report.policy = policy.info(&acknowledged);
+    report.reference_changes = plan
+        .changes
+        .references
+        .iter()
+        .filter(|r| r.status == FileStatus::Modified)
+        .map(|r| kernelgate_report::ReferenceChange {
+            problem: r.problem.clone(),
+            path: r.path.clone(),
+            diff: r.diff.clone(),
+        })
+        .collect();
+    for r in plan
+        .changes
+        .references
+        .iter()
+        .filter(|r| r.status != FileStatus::Modified)
+    {
+        report
+            .other_changes
+            .push(format!("reference problem {} {:?}", r.path, r.status).to_lowercase());
+    }
+    if plan.changes.config_changed {
+        report.other_changes.push(format!(
+            "{} changed: policy and thresholds may differ from main",
+            layout.config_file
+        ));
+    }
+    for r in &plan.changes.results {
+        report
+            .other_changes
+            .push(format!("committed results changed: {r}"));
+    }
+
+    let say = |s: String| {
+        if !args.quiet {
+            println!("{s}");
+        }
+    };
+    say(format!(
+        "kernelgate pr: {} kernel(s) to evaluate{} ({}..{})",
+        plan.jobs.len(),
+        args.shard
+            .map(|s| format!(" in shard {s}"))
+            .unwrap_or_default(),
+        short(&plan.changes.merge_base),
+        short(&plan.changes.head)
+    ));
+    for r in &plan.changes.references {
+        let line = format!(
+            "reference problem {} ({:?}) is changed by this pull request: speedups are not comparable with main",
+            r.path, r.status
+        );
+        if ctx.actions {
+            println!("::warning file={}::{line}", r.path);
+        } else {
+            say(format!("warning: {line}"));
+        }
+    }
+
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create the output directory {}", args.out.display()))?;
+    let device_pref = match args.device {
+        Some(DeviceArg::Auto) => kernelgate_model::Device::Auto,
+        Some(DeviceArg::Cuda) => kernelgate_model::Device::Cuda,
+        Some(DeviceArg::Cpu) => kernelgate_model::Device::Cpu,
+        None => cfg.defaults.device,
+    };
+    let devices = match device_pref {
+        kernelgate_model::Device::Cpu => vec![run::Device::Cpu],
+        _ => run::detect_devices(
+            std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
+            run::nvidia_smi_list,
+        ),
+    };
+    let extensions = tempfile::Builder::new()
+        .prefix("kernelgate-ext-")
+        .tempdir()?;
+    let evaluator = HarnessEvaluator {
+        config: cfg.clone(),
+        python: std::env::var_os("KERNELGATE_PYTHON").map(PathBuf::from),
+        device: device_pref,
+        extensions_dir: Some(extensions.path().to_path_buf()),
+        seed: args.seed,
+        no_timing: args.no_timing,
+    };
+    let linter = RepoLinter::new(&cfg);
+    let pipeline = Pipeline {
+        linter: &linter,
+        evaluator: &evaluator,
+        baselines: &NoBaselines,
+        policy: &policy,
+        acks,
+        devices,
+        report_path: args.out.join("report.json"),
+        progress: Progress {
+            actions: ctx.actions,
+            quiet: args.quiet,
+        },
+    };
+    let report = pipeline.run(&plan, report)?;
+
+    let s = &report.summary;
+    say(format!(
+        "verdict: {} ({} passed, {} warned, {} failed, {} skipped); report in {}",
+        s.verdict.as_str(),
+        s.passed,
+        s.warned,
+        s.failed,
+        s.skipped,
+        args.out.join("report.json").display()
+    ));
+    Ok(policy::exit_code(s.verdict))
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(10)]
+}

@@ -1,0 +1,248 @@
+//! A thin wrapper around the `git` binary. We spawn git rather than link libgit2 so the gate sees
+//! exactly what the user's git sees (config, shallow clones, alternates) and builds with no C deps.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("cannot run `git` ({0}); install git and make sure it is on PATH")]
+    Spawn(std::io::Error),
+    #[error("{dir} is not inside a git repository; run `kernelgate pr` from a clone of the kernel repository (or pass --repo)")]
+    NotARepo { dir: PathBuf },
+    #[error(
+        "commit `{rev}` is not in this clone of {dir}. The clone is probably shallow: in GitHub Actions use \
+         `actions/checkout` with `fetch-depth: 0`, or run `git fetch origin {rev}` before `kernelgate pr`"
+    )]
+    MissingCommit { rev: String, dir: PathBuf },
+    #[error(
+        "no common ancestor between `{base}` and `{head}` in {dir}; the history is incomplete (shallow clone?): \
+         fetch it with `git fetch --unshallow` or `fetch-depth: 0`"
+    )]
+    NoMergeBase {
+        base: String,
+        head: String,
+        dir: PathBuf,
+    },
+    #[error("`git {args}` failed in {dir}: {stderr}")]
+    Failed {
+        args: String,
+        dir: PathBuf,
+        stderr: String,
+    },
+    #[error("unexpected output from `git {args}`: {detail}")]
+    Parse { args: String, detail: String },
+}
+
+/// A git repository worked on through the `git` command line.
+#[derive(Debug, Clone)]
+pub struct Git {
+    dir: PathBuf,
+}
+
+/// One entry of `git diff --name-status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RawChange {
+    Added(String),
+    Modified(String),
+    Deleted(String),
+    /// `from` → `to`, with git's similarity score (0-100).
+    Renamed {
+        from: String,
+        to: String,
+        score: u8,
+    },
+    /// A copy keeps the source; the destination is new.
+    Copied {
+        from: String,
+        to: String,
+    },
+    /// A type change (file ↔ symlink) or anything else we treat as a modification.
+    Other(String),
+}
+
+impl Git {
+    /// Opens the repository containing `dir`.
+    pub fn open(dir: &Path) -> Result<Git, GitError> {
+        let git = Git {
+            dir: dir.to_path_buf(),
+        };
+        match git.output(&["rev-parse", "--show-toplevel"]) {
+            Ok(out) => {
+                let top = String::from_utf8_lossy(&out).trim().to_string();
+                Ok(Git {
+                    dir: PathBuf::from(top),
+                })
+            }
+            Err(GitError::Failed { .. }) => Err(GitError::NotARepo {
+                dir: dir.to_path_buf(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The worktree root.
+    pub fn root(&self) -> &Path {
+        &self.dir
+    }
+
+    fn output(&self, args: &[&str]) -> Result<Vec<u8>, GitError> {
+        let out = Command::new("git")
+            .arg("--no-pager")
+            .args(["-c", "core.quotepath=off", "-c", "color.ui=false"])
+            .args(args)
+            .current_dir(&self.dir)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("LC_ALL", "C")
+            .output()
+            .map_err(GitError::Spawn)?;
+        if out.status.success() {
+            Ok(out.stdout)
+        } else {
+            Err(GitError::Failed {
+                args: args.join(" "),
+                dir: self.dir.clone(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            })
+        }
+    }
+
+    /// Resolves `rev` to a full commit id; a missing commit gets the fetch-depth advice.
+    pub fn resolve(&self, rev: &str) -> Result<String, GitError> {
+        let spec = format!("{rev}^{{commit}}");
+        match self.output(&[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &spec,
+        ]) {
+            Ok(out) => Ok(String::from_utf8_lossy(&out).trim().to_string()),
+            Err(GitError::Failed { .. }) => Err(GitError::MissingCommit {
+                rev: rev.to_string(),
+                dir: self.dir.clone(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// True when `rev` names a commit in this clone.
+    pub fn has(&self, rev: &str) -> bool {
+        self.resolve(rev).is_ok()
+    }
+
+    pub fn merge_base(&self, base: &str, head: &str) -> Result<String, GitError> {
+        match self.output(&["merge-base", base, head]) {
+            Ok(out) => Ok(String::from_utf8_lossy(&out).trim().to_string()),
+            Err(GitError::Failed { .. }) => Err(GitError::NoMergeBase {
+                base: base.to_string(),
+                head: head.to_string(),
+                dir: self.dir.clone(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Files changed between two commits, renames detected.
+    pub fn diff(&self, from: &str, to: &str) -> Result<Vec<RawChange>, GitError> {
+        let args = [
+            "diff",
+            "--name-status",
+            "-z",
+            "--no-ext-diff",
+            "--find-renames",
+            "-M",
+            from,
+            to,
+            "--",
+        ];
+        let out = self.output(&args)?;
+        parse_name_status(&out).map_err(|detail| GitError::Parse {
+            args: args.join(" "),
+            detail,
+        })
+    }
+
+    /// Every file tracked at `rev`.
+    pub fn ls_files(&self, rev: &str) -> Result<Vec<String>, GitError> {
+        let out = self.output(&["ls-tree", "-r", "-z", "--name-only", rev])?;
+        Ok(out
+            .split(|b| *b == 0)
+            .filter(|s| !s.is_empty())
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect())
+    }
+
+    /// The content of `path` at `rev`.
+    pub fn show(&self, rev: &str, path: &str) -> Result<Vec<u8>, GitError> {
+        self.output(&["show", &format!("{rev}:{path}")])
+    }
+}
+
+/// Parses `git diff --name-status -z`: `STATUS\0path\0`, or `Rnnn\0from\0to\0` for renames/copies.
+pub fn parse_name_status(out: &[u8]) -> Result<Vec<RawChange>, String> {
+    let mut fields = out
+        .split(|b| *b == 0)
+        .map(|s| String::from_utf8_lossy(s).into_owned());
+    let mut changes = Vec::new();
+    while let Some(status) = fields.next() {
+        if status.is_empty() {
+            continue;
+        }
+        let mut path = || {
+            fields
+                .next()
+                .filter(|p| !p.is_empty())
+                .ok_or_else(|| format!("status `{status}` without a path"))
+        };
+        let change = match status.as_bytes()[0] {
+            b'A' => RawChange::Added(path()?),
+            b'M' => RawChange::Modified(path()?),
+            b'D' => RawChange::Deleted(path()?),
+            b'R' => {
+                let score = status[1..].parse().unwrap_or(0);
+                let from = path()?;
+                let to = path()?;
+                RawChange::Renamed { from, to, score }
+            }
+            b'C' => {
+                let from = path()?;
+                let to = path()?;
+                RawChange::Copied { from, to }
+            }
+            b'T' | b'U' | b'X' => RawChange::Other(path()?),
+            _ => return Err(format!("unknown status `{status}`")),
+        };
+        changes.push(change);
+    }
+    Ok(changes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_name_status_with_renames() {
+        let raw = b"M\0a.py\0R087\0old/x.py\0new/x.py\0A\0b c.py\0D\0gone.py\0";
+        let got = parse_name_status(raw).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                RawChange::Modified("a.py".into()),
+                RawChange::Renamed {
+                    from: "old/x.py".into(),
+                    to: "new/x.py".into(),
+                    score: 87
+                },
+                RawChange::Added("b c.py".into()),
+                RawChange::Deleted("gone.py".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn truncated_output_is_an_error() {
+        assert!(parse_name_status(b"R100\0only-one\0").is_err());
+    }
+}

@@ -1,0 +1,15 @@
+//! `kernelgate pr`: from a pull request's diff to a judged report.
+//!
+//! `changes` (git) → `plan` (files per kernel, shards) → `run` (lint, evaluate on every device,
+//! incremental report) → `policy` (verdicts). Evaluation, lint and baselines are traits so the
+//! pipeline is tested with fakes and wired to the real crates in `adapters`.
+
+pub mod adapters;
+pub mod changes;
+pub mod context;
+pub mod git;
+pub mod layout;
+pub mod plan;
+pub mod policy;
+pub mod run;
+pub mod shard;

@@ -1,0 +1,177 @@
+//! The plan: which kernel files to evaluate, against which problem file and which base version,
+//! as real files on disk (Triton reads its decorators' source, so nothing is `exec`'d from strings).
+
+use kernelgate_model::{Backend, Precision};
+use std::path::{Path, PathBuf};
+
+use super::changes::{ChangeSet, KernelChange};
+use super::git::{Git, GitError};
+use super::layout::{directives, Layout};
+use super::shard::Shard;
+
+/// One kernel to evaluate.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub change: KernelChange,
+    /// Candidate file (head version).
+    pub kernel_file: PathBuf,
+    /// Reference problem file (head version); `None` when the kernel is unmapped.
+    pub problem_file: Option<PathBuf>,
+    /// Previous version of the kernel (merge base), for the A/B regression timing.
+    pub base_file: Option<PathBuf>,
+    pub backend: Backend,
+    pub precision: Precision,
+    /// Head source of the kernel (allow directives, annotations).
+    pub source: String,
+}
+
+impl Job {
+    pub fn problem(&self) -> &str {
+        self.change.problem.as_deref().unwrap_or("")
+    }
+    pub fn path(&self) -> &str {
+        &self.change.path
+    }
+}
+
+pub struct Plan {
+    pub changes: ChangeSet,
+    pub jobs: Vec<Job>,
+    pub shard: Option<Shard>,
+    /// Holds materialised base (and non-checked-out head) files for the plan's lifetime.
+    _files: tempfile::TempDir,
+}
+
+impl Plan {
+    /// Materialises the files each job needs. Head files come from the worktree when `head` is
+    /// the checked-out commit (what the workflow checks out), otherwise from git.
+    pub fn build(
+        git: &Git,
+        layout: &Layout,
+        changes: ChangeSet,
+        shard: Option<Shard>,
+        default_precision: Precision,
+    ) -> Result<Plan, PlanError> {
+        let files = tempfile::Builder::new()
+            .prefix("kernelgate-pr-")
+            .tempdir()
+            .map_err(PlanError::Temp)?;
+        let head_is_worktree = git.resolve("HEAD").is_ok_and(|h| h == changes.head);
+        let kernels = match shard {
+            Some(s) => s.select(changes.kernels.clone(), |k| k.path.as_str()),
+            None => changes.kernels.clone(),
+        };
+        let mut jobs = Vec::new();
+        for change in kernels {
+            let head_file = |path: &str| -> Result<PathBuf, PlanError> {
+                if head_is_worktree {
+                    Ok(git.root().join(path))
+                } else {
+                    materialize(git, &changes.head, path, &files.path().join("head"))
+                }
+            };
+            let kernel_file = head_file(&change.path)?;
+            let source = std::fs::read_to_string(&kernel_file).map_err(|e| PlanError::Read {
+                path: kernel_file.clone(),
+                source: e,
+            })?;
+            let problem_file = match &change.problem {
+                Some(p) => Some(head_file(&layout.problem_path(p))?),
+                None => None,
+            };
+            let base_file = match &change.base_path {
+                Some(bp) => Some(materialize(
+                    git,
+                    &changes.merge_base,
+                    bp,
+                    &files.path().join("base"),
+                )?),
+                None => None,
+            };
+            let (backend, precision) = kernel_properties(&source, default_precision);
+            jobs.push(Job {
+                change,
+                kernel_file,
+                problem_file,
+                base_file,
+                backend,
+                precision,
+                source,
+            });
+        }
+        Ok(Plan {
+            changes,
+            jobs,
+            shard,
+            _files: files,
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("cannot create a temporary directory for base versions: {0}")]
+    Temp(std::io::Error),
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Git(#[from] GitError),
+}
+
+/// Writes `rev:path` to `dir/path` (same file name, so imports and Triton see a normal file).
+fn materialize(git: &Git, rev: &str, path: &str, dir: &Path) -> Result<PathBuf, PlanError> {
+    let bytes = git.show(rev, path)?;
+    let dest = dir.join(path);
+    if let Some(parent) = dest.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| PlanError::Write {
+            path: parent.to_path_buf(),
+            source: e,
+        })?;
+    }
+    std::fs::write(&dest, bytes).map_err(|e| PlanError::Write {
+        path: dest.clone(),
+        source: e,
+    })?;
+    Ok(dest)
+}
+
+/// Backend and precision: the directive in the first lines wins, else inferred from the source.
+pub fn kernel_properties(source: &str, default_precision: Precision) -> (Backend, Precision) {
+    let head: Vec<_> = directives(source)
+        .into_iter()
+        .filter(|d| d.line <= 10)
+        .collect();
+    let backend = head
+        .iter()
+        .find_map(|d| d.get("backend"))
+        .and_then(|b| b.parse().ok())
+        .unwrap_or_else(|| infer_backend(source));
+    let precision = head
+        .iter()
+        .find_map(|d| d.get("precision"))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(default_precision);
+    (backend, precision)
+}
+
+fn infer_backend(source: &str) -> Backend {
+    if source.contains("@triton.jit") || source.contains("@triton.autotune") {
+        Backend::Triton
+    } else if source.contains("tilelang") {
+        Backend::Tilelang
+    } else if source.contains("cuda_sources") || source.contains("__global__") {
+        Backend::Cuda
+    } else if source.contains("cpp_sources") {
+        Backend::Cpp
+    } else {
+        Backend::Cuda
+    }
+}
