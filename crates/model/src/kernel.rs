@@ -297,7 +297,7 @@ impl<'a> Mapper<'a> {
         let directive = directive.unwrap_or_default();
         let (query, via, line) = if let Some(p) = &directive.problem {
             (p.clone(), MappedBy::Directive, Some(directive.line))
-        } else if let Some(key) = self.from_config(rel)? {
+        } else if let Some(key) = self.config_key(rel)? {
             (key, MappedBy::Config, None)
         } else if let Some(key) = key_from_path(rel) {
             (key, MappedBy::Path, None)
@@ -327,7 +327,7 @@ impl<'a> Mapper<'a> {
         })
     }
 
-    fn from_config(&self, rel: &Path) -> Result<Option<String>, KernelError> {
+    fn config_key(&self, rel: &Path) -> Result<Option<String>, KernelError> {
         let hits: Vec<(&str, &str)> = self
             .mapping
             .iter()
