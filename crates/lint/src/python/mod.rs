@@ -1,11 +1,14 @@
 //! Python-side rules over ruff's AST.
 
+pub mod names;
 pub mod reach;
+pub mod rules;
+pub mod tables;
 
 use crate::rule::{Context, RawFinding};
 use ruff_python_ast::ModModule;
 
 /// Run every Python rule on a parsed module.
-pub fn check(_module: &ModModule, _ctx: &Context) -> Vec<RawFinding> {
-    Vec::new()
+pub fn check(module: &ModModule, ctx: &Context) -> Vec<RawFinding> {
+    rules::check(module, ctx)
 }

@@ -1,0 +1,354 @@
+//! Name resolution: which module path a Python expression denotes, through every alias form a
+//! candidate can use (`import torch as T`, `from torch import matmul as mm`, `Fn = torch.nn.functional`,
+//! `T = __import__("torch")`, `op = getattr(torch, "mat" + "mul")`, `functools.partial(torch.mm)`).
+//! Scopes are merged file-wide: a candidate gains nothing by aliasing inside a function.
+
+use ruff_python_ast::visitor::{self, Visitor};
+use ruff_python_ast::{Expr, ModModule, Operator, Stmt};
+use ruff_text_size::Ranged;
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+
+/// Builtins that matter to the rules; an unshadowed use resolves to `builtins.<name>`.
+const BUILTINS: &[&str] = &[
+    "exec",
+    "eval",
+    "compile",
+    "__import__",
+    "getattr",
+    "setattr",
+    "delattr",
+    "globals",
+    "locals",
+    "vars",
+    "open",
+    "print",
+    "exit",
+    "quit",
+    "id",
+    "hash",
+    "breakpoint",
+    "__builtins__",
+    "input",
+];
+
+#[derive(Debug, Default)]
+pub struct Names {
+    /// Local name -> dotted path it denotes.
+    bindings: HashMap<String, String>,
+    /// Every place a binding to a module path is made: (path, range of the alias or call).
+    pub sites: Vec<(String, Range<usize>)>,
+    /// Module-level string constants, for folding `getattr(torch, OP)`.
+    strings: HashMap<String, String>,
+    /// Names bound to something that is not a module path (defs, classes, parameters, values).
+    shadowed: HashSet<String>,
+}
+
+pub fn range(node: &impl Ranged) -> Range<usize> {
+    let r = node.range();
+    usize::from(r.start())..usize::from(r.end())
+}
+
+impl Names {
+    pub fn build(module: &ModModule) -> Names {
+        let mut n = Names::default();
+        // Two passes: an alias assignment may precede (textually) the import it depends on
+        // only through functions, which run later.
+        for pass in 0..2 {
+            let mut b = Builder {
+                names: &mut n,
+                pass,
+            };
+            for s in &module.body {
+                b.visit_stmt(s);
+            }
+        }
+        n
+    }
+
+    /// The dotted path an expression denotes, when it is rooted in an import or a builtin.
+    pub fn qualify(&self, e: &Expr) -> Option<String> {
+        match e {
+            Expr::Name(n) => {
+                let id = n.id.as_str();
+                if let Some(p) = self.bindings.get(id) {
+                    Some(p.clone())
+                } else if !self.shadowed.contains(id) && BUILTINS.contains(&id) {
+                    Some(format!("builtins.{id}"))
+                } else {
+                    None
+                }
+            }
+            Expr::Attribute(a) => self
+                .qualify(&a.value)
+                .map(|p| format!("{p}.{}", a.attr.as_str())),
+            Expr::Call(c) => {
+                let f = self.qualify(&c.func)?;
+                let arg0 = c.arguments.args.first();
+                match f.as_str() {
+                    "builtins.getattr" if c.arguments.args.len() >= 2 => {
+                        let base = self.qualify(&c.arguments.args[0])?;
+                        let attr = self.fold_str(&c.arguments.args[1])?;
+                        Some(format!("{base}.{attr}"))
+                    }
+                    "builtins.__import__" | "importlib.import_module" | "importlib.__import__" => {
+                        let name = self.fold_str(arg0?)?;
+                        // `__import__("a.b")` returns `a`; `import_module("a.b")` returns `a.b`.
+                        if f == "builtins.__import__" {
+                            Some(name.split('.').next().unwrap_or_default().to_string())
+                        } else {
+                            Some(name)
+                        }
+                    }
+                    "functools.partial" => self.qualify(arg0?),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// Constant-fold a string expression: literals, `+`, implicit concatenation, literal-only
+    /// f-strings, `"".join([...])`, and module-level string constants.
+    pub fn fold_str(&self, e: &Expr) -> Option<String> {
+        match e {
+            Expr::StringLiteral(s) => Some(s.value.to_str().to_string()),
+            Expr::BinOp(b) if b.op == Operator::Add => {
+                Some(self.fold_str(&b.left)? + &self.fold_str(&b.right)?)
+            }
+            Expr::BinOp(b) if b.op == Operator::Mult => {
+                let n = match b.right.as_ref() {
+                    Expr::NumberLiteral(n) => n.value.as_int()?.as_u64()?,
+                    _ => return None,
+                };
+                Some(self.fold_str(&b.left)?.repeat(n.min(64) as usize))
+            }
+            Expr::FString(f) => {
+                let mut out = String::new();
+                for part in f.value.iter() {
+                    match part {
+                        ruff_python_ast::FStringPart::Literal(l) => out.push_str(&l.value),
+                        ruff_python_ast::FStringPart::FString(fs) => {
+                            for el in fs.elements.iter() {
+                                match el {
+                                    ruff_python_ast::InterpolatedStringElement::Literal(l) => {
+                                        out.push_str(&l.value)
+                                    }
+                                    ruff_python_ast::InterpolatedStringElement::Interpolation(
+                                        i,
+                                    ) => out.push_str(&self.fold_str(&i.expression)?),
+                                }
+                            }
+                        }
+                    }
+                }
+                Some(out)
+            }
+            Expr::Name(n) => self.strings.get(n.id.as_str()).cloned(),
+            Expr::Call(c) => {
+                // "sep".join([...]) and "abc"[::-1]-free forms only.
+                if let Expr::Attribute(a) = c.func.as_ref() {
+                    if a.attr.as_str() == "join" && c.arguments.args.len() == 1 {
+                        let sep = self.fold_str(&a.value)?;
+                        let items: Option<Vec<String>> = match &c.arguments.args[0] {
+                            Expr::List(l) => l.elts.iter().map(|x| self.fold_str(x)).collect(),
+                            Expr::Tuple(t) => t.elts.iter().map(|x| self.fold_str(x)).collect(),
+                            _ => None,
+                        };
+                        return Some(items?.join(&sep));
+                    }
+                }
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// The path bound to a plain name (imports and aliases only).
+    pub fn binding(&self, name: &str) -> Option<&str> {
+        self.bindings.get(name).map(String::as_str)
+    }
+}
+
+struct Builder<'n> {
+    names: &'n mut Names,
+    pass: u8,
+}
+
+impl Builder<'_> {
+    fn bind(&mut self, name: &str, path: String, site: Range<usize>) {
+        if self.pass == 0 {
+            self.names.sites.push((path.clone(), site));
+        }
+        self.names.shadowed.remove(name);
+        self.names.bindings.insert(name.to_string(), path);
+    }
+
+    fn shadow(&mut self, e: &Expr) {
+        match e {
+            Expr::Name(n) => {
+                if !self.names.bindings.contains_key(n.id.as_str()) {
+                    self.names.shadowed.insert(n.id.to_string());
+                }
+            }
+            Expr::Tuple(t) => t.elts.iter().for_each(|x| self.shadow(x)),
+            Expr::List(t) => t.elts.iter().for_each(|x| self.shadow(x)),
+            _ => {}
+        }
+    }
+}
+
+impl<'a> Visitor<'a> for Builder<'_> {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        match stmt {
+            Stmt::Import(i) => {
+                for a in &i.names {
+                    let full = a.name.as_str();
+                    match &a.asname {
+                        Some(as_) => self.bind(as_.as_str(), full.to_string(), range(a)),
+                        None => {
+                            let root = full.split('.').next().unwrap_or(full);
+                            self.bind(root, root.to_string(), range(a));
+                            if full != root && self.pass == 0 {
+                                self.names.sites.push((full.to_string(), range(a)));
+                            }
+                        }
+                    }
+                }
+            }
+            Stmt::ImportFrom(i) => {
+                let module = i.module.as_ref().map(|m| m.as_str()).unwrap_or("");
+                for a in &i.names {
+                    if a.name.as_str() == "*" {
+                        if self.pass == 0 {
+                            self.names.sites.push((format!("{module}.*"), range(a)));
+                        }
+                        continue;
+                    }
+                    let local = a.asname.as_ref().unwrap_or(&a.name).as_str();
+                    let path = if module.is_empty() {
+                        a.name.to_string()
+                    } else {
+                        format!("{module}.{}", a.name.as_str())
+                    };
+                    self.bind(local, path, range(a));
+                }
+            }
+            Stmt::Assign(a) => {
+                if a.targets.len() == 1 {
+                    if let Expr::Name(t) = &a.targets[0] {
+                        if let Some(path) = self.names.qualify(&a.value) {
+                            // `x = torch.randn(...)` is a value, not an alias: only paths that
+                            // came from attribute/name/getattr/import forms are aliases.
+                            if !matches!(a.value.as_ref(), Expr::Call(c) if !is_alias_call(&self.names.qualify(&c.func)))
+                            {
+                                self.bind(t.id.as_str(), path, range(a.value.as_ref()));
+                                return visitor::walk_stmt(self, stmt);
+                            }
+                        }
+                        if let Some(s) = self.names.fold_str(&a.value) {
+                            self.names.strings.insert(t.id.to_string(), s);
+                        }
+                    }
+                }
+                for t in &a.targets {
+                    self.shadow(t);
+                }
+            }
+            Stmt::FunctionDef(f) => {
+                self.names.shadowed.insert(f.name.to_string());
+                for p in f.parameters.iter() {
+                    self.names.shadowed.insert(p.name().to_string());
+                }
+            }
+            Stmt::ClassDef(c) => {
+                self.names.shadowed.insert(c.name.to_string());
+            }
+            Stmt::For(f) => self.shadow(&f.target),
+            _ => {}
+        }
+        visitor::walk_stmt(self, stmt);
+    }
+}
+
+fn is_alias_call(func: &Option<String>) -> bool {
+    matches!(
+        func.as_deref(),
+        Some(
+            "builtins.getattr"
+                | "builtins.__import__"
+                | "importlib.import_module"
+                | "importlib.__import__"
+                | "functools.partial"
+        )
+    )
+}
+
+/// True when `path` is `prefix` or starts with `prefix.`.
+pub fn under(path: &str, prefix: &str) -> bool {
+    path == prefix || (path.starts_with(prefix) && path.as_bytes().get(prefix.len()) == Some(&b'.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ruff_python_ast::Stmt;
+
+    fn last_expr_path(src: &str) -> Option<String> {
+        let parsed = ruff_python_parser::parse_module(src).unwrap();
+        let m = parsed.syntax();
+        let names = Names::build(m);
+        match m.body.last().unwrap() {
+            Stmt::Expr(e) => match e.value.as_ref() {
+                Expr::Call(c) => names.qualify(&c.func),
+                other => names.qualify(other),
+            },
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn resolves_every_alias_form() {
+        assert_eq!(
+            last_expr_path("import torch as T\nT.matmul(a, b)").as_deref(),
+            Some("torch.matmul")
+        );
+        assert_eq!(
+            last_expr_path("from torch import matmul as mm\nmm(a, b)").as_deref(),
+            Some("torch.matmul")
+        );
+        assert_eq!(
+            last_expr_path("import torch.nn.functional as Fn\nFn.relu(x)").as_deref(),
+            Some("torch.nn.functional.relu")
+        );
+        assert_eq!(
+            last_expr_path("from torch import nn as N\nN.Linear(1, 2)").as_deref(),
+            Some("torch.nn.Linear")
+        );
+        assert_eq!(
+            last_expr_path("import torch\nop = getattr(torch, 'mat' + 'mul')\nop(a, b)").as_deref(),
+            Some("torch.matmul")
+        );
+        assert_eq!(
+            last_expr_path("T = __import__('torch')\nT.mm(a, b)").as_deref(),
+            Some("torch.mm")
+        );
+        assert_eq!(
+            last_expr_path("import torch\nX = 'ad' + 'dmm'\ngetattr(torch, X)(a)").as_deref(),
+            Some("torch.addmm")
+        );
+        assert_eq!(
+            last_expr_path("import torch\nx = torch.randn(3)\nx.sum()"),
+            None
+        );
+        assert_eq!(last_expr_path("def exec(x):\n    pass\nexec(1)"), None);
+        assert_eq!(last_expr_path("exec(1)").as_deref(), Some("builtins.exec"));
+    }
+
+    #[test]
+    fn under_respects_dot_boundaries() {
+        assert!(under("torch.cuda.Event.record", "torch.cuda.Event"));
+        assert!(under("torch.cuda", "torch.cuda"));
+        assert!(!under("torch.cudax", "torch.cuda"));
+    }
+}

@@ -1,0 +1,1537 @@
+//! The Python rules. Three passes over one parse: the whole file (bypass, obfuscation,
+//! tampering, forging, sandbox, streams, threads, lazy tensors, precision, caches), the code
+//! reachable from `ModelNew.forward` (PyTorch fallbacks, phase detection, memoisation), and the
+//! file's structure (ModelNew, forward, inputs, custom kernel).
+
+use super::names::{range, under, Names};
+use super::reach::{find_class, find_method, walk_live, walk_stmt_live, Reachability};
+use super::tables::{
+    banned, nn_container, nn_layer, tamper_rule, torch_compute, SIZE_NAMES, TENSOR_COMPUTE,
+};
+use crate::rule::{Context, RawFinding};
+use kernelgate_model::{Backend, Precision};
+use ruff_python_ast::visitor::{self, Visitor};
+use ruff_python_ast::{Expr, ExprCall, ModModule, Operator, Stmt, StmtFunctionDef};
+use ruff_text_size::Ranged;
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+pub struct Checker<'a, 'c> {
+    pub module: &'a ModModule,
+    pub ctx: &'c Context<'c>,
+    pub names: Names,
+    pub reach: Reachability<'a>,
+    /// Names and `self.<attr>`s bound to an extension module (`load_inline(...)`).
+    ext_objects: HashSet<String>,
+    /// Functions exported by extensions (`functions=[...]`).
+    ext_functions: HashSet<String>,
+    /// `self.<attr>`s and names holding nn compute layers.
+    layers: HashMap<String, String>,
+    pub out: Vec<RawFinding>,
+}
+
+impl<'a, 'c> Checker<'a, 'c> {
+    pub fn new(module: &'a ModModule, ctx: &'c Context<'c>) -> Self {
+        let names = Names::build(module);
+        let reach = super::reach::reachable(module);
+        let mut c = Checker {
+            module,
+            ctx,
+            names,
+            reach,
+            ext_objects: HashSet::new(),
+            ext_functions: HashSet::new(),
+            layers: HashMap::new(),
+            out: Vec::new(),
+        };
+        c.collect_bindings();
+        c
+    }
+
+    pub fn run(mut self) -> Vec<RawFinding> {
+        self.file_pass();
+        self.live_pass();
+        self.structure_pass();
+        self.out
+    }
+
+    fn push(&mut self, code: &'static str, r: std::ops::Range<usize>, msg: impl Into<String>) {
+        self.out.push(RawFinding::new(code, r, msg));
+    }
+
+    fn text(&self, node: &impl Ranged) -> &'c str {
+        let r = range(node);
+        &self.ctx.source[r]
+    }
+
+    // ---------------------------------------------------------------- bindings
+
+    /// Extension objects, their exported functions, and nn layer attributes.
+    fn collect_bindings(&mut self) {
+        struct B<'x, 'a, 'c> {
+            c: &'x mut Checker<'a, 'c>,
+            builders: HashSet<String>,
+        }
+        impl<'a> Visitor<'a> for B<'_, '_, '_> {
+            fn visit_stmt(&mut self, stmt: &'a Stmt) {
+                if let Stmt::Assign(a) = stmt {
+                    let value_key = key_of(&a.value);
+                    let is_ext = match a.value.as_ref() {
+                        Expr::Call(call) => {
+                            self.c.is_ext_builder(call)
+                                || matches!(call.func.as_ref(), Expr::Name(n) if self.builders.contains(n.id.as_str()))
+                        }
+                        _ => value_key
+                            .as_ref()
+                            .is_some_and(|k| self.c.ext_objects.contains(k)),
+                    };
+                    let layer = match a.value.as_ref() {
+                        Expr::Call(call) => self.c.layer_kind(call),
+                        _ => value_key
+                            .as_ref()
+                            .and_then(|k| self.c.layers.get(k).cloned()),
+                    };
+                    for t in &a.targets {
+                        if let Some(k) = key_of(t) {
+                            if is_ext {
+                                self.c.ext_objects.insert(k.clone());
+                            }
+                            if let Some(l) = &layer {
+                                self.c.layers.insert(k, l.clone());
+                            }
+                        }
+                    }
+                }
+                if let Stmt::FunctionDef(f) = stmt {
+                    // `def build(): return load_inline(...)`: calling `build()` yields an extension.
+                    let mut finder = ReturnsExt {
+                        c: self.c,
+                        found: false,
+                    };
+                    for s in &f.body {
+                        finder.visit_stmt(s);
+                    }
+                    if finder.found {
+                        self.builders.insert(f.name.to_string());
+                    }
+                }
+                visitor::walk_stmt(self, stmt);
+            }
+            fn visit_expr(&mut self, expr: &'a Expr) {
+                if let Expr::Call(call) = expr {
+                    if self.c.is_ext_builder(call) {
+                        for kw in call.arguments.keywords.iter() {
+                            if kw.arg.as_ref().is_some_and(|a| a.as_str() == "functions") {
+                                let items: Vec<&Expr> = match &kw.value {
+                                    Expr::List(l) => l.elts.iter().collect(),
+                                    Expr::Tuple(t) => t.elts.iter().collect(),
+                                    other => vec![other],
+                                };
+                                for it in items {
+                                    if let Some(s) = self.c.names.fold_str(it) {
+                                        self.c.ext_functions.insert(s);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                visitor::walk_expr(self, expr);
+            }
+        }
+        struct ReturnsExt<'x, 'a, 'c> {
+            c: &'x Checker<'a, 'c>,
+            found: bool,
+        }
+        impl<'a> Visitor<'a> for ReturnsExt<'_, '_, '_> {
+            fn visit_stmt(&mut self, stmt: &'a Stmt) {
+                if let Stmt::Return(r) = stmt {
+                    if let Some(Expr::Call(c)) = r.value.as_deref() {
+                        if self.c.is_ext_builder(c) {
+                            self.found = true;
+                        }
+                    }
+                }
+                visitor::walk_stmt(self, stmt);
+            }
+        }
+        let module = self.module;
+        // Twice, so `self.ext = ext` after `ext = load_inline(...)` is seen whatever the order.
+        let mut builders = HashSet::new();
+        for _ in 0..2 {
+            let mut b = B { c: self, builders };
+            for s in &module.body {
+                b.visit_stmt(s);
+            }
+            builders = b.builders;
+        }
+    }
+
+    fn is_ext_builder(&self, call: &ExprCall) -> bool {
+        let q = self.names.qualify(&call.func);
+        let name = match (&q, call.func.as_ref()) {
+            (Some(q), _) => q.rsplit('.').next().unwrap_or("").to_string(),
+            (None, Expr::Name(n)) => n.id.to_string(),
+            _ => return false,
+        };
+        matches!(name.as_str(), "load_inline" | "load")
+            && q.as_deref()
+                .is_none_or(|q| q.contains("cpp_extension") || q == "load_inline")
+    }
+
+    /// `Some(layer)` when the call constructs an nn compute layer (or a container holding one).
+    fn layer_kind(&self, call: &ExprCall) -> Option<String> {
+        let q = self.names.qualify(&call.func)?;
+        if nn_layer(&q) {
+            return Some(q);
+        }
+        if nn_container(&q) {
+            let mut found = None;
+            let mut check = |e: &Expr| {
+                if let Expr::Call(c) = e {
+                    if let Some(l) = self.layer_kind(c) {
+                        found.get_or_insert(l);
+                    }
+                }
+            };
+            for a in call.arguments.args.iter() {
+                match a {
+                    Expr::List(l) => l.elts.iter().for_each(&mut check),
+                    Expr::Tuple(l) => l.elts.iter().for_each(&mut check),
+                    Expr::Dict(d) => d.iter_values().for_each(&mut check),
+                    other => check(other),
+                }
+            }
+            return found;
+        }
+        None
+    }
+
+    // ---------------------------------------------------------------- whole file
+
+    fn file_pass(&mut self) {
+        let sites = std::mem::take(&mut self.names.sites);
+        for (path, r) in &sites {
+            if let Some((code, msg)) = banned(path) {
+                self.push(code, r.clone(), format!("{msg} (`{path}`)"));
+            }
+        }
+        self.names.sites = sites;
+        let module = self.module;
+        let mut v = FileVisitor {
+            c: self,
+            in_inputs_fn: 0,
+        };
+        for s in &module.body {
+            v.visit_stmt(s);
+        }
+        for s in &module.body {
+            self.check_caches_in(s);
+        }
+    }
+
+    fn fp32(&self) -> bool {
+        self.ctx.precision == Precision::Fp32
+    }
+
+    /// A half-precision dtype expression.
+    fn is_half_dtype(&self, e: &Expr) -> bool {
+        if let Some(q) = self.names.qualify(e) {
+            return matches!(
+                q.as_str(),
+                "torch.float16" | "torch.half" | "torch.bfloat16"
+            );
+        }
+        matches!(
+            self.names.fold_str(e).as_deref(),
+            Some("float16" | "half" | "bfloat16" | "torch.float16" | "torch.bfloat16")
+        )
+    }
+
+    fn root_banned(&self, e: &Expr) -> bool {
+        let mut cur = e;
+        loop {
+            match cur {
+                Expr::Attribute(a) => cur = &a.value,
+                Expr::Name(n) => {
+                    return self
+                        .names
+                        .binding(n.id.as_str())
+                        .is_some_and(|p| banned(p).is_some())
+                }
+                _ => return false,
+            }
+        }
+    }
+
+    fn check_call(&mut self, call: &'a ExprCall, in_inputs_fn: bool) {
+        let q = self.names.qualify(&call.func);
+        let args = &call.arguments.args;
+        let fr = range(call.func.as_ref());
+        match q.as_deref() {
+            Some("builtins.setattr" | "builtins.delattr") if !args.is_empty() => {
+                if let Some(base) = self.names.qualify(&args[0]) {
+                    match args.get(1).and_then(|a| self.names.fold_str(a)) {
+                        Some(attr) => {
+                            let path = format!("{base}.{attr}");
+                            self.tamper(&path, range(call), None);
+                        }
+                        None => self.push(
+                            "KG303",
+                            range(call),
+                            format!("`setattr` on module `{base}` with a computed name: monkey-patches a library function"),
+                        ),
+                    }
+                } else if let Expr::Name(n) = &args[0] {
+                    // setattr(torch.Tensor-like class aliases) are covered above; plain objects are fine.
+                    let _ = n;
+                }
+            }
+            Some("builtins.getattr") if args.len() >= 2 => {
+                if let Some(base) = self.names.qualify(&args[0]) {
+                    if self.names.fold_str(&args[1]).is_none() {
+                        self.push(
+                            "KG204",
+                            range(call),
+                            format!("`getattr` on module `{base}` with a name built at run time hides which function runs"),
+                        );
+                    }
+                }
+            }
+            Some("builtins.__import__" | "importlib.import_module" | "importlib.__import__") => {
+                if args
+                    .first()
+                    .is_none_or(|a| self.names.fold_str(a).is_none())
+                {
+                    self.push(
+                        "KG204",
+                        range(call),
+                        "importing a module whose name is built at run time hides what runs",
+                    );
+                }
+            }
+            Some("builtins.open" | "io.open" | "codecs.open") => self.check_open(call),
+            Some("builtins.print") => {
+                if args
+                    .iter()
+                    .chain(call.arguments.keywords.iter().map(|k| &k.value))
+                    .any(|a| self.result_like(a))
+                {
+                    self.push(
+                        "KG305",
+                        fr.clone(),
+                        "prints result-like text that could forge the harness's verdict",
+                    );
+                }
+            }
+            Some("torch.save") => {
+                if !args.get(1).is_some_and(|p| self.tmp_like(p)) {
+                    self.push(
+                        "KG306",
+                        fr.clone(),
+                        "`torch.save` writes a file outside a temporary directory",
+                    );
+                }
+            }
+            Some("torch.set_float32_matmul_precision") if self.fp32() => {
+                let v = args.first().and_then(|a| self.names.fold_str(a));
+                if v.as_deref() != Some("highest") {
+                    self.push(
+                        "KG502",
+                        fr.clone(),
+                        "lowers fp32 matmul precision (TF32/bf16) on an fp32 problem",
+                    );
+                }
+            }
+            Some(p)
+                if self.fp32()
+                    && !in_inputs_fn
+                    && (p.ends_with(".autocast") && under(p, "torch")) =>
+            {
+                self.push(
+                    "KG501",
+                    fr.clone(),
+                    format!("`{p}` computes in half precision on an fp32 problem"),
+                );
+            }
+            _ => {}
+        }
+        // Method-style calls.
+        if let Expr::Attribute(a) = call.func.as_ref() {
+            let m = a.attr.as_str();
+            let recv_is_module = self.names.qualify(&a.value).is_some();
+            if !recv_is_module {
+                if self.fp32() && !in_inputs_fn {
+                    let half = matches!(m, "half" | "bfloat16") && args.is_empty();
+                    let to_half =
+                        matches!(m, "to" | "type") && args.iter().any(|x| self.is_half_dtype(x));
+                    if half || to_half {
+                        let at = range(&a.attr);
+                        self.push(
+                            "KG501",
+                            at,
+                            format!("`.{m}(...)` converts to half precision on an fp32 problem"),
+                        );
+                    }
+                }
+                if matches!(
+                    m,
+                    "write_text"
+                        | "write_bytes"
+                        | "symlink_to"
+                        | "unlink"
+                        | "rmdir"
+                        | "rename"
+                        | "replace"
+                ) && matches!(
+                    m,
+                    "write_text" | "write_bytes" | "symlink_to" | "unlink" | "rmdir"
+                ) && !self.tmp_like(&a.value)
+                {
+                    self.push(
+                        "KG306",
+                        range(&a.attr),
+                        format!("`.{m}()` writes or deletes files outside a temporary directory"),
+                    );
+                }
+            }
+        }
+        for kw in call.arguments.keywords.iter() {
+            let Some(arg) = kw.arg.as_ref() else { continue };
+            match arg.as_str() {
+                "dtype" if self.fp32() && !in_inputs_fn && self.is_half_dtype(&kw.value) => {
+                    self.push(
+                        "KG501",
+                        range(kw),
+                        "`dtype=` half precision on an fp32 problem",
+                    );
+                }
+                "stream" if !self.current_stream(&kw.value) => {
+                    self.push("KG403", range(kw), "`stream=` launches on a stream other than the current one, outside the timed region");
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// `None`, `0`, `torch.cuda.current_stream()` and its `.cuda_stream`.
+    fn current_stream(&self, e: &Expr) -> bool {
+        match e {
+            Expr::NoneLiteral(_) => true,
+            Expr::NumberLiteral(n) => n.value.as_int().and_then(|i| i.as_u64()) == Some(0),
+            Expr::Attribute(a) if matches!(a.attr.as_str(), "cuda_stream" | "stream_id") => {
+                self.current_stream(&a.value)
+            }
+            Expr::Call(c) => self.names.qualify(&c.func).is_some_and(|q| {
+                q.ends_with("current_stream")
+                    || q.ends_with("getCurrentStream")
+                    || q.ends_with("current_raw_stream")
+            }),
+            Expr::Name(_) => {
+                // A local holding the current stream is common (`stream = torch.cuda.current_stream()`).
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn tmp_like(&self, e: &Expr) -> bool {
+        let t = self.text(e).to_ascii_lowercase();
+        t.contains("tmp")
+            || t.contains("temp")
+            || t.contains("cache_dir")
+            || t.contains("build_dir")
+    }
+
+    fn check_open(&mut self, call: &ExprCall) {
+        let args = &call.arguments.args;
+        let Some(path) = args.first() else { return };
+        let mode = args
+            .get(1)
+            .or_else(|| {
+                call.arguments
+                    .keywords
+                    .iter()
+                    .find(|k| k.arg.as_ref().is_some_and(|a| a == "mode"))
+                    .map(|k| &k.value)
+            })
+            .and_then(|m| self.names.fold_str(m))
+            .unwrap_or_else(|| "r".into());
+        let fd = matches!(path, Expr::NumberLiteral(_));
+        let dev = self
+            .names
+            .fold_str(path)
+            .is_some_and(|p| p.starts_with("/dev/") || p.starts_with("/proc/"));
+        if fd || dev {
+            self.push(
+                "KG305",
+                range(call),
+                "opens a raw file descriptor or device: can forge the result channel",
+            );
+        } else if mode.contains(['w', 'a', 'x', '+']) && !self.tmp_like(path) {
+            self.push(
+                "KG306",
+                range(call),
+                format!(
+                    "writes a file outside a temporary directory (mode `{mode}`); use `tempfile`"
+                ),
+            );
+        }
+    }
+
+    fn result_like(&self, e: &Expr) -> bool {
+        let text = match self.names.fold_str(e) {
+            Some(s) => s,
+            None => match e {
+                Expr::FString(_) => self.text(e).to_string(),
+                Expr::Call(c) => {
+                    return self
+                        .names
+                        .qualify(&c.func)
+                        .is_some_and(|q| q == "json.dumps")
+                }
+                _ => return false,
+            },
+        };
+        let lower = text.to_ascii_lowercase();
+        [
+            "correct",
+            "speedup",
+            "runtime",
+            "elapsed",
+            "passed",
+            "allclose",
+            "max_diff",
+            "avg_diff",
+            "time_ms",
+            "mean_ms",
+            "verdict",
+            "kernelbench",
+            "result",
+        ]
+        .iter()
+        .any(|w| lower.contains(w))
+            || text.trim_start().starts_with('{')
+    }
+
+    /// Assignment/setattr/del of a module attribute.
+    fn tamper(&mut self, path: &str, r: std::ops::Range<usize>, value: Option<&Expr>) {
+        if under(path, "torch.backends") {
+            let reduced = [
+                "allow_tf32",
+                "allow_fp16_reduced_precision_reduction",
+                "allow_bf16_reduced_precision_reduction",
+                "fp32_precision",
+            ];
+            if reduced.iter().any(|k| path.ends_with(k)) && self.fp32() {
+                let lowers = match value {
+                    Some(v) => match self.names.fold_str(v) {
+                        Some(s) => s != "ieee" && s != "highest",
+                        None => super::reach::const_truth(v) != Some(false),
+                    },
+                    None => true,
+                };
+                if lowers {
+                    self.push(
+                        "KG502",
+                        r,
+                        format!(
+                            "`{path}` enables reduced-precision (TF32) math on an fp32 problem"
+                        ),
+                    );
+                }
+            }
+            return;
+        }
+        let code = tamper_rule(path);
+        let what = match code {
+            "KG301" => "replaces a timing function",
+            "KG302" => "replaces a correctness check",
+            _ => "monkey-patches a library attribute",
+        };
+        self.push(code, r, format!("{what}: `{path}`"));
+    }
+
+    /// Output caches keyed by identity (KG401), per function.
+    fn check_caches_in(&mut self, stmt: &'a Stmt) {
+        match stmt {
+            Stmt::FunctionDef(f) => {
+                let mut v = CacheVisitor {
+                    c: self,
+                    locals: HashMap::new(),
+                    shape_probes: Vec::new(),
+                    returned: HashSet::new(),
+                };
+                for s in &f.body {
+                    v.visit_stmt(s);
+                }
+                let CacheVisitor {
+                    shape_probes,
+                    returned,
+                    ..
+                } = v;
+                for (container, r) in shape_probes {
+                    if returned.contains(&container) {
+                        self.push(
+                            "KG401",
+                            r,
+                            format!("`{container}` returns stored results keyed by tensor shape"),
+                        );
+                    }
+                }
+                for s in &f.body {
+                    if matches!(s, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
+                        self.check_caches_in(s);
+                    }
+                }
+            }
+            Stmt::ClassDef(c) => {
+                for s in &c.body {
+                    self.check_caches_in(s);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // ---------------------------------------------------------------- live code
+
+    fn live_pass(&mut self) {
+        let functions: Vec<&'a StmtFunctionDef> =
+            self.reach.functions.iter().map(|(f, _)| *f).collect();
+        let mut counters: Vec<(String, std::ops::Range<usize>)> = Vec::new();
+        let mut tests: Vec<(String, std::ops::Range<usize>)> = Vec::new();
+        for f in functions {
+            if self.gpu_dsl(f) {
+                continue;
+            }
+            for d in &f.decorator_list {
+                let q = match &d.expression {
+                    Expr::Call(c) => self.names.qualify(&c.func),
+                    e => self.names.qualify(e),
+                };
+                if q.as_deref()
+                    .is_some_and(|q| matches!(q, "functools.lru_cache" | "functools.cache"))
+                {
+                    self.push(
+                        "KG406",
+                        range(d),
+                        format!(
+                            "`{}` is memoised: repeated inputs return stored outputs",
+                            f.name
+                        ),
+                    );
+                }
+            }
+            let globals = global_names(f);
+            let mut v = LiveVisitor {
+                c: self,
+                local_layers: HashSet::new(),
+                globals,
+                counters: Vec::new(),
+                tests: Vec::new(),
+            };
+            walk_live(&mut v, &f.body);
+            counters.extend(v.counters);
+            tests.extend(v.tests);
+        }
+        let counter_names: HashMap<String, std::ops::Range<usize>> = counters.into_iter().collect();
+        let mut seen = HashSet::new();
+        for (name, r) in tests {
+            if let Some(inc) = counter_names.get(&name) {
+                if seen.insert(name.clone()) {
+                    let (line, _) = self.ctx.line_col(inc.start);
+                    self.push("KG402", r, format!("branches on call counter `{name}` (incremented on line {line}): phase detection"));
+                }
+            }
+        }
+    }
+
+    /// Functions compiled for the GPU by a DSL (Triton, CuTe, TileLang, Numba): their bodies are kernels.
+    fn gpu_dsl(&self, f: &StmtFunctionDef) -> bool {
+        f.decorator_list.iter().any(|d| {
+            let e = match &d.expression {
+                Expr::Call(c) => c.func.as_ref(),
+                e => e,
+            };
+            self.names.qualify(e).is_some_and(|q| {
+                [
+                    "triton",
+                    "cutlass",
+                    "cute",
+                    "tilelang",
+                    "numba",
+                    "cupy",
+                    "thunderkittens",
+                    "warp",
+                ]
+                .iter()
+                .any(|p| under(&q, p))
+            })
+        })
+    }
+
+    fn is_ext_call_target(&self, recv: &Expr, method: &str) -> bool {
+        self.ext_functions.contains(method)
+            || key_of(recv).is_some_and(|k| self.ext_objects.contains(&k))
+    }
+
+    // ---------------------------------------------------------------- structure
+
+    fn structure_pass(&mut self) {
+        let module = self.module;
+        let model_new = find_class(module, "ModelNew");
+        let alias = module.body.iter().rev().find_map(|s| match s {
+            Stmt::Assign(a)
+                if a.targets
+                    .iter()
+                    .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == "ModelNew")) =>
+            {
+                Some(a)
+            }
+            _ => None,
+        });
+        if let Some(a) = alias {
+            if self.is_reference(&a.value) {
+                self.push(
+                    "KG203",
+                    range(a),
+                    "`ModelNew` is the reference `Model`: the reference runs, not a kernel",
+                );
+            }
+        }
+        match model_new {
+            None if alias.is_none() => self.push(
+                "KG703",
+                0..0,
+                "no `class ModelNew` in this file: the harness imports `ModelNew`",
+            ),
+            None => {}
+            Some(class) => {
+                for base in class.bases() {
+                    if self.inherits_reference(base, &mut HashSet::new()) {
+                        self.push("KG203", range(base), "`ModelNew` inherits from the reference `Model`: its PyTorch code runs instead of a kernel");
+                    }
+                }
+                // Any use of the reference class from ModelNew's body or its reachable code.
+                let mut uses = RefUses {
+                    c: self,
+                    hits: Vec::new(),
+                };
+                for s in &class.body {
+                    uses.visit_stmt(s);
+                }
+                let class_range = range(class);
+                let extra: Vec<&'a StmtFunctionDef> = self
+                    .reach
+                    .functions
+                    .iter()
+                    .map(|(f, _)| *f)
+                    .filter(|f| !class_range.contains(&usize::from(f.start())))
+                    .collect();
+                for f in extra {
+                    for s in &f.body {
+                        uses.visit_stmt(s);
+                    }
+                }
+                let hits = uses.hits;
+                for r in hits {
+                    self.push(
+                        "KG203",
+                        r,
+                        "`ModelNew` uses the reference `Model`: the reference's PyTorch code runs",
+                    );
+                }
+                self.check_forward(class);
+            }
+        }
+        self.check_inputs();
+        self.check_custom_kernel();
+    }
+
+    fn is_reference(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Name(n) => n.id.as_str() == "Model",
+            Expr::Attribute(a) => a.attr.as_str() == "Model",
+            _ => false,
+        }
+    }
+
+    fn inherits_reference(&self, base: &Expr, seen: &mut HashSet<String>) -> bool {
+        if self.is_reference(base) {
+            return true;
+        }
+        if let Expr::Name(n) = base {
+            if !seen.insert(n.id.to_string()) {
+                return false;
+            }
+            if let Some(c) = find_class(self.module, n.id.as_str()) {
+                return c.bases().iter().any(|b| self.inherits_reference(b, seen));
+            }
+        }
+        false
+    }
+
+    fn check_forward(&mut self, class: &'a ruff_python_ast::StmtClassDef) {
+        let own = class.body.iter().rev().find_map(|s| match s {
+            Stmt::FunctionDef(f) if f.name.as_str() == "forward" => Some(f),
+            _ => None,
+        });
+        let Some(forward) = own else {
+            let inherited = find_method(self.module, class, "forward").is_some();
+            let from_reference = class
+                .bases()
+                .iter()
+                .any(|b| self.inherits_reference(b, &mut HashSet::new()));
+            let assigned = class.body.iter().any(|s| matches!(s, Stmt::Assign(a) if a.targets.iter().any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == "forward"))));
+            if !inherited && !from_reference && !assigned {
+                self.push(
+                    "KG202",
+                    range(&class.name),
+                    "`ModelNew` defines no `forward`: the base class's runs",
+                );
+            }
+            return;
+        };
+        let body: Vec<&Stmt> = forward
+            .body
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| {
+                !(*i == 0 && matches!(s, Stmt::Expr(e) if e.value.is_string_literal_expr()))
+            })
+            .map(|(_, s)| s)
+            .collect();
+        let trivial = body.iter().all(|s| {
+            matches!(s, Stmt::Pass(_)) || matches!(s, Stmt::Expr(e) if matches!(e.value.as_ref(), Expr::EllipsisLiteral(_)))
+        });
+        if trivial {
+            self.push(
+                "KG202",
+                range(&forward.name),
+                "`forward` does nothing (`pass`/`...`): no output is computed",
+            );
+            return;
+        }
+        let params: HashSet<&str> = forward
+            .parameters
+            .iter()
+            .map(|p| p.name().as_str())
+            .filter(|n| *n != "self")
+            .collect();
+        let mut calls = CallCount(0);
+        for s in &forward.body {
+            calls.visit_stmt(s);
+        }
+        if calls.0 == 0 {
+            let returns_input = body.iter().any(|s| {
+                matches!(s, Stmt::Return(r) if r.value.as_deref().is_some_and(|v| matches!(v, Expr::Name(n) if params.contains(n.id.as_str()))))
+            });
+            if returns_input {
+                self.push(
+                    "KG202",
+                    range(&forward.name),
+                    "`forward` returns its input unchanged without calling any kernel",
+                );
+            }
+        }
+    }
+
+    fn check_inputs(&mut self) {
+        let module = self.module;
+        for s in &module.body {
+            match s {
+                Stmt::FunctionDef(f)
+                    if matches!(f.name.as_str(), "get_inputs" | "get_init_inputs") =>
+                {
+                    self.push(
+                        "KG701",
+                        range(&f.name),
+                        format!("the candidate redefines `{}`: kernelgate uses the reference's, remove it", f.name),
+                    );
+                }
+                Stmt::Assign(a) => {
+                    for t in &a.targets {
+                        if let Expr::Name(n) = t {
+                            if SIZE_NAMES.contains(&n.id.as_str())
+                                && matches!(
+                                    a.value.as_ref(),
+                                    Expr::NumberLiteral(_) | Expr::BinOp(_)
+                                )
+                            {
+                                self.push(
+                                    "KG701",
+                                    range(t),
+                                    format!("the candidate redefines the size constant `{}`: take sizes from the inputs", n.id),
+                                );
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn check_custom_kernel(&mut self) {
+        struct K<'x, 'a, 'c> {
+            c: &'x Checker<'a, 'c>,
+            cpp: bool,
+            triton: bool,
+            strings: String,
+        }
+        impl<'a> Visitor<'a> for K<'_, '_, '_> {
+            fn visit_expr(&mut self, expr: &'a Expr) {
+                match expr {
+                    Expr::Call(call) if self.c.is_ext_builder(call) => self.cpp = true,
+                    Expr::StringLiteral(s) if self.strings.len() < 1 << 20 => {
+                        let v = s.value.to_str();
+                        if v.contains("#include") || v.contains("__global__") {
+                            self.strings.push_str(v);
+                        }
+                    }
+                    _ => {}
+                }
+                visitor::walk_expr(self, expr);
+            }
+            fn visit_stmt(&mut self, stmt: &'a Stmt) {
+                if let Stmt::FunctionDef(f) = stmt {
+                    if f.decorator_list.iter().any(|d| {
+                        let e = match &d.expression {
+                            Expr::Call(c) => c.func.as_ref(),
+                            e => e,
+                        };
+                        self.c.names.qualify(e).is_some_and(|q| under(&q, "triton"))
+                    }) {
+                        self.triton = true;
+                    }
+                }
+                visitor::walk_stmt(self, stmt);
+            }
+        }
+        let mut k = K {
+            c: self,
+            cpp: false,
+            triton: false,
+            strings: String::new(),
+        };
+        for s in &self.module.body {
+            k.visit_stmt(s);
+        }
+        let (cpp, triton, strings) = (k.cpp, k.triton, k.strings);
+        let imported = |p: &str| self.names.sites.iter().any(|(path, _)| under(path, p));
+        let cute = imported("cutlass")
+            || imported("cute")
+            || strings.contains("cute/")
+            || strings.contains("cutlass/");
+        let tilelang = imported("tilelang");
+        let tk = strings.contains("kittens");
+        let other = imported("numba")
+            || imported("cupy")
+            || imported("warp")
+            || imported("torch.cuda.jiterator");
+        let any = cpp || triton || cute || tilelang || other;
+        let missing = match self.ctx.backend {
+            None => (!any).then_some("no custom kernel"),
+            Some(Backend::Cuda | Backend::Cpp | Backend::Hip) => {
+                (!cpp).then_some("no `load_inline`/`cpp_extension.load` extension")
+            }
+            Some(Backend::Triton) => (!triton).then_some("no `@triton.jit` kernel"),
+            Some(Backend::Cute) => (!cute).then_some("no CUTLASS/CuTe kernel"),
+            Some(Backend::Tilelang) => (!tilelang).then_some("no TileLang kernel"),
+            Some(Backend::Thunderkittens) => (!tk).then_some("no ThunderKittens kernel"),
+        };
+        if let Some(what) = missing {
+            let at = find_class(self.module, "ModelNew")
+                .map(|c| range(&c.name))
+                .unwrap_or(0..0);
+            let backend = self
+                .ctx
+                .backend
+                .map(|b| format!(" for backend `{b}`"))
+                .unwrap_or_default();
+            self.push(
+                "KG702",
+                at,
+                format!("{what}{backend}: the speedup can only come from PyTorch"),
+            );
+        }
+    }
+}
+
+/// `name` or `self.attr` as a lookup key.
+fn key_of(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Name(n) => Some(n.id.to_string()),
+        Expr::Attribute(a) => match a.value.as_ref() {
+            Expr::Name(n) if n.id.as_str() == "self" => Some(format!("self.{}", a.attr.as_str())),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn global_names(f: &StmtFunctionDef) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for s in &f.body {
+        if let Stmt::Global(g) = s {
+            out.extend(g.names.iter().map(|n| n.to_string()));
+        }
+    }
+    out
+}
+
+struct CallCount(usize);
+impl<'a> Visitor<'a> for CallCount {
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if matches!(expr, Expr::Call(_)) {
+            self.0 += 1;
+        }
+        visitor::walk_expr(self, expr);
+    }
+}
+
+struct RefUses<'x, 'a, 'c> {
+    c: &'x Checker<'a, 'c>,
+    hits: Vec<std::ops::Range<usize>>,
+}
+impl<'a> Visitor<'a> for RefUses<'_, '_, '_> {
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if let Expr::Name(n) = expr {
+            if n.id.as_str() == "Model" && n.ctx.is_load() {
+                self.hits.push(range(expr));
+            }
+        }
+        if let Expr::Attribute(a) = expr {
+            if a.attr.as_str() == "Model" && self.c.names.qualify(&a.value).is_some() {
+                self.hits.push(range(expr));
+                return;
+            }
+        }
+        visitor::walk_expr(self, expr);
+    }
+}
+
+// -------------------------------------------------------------------- whole-file visitor
+
+struct FileVisitor<'x, 'a, 'c> {
+    c: &'x mut Checker<'a, 'c>,
+    in_inputs_fn: u32,
+}
+
+impl<'a> Visitor<'a> for FileVisitor<'_, 'a, '_> {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        match stmt {
+            Stmt::Try(t) if !t.handlers.is_empty() => {
+                let s = usize::from(t.start());
+                self.c.push("KG201", s..s + 3, "`try`/`except` can hide a failing kernel behind a fallback; let errors propagate");
+            }
+            Stmt::With(w) => {
+                for item in &w.items {
+                    if let Expr::Call(call) = &item.context_expr {
+                        if self.c.names.qualify(&call.func).as_deref()
+                            == Some("contextlib.suppress")
+                        {
+                            self.c.push(
+                                "KG201",
+                                range(&item.context_expr),
+                                "`contextlib.suppress` swallows a failing kernel's error",
+                            );
+                        }
+                    }
+                }
+            }
+            Stmt::Assign(a) => {
+                for t in &a.targets {
+                    self.target(t, Some(&a.value));
+                }
+            }
+            Stmt::AugAssign(a) => self.target(&a.target, Some(&a.value)),
+            Stmt::AnnAssign(a) => self.target(&a.target, a.value.as_deref()),
+            Stmt::Delete(d) => {
+                for t in &d.targets {
+                    self.target(t, None);
+                }
+            }
+            Stmt::ClassDef(c) => {
+                for base in c.bases() {
+                    if let Some(q) = self.c.names.qualify(base) {
+                        if [
+                            "torch.Tensor",
+                            "torch._C.TensorBase",
+                            "torch._C._TensorBase",
+                        ]
+                        .contains(&q.as_str())
+                            || q.ends_with("TorchFunctionMode")
+                            || q.ends_with("TorchDispatchMode")
+                        {
+                            self.c.push("KG405", range(base), format!("`{}` subclasses `{q}`: a lazy tensor can compute only when compared", c.name));
+                        }
+                    }
+                }
+            }
+            Stmt::FunctionDef(f) => {
+                if matches!(f.name.as_str(), "__torch_function__" | "__torch_dispatch__") {
+                    self.c.push("KG405", range(&f.name), format!("`{}` intercepts PyTorch ops: a lazy tensor can compute only when compared", f.name));
+                }
+                let inputs = matches!(f.name.as_str(), "get_inputs" | "get_init_inputs");
+                self.in_inputs_fn += inputs as u32;
+                visitor::walk_stmt(self, stmt);
+                self.in_inputs_fn -= inputs as u32;
+                return;
+            }
+            _ => {}
+        }
+        visitor::walk_stmt(self, stmt);
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        match expr {
+            Expr::Call(call) => self.c.check_call(call, self.in_inputs_fn > 0),
+            Expr::Attribute(a) => {
+                let attr = a.attr.as_str();
+                if matches!(
+                    attr,
+                    "f_back"
+                        | "f_locals"
+                        | "f_globals"
+                        | "__globals__"
+                        | "gi_frame"
+                        | "tb_frame"
+                        | "__subclasses__"
+                        | "__closure__"
+                ) {
+                    self.c.push(
+                        "KG304",
+                        range(&a.attr),
+                        format!("`.{attr}` reaches into frames or other modules' state"),
+                    );
+                }
+                if matches!(
+                    attr,
+                    "_make_subclass" | "_make_wrapper_subclass" | "as_subclass"
+                ) {
+                    self.c.push(
+                        "KG405",
+                        range(&a.attr),
+                        format!("`.{attr}` builds a tensor subclass that can defer work"),
+                    );
+                    return;
+                }
+                if let Some(q) = self.c.names.qualify(expr) {
+                    if let Some((code, msg)) = banned(&q) {
+                        if !self.c.root_banned(expr) {
+                            self.c.push(code, range(expr), format!("{msg} (`{q}`)"));
+                        }
+                        return; // report the outermost banned path once
+                    }
+                }
+            }
+            Expr::Name(n) if n.ctx.is_load() => {
+                if self.c.names.binding(n.id.as_str()).is_none() {
+                    if let Some(q) = self.c.names.qualify(expr) {
+                        if let Some((code, msg)) = banned(&q) {
+                            self.c.push(code, range(expr), msg.to_string());
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        visitor::walk_expr(self, expr);
+    }
+}
+
+impl<'a> FileVisitor<'_, 'a, '_> {
+    fn target(&mut self, t: &'a Expr, value: Option<&'a Expr>) {
+        match t {
+            Expr::Attribute(a) => {
+                if let Some(path) = self.c.names.qualify(t) {
+                    let _ = a;
+                    self.c.tamper(&path, range(t), value);
+                }
+            }
+            Expr::Tuple(tu) => tu.elts.iter().for_each(|e| self.target(e, None)),
+            _ => {}
+        }
+    }
+}
+
+// -------------------------------------------------------------------- caches
+
+struct CacheVisitor<'x, 'a, 'c> {
+    c: &'x mut Checker<'a, 'c>,
+    /// Local name -> the expression assigned to it (for `key = x.data_ptr()`).
+    locals: HashMap<String, &'a Expr>,
+    /// Containers probed with a shape key, with the probe's range.
+    shape_probes: Vec<(String, std::ops::Range<usize>)>,
+    /// Containers whose elements are returned.
+    returned: HashSet<String>,
+}
+
+#[derive(PartialEq)]
+enum KeyKind {
+    Identity,
+    Shape,
+    Plain,
+}
+
+impl<'a> CacheVisitor<'_, 'a, '_> {
+    fn key_kind(&self, e: &Expr, depth: u8) -> KeyKind {
+        struct S<'k, 'a> {
+            locals: &'k HashMap<String, &'a Expr>,
+            names: &'k Names,
+            identity: bool,
+            shape: bool,
+            depth: u8,
+        }
+        impl<'v> Visitor<'v> for S<'_, '_> {
+            fn visit_expr(&mut self, expr: &'v Expr) {
+                match expr {
+                    Expr::Call(c) => {
+                        if let Expr::Attribute(a) = c.func.as_ref() {
+                            match a.attr.as_str() {
+                                "data_ptr" | "untyped_storage" | "storage" | "storage_offset" => {
+                                    self.identity = true
+                                }
+                                "size" | "stride" => self.shape = true,
+                                _ => {}
+                            }
+                        }
+                        if matches!(
+                            self.names.qualify(&c.func).as_deref(),
+                            Some("builtins.id" | "builtins.hash")
+                        ) {
+                            self.identity = true;
+                        }
+                    }
+                    Expr::Attribute(a) => match a.attr.as_str() {
+                        "_cdata" | "__array_interface__" | "__cuda_array_interface__" => {
+                            self.identity = true
+                        }
+                        "shape" => self.shape = true,
+                        _ => {}
+                    },
+                    Expr::Name(n) if self.depth < 3 => {
+                        if let Some(v) = self.locals.get(n.id.as_str()) {
+                            self.depth += 1;
+                            self.visit_expr(v);
+                            self.depth -= 1;
+                        }
+                    }
+                    _ => {}
+                }
+                visitor::walk_expr(self, expr);
+            }
+        }
+        let mut s = S {
+            locals: &self.locals,
+            names: &self.c.names,
+            identity: false,
+            shape: false,
+            depth,
+        };
+        s.visit_expr(e);
+        if s.identity {
+            KeyKind::Identity
+        } else if s.shape {
+            KeyKind::Shape
+        } else {
+            KeyKind::Plain
+        }
+    }
+
+    fn probe(&mut self, container: &Expr, key: &Expr, r: std::ops::Range<usize>) {
+        let Some(name) = key_of(container).or_else(|| self.c.names.qualify(container)) else {
+            return;
+        };
+        match self.key_kind(key, 0) {
+            KeyKind::Identity => {
+                self.c.push("KG401", r, format!("`{name}` is keyed by tensor identity (`data_ptr()`/`id()`): an output cache"));
+            }
+            KeyKind::Shape => self.shape_probes.push((name, r)),
+            KeyKind::Plain => {}
+        }
+    }
+}
+
+impl<'a> Visitor<'a> for CacheVisitor<'_, 'a, '_> {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        match stmt {
+            Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return,
+            Stmt::Assign(a) => {
+                if let [Expr::Name(n)] = a.targets.as_slice() {
+                    self.locals.insert(n.id.to_string(), &a.value);
+                }
+            }
+            Stmt::Return(r) => {
+                if let Some(v) = r.value.as_deref() {
+                    let c = match v {
+                        Expr::Subscript(s) => Some(s.value.as_ref()),
+                        Expr::Call(c) => match c.func.as_ref() {
+                            Expr::Attribute(a)
+                                if matches!(a.attr.as_str(), "get" | "setdefault" | "pop") =>
+                            {
+                                Some(a.value.as_ref())
+                            }
+                            _ => None,
+                        },
+                        _ => None,
+                    };
+                    if let Some(k) = c.and_then(|c| key_of(c).or_else(|| self.c.names.qualify(c))) {
+                        self.returned.insert(k);
+                    }
+                    if let Expr::Name(n) = v {
+                        // `out = cache[key]; return out`
+                        if let Some(Expr::Subscript(s)) = self.locals.get(n.id.as_str()).copied() {
+                            if let Some(k) = key_of(&s.value) {
+                                self.returned.insert(k);
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        visitor::walk_stmt(self, stmt);
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        match expr {
+            Expr::Subscript(s) => {
+                if !matches!(s.value.as_ref(), Expr::Name(n) if self.c.names.binding(n.id.as_str()).is_some())
+                {
+                    self.probe(&s.value, &s.slice, range(expr));
+                }
+            }
+            Expr::Compare(c) => {
+                for (op, right) in c.ops.iter().zip(c.comparators.iter()) {
+                    if matches!(
+                        op,
+                        ruff_python_ast::CmpOp::In | ruff_python_ast::CmpOp::NotIn
+                    ) {
+                        self.probe(right, &c.left, range(expr));
+                    }
+                }
+            }
+            Expr::Call(call) => {
+                if let Expr::Attribute(a) = call.func.as_ref() {
+                    if matches!(
+                        a.attr.as_str(),
+                        "get" | "setdefault" | "pop" | "__contains__" | "__getitem__"
+                    ) {
+                        if let Some(k) = call.arguments.args.first() {
+                            self.probe(&a.value, k, range(expr));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        visitor::walk_expr(self, expr);
+    }
+}
+
+// -------------------------------------------------------------------- live visitor
+
+struct LiveVisitor<'x, 'a, 'c> {
+    c: &'x mut Checker<'a, 'c>,
+    local_layers: HashSet<String>,
+    globals: HashSet<String>,
+    counters: Vec<(String, std::ops::Range<usize>)>,
+    tests: Vec<(String, std::ops::Range<usize>)>,
+}
+
+impl<'a> LiveVisitor<'_, 'a, '_> {
+    fn layer_target(&self, e: &Expr) -> Option<String> {
+        match e {
+            Expr::Subscript(s) => self.layer_target(&s.value),
+            Expr::Attribute(a) if a.attr.as_str() == "forward" => self.layer_target(&a.value),
+            Expr::Call(c) => self.c.layer_kind(c),
+            Expr::Name(n) if self.local_layers.contains(n.id.as_str()) => Some(n.id.to_string()),
+            other => key_of(other).and_then(|k| self.c.layers.get(&k).cloned()),
+        }
+    }
+
+    fn counter_key(&self, e: &Expr) -> Option<String> {
+        match e {
+            Expr::Name(n) if self.globals.contains(n.id.as_str()) => Some(n.id.to_string()),
+            Expr::Attribute(_) => key_of(e).filter(|k| k.starts_with("self.")),
+            Expr::Subscript(s) => self.counter_key(&s.value),
+            _ => None,
+        }
+    }
+
+    fn record_test(&mut self, test: &Expr) {
+        struct T<'k> {
+            out: &'k mut Vec<(String, std::ops::Range<usize>)>,
+            at: std::ops::Range<usize>,
+        }
+        impl<'v> Visitor<'v> for T<'_> {
+            fn visit_expr(&mut self, expr: &'v Expr) {
+                if let Some(k) = key_of(expr) {
+                    self.out.push((k, self.at.clone()));
+                }
+                visitor::walk_expr(self, expr);
+            }
+        }
+        let at = range(test);
+        T {
+            out: &mut self.tests,
+            at,
+        }
+        .visit_expr(test);
+    }
+}
+
+impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        match stmt {
+            Stmt::AugAssign(a) => {
+                if a.op == Operator::MatMult {
+                    self.c.push(
+                        "KG103",
+                        range(stmt),
+                        "`@=` multiplies tensors with PyTorch's matmul",
+                    );
+                }
+                if matches!(a.op, Operator::Add | Operator::Sub) {
+                    if let Some(k) = self.counter_key(&a.target) {
+                        self.counters.push((k, range(stmt)));
+                    }
+                }
+            }
+            Stmt::Assign(a) => {
+                // self.calls = self.calls + 1
+                if let (Some(t), Expr::BinOp(b)) = (a.targets.first(), a.value.as_ref()) {
+                    if let (Some(k), Some(k2)) = (self.counter_key(t), key_of(&b.left)) {
+                        if k == k2 {
+                            self.counters.push((k, range(stmt)));
+                        }
+                    }
+                }
+                if let (Some(Expr::Name(n)), Expr::Call(c)) = (a.targets.first(), a.value.as_ref())
+                {
+                    if self.c.layer_kind(c).is_some() {
+                        self.local_layers.insert(n.id.to_string());
+                    }
+                }
+            }
+            Stmt::For(f) => {
+                if self.layer_target(&f.iter).is_some() {
+                    if let Expr::Name(n) = f.target.as_ref() {
+                        self.local_layers.insert(n.id.to_string());
+                    }
+                }
+            }
+            Stmt::If(s) => self.record_test(&s.test),
+            Stmt::While(s) => self.record_test(&s.test),
+            Stmt::FunctionDef(f) if self.c.gpu_dsl(f) => return,
+            _ => {}
+        }
+        walk_stmt_live(self, stmt);
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        match expr {
+            Expr::BinOp(b) if b.op == Operator::MatMult => {
+                let (l, r) = (usize::from(b.left.end()), usize::from(b.right.start()));
+                let at = self.c.ctx.source[l..r]
+                    .find('@')
+                    .map(|i| l + i..l + i + 1)
+                    .unwrap_or_else(|| range(expr));
+                self.c.push(
+                    "KG103",
+                    at,
+                    "`@` multiplies tensors with PyTorch's matmul instead of your kernel",
+                );
+            }
+            Expr::If(i) => self.record_test(&i.test),
+            Expr::Call(call) => self.check_live_call(call),
+            Expr::Attribute(_) | Expr::Subscript(_) => {
+                if let Some(q) = self.c.names.qualify(expr) {
+                    if under(&q, "os.environ") || under(&q, "os.environb") || under(&q, "sys.argv")
+                    {
+                        self.c.push("KG402", range(expr), format!("reads `{q}` on the forward path: behaviour can depend on the harness's phase"));
+                        return;
+                    }
+                }
+            }
+            _ => {}
+        }
+        visitor::walk_expr(self, expr);
+    }
+}
+
+impl<'a> LiveVisitor<'_, 'a, '_> {
+    fn check_live_call(&mut self, call: &'a ExprCall) {
+        let q = self.c.names.qualify(&call.func);
+        let fr = range(call.func.as_ref());
+        if let Some(q) = &q {
+            if torch_compute(q) {
+                let spelled = self.c.text(call.func.as_ref());
+                let shown = if spelled == q {
+                    format!("`{q}`")
+                } else {
+                    format!("`{spelled}` (`{q}`)")
+                };
+                self.c.push("KG101", fr.clone(), format!("{shown} runs a PyTorch compute op on the forward path instead of your kernel"));
+            } else if q == "os.getenv" || q == "os.environ.get" {
+                self.c.push("KG402", fr.clone(), format!("reads `{q}` on the forward path: behaviour can depend on the harness's phase"));
+            }
+        }
+        if let Some(layer) = self.layer_target(&call.func) {
+            if q.as_deref().is_none_or(|q| !nn_layer(q)) {
+                self.c.push("KG102", fr.clone(), format!("calls the PyTorch layer `{}` ({layer}) on the forward path: PyTorch computes it, pass its weights to your kernel instead", self.c.text(call.func.as_ref())));
+            }
+        }
+        if let Expr::Attribute(a) = call.func.as_ref() {
+            let m = a.attr.as_str();
+            let recv = a.value.as_ref();
+            let plain_receiver = self.c.names.qualify(recv).is_none()
+                && !matches!(recv, Expr::Name(n) if n.id.as_str() == "self" || n.id.as_str() == "cls")
+                && !matches!(
+                    recv,
+                    Expr::StringLiteral(_)
+                        | Expr::List(_)
+                        | Expr::Dict(_)
+                        | Expr::Tuple(_)
+                        | Expr::NumberLiteral(_)
+                );
+            let args_ok = m != "log" || call.arguments.is_empty();
+            if plain_receiver
+                && args_ok
+                && TENSOR_COMPUTE.contains(&m)
+                && !self.c.is_ext_call_target(recv, m)
+            {
+                self.c.push(
+                    "KG104",
+                    range(&a.attr),
+                    format!(
+                        "`.{m}()` runs a PyTorch kernel on the forward path instead of your kernel"
+                    ),
+                );
+            }
+        }
+        // torch compute functions passed as values: map(torch.sigmoid, xs), apply(F.relu, x)
+        for arg in call
+            .arguments
+            .args
+            .iter()
+            .chain(call.arguments.keywords.iter().map(|k| &k.value))
+        {
+            if matches!(arg, Expr::Attribute(_) | Expr::Name(_)) {
+                if let Some(aq) = self.c.names.qualify(arg) {
+                    if torch_compute(&aq) && !matches!(q.as_deref(), Some("builtins.isinstance")) {
+                        self.c.push("KG101", range(arg), format!("passes the PyTorch compute op `{aq}` to be called on the forward path"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Used by `lint_file`.
+pub fn check(module: &ModModule, ctx: &Context) -> Vec<RawFinding> {
+    let _ = BTreeSet::<u8>::new;
+    Checker::new(module, ctx).run()
+}

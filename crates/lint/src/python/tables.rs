@@ -1,0 +1,954 @@
+//! What counts as compute, allocation, tampering, ... by dotted path or method name.
+
+use super::names::under;
+
+/// Top-level `torch.*` functions that allocate, reshape or describe tensors: not compute.
+const TORCH_ALLOWED: &[&str] = &[
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "zeros",
+    "zeros_like",
+    "ones",
+    "ones_like",
+    "full",
+    "full_like",
+    "arange",
+    "linspace",
+    "eye",
+    "rand",
+    "rand_like",
+    "randn",
+    "randn_like",
+    "randint",
+    "randint_like",
+    "randperm",
+    "tensor",
+    "as_tensor",
+    "as_strided",
+    "from_numpy",
+    "frombuffer",
+    "asarray",
+    "manual_seed",
+    "seed",
+    "initial_seed",
+    "get_rng_state",
+    "set_rng_state",
+    "is_tensor",
+    "is_floating_point",
+    "is_complex",
+    "numel",
+    "no_grad",
+    "enable_grad",
+    "inference_mode",
+    "set_grad_enabled",
+    "is_grad_enabled",
+    "device",
+    "get_default_dtype",
+    "get_default_device",
+    "finfo",
+    "iinfo",
+    "promote_types",
+    "result_type",
+    "can_cast",
+    "broadcast_shapes",
+    "reshape",
+    "flatten",
+    "unflatten",
+    "squeeze",
+    "unsqueeze",
+    "transpose",
+    "permute",
+    "t",
+    "narrow",
+    "select",
+    "split",
+    "chunk",
+    "tensor_split",
+    "unbind",
+    "movedim",
+    "swapaxes",
+    "swapdims",
+    "cat",
+    "concat",
+    "concatenate",
+    "stack",
+    "hstack",
+    "vstack",
+    "broadcast_to",
+    "broadcast_tensors",
+    "clone",
+    "detach",
+    "view_as_real",
+    "view_as_complex",
+    "typename",
+    "is_storage",
+    "get_num_threads",
+    "set_num_threads",
+    "use_deterministic_algorithms",
+    "set_printoptions",
+    "compiled_with_cxx11_abi",
+    "is_nonzero",
+    "empty_permuted",
+    "contiguous_format",
+    "_assert",
+    "cdiv",
+];
+
+/// Sub-namespaces of `torch` that are not compute.
+const TORCH_ALLOWED_NS: &[&str] = &[
+    "torch.cuda",
+    "torch.backends",
+    "torch.utils",
+    "torch.library",
+    "torch.autograd",
+    "torch.nn.init",
+    "torch.nn.parameter",
+    "torch.nn.utils",
+    "torch.nn.modules.module",
+    "torch.random",
+    "torch.version",
+    "torch.jit",
+    "torch.testing",
+    "torch.distributed",
+    "torch.types",
+    "torch.overrides",
+    "torch.serialization",
+    "torch.hub",
+    "torch.profiler",
+    "torch.accelerator",
+    "torch.mps",
+    "torch.xpu",
+    "torch.cpu",
+    "torch.amp",
+    "torch.multiprocessing",
+    "torch.futures",
+    "torch.fx",
+    "torch.export",
+];
+
+/// `torch.nn.*` names that are containers or parameters, not compute layers.
+const NN_NOT_LAYERS: &[&str] = &[
+    "Module",
+    "Parameter",
+    "ParameterList",
+    "ParameterDict",
+    "Buffer",
+    "ModuleList",
+    "ModuleDict",
+    "Sequential",
+    "Identity",
+    "Flatten",
+    "Unflatten",
+    "UninitializedParameter",
+    "UninitializedBuffer",
+];
+
+/// Is calling `path` a PyTorch compute op? (`torch.nn.Linear(...)` constructs a layer: not a call of compute.)
+pub fn torch_compute(path: &str) -> bool {
+    if !under(path, "torch") {
+        return false;
+    }
+    if under(path, "torch.nn.functional") {
+        let f = &path["torch.nn.functional".len()..];
+        return !matches!(f, "" | ".pad");
+    }
+    if under(path, "torch.ops") {
+        let ns = path.split('.').nth(2).unwrap_or("");
+        return matches!(ns, "aten" | "prims" | "quantized" | "_c10d_functional");
+    }
+    if under(path, "torch._C") {
+        return [
+            "torch._C._nn",
+            "torch._C._VariableFunctions",
+            "torch._C._linalg",
+            "torch._C._fft",
+            "torch._C._special",
+            "torch._C._TensorBase",
+            "torch._C.TensorBase",
+        ]
+        .iter()
+        .any(|p| under(path, p));
+    }
+    if [
+        "torch.linalg",
+        "torch.fft",
+        "torch.special",
+        "torch.sparse",
+        "torch._refs",
+        "torch._prims",
+        "torch._dynamo",
+        "torch._inductor",
+        "torch.func",
+        "torch.vmap",
+        "torch.compile",
+    ]
+    .iter()
+    .any(|p| under(path, p))
+    {
+        return true;
+    }
+    if TORCH_ALLOWED_NS.iter().any(|p| under(path, p)) {
+        return false;
+    }
+    if under(path, "torch.nn") {
+        return false; // layers are KG102, handled where they are called
+    }
+    // `torch.Tensor.add(x, y)` is compute; `torch.Tensor.size` is metadata.
+    if let Some(m) = path.strip_prefix("torch.Tensor.") {
+        return TENSOR_COMPUTE.contains(&m);
+    }
+    let rest = &path["torch.".len().min(path.len())..];
+    let first = rest.split('.').next().unwrap_or("");
+    if rest.contains('.') {
+        return false; // some other sub-namespace we do not know: be quiet
+    }
+    if first.starts_with(|c: char| c.is_ascii_uppercase())
+        || first.is_empty()
+        || first.starts_with("__")
+    {
+        return false; // classes (Tensor, Size, Generator), dunders
+    }
+    !TORCH_ALLOWED.contains(&first) && !is_dtype(first)
+}
+
+fn is_dtype(name: &str) -> bool {
+    matches!(
+        name,
+        "float"
+            | "float32"
+            | "float16"
+            | "half"
+            | "bfloat16"
+            | "float64"
+            | "double"
+            | "int8"
+            | "int16"
+            | "int32"
+            | "int64"
+            | "uint8"
+            | "bool"
+            | "long"
+            | "int"
+            | "short"
+            | "complex64"
+            | "complex128"
+            | "cfloat"
+            | "cdouble"
+            | "float8_e4m3fn"
+            | "float8_e5m2"
+            | "dtype"
+            | "layout"
+            | "strided"
+            | "memory_format"
+            | "channels_last"
+            | "preserve_format"
+    )
+}
+
+/// `torch.nn.X` that is a compute layer.
+pub fn nn_layer(path: &str) -> bool {
+    let Some(name) = path
+        .strip_prefix("torch.nn.")
+        .or_else(|| path.strip_prefix("torch.nn.modules."))
+    else {
+        return false;
+    };
+    let last = name.rsplit('.').next().unwrap_or(name);
+    last.starts_with(|c: char| c.is_ascii_uppercase())
+        && !NN_NOT_LAYERS.contains(&last)
+        && !name.starts_with("init.")
+        && !name.starts_with("utils.")
+        && !name.starts_with("parameter.")
+}
+
+/// Containers whose contents may be layers.
+pub fn nn_container(path: &str) -> bool {
+    matches!(
+        path,
+        "torch.nn.Sequential" | "torch.nn.ModuleList" | "torch.nn.ModuleDict"
+    )
+}
+
+/// Tensor methods that run a PyTorch kernel. `add` is left out (sets have it too).
+pub const TENSOR_COMPUTE: &[&str] = &[
+    "abs",
+    "abs_",
+    "absolute",
+    "acos",
+    "acosh",
+    "addbmm",
+    "addcdiv",
+    "addcmul",
+    "addmm",
+    "addmv",
+    "addr",
+    "amax",
+    "amin",
+    "argmax",
+    "argmin",
+    "argsort",
+    "asin",
+    "atan",
+    "atan2",
+    "baddbmm",
+    "bmm",
+    "ceil",
+    "clamp",
+    "clamp_",
+    "clamp_max",
+    "clamp_min",
+    "clamp_min_",
+    "clamp_max_",
+    "clip",
+    "clip_",
+    "cos",
+    "cosh",
+    "cummax",
+    "cumprod",
+    "cumsum",
+    "div",
+    "div_",
+    "divide",
+    "dot",
+    "erf",
+    "erfinv",
+    "exp",
+    "exp_",
+    "exp2",
+    "expm1",
+    "floor",
+    "fmod",
+    "frac",
+    "gelu",
+    "hardtanh",
+    "hardtanh_",
+    "inner",
+    "kron",
+    "lerp",
+    "log",
+    "log_",
+    "log10",
+    "log1p",
+    "log2",
+    "log_softmax",
+    "logsumexp",
+    "masked_fill",
+    "masked_fill_",
+    "matmul",
+    "max",
+    "maximum",
+    "mean",
+    "median",
+    "min",
+    "minimum",
+    "mm",
+    "mul",
+    "mul_",
+    "multiply",
+    "mv",
+    "nan_to_num",
+    "neg",
+    "neg_",
+    "norm",
+    "outer",
+    "pow",
+    "pow_",
+    "prod",
+    "reciprocal",
+    "relu",
+    "relu_",
+    "remainder",
+    "renorm",
+    "round",
+    "rsqrt",
+    "sigmoid",
+    "sigmoid_",
+    "sign",
+    "silu",
+    "sin",
+    "sinh",
+    "softmax",
+    "sqrt",
+    "sqrt_",
+    "square",
+    "std",
+    "sub",
+    "sub_",
+    "subtract",
+    "sum",
+    "tan",
+    "tanh",
+    "tanh_",
+    "topk",
+    "tril",
+    "triu",
+    "true_divide",
+    "trunc",
+    "var",
+    "where",
+    "conv2d",
+    "cross",
+    "logit",
+    "softplus",
+    "mish",
+    "leaky_relu",
+    "elu",
+    "selu",
+    "hardswish",
+    "hardsigmoid",
+    "logaddexp",
+    "cumsum_",
+    "einsum",
+    "tensordot",
+    "cdist",
+    "diff",
+    "any_",
+    "scatter_add",
+    "index_add",
+    "index_add_",
+    "scatter_reduce",
+];
+
+/// Module paths whose mere import (or any use) is banned, with rule and message.
+pub fn banned(path: &str) -> Option<(&'static str, &'static str)> {
+    const TABLE: &[(&str, &str, &str)] = &[
+        // introspection
+        (
+            "gc",
+            "KG304",
+            "`gc` can find the harness's reference tensors",
+        ),
+        (
+            "inspect",
+            "KG304",
+            "`inspect` walks the harness's frames and source",
+        ),
+        (
+            "builtins",
+            "KG304",
+            "`builtins` lets a candidate patch the interpreter",
+        ),
+        (
+            "__builtin__",
+            "KG304",
+            "`__builtin__` lets a candidate patch the interpreter",
+        ),
+        ("__main__", "KG304", "`__main__` is the harness's namespace"),
+        (
+            "sys._getframe",
+            "KG304",
+            "`sys._getframe` walks the harness's frames",
+        ),
+        (
+            "sys._current_frames",
+            "KG304",
+            "`sys._current_frames` walks the harness's frames",
+        ),
+        (
+            "sys.modules",
+            "KG304",
+            "`sys.modules` reaches the harness's modules",
+        ),
+        (
+            "sys.settrace",
+            "KG304",
+            "`sys.settrace` watches the harness",
+        ),
+        (
+            "sys.setprofile",
+            "KG304",
+            "`sys.setprofile` watches the harness",
+        ),
+        (
+            "sys.meta_path",
+            "KG304",
+            "`sys.meta_path` intercepts the harness's imports",
+        ),
+        (
+            "builtins.globals",
+            "KG304",
+            "`globals()` exposes module state the harness shares",
+        ),
+        ("builtins.vars", "KG304", "`vars()` exposes module state"),
+        ("builtins.locals", "KG304", "`locals()` exposes frame state"),
+        (
+            "builtins.__builtins__",
+            "KG304",
+            "`__builtins__` lets a candidate patch the interpreter",
+        ),
+        (
+            "builtins.breakpoint",
+            "KG304",
+            "`breakpoint()` stops the harness",
+        ),
+        // obfuscation
+        (
+            "builtins.exec",
+            "KG204",
+            "`exec` runs code the linter cannot see",
+        ),
+        (
+            "builtins.eval",
+            "KG204",
+            "`eval` runs code the linter cannot see",
+        ),
+        (
+            "builtins.compile",
+            "KG204",
+            "`compile` builds code the linter cannot see",
+        ),
+        ("marshal", "KG204", "`marshal` loads hidden code objects"),
+        (
+            "pickle.loads",
+            "KG204",
+            "`pickle.loads` can run hidden code",
+        ),
+        ("runpy", "KG204", "`runpy` runs code the linter cannot see"),
+        (
+            "types.FunctionType",
+            "KG204",
+            "building functions from code objects hides what runs",
+        ),
+        (
+            "types.CodeType",
+            "KG204",
+            "building code objects hides what runs",
+        ),
+        // forging and early exit
+        (
+            "os._exit",
+            "KG305",
+            "`os._exit` ends the process before the harness reports",
+        ),
+        ("os.abort", "KG305", "`os.abort` ends the process"),
+        ("os.kill", "KG305", "`os.kill` signals processes"),
+        ("os.killpg", "KG305", "`os.killpg` signals processes"),
+        (
+            "os.write",
+            "KG305",
+            "`os.write` writes to raw file descriptors (the result channel)",
+        ),
+        (
+            "os.fdopen",
+            "KG305",
+            "`os.fdopen` opens raw file descriptors (the result channel)",
+        ),
+        (
+            "os.dup2",
+            "KG305",
+            "`os.dup2` redirects the process's file descriptors",
+        ),
+        (
+            "sys.exit",
+            "KG305",
+            "`sys.exit` ends the run before the harness reports",
+        ),
+        (
+            "builtins.exit",
+            "KG305",
+            "`exit()` ends the run before the harness reports",
+        ),
+        (
+            "builtins.quit",
+            "KG305",
+            "`quit()` ends the run before the harness reports",
+        ),
+        (
+            "sys.stdout.write",
+            "KG305",
+            "writing to stdout can forge result lines",
+        ),
+        (
+            "sys.stderr.write",
+            "KG305",
+            "writing to stderr can forge result lines",
+        ),
+        (
+            "sys.__stdout__",
+            "KG305",
+            "the raw stdout can forge result lines",
+        ),
+        (
+            "sys.__stderr__",
+            "KG305",
+            "the raw stderr can forge result lines",
+        ),
+        (
+            "atexit",
+            "KG305",
+            "`atexit` runs code after the harness's checks",
+        ),
+        (
+            "signal",
+            "KG305",
+            "`signal` handlers can change how the run ends",
+        ),
+        // sandbox
+        (
+            "subprocess",
+            "KG306",
+            "`subprocess` starts processes outside the sandbox",
+        ),
+        ("os.system", "KG306", "`os.system` runs shell commands"),
+        ("os.popen", "KG306", "`os.popen` runs shell commands"),
+        ("os.execv", "KG306", "`os.exec*` replaces the process"),
+        ("os.execve", "KG306", "`os.exec*` replaces the process"),
+        ("os.execvp", "KG306", "`os.exec*` replaces the process"),
+        ("os.execl", "KG306", "`os.exec*` replaces the process"),
+        ("os.execlp", "KG306", "`os.exec*` replaces the process"),
+        ("os.spawnv", "KG306", "`os.spawn*` starts processes"),
+        ("os.spawnl", "KG306", "`os.spawn*` starts processes"),
+        (
+            "os.posix_spawn",
+            "KG306",
+            "`os.posix_spawn` starts processes",
+        ),
+        ("os.fork", "KG306", "`os.fork` starts processes"),
+        ("os.forkpty", "KG306", "`os.forkpty` starts processes"),
+        (
+            "os.remove",
+            "KG306",
+            "deleting files reaches outside the sandbox",
+        ),
+        (
+            "os.unlink",
+            "KG306",
+            "deleting files reaches outside the sandbox",
+        ),
+        (
+            "os.rmdir",
+            "KG306",
+            "deleting directories reaches outside the sandbox",
+        ),
+        (
+            "os.removedirs",
+            "KG306",
+            "deleting directories reaches outside the sandbox",
+        ),
+        (
+            "os.rename",
+            "KG306",
+            "moving files reaches outside the sandbox",
+        ),
+        (
+            "os.replace",
+            "KG306",
+            "moving files reaches outside the sandbox",
+        ),
+        (
+            "os.symlink",
+            "KG306",
+            "links can redirect the harness's files",
+        ),
+        (
+            "os.chmod",
+            "KG306",
+            "changing permissions reaches outside the sandbox",
+        ),
+        (
+            "os.truncate",
+            "KG306",
+            "truncating files reaches outside the sandbox",
+        ),
+        (
+            "shutil.rmtree",
+            "KG306",
+            "deleting trees reaches outside the sandbox",
+        ),
+        (
+            "shutil.move",
+            "KG306",
+            "moving files reaches outside the sandbox",
+        ),
+        (
+            "shutil.copy",
+            "KG306",
+            "copying files over others reaches outside the sandbox",
+        ),
+        (
+            "shutil.copyfile",
+            "KG306",
+            "copying files over others reaches outside the sandbox",
+        ),
+        (
+            "shutil.copytree",
+            "KG306",
+            "copying files over others reaches outside the sandbox",
+        ),
+        (
+            "ctypes",
+            "KG306",
+            "`ctypes` calls native libraries (cuBLAS, libcudart) behind the kernel's back",
+        ),
+        (
+            "cffi",
+            "KG306",
+            "`cffi` calls native libraries behind the kernel's back",
+        ),
+        ("pip", "KG306", "installing packages at run time"),
+        ("ensurepip", "KG306", "installing packages at run time"),
+        ("socket", "KG306", "network access from a kernel"),
+        ("urllib", "KG306", "network access from a kernel"),
+        ("requests", "KG306", "network access from a kernel"),
+        ("httpx", "KG306", "network access from a kernel"),
+        ("http.client", "KG306", "network access from a kernel"),
+        ("ftplib", "KG306", "network access from a kernel"),
+        ("pty", "KG306", "`pty` starts terminals"),
+        ("unittest.mock", "KG303", "`mock` patches library functions"),
+        ("mock", "KG303", "`mock` patches library functions"),
+        // threads
+        (
+            "threading",
+            "KG404",
+            "threads let `forward` return before the work is done",
+        ),
+        (
+            "_thread",
+            "KG404",
+            "threads let `forward` return before the work is done",
+        ),
+        (
+            "concurrent",
+            "KG404",
+            "executors let `forward` return before the work is done",
+        ),
+        (
+            "multiprocessing",
+            "KG404",
+            "processes let `forward` return before the work is done",
+        ),
+        (
+            "torch.multiprocessing",
+            "KG404",
+            "processes let `forward` return before the work is done",
+        ),
+        (
+            "asyncio",
+            "KG404",
+            "async tasks let `forward` return before the work is done",
+        ),
+        (
+            "torch.jit.fork",
+            "KG404",
+            "`torch.jit.fork` runs work asynchronously",
+        ),
+        (
+            "torch.jit._fork",
+            "KG404",
+            "`torch.jit.fork` runs work asynchronously",
+        ),
+        (
+            "torch.futures",
+            "KG404",
+            "futures let `forward` return before the work is done",
+        ),
+        // streams
+        (
+            "torch.cuda.Stream",
+            "KG403",
+            "a new CUDA stream runs work outside the timed stream",
+        ),
+        (
+            "torch.cuda.streams",
+            "KG403",
+            "a new CUDA stream runs work outside the timed stream",
+        ),
+        (
+            "torch.cuda.stream",
+            "KG403",
+            "switching streams runs work outside the timed stream",
+        ),
+        (
+            "torch.cuda.ExternalStream",
+            "KG403",
+            "an external stream runs work outside the timed stream",
+        ),
+        (
+            "torch.cuda.set_stream",
+            "KG403",
+            "switching streams runs work outside the timed stream",
+        ),
+        (
+            "torch.cuda.StreamContext",
+            "KG403",
+            "switching streams runs work outside the timed stream",
+        ),
+        (
+            "torch.Stream",
+            "KG403",
+            "a new stream runs work outside the timed stream",
+        ),
+        (
+            "torch.cuda.graphs",
+            "KG403",
+            "CUDA graphs replay work outside the timed stream",
+        ),
+        (
+            "torch.cuda.CUDAGraph",
+            "KG403",
+            "CUDA graphs replay work outside the timed stream",
+        ),
+        (
+            "torch.cuda.graph",
+            "KG403",
+            "CUDA graphs replay work outside the timed stream",
+        ),
+        // lazy tensors
+        (
+            "torch.Tensor._make_subclass",
+            "KG405",
+            "`_make_subclass` builds a tensor subclass",
+        ),
+        (
+            "torch.Tensor._make_wrapper_subclass",
+            "KG405",
+            "`_make_wrapper_subclass` builds a lazy tensor",
+        ),
+        (
+            "torch.overrides.TorchFunctionMode",
+            "KG405",
+            "a torch function mode intercepts every op",
+        ),
+        (
+            "torch.utils._python_dispatch",
+            "KG405",
+            "a dispatch mode intercepts every op",
+        ),
+    ];
+    TABLE
+        .iter()
+        .find(|(p, _, _)| under(path, p))
+        .map(|(_, r, m)| (*r, *m))
+}
+
+/// Timing functions (KG301) and validation functions (KG302) that must not be replaced.
+pub fn tamper_rule(path: &str) -> &'static str {
+    const TIMERS: &[&str] = &[
+        "torch.cuda",
+        "time",
+        "timeit",
+        "torch.utils.benchmark",
+        "triton.testing",
+        "torch.profiler",
+    ];
+    const VALIDATION: &[&str] = &[
+        "torch.allclose",
+        "torch.isclose",
+        "torch.equal",
+        "torch.eq",
+        "torch.all",
+        "torch.testing",
+        "torch.Tensor",
+        "numpy.allclose",
+        "numpy.testing",
+        "numpy.isclose",
+        "np.allclose",
+        "np.testing",
+        "math.isclose",
+    ];
+    if TIMERS.iter().any(|p| under(path, p)) {
+        "KG301"
+    } else if VALIDATION.iter().any(|p| under(path, p)) {
+        "KG302"
+    } else {
+        "KG303"
+    }
+}
+
+/// Size constants KernelBench problems define at module level.
+pub const SIZE_NAMES: &[&str] = &[
+    "batch_size",
+    "in_features",
+    "out_features",
+    "in_channels",
+    "out_channels",
+    "kernel_size",
+    "height",
+    "width",
+    "depth",
+    "dim",
+    "dim1",
+    "dim2",
+    "features",
+    "num_features",
+    "num_classes",
+    "seq_len",
+    "sequence_length",
+    "hidden_size",
+    "input_size",
+    "num_layers",
+    "embed_dim",
+    "num_heads",
+    "vocab_size",
+    "channels",
+    "M",
+    "N",
+    "K",
+    "batch",
+    "hidden_dim",
+    "input_dim",
+    "output_dim",
+    "length",
+    "size",
+    "n",
+    "m",
+    "k",
+    "height_in",
+    "width_in",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compute_versus_allocation() {
+        for p in [
+            "torch.matmul",
+            "torch.nn.functional.softmax",
+            "torch.ops.aten.mm",
+            "torch.linalg.inv",
+            "torch.compile",
+            "torch.relu",
+            "torch.Tensor.sigmoid",
+            "torch._C._nn.linear",
+        ] {
+            assert!(torch_compute(p), "{p}");
+        }
+        for p in [
+            "torch.empty",
+            "torch.empty_like",
+            "torch.zeros",
+            "torch.float16",
+            "torch.Size",
+            "torch.nn.Parameter",
+            "torch.nn.init.kaiming_uniform_",
+            "torch.cuda.current_stream",
+            "torch.utils.cpp_extension.load_inline",
+            "torch.nn.functional.pad",
+            "torch.ops.my_ext.run",
+            "torch.Tensor.size",
+            "numpy.dot",
+        ] {
+            assert!(!torch_compute(p), "{p}");
+        }
+        assert!(nn_layer("torch.nn.Linear") && nn_layer("torch.nn.ReLU"));
+        assert!(
+            !nn_layer("torch.nn.Parameter")
+                && !nn_layer("torch.nn.Module")
+                && !nn_layer("torch.nn.init.normal_")
+        );
+    }
+
+    #[test]
+    fn banned_and_tampering_tables() {
+        assert_eq!(banned("subprocess.run").map(|b| b.0), Some("KG306"));
+        assert_eq!(banned("sys.modules").map(|b| b.0), Some("KG304"));
+        assert_eq!(banned("sys.path"), None);
+        assert_eq!(banned("os.path.join"), None);
+        assert_eq!(tamper_rule("torch.cuda.Event.elapsed_time"), "KG301");
+        assert_eq!(tamper_rule("torch.allclose"), "KG302");
+        assert_eq!(tamper_rule("torch.matmul"), "KG303");
+    }
+}
