@@ -239,9 +239,11 @@ def _hardware(torch, device, precision):
     return {"gpu": cpu, "driver": "none", "cuda": "none", "torch": torch.__version__, "precision": precision}
 
 
-def baseline(job_json):
+def baseline(job_json, out_path=None):
     """Times each problem's reference; returns a JSON string:
-    {"hardware": {...}, "results": [{"problem", "variant", "samples": [...], "error"?, "bytes", "flops"}]}."""
+    {"hardware": {...}, "results": [{"problem", "variant", "samples": [...], "error"?, "bytes", "flops"}]}.
+    With `out_path`, the JSON is also rewritten there after every problem, so a run stopped at
+    its time limit keeps what it finished."""
     job = json.loads(job_json)
     import torch
 
@@ -305,4 +307,9 @@ def baseline(job_json):
             out["results"].append(rec)
             if device.startswith("cuda"):
                 torch.cuda.empty_cache()
+            if out_path:
+                tmp = out_path + ".tmp"
+                with open(tmp, "w") as f:
+                    f.write(json.dumps(out))
+                os.replace(tmp, out_path)
     return json.dumps(out)

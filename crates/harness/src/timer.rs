@@ -20,7 +20,12 @@ pub const KG_TIMING_SRC: &str = include_str!("../python/kg_timing.py");
 /// and patch it by name).
 pub fn load_timing_module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let code = CString::new(KG_TIMING_SRC).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-    let m = PyModule::from_code(py, &code, c"<kernelgate kg_timing>", c"_kernelgate_kg_timing")?;
+    let m = PyModule::from_code(
+        py,
+        &code,
+        c"<kernelgate kg_timing>",
+        c"_kernelgate_kg_timing",
+    )?;
     if let Ok(modules) = py.import("sys").and_then(|s| s.getattr("modules")) {
         let _ = modules.del_item("_kernelgate_kg_timing");
     }
@@ -65,8 +70,10 @@ impl Drop for CudaTimer {
 
 impl CudaTimer {
     fn new(ordinal: usize, cold: bool, stream: usize) -> PyResult<Self> {
-        let ctx = CudaContext::new(ordinal).map_err(|e| cuda_err("retaining the primary CUDA context", e))?;
-        ctx.bind_to_thread().map_err(|e| cuda_err("binding the CUDA context", e))?;
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| cuda_err("retaining the primary CUDA context", e))?;
+        ctx.bind_to_thread()
+            .map_err(|e| cuda_err("binding the CUDA context", e))?;
         let l2 = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
             .map_err(|e| cuda_err("querying the L2 size", e))?
@@ -74,11 +81,14 @@ impl CudaTimer {
         // Twice the L2, at least 256 MB (what KernelBench flushes with), so no line survives.
         let flush_bytes = if cold { (2 * l2).max(256 << 20) } else { 0 };
         let flags = sys::CUevent_flags::CU_EVENT_DEFAULT; // timing enabled
-        let start = result::event::create(flags).map_err(|e| cuda_err("creating the start event", e))?;
-        let end = result::event::create(flags).map_err(|e| cuda_err("creating the end event", e))?;
+        let start =
+            result::event::create(flags).map_err(|e| cuda_err("creating the start event", e))?;
+        let end =
+            result::event::create(flags).map_err(|e| cuda_err("creating the end event", e))?;
         let flush_ptr = if flush_bytes > 0 {
             // SAFETY: plain device allocation in the bound context, freed in Drop.
-            unsafe { result::malloc_sync(flush_bytes) }.map_err(|e| cuda_err("allocating the L2 flush buffer", e))?
+            unsafe { result::malloc_sync(flush_bytes) }
+                .map_err(|e| cuda_err("allocating the L2 flush buffer", e))?
         } else {
             0
         };
@@ -104,8 +114,13 @@ impl CudaTimer {
         // SAFETY: the buffer belongs to this timer; the stream is torch's, alive while torch is.
         unsafe {
             let _ = sys::cuCtxResetPersistingL2Cache();
-            result::memset_d8_async(self.flush_ptr, self.flush_value, self.flush_bytes, self.stream)
-                .map_err(|e| cuda_err("flushing L2", e))
+            result::memset_d8_async(
+                self.flush_ptr,
+                self.flush_value,
+                self.flush_bytes,
+                self.stream,
+            )
+            .map_err(|e| cuda_err("flushing L2", e))
         }
     }
 
@@ -113,7 +128,8 @@ impl CudaTimer {
         self.flush()?;
         let wall0 = Instant::now();
         // SAFETY: events and stream are valid for the timer's lifetime (see `new`).
-        unsafe { result::event::record(self.start, self.stream) }.map_err(|e| cuda_err("recording the start event", e))?;
+        unsafe { result::event::record(self.start, self.stream) }
+            .map_err(|e| cuda_err("recording the start event", e))?;
         let called = f.call0();
         // Record and drain even when the call raised, so the next call starts clean.
         let rec = unsafe { result::event::record(self.end, self.stream) };
@@ -124,16 +140,29 @@ impl CudaTimer {
         let wall_ms = wall0.elapsed().as_secs_f64() * 1e3;
         called?;
         rec.map_err(|e| cuda_err("recording the end event", e))?;
-        sync.map_err(|e| cuda_err("waiting for the end event (the timed call may have faulted)", e))?;
-        ctx_sync.map_err(|e| cuda_err("synchronising the context (the timed call may have faulted)", e))?;
-        let ms = unsafe { result::event::elapsed(self.start, self.end) }.map_err(|e| cuda_err("reading the events", e))?;
+        sync.map_err(|e| {
+            cuda_err(
+                "waiting for the end event (the timed call may have faulted)",
+                e,
+            )
+        })?;
+        ctx_sync.map_err(|e| {
+            cuda_err(
+                "synchronising the context (the timed call may have faulted)",
+                e,
+            )
+        })?;
+        let ms = unsafe { result::event::elapsed(self.start, self.end) }
+            .map_err(|e| cuda_err("reading the events", e))?;
         Ok((ms as f64, trailing_ms, wall_ms))
     }
 
     /// Device-to-device copy bandwidth in GB/s (read + write counted), best of `reps`.
     fn bandwidth_gbs(&mut self, reps: usize) -> PyResult<f64> {
         if self.flush_bytes < 2 {
-            return Err(PyValueError::new_err("bandwidth needs a cold timer (it copies within the flush buffer)"));
+            return Err(PyValueError::new_err(
+                "bandwidth needs a cold timer (it copies within the flush buffer)",
+            ));
         }
         let half = self.flush_bytes / 2;
         let mut best = 0.0f64;
@@ -141,8 +170,13 @@ impl CudaTimer {
             // SAFETY: both halves lie inside this timer's buffer.
             let ms = unsafe {
                 result::event::record(self.start, self.stream).map_err(|e| cuda_err("event", e))?;
-                result::memcpy_dtod_async(self.flush_ptr, self.flush_ptr + half as u64, half, self.stream)
-                    .map_err(|e| cuda_err("copy", e))?;
+                result::memcpy_dtod_async(
+                    self.flush_ptr,
+                    self.flush_ptr + half as u64,
+                    half,
+                    self.stream,
+                )
+                .map_err(|e| cuda_err("copy", e))?;
                 result::event::record(self.end, self.stream).map_err(|e| cuda_err("event", e))?;
                 result::event::synchronize(self.end).map_err(|e| cuda_err("sync", e))?;
                 result::event::elapsed(self.start, self.end).map_err(|e| cuda_err("elapsed", e))?
@@ -177,13 +211,19 @@ impl Timer {
         let cold = match l2 {
             "cold" => true,
             "warm" => false,
-            other => return Err(PyValueError::new_err(format!("l2 must be \"cold\" or \"warm\", not {other:?}"))),
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "l2 must be \"cold\" or \"warm\", not {other:?}"
+                )))
+            }
         };
         let backend = if device == "cpu" {
             Backend::Cpu
         } else if device == "cuda" || device.starts_with("cuda:") {
             let ordinal = match device.strip_prefix("cuda:") {
-                Some(n) => n.parse::<usize>().map_err(|_| PyValueError::new_err(format!("bad device {device:?}")))?,
+                Some(n) => n
+                    .parse::<usize>()
+                    .map_err(|_| PyValueError::new_err(format!("bad device {device:?}")))?,
                 None => 0,
             };
             if !culib_present() {
@@ -193,9 +233,15 @@ impl Timer {
             }
             Backend::Cuda(CudaTimer::new(ordinal, cold, stream)?)
         } else {
-            return Err(PyValueError::new_err(format!("device must be \"cpu\", \"cuda\" or \"cuda:N\", not {device:?}")));
+            return Err(PyValueError::new_err(format!(
+                "device must be \"cpu\", \"cuda\" or \"cuda:N\", not {device:?}"
+            )));
         };
-        Ok(Timer { backend, device: device.to_string(), l2: l2.to_string() })
+        Ok(Timer {
+            backend,
+            device: device.to_string(),
+            l2: l2.to_string(),
+        })
     }
 
     /// Times `fn()`: flush (cold), start event, call, end event, wait for it, then time a

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# GPU proof of the timing method, in ONE device call (see docs/timing.md):
+#   1. CV of the median over 20 repeated measurements of three bundled kernels;
+#   2. A/A comparisons (a kernel against itself) and an injected ~3% slowdown;
+#   3. the side-stream hack against honest kernels (trailing synchronisation);
+#   4. `kernelgate baseline` (eager and --compile) writing results/timing/<HARDWARE>/.
+# Raw samples go to $OUT/proof.json; the statistics are done by the Rust crate afterwards:
+#   cargo run -p kernelgate-timing --example gpu_report -- <dir with proof.json>
+# Needs: target/device/{kernelgate,libkernelgate_harness.so} carried, python3 with torch.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/kg-out}
+mkdir -p "$OUT"
+LIB=$PWD/target/device/libkernelgate_harness.so
+BIN=$PWD/target/device/kernelgate
+MOD=$(mktemp -d)
+ln -sf "$LIB" "$MOD/kernelgate_harness.so"
+export PYTHONPATH="$MOD" PYTHONUNBUFFERED=1 KERNELGATE_PYTHON=${KERNELGATE_PYTHON:-python3}
+export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/kg-ext} MAX_JOBS=8
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >"$OUT/gpu.txt" 2>&1
+T0=$SECONDS
+
+# Compile the CUDA kernel in the background while torch.compile baselines run.
+python3 -c "import importlib.util as u; s=u.spec_from_file_location('k','kernels/level2/1_Matmul_ReLU_Add/cuda.py'); m=u.module_from_spec(s); s.loader.exec_module(m)" \
+  >"$OUT/precompile.log" 2>&1 &
+PRE=$!
+timeout 150 "$BIN" baseline --device cuda --compile-only --timeout 140 >"$OUT/baseline_compile.log" 2>&1
+echo "baseline --compile-only rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/steps.log"
+wait $PRE; echo "precompile rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/steps.log"
+
+timeout 150 python3 - "$OUT/proof.json" <<'PY' 2>&1 | tee "$OUT/proof.log"
+import importlib.util, json, sys, time
+import torch
+import kernelgate_harness as h
+
+kt = h.timing_module()
+dev = "cuda"
+CFG = {"warmup": 3, "min_samples": 10, "max_samples": 200, "budget_s": 10.0, "ci_target_pct": 1.0, "l2": "cold"}
+timer = h.Timer(dev, "cold", int(torch.cuda.current_stream().cuda_stream))
+out = {"l2_bytes": timer.l2_bytes, "flush_bytes": timer.flush_bytes,
+       "bandwidth_gbs": timer.bandwidth_gbs(), "idle_sync_ms": timer.idle_sync_ms(),
+       "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cfg": CFG}
+print({k: v for k, v in out.items() if k != "cfg"})
+
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    m = importlib.util.module_from_spec(spec); sys.modules[name] = m; spec.loader.exec_module(m); return m
+
+KERNELS = [("level1/3_ReLU", "KernelBench/level1/3_ReLU.py", "kernels/level1/3_ReLU/triton.py"),
+           ("level1/7_Softmax", "KernelBench/level1/7_Softmax.py", "kernels/level1/7_Softmax/triton.py"),
+           ("level2/1_Matmul_ReLU_Add", "KernelBench/level2/1_Matmul_ReLU_Add.py", "kernels/level2/1_Matmul_ReLU_Add/cuda.py")]
+fns = {}
+for j, (key, prob, kern) in enumerate(KERNELS):
+    P = load(prob, f"p{j}"); K = load(kern, f"k{j}")
+    torch.manual_seed(42); init = P.get_init_inputs()
+    torch.manual_seed(42); model = K.ModelNew(*init).cuda()
+    torch.manual_seed(42); ref = P.Model(*init).cuda()
+    sets = []
+    for s in range(3):
+        torch.manual_seed(s); sets.append([x.cuda() if isinstance(x, torch.Tensor) else x for x in P.get_inputs()])
+    with torch.no_grad():
+        assert torch.allclose(model(*sets[0]), ref(*sets[0]), atol=1e-4, rtol=1e-4), key
+    def f(i, model=model, sets=sets):
+        with torch.no_grad():
+            return model(*sets[i])
+    def r(i, ref=ref, sets=sets):
+        with torch.no_grad():
+            return ref(*sets[i])
+    fns[key] = (f, r, sets)
+
+# 1. CV of the median over 20 repeated measurements.
+t = time.time()
+out["repeat"] = {}
+for key, (f, r, sets) in fns.items():
+    out["repeat"][key] = [[s["ms"] for s in kt.measure({"candidate": f}, 3, timer, CFG)["candidate"]] for _ in range(20)]
+print("repeat done", time.time() - t)
+
+# 2. A/A and injected slowdown on the matmul kernel (the longest of the three).
+key = "level2/1_Matmul_ReLU_Add"
+f, r, sets = fns[key]
+def with_sleep(cycles):
+    def g(i):
+        y = f(i)
+        torch.cuda._sleep(cycles)
+        return y
+    return g
+# Calibrate the GPU sleep so that f + sleep is ~3% slower than f (launch gap included).
+base_med = kt.median([s["ms"] for s in kt.measure({"a": f}, 3, timer, dict(CFG, min_samples=50, max_samples=50))["a"]])
+probe = {}
+for c in (1, 20000):
+    probe[c] = kt.median([s["ms"] for s in kt.measure({"b": with_sleep(c)}, 3, timer, dict(CFG, min_samples=50, max_samples=50))["b"]])
+per_cycle = (probe[20000] - probe[1]) / 19999
+cycles = max(1, int(1 + (1.03 * base_med - probe[1]) / per_cycle)) if per_cycle > 0 else 1
+out["inject"] = {"base_median_ms": base_med, "probe": probe, "cycles": cycles}
+print("inject", out["inject"])
+slow = with_sleep(cycles)
+aa, det = [], []
+t = time.time()
+for n in range(60):
+    t0 = time.time(); s = kt.measure({"base": f, "head": f}, 3, timer, CFG)
+    aa.append({"base": [x["ms"] for x in s["base"]], "head": [x["ms"] for x in s["head"]], "wall_s": time.time() - t0})
+    t0 = time.time(); s = kt.measure({"base": f, "head": slow}, 3, timer, CFG)
+    det.append({"base": [x["ms"] for x in s["base"]], "head": [x["ms"] for x in s["head"]], "wall_s": time.time() - t0})
+out["aa"], out["detect"] = aa, det
+print("aa/detect done", time.time() - t)
+
+# 3. Side stream hack vs honest kernels (full samples with trailing sync).
+side = torch.cuda.Stream()
+f3, r3, sets3 = fns["level1/3_ReLU"]
+def hack(i):
+    with torch.cuda.stream(side):  # work escapes the timed stream, never joined
+        return f3(i)
+def hack_mm(i):
+    with torch.cuda.stream(side):
+        return fns[key][0](i)
+out["escape"] = {}
+for name, fn in [("honest:" + k, v[0]) for k, v in fns.items()] + [("honest-ref:" + k, v[1]) for k, v in fns.items()] + [("side-stream:level1/3_ReLU", hack), ("side-stream:" + key, hack_mm)]:
+    out["escape"][name] = kt.measure({"x": fn}, 3, timer, CFG)["x"]
+    torch.cuda.synchronize()
+# 4. Reference vs candidate once, with GPU and wall time per comparison.
+out["speedup"] = {}
+for k, (f, r, sets) in fns.items():
+    t0 = time.time(); s = kt.measure({"reference": r, "candidate": f}, 3, timer, CFG)
+    out["speedup"][k] = {"reference": [x["ms"] for x in s["reference"]], "candidate": [x["ms"] for x in s["candidate"]], "wall_s": time.time() - t0}
+json.dump(out, open(sys.argv[1], "w"))
+print("proof written")
+PY
+echo "proof rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/steps.log"
+
+timeout 100 "$BIN" baseline --device cuda --timeout 95 >"$OUT/baseline_eager.log" 2>&1
+echo "baseline eager rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/steps.log"
+mkdir -p "$OUT/results"
+cp results/timing/NVIDIA_H200*/*.json "$OUT/results/" 2>/dev/null
+ls results/timing/ >>"$OUT/steps.log" 2>&1
+cat "$OUT/steps.log"; tail -5 "$OUT/baseline_compile.log" "$OUT/baseline_eager.log"

@@ -1,0 +1,417 @@
+//! `kernelgate baseline`: time the references on this machine and write the baseline files
+//! under `results/timing/<HARDWARE>/` (KernelBench's two formats and kernelgate's own).
+//!
+//! Only the repository's own problem files run here (no candidate code), in one child process
+//! of the runner's Python importing the harness extension's `kg_timing.baseline`.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context};
+use kernelgate_model::{Config, Device, Precision};
+use kernelgate_timing::baseline::{BASELINES_FILE, KB_COMPILE_FILE, KB_EAGER_FILE};
+use kernelgate_timing::{
+    hardware_dir_name, stale_check, BaselineEntry, BaselineFile, HardwareKey, KbEntry, KbFile,
+    Lookup, Query, Sample, SeriesStats, Staleness, Variant,
+};
+use serde::Deserialize;
+
+use crate::cli::Cli;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only problems of this level.
+    #[arg(long)]
+    pub level: Option<u32>,
+    /// Only these problems (`level1/3_ReLU`, `3_ReLU` or a path); repeatable.
+    #[arg(long = "problem", value_name = "KEY")]
+    pub problems: Vec<String>,
+    /// Also time `torch.compile` (inductor, default mode) of each reference.
+    #[arg(long)]
+    pub compile: bool,
+    /// Only `torch.compile`, not eager.
+    #[arg(long, conflicts_with = "compile")]
+    pub compile_only: bool,
+    /// auto | cuda | cpu (default: `[defaults] device`).
+    #[arg(long)]
+    pub device: Option<String>,
+    #[arg(long)]
+    pub precision: Option<Precision>,
+    /// Folder name under results/timing/ (default: from the device name, e.g. NVIDIA_H200).
+    #[arg(long)]
+    pub hardware: Option<String>,
+    /// Whole-run limit in seconds (default: 60 s per problem and variant, plus 120 s).
+    #[arg(long)]
+    pub timeout: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct ChildOut {
+    hardware: ChildHardware,
+    device: String,
+    l2: String,
+    #[serde(default)]
+    bandwidth_gbs: Option<f64>,
+    #[serde(default)]
+    idle_sync_ms: Option<f64>,
+    results: Vec<ChildResult>,
+}
+
+#[derive(Deserialize)]
+struct ChildHardware {
+    gpu: String,
+    driver: String,
+    cuda: String,
+    torch: String,
+}
+
+#[derive(Deserialize)]
+struct ChildResult {
+    problem: String,
+    variant: String,
+    #[serde(default)]
+    samples: Vec<Sample>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    traceback: Option<String>,
+}
+
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
+    let cfg = Config::load(&cli.repo, cli.config.as_deref())?;
+    let spec = cfg.dataset_spec(&cli.repo);
+    let set = spec
+        .load()
+        .with_context(|| format!("loading problems from {spec}"))?;
+    let mut problems: Vec<&kernelgate_model::Problem> = Vec::new();
+    if args.problems.is_empty() {
+        problems.extend(
+            set.iter()
+                .filter(|p| args.level.is_none_or(|l| p.level == l)),
+        );
+    } else {
+        for q in &args.problems {
+            let p = set
+                .find(q)
+                .map_err(|e| anyhow::anyhow!("--problem {q}: {e}"))?;
+            if args.level.is_none_or(|l| p.level == l) && !problems.iter().any(|x| x.key == p.key) {
+                problems.push(p);
+            }
+        }
+    }
+    if problems.is_empty() {
+        bail!("no problems selected from {spec}: check --level / --problem (`kernelgate problems` lists them)");
+    }
+    let device = match args.device.as_deref() {
+        Some(d @ ("auto" | "cuda" | "cpu")) => d.to_string(),
+        Some(d) => bail!("--device {d}: expected auto, cuda or cpu"),
+        None => match cfg.defaults.device {
+            Device::Auto => "auto".to_string(),
+            d => d.as_str().to_string(),
+        },
+    };
+    let precision = args.precision.unwrap_or(cfg.defaults.precision);
+    let variants: Vec<&str> = if args.compile_only {
+        vec!["compile"]
+    } else if args.compile || cfg.timing.compile_baseline {
+        vec!["eager", "compile"]
+    } else {
+        vec!["eager"]
+    };
+
+    let python = cfg
+        .harness
+        .python
+        .clone()
+        .unwrap_or_else(|| kernelgate_eval::find_python(&cli.repo));
+    let harness = kernelgate_eval::find_harness()?;
+    let work = tempfile::tempdir().context("creating a temporary directory")?;
+    let module = work.path().join("kernelgate_harness.so");
+    std::os::unix::fs::symlink(
+        std::fs::canonicalize(&harness).unwrap_or(harness.clone()),
+        &module,
+    )
+    .with_context(|| {
+        format!(
+            "linking {} into {}",
+            harness.display(),
+            work.path().display()
+        )
+    })?;
+    let t = &cfg.timing;
+    let job = serde_json::json!({
+        "problems": problems.iter().map(|p| serde_json::json!({
+            "key": p.key,
+            "path": std::fs::canonicalize(&p.path).unwrap_or(p.path.clone()),
+        })).collect::<Vec<_>>(),
+        "variants": variants,
+        "device": device,
+        "precision": precision.as_str(),
+        "seed": 42,
+        "input_sets": 3,
+        "timing": {
+            "warmup": t.warmup.max(5),  // KernelBench warms references up 5 times
+            "min_samples": t.min_samples.max(30),
+            "max_samples": t.max_samples.max(100),
+            "budget_s": t.budget_s,
+            "ci_target_pct": t.ci_target_pct,
+            "l2": match t.l2 { kernelgate_model::L2Mode::Cold => "cold", kernelgate_model::L2Mode::Warm => "warm" },
+        },
+    });
+    let job_path = work.path().join("job.json");
+    let out_path = work.path().join("result.json");
+    std::fs::write(&job_path, job.to_string())?;
+    let limit = Duration::from_secs(
+        args.timeout
+            .unwrap_or(120 + 60 * (problems.len() * variants.len()) as u64 + t.budget_s as u64),
+    );
+    eprintln!(
+        "timing {} reference(s) x {} on {device} with {} ...",
+        problems.len(),
+        variants.join("+"),
+        python.display()
+    );
+    let timed_out = run_child(&python, work.path(), &job_path, &out_path, limit)?;
+    let text = std::fs::read_to_string(&out_path).with_context(|| {
+        format!(
+            "the baseline child wrote no result to {} before it was stopped",
+            out_path.display()
+        )
+    })?;
+    let out: ChildOut =
+        serde_json::from_str(&text).context("parsing the baseline child's result")?;
+
+    let key = HardwareKey {
+        gpu: out.hardware.gpu.clone(),
+        driver: out.hardware.driver.clone(),
+        cuda: out.hardware.cuda.clone(),
+        torch: out.hardware.torch.clone(),
+        precision,
+    };
+    let hw_dir = args
+        .hardware
+        .clone()
+        .unwrap_or_else(|| hardware_dir_name(&key.gpu));
+    let dir = cfg.results_root(&cli.repo).join("timing").join(&hw_dir);
+    let kb_device = if out.device.starts_with("cuda") {
+        "cuda:0".to_string()
+    } else {
+        out.device.clone()
+    };
+    let ours_path = dir.join(BASELINES_FILE);
+    let mut ours = BaselineFile::load_or_default(&ours_path)?;
+    let mut kb_eager = KbFile::load_or_default(&dir.join(KB_EAGER_FILE))?;
+    let mut kb_compile = KbFile::load_or_default(&dir.join(KB_COMPILE_FILE))?;
+    let commit = git_head(&cli.repo);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+
+    println!(
+        "{:<32} {:<8} {:>11} {:>21} {:>5} {:>9}  NOTE",
+        "PROBLEM", "VARIANT", "MEDIAN ms", "95% CI of median", "N", "CV %"
+    );
+    let mut failed = 0;
+    let mut wrote_eager = false;
+    let mut wrote_compile = false;
+    for r in &out.results {
+        let Some(p) = problems.iter().find(|p| p.key == r.problem) else {
+            continue;
+        };
+        let variant = if r.variant == "compile" {
+            Variant::Compile
+        } else {
+            Variant::Eager
+        };
+        if let Some(e) = &r.error {
+            failed += 1;
+            println!(
+                "{:<32} {:<8} {:>11} {:>21} {:>5} {:>9}  FAILED: {e}",
+                p.key, r.variant, "-", "-", "-", "-"
+            );
+            if let Some(tb) = &r.traceback {
+                eprintln!("{}: {} traceback:\n{tb}", p.path.display(), r.variant);
+            }
+            continue;
+        }
+        let ms: Vec<f64> = r.samples.iter().map(|s| s.ms).collect();
+        let stats = match SeriesStats::from_samples(&ms) {
+            Ok(s) => s,
+            Err(e) => {
+                failed += 1;
+                println!("{:<32} {:<8} FAILED: {e}", p.key, r.variant);
+                continue;
+            }
+        };
+        let q = Query {
+            problem: &p.key,
+            problem_sha256: &p.sha256,
+            variant,
+            kernel: None,
+            hardware: &key,
+            l2: &out.l2,
+        };
+        let note = match ours.lookup(&q) {
+            Lookup::Match(prev) => match stale_check(&ms, prev, cfg.timing.threshold_pct) {
+                Ok(Staleness::Stale { ratio, .. }) => {
+                    format!("replaces a baseline {:+.1}% away", (ratio - 1.0) * 100.0)
+                }
+                Ok(Staleness::Fresh { ratio }) => format!(
+                    "agrees with the stored baseline ({:+.1}%)",
+                    (ratio - 1.0) * 100.0
+                ),
+                Err(_) => String::new(),
+            },
+            Lookup::ProblemChanged { .. } => {
+                "problem changed since the stored baseline".to_string()
+            }
+            Lookup::KeyMismatch { .. } | Lookup::Missing => "new".to_string(),
+        };
+        println!(
+            "{:<32} {:<8} {:>11.4} {:>21} {:>5} {:>9.3}  {note}",
+            p.key,
+            r.variant,
+            stats.median,
+            format!("{:.4}..{:.4}", stats.ci95_median.0, stats.ci95_median.1),
+            stats.n,
+            stats.cv_pct()
+        );
+        let level = format!("level{}", p.level);
+        let kb = KbEntry::from_stats(&stats, &key.gpu, &kb_device);
+        match variant {
+            Variant::Compile => {
+                kb_compile.insert(&level, &p.file_name(), kb);
+                wrote_compile = true;
+            }
+            _ => {
+                kb_eager.insert(&level, &p.file_name(), kb);
+                wrote_eager = true;
+            }
+        }
+        ours.upsert(BaselineEntry {
+            problem: p.key.clone(),
+            problem_sha256: p.sha256.clone(),
+            variant,
+            kernel: None,
+            kernel_sha256: None,
+            hardware: key.clone(),
+            l2: out.l2.clone(),
+            stats,
+            samples_ms: ms,
+            commit: commit.clone(),
+            recorded_at: now,
+        });
+    }
+    if wrote_eager {
+        kb_eager.save(&dir.join(KB_EAGER_FILE))?;
+    }
+    if wrote_compile {
+        kb_compile.save(&dir.join(KB_COMPILE_FILE))?;
+    }
+    if wrote_eager || wrote_compile {
+        ours.save(&ours_path)?;
+    }
+    if let Some(bw) = out.bandwidth_gbs {
+        eprintln!("measured device copy bandwidth: {bw:.0} GB/s");
+    }
+    if let Some(s) = out.idle_sync_ms {
+        eprintln!("idle context synchronise: {:.1} us", s * 1e3);
+    }
+    eprintln!("wrote {} ({})", dir.display(), key);
+    let missing =
+        problems.len() * variants.len() - out.results.len().min(problems.len() * variants.len());
+    if timed_out || missing > 0 {
+        eprintln!("{missing} problem/variant pair(s) not timed before the limit");
+        failed += missing;
+    }
+    if failed > 0 {
+        eprintln!(
+            "{failed} reference(s) failed to time; their previous baselines, if any, are kept"
+        );
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// Runs the child with a scrubbed environment and a wall-clock limit. `Ok(true)`: the limit
+/// was hit (the child's partial result, written after every problem, is still used).
+fn run_child(
+    python: &Path,
+    dir: &Path,
+    job: &Path,
+    out: &Path,
+    limit: Duration,
+) -> anyhow::Result<bool> {
+    let code = "import sys, kernelgate_harness as h\n\
+                h.timing_module().baseline(open(sys.argv[1]).read(), sys.argv[2])\n";
+    let mut cmd = Command::new(python);
+    cmd.arg("-c").arg(code).arg(job).arg(out).current_dir(dir);
+    cmd.env_clear();
+    for (k, v) in std::env::vars_os() {
+        let name = k.to_string_lossy();
+        if !kernelgate_eval::is_secret_var(&name) && name != "PYTHONPATH" {
+            cmd.env(&k, &v);
+        }
+    }
+    cmd.env("PYTHONPATH", dir).env("PYTHONUNBUFFERED", "1");
+    cmd.env("TORCHINDUCTOR_CACHE_DIR", dir.join("inductor"));
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut child = cmd.spawn().with_context(|| {
+        format!(
+            "starting {} (set KERNELGATE_PYTHON or [harness] python to a Python with torch)",
+            python.display()
+        )
+    })?;
+    let mut stdout = child.stdout.take();
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            let mut text = String::new();
+            if let Some(s) = stdout.as_mut() {
+                let _ = s.read_to_string(&mut text);
+            }
+            if !status.success() {
+                bail!(
+                    "the baseline child ({}) exited with {status}; its output:\n{}",
+                    python.display(),
+                    text.chars()
+                        .rev()
+                        .take(4000)
+                        .collect::<String>()
+                        .chars()
+                        .rev()
+                        .collect::<String>()
+                );
+            }
+            return Ok(false);
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            eprintln!(
+                "timing the references took longer than {} s: stopped; keeping the problems finished so far \
+                 (raise --timeout or select fewer problems)",
+                limit.as_secs()
+            );
+            return Ok(true);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn git_head(repo: &Path) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
