@@ -88,10 +88,13 @@ if [ ! -f "$report/report.json" ]; then
 fi
 echo "kernelgate pr exited with $rc (1 = the gate failed the PR: the head commit carries a hack and a broken kernel)"
 echo
-echo "PR comment:        $report/comment.md"
-echo "job summary:       $report/summary.md"
-echo "SARIF:             $report/results.sarif"
-echo "report (JSON):     $report/report.json"
+show() { # label file
+  if [ -f "$2" ]; then printf '%-18s %s\n' "$1" "$2"; else printf '%-18s %s (not written)\n' "$1" "$2"; fi
+}
+show "PR comment:" "$report/comment.md"
+show "job summary:" "$report/summary.md"
+show "SARIF:" "$report/results.sarif"
+show "report (JSON):" "$report/report.json"
 for f in "$report"/*; do
   case "$(basename "$f")" in
     comment.md | summary.md | results.sarif | report.json) ;;
