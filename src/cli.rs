@@ -24,6 +24,8 @@ pub enum Command {
     Problems(cmd::problems::Args),
     /// List candidate kernels with their problem, backend and precision.
     Kernels(cmd::kernels::Args),
+    /// Evaluate one kernel against its problem in an isolated child process.
+    Eval(cmd::eval::Args),
     /// Gate a pull request: lint, evaluate and time the kernels it changes; report and publish.
     Pr(cmd::pr::Args),
 }

@@ -2,6 +2,7 @@
 
 use crate::cli::{Cli, Command};
 
+pub mod eval;
 pub mod kernels;
 pub mod pr;
 pub mod problems;
@@ -10,6 +11,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match &cli.command {
         Command::Problems(args) => problems::run(&cli, args),
         Command::Kernels(args) => kernels::run(&cli, args),
+        Command::Eval(args) => eval::run(&cli, args),
         Command::Pr(args) => pr::run(&cli, args),
     }
 }

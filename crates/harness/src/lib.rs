@@ -1,6 +1,143 @@
+//! `kernelgate_harness`: the Python extension module a child process imports to run one job.
+//!
+//! The CLI starts `python -c "import kernelgate_harness as h; h.main()"` and writes two things
+//! on the child's stdin: one line with a hex HMAC key, then the job JSON. `main()` reads both
+//! here, in Rust, before any candidate code exists in the process, keeps the key only in Rust
+//! memory, drives the embedded Python runner (`python/runner.py`, loaded as a private module),
+//! and writes the runner's result JSON itself, authenticated with the key. A candidate that
+//! prints, writes files or exits early cannot produce a result the CLI accepts.
+
+mod timer;
+
+use hmac::{Hmac, Mac};
 use pyo3::prelude::*;
+use pyo3::types::PyModule;
+use sha2::Sha256;
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The runner: every phase of a job (problem load, reference, candidate import, checks, timing).
+const RUNNER_SRC: &str = include_str!("../python/runner.py");
+
+/// `main()` may run once per process: a candidate calling it again must not get a signed result.
+static STARTED: AtomicBool = AtomicBool::new(false);
+
+/// Runs the job given on stdin and exits the process. Never returns normally.
+#[pyfunction]
+fn main(py: Python<'_>) -> PyResult<()> {
+    if STARTED.swap(true, Ordering::SeqCst) {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "kernelgate_harness.main() runs once per process",
+        ));
+    }
+    let mut input = String::new();
+    std::io::stdin().read_to_string(&mut input).map_err(|e| {
+        pyo3::exceptions::PyRuntimeError::new_err(format!("reading the job from stdin: {e}"))
+    })?;
+    let (key_line, job) = input.split_once('\n').unwrap_or((input.as_str(), ""));
+    let key = hex::decode(key_line.trim()).map_err(|e| {
+        pyo3::exceptions::PyRuntimeError::new_err(format!("bad result key on stdin: {e}"))
+    })?;
+    let job_value: serde_json::Value = serde_json::from_str(job).map_err(|e| {
+        pyo3::exceptions::PyRuntimeError::new_err(format!("bad job JSON on stdin: {e}"))
+    })?;
+    let result_path = job_value
+        .get("result_path")
+        .and_then(|v| v.as_str())
+        .map(PathBuf::from)
+        .ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("job JSON has no result_path"))?;
+
+    let payload = match drive_runner(py, job) {
+        Ok(json) => json,
+        Err(message) => harness_error_json(&message),
+    };
+    // Flush what Python buffered for the captured stdout/stderr files before leaving.
+    let _ = py.run(
+        c"import sys\nsys.stdout.flush()\nsys.stderr.flush()",
+        None,
+        None,
+    );
+    let code = match write_result(&result_path, &key, &payload) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!(
+                "kernelgate harness: cannot write the result to {}: {e}",
+                result_path.display()
+            );
+            3
+        }
+    };
+    // Leave without Python finalisation: candidate atexit hooks and non-daemon threads must not
+    // hang the job or touch the result after it is written.
+    std::process::exit(code);
+}
+
+/// Loads the runner as a private module (removed from `sys.modules`) and runs the job.
+/// Returns the result JSON, validated, or a message describing the harness's own failure.
+fn drive_runner(py: Python<'_>, job: &str) -> Result<String, String> {
+    let code = CString::new(RUNNER_SRC).map_err(|e| e.to_string())?;
+    let runner = PyModule::from_code(py, &code, c"<kernelgate runner>", c"_kernelgate_runner")
+        .map_err(|e| format!("loading the embedded runner: {}", py_error_text(py, &e)))?;
+    if let Ok(sys) = py.import("sys") {
+        if let Ok(modules) = sys.getattr("modules") {
+            let _ = modules.del_item("_kernelgate_runner");
+        }
+    }
+    let timing: Option<Bound<'_, PyModule>> = None;
+    let timer: Option<Bound<'_, PyAny>> = None;
+    let out = runner
+        .call_method1("run", (job, timing, timer))
+        .map_err(|e| format!("runner raised: {}", py_error_text(py, &e)))?;
+    let text: String = out
+        .extract()
+        .map_err(|e| format!("runner returned no string: {}", py_error_text(py, &e)))?;
+    serde_json::from_str::<serde_json::Value>(&text)
+        .map_err(|e| format!("runner returned invalid JSON: {e}"))?;
+    Ok(text)
+}
+
+fn py_error_text(py: Python<'_>, err: &PyErr) -> String {
+    let tb = err
+        .traceback(py)
+        .and_then(|tb| tb.format().ok())
+        .unwrap_or_default();
+    format!("{tb}{err}")
+}
+
+fn harness_error_json(message: &str) -> String {
+    serde_json::json!({
+        "outcome": {"kind": "harness_error", "message": message},
+        "findings": [],
+        "phases": [],
+        "timing": null,
+    })
+    .to_string()
+}
+
+/// Writes `<hex mac>\n<payload>` through a fresh file and a rename, so a path the candidate
+/// prepared (a symlink, say) is replaced, never written through.
+fn write_result(path: &std::path::Path, key: &[u8], payload: &str) -> std::io::Result<()> {
+    let mut mac =
+        Hmac::<Sha256>::new_from_slice(key).map_err(|e| std::io::Error::other(e.to_string()))?;
+    mac.update(payload.as_bytes());
+    let tag = hex::encode(mac.finalize().into_bytes());
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)?;
+    file.write_all(tag.as_bytes())?;
+    file.write_all(b"\n")?;
+    file.write_all(payload.as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
 
 #[pymodule]
-fn kernelgate_harness(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+fn kernelgate_harness(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(main, m)?)?;
+    timer::register(m)?;
     Ok(())
 }

@@ -1,0 +1,342 @@
+//! The child process: scrubbed environment, own process group, limits, and the authenticated
+//! result file.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::outcome::ExitInfo;
+
+/// Bytes of stdout/stderr kept in the result.
+pub const TAIL_BYTES: u64 = 4096;
+
+/// How the child is started and limited.
+pub struct Launch<'a> {
+    pub python: &'a Path,
+    pub harness: &'a Path,
+    pub job: serde_json::Value,
+    pub dir: &'a Path,
+    pub compile_timeout: Duration,
+    pub run_timeout: Duration,
+    pub memory_limit_bytes: u64,
+    /// Enforce memory with `RLIMIT_AS` (CPU) or an RSS watchdog (CUDA needs a huge address space).
+    pub rlimit_as: bool,
+    pub env: Vec<(String, String)>,
+}
+
+/// What supervision saw.
+pub enum Ended {
+    /// The child wrote a result that carries our HMAC.
+    Result(String),
+    Forged,
+    NoResult,
+    Timeout {
+        phase: String,
+        limit: Duration,
+    },
+    MemoryKilled {
+        rss_bytes: u64,
+    },
+}
+
+pub struct Report {
+    pub ended: Ended,
+    pub exit: ExitInfo,
+    /// Last phase the child announced (`setup`, `compile`, `run`); `None` when it never started.
+    pub phase: Option<String>,
+    pub stdout_tail: String,
+    pub stderr_tail: String,
+}
+
+/// Environment variables the child never sees: CI tokens and anything named like a secret.
+pub fn is_secret_var(name: &str) -> bool {
+    let up = name.to_ascii_uppercase();
+    up.starts_with("GITHUB_")
+        || up.starts_with("ACTIONS_")
+        || up.starts_with("RUNNER_")
+        || ["TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE"]
+            .iter()
+            .any(|w| up.contains(w))
+        // Python start-up hooks would run before the harness.
+        || matches!(up.as_str(), "PYTHONSTARTUP" | "PYTHONINSPECT" | "PYTHONPATH")
+}
+
+pub fn run(launch: Launch<'_>) -> std::io::Result<Report> {
+    let dir = launch.dir;
+    let pydir = dir.join("py");
+    let work = dir.join("work");
+    std::fs::create_dir_all(&pydir)?;
+    std::fs::create_dir_all(&work)?;
+    std::os::unix::fs::symlink(launch.harness, pydir.join("kernelgate_harness.abi3.so"))?;
+    let result_path = dir.join("result.json");
+    let progress_path = dir.join("progress");
+    let stdout_path = dir.join("stdout.txt");
+    let stderr_path = dir.join("stderr.txt");
+
+    let mut job = launch.job;
+    job["result_path"] = result_path.display().to_string().into();
+    job["progress_path"] = progress_path.display().to_string().into();
+    job["spawn_unix"] = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+        .into();
+
+    let key: [u8; 32] = rand::random();
+    let mut cmd = Command::new(launch.python);
+    cmd.arg("-c")
+        .arg("import kernelgate_harness as h; h.main()")
+        .current_dir(&work)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(File::create(&stdout_path)?)
+        .stderr(File::create(&stderr_path)?)
+        .process_group(0);
+    let inherited_pythonpath = std::env::var("PYTHONPATH").unwrap_or_default();
+    for (k, v) in std::env::vars() {
+        if !is_secret_var(&k) {
+            cmd.env(k, v);
+        }
+    }
+    let pythonpath = if inherited_pythonpath.is_empty() {
+        pydir.display().to_string()
+    } else {
+        format!("{}:{inherited_pythonpath}", pydir.display())
+    };
+    // Tools installed beside the interpreter (ninja in a venv) must be found, as if activated.
+    if let Some(bin) = launch.python.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let path = std::env::var("PATH").unwrap_or_default();
+        cmd.env("PATH", format!("{}:{path}", bin.display()));
+    }
+    cmd.env("PYTHONPATH", pythonpath)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("PYTHONUNBUFFERED", "1")
+        .env("TMPDIR", &work)
+        .env("TRITON_CACHE_DIR", dir.join("triton"));
+    for (k, v) in &launch.env {
+        cmd.env(k, v);
+    }
+    let limit = launch.memory_limit_bytes;
+    let rlimit_as = launch.rlimit_as;
+    // SAFETY: only async-signal-safe calls (setrlimit, prctl) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if rlimit_as && limit > 0 {
+                let r = libc::rlimit {
+                    rlim_cur: limit as libc::rlim_t,
+                    rlim_max: limit as libc::rlim_t,
+                };
+                if libc::setrlimit(libc::RLIMIT_AS, &r) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            // Die with the CLI: no orphaned GPU jobs.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    let pgid = child.id() as i32;
+    {
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let mut msg = hex::encode(key);
+        msg.push('\n');
+        msg.push_str(&job.to_string());
+        // A child that dies at once closes the pipe: that is reported from its exit status.
+        let _ = stdin.write_all(msg.as_bytes());
+    }
+
+    let mut phase: Option<String> = None;
+    let mut compile_spent = Duration::ZERO;
+    let mut run_spent = Duration::ZERO;
+    let mut last = Instant::now();
+    let mut last_rss_check = Instant::now();
+    let mut ended: Option<Ended> = None;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        let now = Instant::now();
+        let dt = now - last;
+        last = now;
+        if let Ok(p) = std::fs::read_to_string(&progress_path) {
+            phase = Some(p.trim().to_string());
+        }
+        if phase.as_deref() == Some("compile") {
+            compile_spent += dt;
+        } else {
+            run_spent += dt;
+        }
+        if compile_spent > launch.compile_timeout {
+            ended = Some(Ended::Timeout {
+                phase: "compile".into(),
+                limit: launch.compile_timeout,
+            });
+        } else if run_spent > launch.run_timeout {
+            ended = Some(Ended::Timeout {
+                phase: "run".into(),
+                limit: launch.run_timeout,
+            });
+        } else if !rlimit_as && limit > 0 && now - last_rss_check > Duration::from_millis(100) {
+            last_rss_check = now;
+            let rss = group_rss_bytes(pgid);
+            if rss > limit {
+                ended = Some(Ended::MemoryKilled { rss_bytes: rss });
+            }
+        }
+        if ended.is_some() {
+            kill_group(pgid);
+            break child.wait()?;
+        }
+    };
+    // Whatever the candidate left behind (compilers, daemons) goes with the job.
+    kill_group(pgid);
+
+    let ended = match ended {
+        Some(e) => e,
+        None => read_result(&result_path, &key),
+    };
+    Ok(Report {
+        ended,
+        exit: ExitInfo {
+            code: status.code(),
+            signal: status.signal(),
+        },
+        phase,
+        stdout_tail: tail(&stdout_path),
+        stderr_tail: tail(&stderr_path),
+    })
+}
+
+fn kill_group(pgid: i32) {
+    // SAFETY: signalling our own child's process group; ESRCH (already gone) is fine.
+    unsafe {
+        libc::killpg(pgid, libc::SIGKILL);
+    }
+}
+
+/// Resident memory of every process in the group (the Python child and what it spawned).
+fn group_rss_bytes(pgid: i32) -> u64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut total = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        // SAFETY: getpgid has no memory effects.
+        if unsafe { libc::getpgid(pid) } != pgid {
+            continue;
+        }
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            if let Some(kb) = status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                total += kb * 1024;
+            }
+        }
+    }
+    total
+}
+
+fn read_result(path: &Path, key: &[u8]) -> Ended {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ended::NoResult;
+    };
+    let Some((tag, payload)) = text.split_once('\n') else {
+        return Ended::Forged;
+    };
+    let Ok(tag) = hex::decode(tag.trim()) else {
+        return Ended::Forged;
+    };
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
+        return Ended::Forged;
+    };
+    mac.update(payload.as_bytes());
+    match mac.verify_slice(&tag) {
+        Ok(()) => Ended::Result(payload.to_string()),
+        Err(_) => Ended::Forged,
+    }
+}
+
+/// The last [`TAIL_BYTES`] of a captured stream, lossily decoded.
+pub fn tail(path: &PathBuf) -> String {
+    let Ok(mut f) = File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(TAIL_BYTES);
+    if f.seek(SeekFrom::Start(start)).is_err() {
+        return String::new();
+    }
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    let s = String::from_utf8_lossy(&buf).into_owned();
+    if start > 0 {
+        format!("...{s}")
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_scrubbed_and_ordinary_variables_kept() {
+        for v in [
+            "GITHUB_TOKEN",
+            "GITHUB_WORKSPACE",
+            "ACTIONS_RUNTIME_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "HF_TOKEN",
+            "my_password",
+            "NPM_AUTH",
+            "PYTHONPATH",
+        ] {
+            assert!(is_secret_var(v), "{v} must be scrubbed");
+        }
+        for v in [
+            "PATH",
+            "HOME",
+            "CUDA_HOME",
+            "LD_LIBRARY_PATH",
+            "CUDA_VISIBLE_DEVICES",
+            "TORCH_CUDA_ARCH_LIST",
+        ] {
+            assert!(!is_secret_var(v), "{v} must be kept");
+        }
+    }
+
+    #[test]
+    fn result_needs_the_right_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r");
+        let key = [7u8; 32];
+        let payload = r#"{"outcome":{"kind":"passed"}}"#;
+        let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
+        mac.update(payload.as_bytes());
+        let tag = hex::encode(mac.finalize().into_bytes());
+        std::fs::write(&p, format!("{tag}\n{payload}")).unwrap();
+        assert!(matches!(read_result(&p, &key), Ended::Result(s) if s == payload));
+        assert!(matches!(read_result(&p, &[8u8; 32]), Ended::Forged));
+        std::fs::write(&p, format!("{tag}\n{payload} ")).unwrap();
+        assert!(matches!(read_result(&p, &key), Ended::Forged));
+        assert!(matches!(
+            read_result(&dir.path().join("none"), &key),
+            Ended::NoResult
+        ));
+    }
+}

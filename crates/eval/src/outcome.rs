@@ -1,0 +1,277 @@
+//! What one job produced: the outcome (one enum, serde tag `kind`), runtime findings, the
+//! phase timestamps and the raw timing samples.
+
+use kernelgate_model::Finding;
+use kernelgate_timing::{Comparison, Sample};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One trial that exceeded the tolerance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct TrialMismatch {
+    pub trial: u32,
+    pub seed: Option<u64>,
+    /// Index of the output (for models returning tuples).
+    pub output: u32,
+    pub max_abs_error: Option<f64>,
+    pub max_rel_error: Option<f64>,
+    pub mismatches: u64,
+    pub elements: u64,
+    pub mismatch_share: f64,
+    pub first_mismatch_index: Vec<i64>,
+    pub expected: serde_json::Value,
+    pub got: serde_json::Value,
+    pub nonfinite_outputs: u64,
+    /// True for the repeat call on trial 0's inputs (the determinism check).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub repeat: bool,
+}
+
+/// Shape, dtype or device disagreement between the candidate's output and the reference's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Mismatch {
+    pub message: String,
+    pub trial: Option<u32>,
+    pub output: Option<u32>,
+    pub expected: serde_json::Value,
+    pub got: serde_json::Value,
+}
+
+/// The verdict of one job. Every variant but `Passed` fails the gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Outcome {
+    Passed {
+        #[serde(default)]
+        trials: u32,
+    },
+    Incorrect {
+        message: String,
+        #[serde(default)]
+        trials: Vec<TrialMismatch>,
+        #[serde(default)]
+        passed_trials: u32,
+        #[serde(default)]
+        total_trials: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        phase: Option<String>,
+    },
+    ShapeMismatch(Mismatch),
+    DtypeMismatch(Mismatch),
+    DeviceMismatch(Mismatch),
+    NotATensor {
+        message: String,
+        #[serde(default)]
+        trial: Option<u32>,
+        #[serde(default)]
+        output: Option<u32>,
+    },
+    InputMutated {
+        message: String,
+        #[serde(default)]
+        trial: Option<u32>,
+        #[serde(default)]
+        input: Option<u32>,
+    },
+    OutputAliased {
+        message: String,
+        #[serde(default)]
+        trial: Option<u32>,
+        #[serde(default)]
+        output: Option<u32>,
+    },
+    CompileError {
+        message: String,
+        #[serde(default)]
+        log_tail: String,
+    },
+    RuntimeError {
+        message: String,
+        #[serde(default)]
+        traceback: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trial: Option<u32>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        memory_limit: bool,
+    },
+    Crash {
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        /// `compile` or `run`: where the child was when it died.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        phase: Option<String>,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        traceback: String,
+    },
+    Timeout {
+        /// `compile` or `run`.
+        phase: String,
+        limit_s: f64,
+        message: String,
+    },
+    HarnessError {
+        message: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        traceback: String,
+    },
+}
+
+impl Outcome {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Passed { .. } => "passed",
+            Outcome::Incorrect { .. } => "incorrect",
+            Outcome::ShapeMismatch(_) => "shape_mismatch",
+            Outcome::DtypeMismatch(_) => "dtype_mismatch",
+            Outcome::DeviceMismatch(_) => "device_mismatch",
+            Outcome::NotATensor { .. } => "not_a_tensor",
+            Outcome::InputMutated { .. } => "input_mutated",
+            Outcome::OutputAliased { .. } => "output_aliased",
+            Outcome::CompileError { .. } => "compile_error",
+            Outcome::RuntimeError { .. } => "runtime_error",
+            Outcome::Crash { .. } => "crash",
+            Outcome::Timeout { .. } => "timeout",
+            Outcome::HarnessError { .. } => "harness_error",
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        matches!(self, Outcome::Passed { .. })
+    }
+
+    /// One line for tables and annotations.
+    pub fn summary(&self) -> String {
+        match self {
+            Outcome::Passed { trials } => format!("passed {trials} correctness trials"),
+            Outcome::Incorrect { message, trials, .. } => match trials.first() {
+                Some(t) => format!(
+                    "{message}; trial {}: {} of {} elements differ ({:.2}%), max abs error {}, max rel error {}, first at {:?}",
+                    t.trial,
+                    t.mismatches,
+                    t.elements,
+                    t.mismatch_share * 100.0,
+                    fmt_opt(t.max_abs_error),
+                    fmt_opt(t.max_rel_error),
+                    t.first_mismatch_index
+                ),
+                None => message.clone(),
+            },
+            Outcome::ShapeMismatch(m) | Outcome::DtypeMismatch(m) | Outcome::DeviceMismatch(m) => m.message.clone(),
+            Outcome::NotATensor { message, .. }
+            | Outcome::InputMutated { message, .. }
+            | Outcome::OutputAliased { message, .. }
+            | Outcome::CompileError { message, .. }
+            | Outcome::RuntimeError { message, .. }
+            | Outcome::Timeout { message, .. }
+            | Outcome::HarnessError { message, .. } => message.clone(),
+            Outcome::Crash { reason, .. } => reason.clone(),
+        }
+    }
+}
+
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.3e}"))
+        .unwrap_or_else(|| "n/a".into())
+}
+
+/// Raw samples per series (`reference`, `candidate`, `base`) and the comparisons made from them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct TimingResult {
+    pub samples: BTreeMap<String, Vec<Sample>>,
+    /// Reference (base side) against candidate (head side): `speedup()` is reference / candidate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_reference: Option<Comparison>,
+    /// PR base kernel against head kernel: the regression check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_base: Option<Comparison>,
+}
+
+/// One timed phase of a job, in milliseconds (for the phase table).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    pub name: String,
+    pub ms: f64,
+}
+
+/// How the child process ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ExitInfo {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+/// Everything `run_job` learned about one candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalResult {
+    pub problem: String,
+    pub kernel: String,
+    /// `cpu` or `cuda:0 (NVIDIA H200)`; `None` when the child never got that far.
+    pub device: Option<String>,
+    pub outcome: Outcome,
+    /// Runtime findings (line 0: they have no place in the source).
+    pub findings: Vec<Finding>,
+    pub timing: Option<TimingResult>,
+    /// The seed the run used: report it so `--seed` can reproduce the run.
+    pub seed: u64,
+    /// True when the seed was drawn at random (secret until the run ended).
+    pub seed_random: bool,
+    pub torch: Option<String>,
+    pub phases: Vec<Phase>,
+    pub exit: ExitInfo,
+    pub stdout_tail: String,
+    pub stderr_tail: String,
+}
+
+impl EvalResult {
+    pub fn passed(&self) -> bool {
+        self.outcome.passed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcome_json_is_tagged_by_kind() {
+        let o = Outcome::Timeout {
+            phase: "run".into(),
+            limit_s: 2.0,
+            message: "x".into(),
+        };
+        let v = serde_json::to_value(&o).unwrap();
+        assert_eq!(v["kind"], "timeout");
+        assert_eq!(v["phase"], "run");
+        let back: Outcome = serde_json::from_value(v).unwrap();
+        assert_eq!(back, o);
+        assert_eq!(back.kind(), "timeout");
+    }
+
+    #[test]
+    fn runner_json_parses_with_missing_optional_fields() {
+        let o: Outcome = serde_json::from_str(
+            r#"{"kind":"incorrect","message":"1 of 5","trials":[{"trial":2,"mismatches":3,"elements":10,
+            "mismatch_share":0.3,"max_abs_error":0.5,"first_mismatch_index":[0,1],"expected":1.0,"got":null}]}"#,
+        )
+        .unwrap();
+        match &o {
+            Outcome::Incorrect { trials, .. } => {
+                assert_eq!(trials[0].trial, 2);
+                assert_eq!(trials[0].first_mismatch_index, vec![0, 1]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(o.summary().contains("3 of 10 elements differ"));
+        let shape: Outcome = serde_json::from_str(
+            r#"{"kind":"shape_mismatch","message":"m","expected":[2],"got":[3]}"#,
+        )
+        .unwrap();
+        assert_eq!(shape.kind(), "shape_mismatch");
+        assert!(!shape.passed());
+    }
+}

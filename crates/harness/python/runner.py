@@ -1,0 +1,795 @@
+"""kernelgate job runner, embedded in the `kernelgate_harness` extension.
+
+`kernelgate_harness.main()` (Rust) calls `run(job_json, kg_timing, timer)` and writes the JSON
+string it returns, authenticated, to the result file. Order matters for trust: torch and the
+functions the checks use are captured, the problem is loaded, and every reference output is
+computed before the candidate's module is imported.
+"""
+
+import importlib.util
+import math
+import os
+import sys
+import threading
+import time
+import traceback
+
+# Captured before any candidate code exists in the process.
+_perf = time.perf_counter
+_now = time.time
+_sleep = time.sleep
+_active_count = threading.active_count
+_listdir = os.listdir
+_format_exc = traceback.format_exc
+_isinstance = isinstance
+_type = type
+
+TAIL = 4000
+
+
+class _Stop(Exception):
+    """Ends the job early with `self.outcome`."""
+
+    def __init__(self, outcome):
+        super().__init__(outcome.get("kind"))
+        self.outcome = outcome
+
+
+def _tail(text, n=TAIL):
+    text = str(text)
+    return text if len(text) <= n else "..." + text[-n:]
+
+
+def _finite(x):
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _native_threads():
+    try:
+        return len(_listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
+def _load_module(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load a Python module from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # Triton and dataclasses look themselves up here
+    spec.loader.exec_module(module)
+    return module
+
+
+class Runner:
+    def __init__(self, job, kg_timing, timer):
+        self.job = job
+        self.kg_timing = kg_timing
+        self.timer = timer
+        self.phases = []
+        self.findings = []
+        self.device_label = None
+        self.torch_version = None
+        self.timing = None
+        self.trials_run = 0
+        self._t = _perf()
+
+    # ---- bookkeeping -------------------------------------------------------------------------
+    def phase(self, name):
+        now = _perf()
+        self.phases.append([name, (now - self._t) * 1000.0])
+        self._t = now
+
+    def mark(self, phase):
+        """Tells the CLI which limit applies now (compile or run); not trusted for results."""
+        path = self.job.get("progress_path")
+        if not path:
+            return
+        try:
+            with open(path, "w") as f:
+                f.write(phase)
+        except OSError:
+            pass
+
+    def finding(self, rule, severity, message):
+        self.findings.append({"rule": rule, "severity": severity, "message": message})
+
+    # ---- the job -----------------------------------------------------------------------------
+    def execute(self):
+        job = self.job
+        spawn = job.get("spawn_unix")
+        if spawn:
+            self.phases.append(["process_start", max(0.0, (_now() - spawn) * 1000.0)])
+        self._t = _perf()
+        import torch
+
+        self.torch = torch
+        self.torch_version = torch.__version__
+        self.phase("torch_import")
+        T = self.capture(torch)
+        self.T = T
+
+        dev = self.pick_device()
+        dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[job.get("precision", "fp32")]
+        self.dtype = dtype
+        self.tol = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}[job.get("precision", "fp32")]
+        seed = int(job["seed"])
+
+        try:
+            problem = _load_module(job["problem"], "kg_problem_" + job["job_id"])
+            Model, get_inputs, get_init_inputs = problem.Model, problem.get_inputs, problem.get_init_inputs
+        except BaseException as e:
+            raise _Stop(
+                {
+                    "kind": "harness_error",
+                    "message": f"the problem file {job['problem']} failed to load: {e!r}; it must define "
+                    "Model, get_inputs and get_init_inputs",
+                    "traceback": _tail(_format_exc()),
+                }
+            )
+        self.phase("problem_load")
+
+        def process(x):
+            # KernelBench's _process_input_tensor: floating tensors to the precision, all to the device.
+            if _isinstance(x, T.Tensor):
+                if x.is_floating_point():
+                    x = x.to(dtype=dtype)
+                return x.to(device=dev)
+            return x
+
+        on_device = dev.type == "cuda" and job.get("inputs_on_device", True)
+
+        def gen_inputs(s):
+            self.set_seed(s)
+            if on_device:
+                with torch.device(dev):
+                    raw = get_inputs()
+            else:
+                raw = get_inputs()
+            return [process(x) for x in raw]
+
+        with torch.no_grad():
+            self.set_seed(seed)
+            init_inputs = [process(x) for x in get_init_inputs()]
+            self.set_seed(seed)
+            ref_model = Model(*init_inputs).to(device=dev, dtype=dtype)
+        self.phase("reference_init")
+
+        # KernelBench: trial seeds drawn from torch's CPU generator seeded with the run seed.
+        torch.manual_seed(seed)
+        trial_seeds = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(int(job.get("trials", 5)))]
+        t_gen = 0.0
+        t_ref = 0.0
+        trials = []  # (seed, pristine inputs, reference outputs)
+        for s in trial_seeds:
+            t0 = _perf()
+            inputs = gen_inputs(s)
+            self.sync()
+            t1 = _perf()
+            refs = self.reference(ref_model, inputs, s)
+            t_gen += t1 - t0
+            t_ref += _perf() - t1
+            trials.append((s, inputs, refs))
+        self.phases.append(["input_generation", t_gen * 1000.0])
+        self.phases.append(["reference", t_ref * 1000.0])
+        self._t = _perf()
+
+        extra = self.shifted_sets(ref_model, trials[0][1], trial_seeds[0])
+        self.trivial_output_warning(trials[0][1], trials[0][2])
+        self.phase("shifted_reference")
+
+        # Free what the reference left in the allocator, then fill it with NaN.
+        self.poison()
+        self.phase("poison")
+        threads_py = _active_count()
+        threads_native = _native_threads()
+
+        # ---- candidate -------------------------------------------------------------------------
+        self.mark("compile")
+        try:
+            cand_mod = _load_module(job["kernel"], "kg_candidate_" + job["job_id"])
+        except BaseException as e:
+            self.mark("run")
+            raise _Stop(self.compile_error(e))
+        self.mark("run")
+        self.sync()
+        self.phase("compile")
+        ModelNew = getattr(cand_mod, "ModelNew", None)
+        if ModelNew is None:
+            raise _Stop(
+                {
+                    "kind": "compile_error",
+                    "message": f"{job['kernel']} defines no class ModelNew; define `class ModelNew(nn.Module)` "
+                    "with the same constructor and forward signature as the problem's Model",
+                    "log_tail": "",
+                }
+            )
+        try:
+            with torch.no_grad():
+                self.set_seed(seed)
+                cand = ModelNew(*init_inputs).to(device=dev, dtype=dtype)
+            self.sync()
+        except BaseException as e:
+            raise _Stop(self.runtime_error(e, "constructing ModelNew"))
+        self.phase("construct")
+
+        self.check_trials(cand, trials, extra, threads_py, threads_native)
+
+        base = None
+        if job.get("base_kernel") and job.get("timing") and self.kg_timing is not None:
+            try:
+                base_mod = _load_module(job["base_kernel"], "kg_base_" + job["job_id"])
+                with torch.no_grad():
+                    self.set_seed(seed)
+                    base = base_mod.ModelNew(*init_inputs).to(device=dev, dtype=dtype)
+            except BaseException as e:
+                self.finding("base-kernel-failed", "warning", f"the base kernel could not be loaded for timing: {e!r}")
+            self.phase("base_compile")
+        if job.get("timing"):
+            self.run_timing(ref_model, cand, base, trials)
+
+    # ---- helpers -----------------------------------------------------------------------------
+    def capture(self, torch):
+        class T:
+            pass
+
+        T.Tensor = torch.Tensor
+        T.allclose = torch.allclose
+        T.isclose = torch.isclose
+        T.equal = torch.equal
+        T.isfinite = torch.isfinite
+        T.zeros_like = torch.zeros_like
+        T.full = torch.full
+        T.clone = torch.Tensor.clone
+        T.data_ptr = torch.Tensor.data_ptr
+        T.storage = torch.Tensor.untyped_storage
+        T.no_grad = torch.no_grad
+        T.cuda_sync = torch.cuda.synchronize
+        return T
+
+    def pick_device(self):
+        torch = self.torch
+        want = self.job.get("device", "auto")
+        has_cuda = torch.cuda.is_available()
+        if want == "cuda" and not has_cuda:
+            raise _Stop(
+                {
+                    "kind": "harness_error",
+                    "message": f"--device cuda was asked for, but torch {torch.__version__} sees no GPU "
+                    "(check the driver, CUDA_VISIBLE_DEVICES and that torch was built with CUDA); "
+                    "use --device cpu for C++ kernels",
+                }
+            )
+        if want == "cuda" or (want == "auto" and has_cuda and not self.job.get("cpu_backend")):
+            torch.cuda.set_device(0)
+            self.device_label = "cuda:0 (" + torch.cuda.get_device_name(0) + ")"
+            self.dev = torch.device("cuda", 0)
+        else:
+            self.device_label = "cpu"
+            self.dev = torch.device("cpu")
+        return self.dev
+
+    def set_seed(self, s):
+        self.torch.manual_seed(s)
+        if self.dev.type == "cuda":
+            self.torch.cuda.manual_seed(s)
+
+    def sync(self):
+        if self.dev.type == "cuda":
+            self.T.cuda_sync()
+
+    def as_list(self, out):
+        if _isinstance(out, (tuple, list)):
+            return list(out)
+        return [out]
+
+    def reference(self, model, inputs, s):
+        with self.torch.no_grad():
+            self.set_seed(s)
+            out = model(*inputs)
+        self.sync()
+        refs = self.as_list(out)
+        for r in refs:
+            if not _isinstance(r, self.T.Tensor):
+                raise _Stop(
+                    {"kind": "harness_error", "message": f"the reference Model returned {_type(r).__name__}, not tensors"}
+                )
+        return refs
+
+    def shifted_sets(self, ref_model, inputs, s):
+        """Signed, scaled copies of the first trial's inputs where the reference stays finite."""
+        T = self.T
+        budget = self.job.get("shifted_trials", 1)
+        out = []
+        if budget <= 0:
+            return out
+        variants = [
+            ("centred and scaled (x - mean) * 2", lambda x: (x - x.float().mean().to(x.dtype)) * 2),
+            ("negated", lambda x: -x),
+        ][:budget]
+        for label, fn in variants:
+            shifted = [fn(x) if _isinstance(x, T.Tensor) and x.is_floating_point() else x for x in inputs]
+            if all(T.equal(a, b) for a, b in zip(shifted, inputs) if _isinstance(a, T.Tensor)):
+                continue
+            try:
+                refs = self.reference(ref_model, shifted, s)
+            except _Stop:
+                raise
+            except Exception:
+                continue
+            if all(bool(T.isfinite(r).all()) for r in refs if r.is_floating_point()):
+                out.append((label, s, shifted, refs))
+        return out
+
+    def trivial_output_warning(self, inputs, refs):
+        T = self.T
+        ref = refs[0]
+        if not ref.is_floating_point() or ref.numel() == 0:
+            return
+        if bool(T.allclose(T.zeros_like(ref), ref, atol=self.tol, rtol=self.tol)):
+            self.finding(
+                "trivial-output-passes",
+                "warning",
+                f"an all-zeros output already passes this problem's tolerance ({self.tol}): "
+                "correctness here proves little; consider larger inputs or a tighter check",
+            )
+        for x in inputs:
+            if (
+                _isinstance(x, T.Tensor)
+                and x.shape == ref.shape
+                and x.dtype == ref.dtype
+                and bool(T.allclose(x, ref, atol=self.tol, rtol=self.tol))
+            ):
+                self.finding(
+                    "trivial-output-passes",
+                    "warning",
+                    "returning the input unchanged already passes this problem's tolerance on its benchmark inputs",
+                )
+                break
+
+    def poison(self, shapes=None):
+        """Fill freed allocator memory with NaN so an output that is never written cannot pass."""
+        torch = self.torch
+        nan = float("nan")
+        if self.dev.type == "cuda":
+            try:
+                snap = torch.cuda.memory_snapshot()
+            except Exception:
+                return
+            sizes = [b["size"] for seg in snap for b in seg.get("blocks", []) if b.get("state") == "inactive"]
+            hold = []
+            for size in sorted(sizes, reverse=True):
+                n = size // 4
+                if n <= 0:
+                    continue
+                try:
+                    t = torch.empty(n, dtype=torch.float32, device=self.dev)
+                    t.fill_(nan)
+                    hold.append(t)
+                except RuntimeError:
+                    break
+            self.sync()
+            del hold
+        elif shapes:
+            # glibc hands the most recently freed chunk of a size back first: leave NaN there.
+            hold = [self.T.full(sh, nan, dtype=dt) for sh, dt in shapes for _ in range(2)]
+            del hold
+
+    def compile_error(self, e):
+        msg = str(e)
+        if _isinstance(e, SystemExit):
+            msg = f"the module called sys.exit({e.code}) while being imported"
+        return {
+            "kind": "compile_error",
+            "message": f"importing {self.job['kernel']} failed ({_type(e).__name__}): {_tail(msg.splitlines()[0] if msg else '', 300)}",
+            "log_tail": _tail(msg + "\n" + _format_exc()),
+        }
+
+    def runtime_error(self, e, where, trial=None):
+        msg = str(e)
+        tb = _tail(_format_exc())
+        if "illegal memory access" in msg or "illegal address" in msg or "unspecified launch failure" in msg:
+            return {"kind": "crash", "reason": f"CUDA error while {where}: {_tail(msg, 500)}", "traceback": tb}
+        out = {
+            "kind": "runtime_error",
+            "message": f"{_type(e).__name__} while {where}: {_tail(msg, 1000)}",
+            "traceback": tb,
+        }
+        if _isinstance(e, MemoryError) or "can't allocate memory" in msg or "out of memory" in msg:
+            out["message"] = f"memory limit exceeded while {where}: {_tail(msg, 500)}"
+            out["memory_limit"] = True
+        if trial is not None:
+            out["trial"] = trial
+        return out
+
+    # ---- correctness -------------------------------------------------------------------------
+    def call(self, cand, args, s, where):
+        try:
+            with self.torch.no_grad():
+                self.set_seed(s)
+                out = cand(*args)
+            self.sync()
+        except BaseException as e:
+            if _isinstance(e, SystemExit):
+                e = RuntimeError(f"the candidate called sys.exit({e.code})")
+            raise _Stop(self.runtime_error(e, where))
+        return out
+
+    def storage_range(self, t):
+        st = self.T.storage(t)
+        return st.data_ptr(), st.nbytes()
+
+    def overlaps(self, a, b):
+        pa, na = self.storage_range(a)
+        pb, nb = self.storage_range(b)
+        return na > 0 and nb > 0 and pa < pb + nb and pb < pa + na
+
+    def structural(self, outs, refs, args, keep, trial):
+        """Type, shape, dtype, device and aliasing checks. Returns an outcome or None."""
+        T = self.T
+        if len(outs) != len(refs):
+            return {
+                "kind": "shape_mismatch",
+                "trial": trial,
+                "message": f"the reference returns {len(refs)} tensor(s), ModelNew returned {len(outs)}",
+                "expected": [list(r.shape) for r in refs],
+                "got": [],
+            }
+        for k, (o, r) in enumerate(zip(outs, refs)):
+            if _type(o) is not T.Tensor:
+                return {
+                    "kind": "not_a_tensor",
+                    "trial": trial,
+                    "output": k,
+                    "message": f"output {k} is a {_type(o).__module__}.{_type(o).__qualname__}; "
+                    "ModelNew must return a plain torch.Tensor (no subclasses, no lazy objects)",
+                }
+            if tuple(o.shape) != tuple(r.shape):
+                return {
+                    "kind": "shape_mismatch",
+                    "trial": trial,
+                    "output": k,
+                    "message": f"output {k} has shape {list(o.shape)}, the reference {list(r.shape)}",
+                    "expected": list(r.shape),
+                    "got": list(o.shape),
+                }
+            if o.dtype != r.dtype:
+                return {
+                    "kind": "dtype_mismatch",
+                    "trial": trial,
+                    "output": k,
+                    "message": f"output {k} is {o.dtype}, the reference {r.dtype}",
+                    "expected": str(r.dtype),
+                    "got": str(o.dtype),
+                }
+            if o.device != r.device:
+                return {
+                    "kind": "device_mismatch",
+                    "trial": trial,
+                    "output": k,
+                    "message": f"output {k} is on {o.device}, the reference on {r.device}",
+                    "expected": str(r.device),
+                    "got": str(o.device),
+                }
+            for j, a in enumerate(args):
+                if _isinstance(a, T.Tensor) and self.overlaps(o, a):
+                    return {
+                        "kind": "output_aliased",
+                        "trial": trial,
+                        "output": k,
+                        "message": f"output {k} shares memory with input {j}: compute into a new tensor "
+                        "instead of writing the input in place",
+                    }
+            for j, other in enumerate(outs[:k]):
+                if self.overlaps(o, other):
+                    return {
+                        "kind": "output_aliased",
+                        "trial": trial,
+                        "output": k,
+                        "message": f"outputs {j} and {k} share memory",
+                    }
+            for p in keep:
+                if self.overlaps(o, p):
+                    return {
+                        "kind": "output_aliased",
+                        "trial": trial,
+                        "output": k,
+                        "message": f"output {k} shares memory with a tensor returned by an earlier call or with "
+                        "the reference's output: results must not be cached or reused across calls",
+                    }
+        return None
+
+    def mismatch(self, outs, refs):
+        """None when all outputs are within tolerance, else the detail of the first bad output."""
+        T = self.T
+        tol = self.tol
+        for k, (o, r) in enumerate(zip(outs, refs)):
+            if bool(T.allclose(o, r, atol=tol, rtol=tol)):
+                continue
+            bad = ~T.isclose(o, r, atol=tol, rtol=tol)
+            n_bad = int(bad.sum().item())
+            diff = (o.double() - r.double()).abs() if o.numel() < (1 << 26) else (o - r).abs().double()
+            finite = T.isfinite(diff)
+            max_abs = float(diff[finite].max().item()) if bool(finite.any()) else None
+            rel = diff / r.double().abs().clamp_min(1e-12)
+            rel_f = T.isfinite(rel)
+            max_rel = float(rel[rel_f].max().item()) if bool(rel_f.any()) else None
+            flat = int(bad.reshape(-1).to(self.torch.uint8).argmax().item())
+            index = []
+            rem = flat
+            for dim in reversed(list(o.shape)):
+                index.append(rem % dim if dim else 0)
+                rem = rem // dim if dim else 0
+            index.reverse()
+            of = o.reshape(-1)[flat].item() if o.numel() else None
+            rf = r.reshape(-1)[flat].item() if r.numel() else None
+            return {
+                "output": k,
+                "max_abs_error": _finite(max_abs) if max_abs is not None else None,
+                "max_rel_error": _finite(max_rel) if max_rel is not None else None,
+                "mismatches": n_bad,
+                "elements": int(o.numel()),
+                "mismatch_share": n_bad / max(1, int(o.numel())),
+                "first_mismatch_index": index,
+                "expected": _finite(rf) if _isinstance(rf, float) else rf,
+                "got": _finite(of) if _isinstance(of, float) else of,
+                "nonfinite_outputs": int((~T.isfinite(o)).sum().item()) if o.is_floating_point() else 0,
+            }
+        return None
+
+    def snapshot(self, outs):
+        return [self.T.clone(o) for o in outs]
+
+    def check_trials(self, cand, trials, extra, threads_py, threads_native):
+        T = self.T
+        tol = self.tol
+        t_calls = 0.0
+        t0_all = _perf()
+        first_inputs = trials[0][1]
+        # One set of argument buffers, refilled per trial: the same pointers with new contents
+        # expose caches keyed by data_ptr; fresh pointers are used for the determinism call.
+        bufs = [T.clone(x) if _isinstance(x, T.Tensor) else x for x in first_inputs]
+        ref_bytes = sum(r.numel() * r.element_size() for _, _, refs in trials for r in refs)
+        keep_all = self.dev.type == "cpu" or ref_bytes < (8 << 30)
+        keep = [r for _, _, refs in trials for r in refs]  # outputs must never alias the reference's
+        previous = []
+        failures = []
+        first_snapshot = None
+        for i, (s, inputs, refs) in enumerate(trials):
+            same_shapes = all(
+                (not _isinstance(b, T.Tensor)) or (b.shape == x.shape and b.dtype == x.dtype)
+                for b, x in zip(bufs, inputs)
+            )
+            if not same_shapes:
+                bufs = [T.clone(x) if _isinstance(x, T.Tensor) else x for x in inputs]
+            else:
+                for b, x in zip(bufs, inputs):
+                    if _isinstance(b, T.Tensor):
+                        b.copy_(x)
+            args = bufs
+            self.sync()
+            self.poison([(r.shape, r.dtype) for r in refs])
+            n_before = _native_threads()
+            t0 = _perf()
+            out = self.call(cand, args, s, f"running ModelNew.forward (trial {i})")
+            t_calls += _perf() - t0
+            self.trials_run = i + 1
+            outs = self.as_list(out)
+            bad = self.structural(outs, refs, args, keep + previous, i)
+            if bad:
+                raise _Stop(bad)
+            for j, (a, x) in enumerate(zip(args, inputs)):
+                if _isinstance(a, T.Tensor) and not T.equal(a, x):
+                    raise _Stop(
+                        {
+                            "kind": "input_mutated",
+                            "trial": i,
+                            "input": j,
+                            "message": f"ModelNew.forward changed input {j} (trial {i}); kernels must not write "
+                            "their inputs: allocate the output instead",
+                        }
+                    )
+            snap = self.snapshot(outs)
+            detail = self.mismatch(snap, refs)
+            if detail:
+                detail["trial"] = i
+                detail["seed"] = s
+                failures.append(detail)
+            elif i == 0:
+                first_snapshot = snap
+            # Work that finishes after forward returned (a background thread) shows up here.
+            n_after = _native_threads()
+            if n_before is not None and n_after is not None and n_after > n_before:
+                self.finding(
+                    "threads-after-call",
+                    "warning",
+                    f"ModelNew.forward left {n_after - n_before} more native thread(s) running after it returned",
+                )
+            _sleep(0.02)
+            self.sync()
+            for k, (o, sn) in enumerate(zip(outs, snap)):
+                if not T.equal(o, sn) and not (o.is_floating_point() and bool(o.isnan().any())):
+                    raise _Stop(
+                        {
+                            "kind": "incorrect",
+                            "message": f"output {k} changed after ModelNew.forward returned (trial {i}): work "
+                            "continues in the background (a thread or an unsynchronised stream)",
+                            "trials": failures,
+                            "passed_trials": i - len(failures),
+                            "total_trials": len(trials),
+                        }
+                    )
+            if keep_all:
+                previous.extend(outs)
+            else:
+                previous = list(outs)
+            del args
+        self.phases.append(["candidate_trials", t_calls * 1000.0])
+        self.phases.append(["checks", (_perf() - t0_all - t_calls) * 1000.0])
+        self._t = _perf()
+        if failures:
+            raise _Stop(
+                {
+                    "kind": "incorrect",
+                    "message": f"{len(failures)} of {len(trials)} trials exceed atol = rtol = {tol}",
+                    "trials": failures,
+                    "passed_trials": len(trials) - len(failures),
+                    "total_trials": len(trials),
+                }
+            )
+        # Determinism: the first trial again, on fresh buffers (new pointers).
+        s, inputs, refs = trials[0]
+        fresh = [T.clone(x) if _isinstance(x, T.Tensor) else x for x in inputs]
+        self.poison([(r.shape, r.dtype) for r in refs])
+        outs = self.as_list(self.call(cand, fresh, s, "running ModelNew.forward (repeat of trial 0)"))
+        bad = self.structural(outs, refs, fresh, keep + previous, 0)
+        if bad:
+            raise _Stop(bad)
+        detail = self.mismatch(outs, refs)
+        if detail:
+            detail["trial"] = 0
+            detail["repeat"] = True
+            raise _Stop(
+                {
+                    "kind": "incorrect",
+                    "message": "a second call on the same inputs (trial 0) gave a wrong result: the kernel is "
+                    "nondeterministic, reads uninitialised memory or depends on earlier calls",
+                    "trials": [detail],
+                    "passed_trials": len(trials),
+                    "total_trials": len(trials) + 1,
+                }
+            )
+        if first_snapshot is not None and not all(T.equal(a, b) for a, b in zip(outs, first_snapshot)):
+            self.finding(
+                "nondeterministic",
+                "warning",
+                "two calls on the same inputs gave different (within-tolerance) results",
+            )
+        del fresh, outs
+        # Shifted inputs: correct only on the benchmark's distribution is worth a warning.
+        for label, s, shifted, refs in extra:
+            args = [T.clone(x) if _isinstance(x, T.Tensor) else x for x in shifted]
+            self.poison([(r.shape, r.dtype) for r in refs])
+            try:
+                outs = self.as_list(self.call(cand, args, s, "shifted inputs"))
+            except _Stop as stop:
+                self.finding("shifted-inputs", "warning", f"on {label} inputs ModelNew failed: {stop.outcome.get('message', stop.outcome.get('kind'))}")
+                continue
+            bad = self.structural(outs, refs, args, keep, 0) or (
+                None if not self.mismatch(outs, refs) else {"message": "outputs exceed the tolerance"}
+            )
+            if bad:
+                d = self.mismatch(outs, refs) if "kind" not in bad else None
+                extra_txt = f" (max abs error {d['max_abs_error']}, {d['mismatches']} of {d['elements']} elements)" if d else ""
+                self.finding(
+                    "shifted-inputs",
+                    "warning",
+                    f"ModelNew passes on the benchmark's inputs but not on {label} inputs{extra_txt}: it may rely "
+                    "on the input distribution (e.g. non-negative values)",
+                )
+        self.phase("shifted_trials")
+        n_py = _active_count()
+        if n_py > threads_py:
+            self.finding(
+                "python-threads",
+                "warning",
+                f"the candidate started {n_py - threads_py} Python thread(s) that are still running",
+            )
+
+    # ---- timing ------------------------------------------------------------------------------
+    def run_timing(self, ref_model, cand, base, trials):
+        if self.kg_timing is None:
+            self.finding("timing-unavailable", "warning", "this harness build has no timing module; timing skipped")
+            return
+        T = self.T
+        n_sets = min(len(trials), int(self.job["timing"].get("input_sets", 3)))
+        sets = [trials[i][1] for i in range(n_sets)]
+        refs = [trials[i][2] for i in range(n_sets)]
+
+        def caller(model):
+            def f(i):
+                with self.torch.no_grad():
+                    return model(*sets[i])
+
+            return f
+
+        callables = {"reference": caller(ref_model), "candidate": caller(cand)}
+        if base is not None:
+            callables["base"] = caller(base)
+
+        def verify(name, i, out):
+            if name == "reference":
+                return
+            outs = self.as_list(out)
+            bad = self.structural(outs, refs[i], sets[i], [], i) or (
+                None if not self.mismatch(outs, refs[i]) else {"kind": "incorrect"}
+            )
+            if bad:
+                raise _Stop(
+                    {
+                        "kind": "incorrect",
+                        "message": f"a timed call of {name} on input set {i} returned a wrong result: the kernel "
+                        "behaves differently while being timed",
+                        "trials": [],
+                        "phase": "timing",
+                    }
+                )
+
+        cfg = dict(self.job["timing"])
+        try:
+            samples = self.kg_timing.measure(callables, n_sets, self.timer, cfg, verify)
+        except _Stop:
+            raise
+        except BaseException as e:
+            raise _Stop(self.runtime_error(e, "timing"))
+        self.timing = samples
+        self.phase("timing")
+
+    def result(self, outcome):
+        return {
+            "outcome": outcome,
+            "findings": self.findings,
+            "phases": self.phases,
+            "seed": self.job.get("seed"),
+            "device": self.device_label,
+            "torch": self.torch_version,
+            "trials_run": self.trials_run,
+            "timing": self.timing,
+        }
+
+
+def _clean(x):
+    if _isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if _isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if _isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if x is None or _isinstance(x, (bool, int, str)):
+        return x
+    return str(x)
+
+
+def run(job_json, kg_timing=None, timer=None):
+    import json
+
+    dumps = json.dumps
+    job = json.loads(job_json)
+    runner = Runner(job, kg_timing, timer)
+    outcome = {"kind": "passed"}
+    try:
+        runner.execute()
+    except _Stop as stop:
+        outcome = stop.outcome
+    except BaseException as e:  # a bug of ours, never the candidate's verdict
+        outcome = {
+            "kind": "harness_error",
+            "message": f"kernelgate's runner failed: {e!r}",
+            "traceback": _tail(_format_exc()),
+        }
+    if outcome.get("kind") == "passed":
+        outcome["trials"] = runner.trials_run
+    total = sum(ms for _, ms in runner.phases)
+    runner.phases.append(["total", total])
+    return dumps(_clean(runner.result(outcome)))

@@ -1,0 +1,281 @@
+//! `kernelgate eval`: one candidate against one problem, in an isolated child process.
+
+use anyhow::{bail, Context};
+use kernelgate_eval::{EvalResult, JobSpec, Outcome};
+use kernelgate_model::{Config, Device, Precision, ProblemSet, Severity};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::cli::Cli;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeviceArg {
+    Auto,
+    Cuda,
+    Cpu,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Problem: a file path, or a dataset key such as `level1/19_ReLU`.
+    #[arg(long)]
+    pub problem: String,
+    /// Candidate kernel file (defines `ModelNew`).
+    #[arg(long)]
+    pub kernel: PathBuf,
+    /// Previous version of the kernel, timed against `--kernel` (regression check).
+    #[arg(long)]
+    pub base_kernel: Option<PathBuf>,
+    /// Where to run: CUDA when a GPU and its driver are present (auto), or forced.
+    #[arg(long, value_enum)]
+    pub device: Option<DeviceArg>,
+    /// fp32, fp16 or bf16 (tolerance 1e-4 or 1e-2, as KernelBench).
+    #[arg(long, value_parser = parse_precision)]
+    pub precision: Option<Precision>,
+    /// Correctness trials (default from kernelgate.toml, else 5).
+    #[arg(long)]
+    pub trials: Option<u32>,
+    /// A number (42 reproduces KernelBench), or `random` (default: secret, reported afterwards).
+    #[arg(long, default_value = "random", value_parser = parse_seed)]
+    pub seed: SeedArg,
+    /// Seconds allowed for importing (compiling) the kernel.
+    #[arg(long)]
+    pub compile_timeout: Option<u64>,
+    /// Seconds allowed for everything else.
+    #[arg(long)]
+    pub run_timeout: Option<u64>,
+    /// Host memory limit for the job, MiB.
+    #[arg(long)]
+    pub memory_limit: Option<u64>,
+    /// Correctness only.
+    #[arg(long)]
+    pub no_timing: bool,
+    /// GPU index (sets CUDA_VISIBLE_DEVICES for the job).
+    #[arg(long)]
+    pub gpu: Option<u32>,
+    /// Share a torch extensions build cache between runs (default: a fresh one per job).
+    #[arg(long)]
+    pub extensions_dir: Option<PathBuf>,
+    /// Extra trials on signed/scaled inputs (0-2).
+    #[arg(long, default_value_t = 1)]
+    pub shifted_trials: u32,
+    /// Generate inputs on the CPU as KernelBench does (slow for large problems; bit-identical inputs).
+    #[arg(long)]
+    pub host_inputs: bool,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeedArg {
+    Random,
+    Fixed(u64),
+}
+
+fn parse_seed(s: &str) -> Result<SeedArg, String> {
+    if s.eq_ignore_ascii_case("random") {
+        return Ok(SeedArg::Random);
+    }
+    s.parse::<u64>()
+        .map(SeedArg::Fixed)
+        .map_err(|_| format!("`{s}` is not a seed: give a non-negative integer (42 reproduces KernelBench) or `random`"))
+}
+
+fn parse_precision(s: &str) -> Result<Precision, String> {
+    s.parse()
+}
+
+/// A file path when it exists, else a key of the dataset named by the config.
+fn resolve_problem(repo: &Path, config: &Config, query: &str) -> anyhow::Result<(PathBuf, String)> {
+    let as_path = PathBuf::from(query);
+    let candidates = [as_path.clone(), repo.join(&as_path)];
+    if let Some(p) = candidates.iter().find(|p| p.is_file()) {
+        let label = ProblemSet::load(&repo.join(&config.dataset.root))
+            .ok()
+            .and_then(|set| set.by_path(p).map(|pr| pr.key.clone()))
+            .unwrap_or_else(|| query.to_string());
+        return Ok((p.clone(), label));
+    }
+    let root = repo.join(&config.dataset.root);
+    let set = ProblemSet::load(&root).with_context(|| {
+        format!(
+            "`{query}` is not a file, and the dataset at {} could not be loaded to look it up",
+            root.display()
+        )
+    })?;
+    let problem = set
+        .find(query)
+        .with_context(|| format!("looking up --problem in {}", root.display()))?;
+    Ok((problem.path.clone(), problem.key.clone()))
+}
+
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
+    let config = Config::load(&cli.repo, cli.config.as_deref())?;
+    let (problem, problem_label) = resolve_problem(&cli.repo, &config, &args.problem)?;
+    if !args.kernel.is_file() {
+        bail!(
+            "{}: no such kernel file (give the path of a Python file defining ModelNew)",
+            args.kernel.display()
+        );
+    }
+    if let Some(b) = &args.base_kernel {
+        if !b.is_file() {
+            bail!("{}: no such base kernel file", b.display());
+        }
+    }
+    let harness = kernelgate_eval::find_harness()?;
+    let h = &config.harness;
+    let mut spec = JobSpec::new(&problem, &args.kernel);
+    spec.problem_label = Some(problem_label);
+    spec.base_kernel = args.base_kernel.clone();
+    spec.device = match args.device {
+        Some(DeviceArg::Auto) => Device::Auto,
+        Some(DeviceArg::Cuda) => Device::Cuda,
+        Some(DeviceArg::Cpu) => Device::Cpu,
+        None => config.defaults.device,
+    };
+    spec.precision = args.precision.unwrap_or(config.defaults.precision);
+    spec.trials = args.trials.unwrap_or(h.trials);
+    if spec.trials == 0 {
+        bail!("--trials must be at least 1");
+    }
+    spec.seed = match args.seed {
+        SeedArg::Random => None,
+        SeedArg::Fixed(s) => Some(s),
+    };
+    spec.compile_timeout = Duration::from_secs(args.compile_timeout.unwrap_or(h.compile_timeout_s));
+    spec.run_timeout = Duration::from_secs(args.run_timeout.unwrap_or(h.run_timeout_s));
+    spec.memory_limit_mb = args.memory_limit.unwrap_or(h.memory_limit_mb);
+    spec.timing = (!args.no_timing).then(|| config.timing.clone());
+    spec.gpu = args.gpu;
+    spec.python = Some(match &h.python {
+        Some(p) => p.clone(),
+        None => kernelgate_eval::find_python(&cli.repo),
+    });
+    spec.harness = Some(harness);
+    spec.extensions_dir = args.extensions_dir.clone();
+    spec.shifted_trials = args.shifted_trials;
+    spec.inputs_on_device = !args.host_inputs;
+
+    let result = kernelgate_eval::run_job(&spec);
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&to_json(&result))?),
+        Format::Table => print_table(&result),
+    }
+    let failing_finding = result
+        .findings
+        .iter()
+        .any(|f| f.severity == Severity::Error);
+    Ok(if result.passed() && !failing_finding {
+        0
+    } else {
+        1
+    })
+}
+
+/// The `--format json` object: the keys the issue fixes, plus seed, phases and log tails.
+pub fn to_json(r: &EvalResult) -> serde_json::Value {
+    serde_json::json!({
+        "problem": r.problem,
+        "kernel": r.kernel,
+        "device": r.device,
+        "outcome": r.outcome,
+        "findings": r.findings.iter().map(|f| serde_json::json!({
+            "rule": f.rule, "severity": f.severity, "message": f.message,
+        })).collect::<Vec<_>>(),
+        "timing": r.timing,
+        "seed": r.seed,
+        "seed_random": r.seed_random,
+        "torch": r.torch,
+        "phases": r.phases,
+        "exit": r.exit,
+        "stdout_tail": r.stdout_tail,
+        "stderr_tail": r.stderr_tail,
+    })
+}
+
+fn print_table(r: &EvalResult) {
+    println!("problem  {}", r.problem);
+    println!("kernel   {}", r.kernel);
+    println!("device   {}", r.device.as_deref().unwrap_or("-"));
+    println!(
+        "seed     {}{}",
+        r.seed,
+        if r.seed_random {
+            " (random; pass --seed to reproduce)"
+        } else {
+            ""
+        }
+    );
+    let verdict = if r.passed() {
+        "PASSED".to_string()
+    } else {
+        r.outcome.kind().to_uppercase()
+    };
+    println!("outcome  {verdict}: {}", r.outcome.summary());
+    match &r.outcome {
+        Outcome::CompileError { log_tail, .. } if !log_tail.is_empty() => {
+            println!("\ncompiler log (tail):\n{}", indent(log_tail));
+        }
+        Outcome::RuntimeError { traceback, .. } | Outcome::Crash { traceback, .. }
+            if !traceback.is_empty() =>
+        {
+            println!("\ntraceback (tail):\n{}", indent(traceback));
+        }
+        _ => {}
+    }
+    if !r.findings.is_empty() {
+        println!("\nfindings");
+        for f in &r.findings {
+            println!("  {:7} {}: {}", f.severity.as_str(), f.rule, f.message);
+        }
+    }
+    if let Some(t) = &r.timing {
+        println!("\ntiming");
+        for (name, s) in &t.samples {
+            let ms: Vec<f64> = s.iter().map(|x| x.ms).collect();
+            if let Ok(st) = kernelgate_timing::SeriesStats::from_samples(&ms) {
+                println!(
+                    "  {name:10} median {:.4} ms  IQR {:.4} ms  n {}",
+                    st.median, st.iqr, st.n
+                );
+            }
+        }
+        if let Some(c) = &t.vs_reference {
+            let (s, (lo, hi)) = c.speedup();
+            println!(
+                "  speedup over reference {s:.3}x (95% CI {lo:.3}-{hi:.3}), {}",
+                c.verdict.as_str()
+            );
+        }
+        if let Some(c) = &t.vs_base {
+            println!(
+                "  against base {:+.2}% ({})",
+                c.change_pct(),
+                c.verdict.as_str()
+            );
+        }
+    }
+    if !r.phases.is_empty() {
+        println!("\nphases (ms)");
+        for p in &r.phases {
+            println!("  {:20} {:10.1}", p.name, p.ms);
+        }
+    }
+    if !r.passed() && !r.stderr_tail.trim().is_empty() {
+        println!("\nstderr (tail):\n{}", indent(r.stderr_tail.trim_end()));
+    }
+}
+
+fn indent(s: &str) -> String {
+    s.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

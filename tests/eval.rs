@@ -1,0 +1,395 @@
+//! `kernelgate eval` end to end: the real CLI, the real child process, the real harness
+//! extension and real torch (CPU). Every fixture is asserted by its exact outcome kind.
+//!
+//! Needs the harness extension built next to the CLI (`cargo build -p kernelgate-harness`,
+//! which `scripts/test.sh` does) and a Python with torch (`KERNELGATE_PYTHON` or `.venv`).
+//! C++ fixtures share one torch extensions cache under `target/` so reruns skip compiling.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fixture(rel: &str) -> String {
+    root()
+        .join("tests/fixtures/eval")
+        .join(rel)
+        .display()
+        .to_string()
+}
+
+fn python() -> PathBuf {
+    std::env::var_os("KERNELGATE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".venv/bin/python"))
+}
+
+fn cli() -> Command {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"));
+    let lib = exe.parent().unwrap().join("libkernelgate_harness.so");
+    assert!(
+        lib.is_file() || std::env::var_os("KERNELGATE_HARNESS").is_some(),
+        "{} is missing: run `cargo build -p kernelgate-harness` before these tests",
+        lib.display()
+    );
+    let mut cmd = Command::new(exe);
+    cmd.env("KERNELGATE_PYTHON", python()).current_dir(root());
+    cmd
+}
+
+fn ext_dir() -> String {
+    let d = root().join("target/kernelgate-test-torch-extensions");
+    std::fs::create_dir_all(&d).unwrap();
+    d.display().to_string()
+}
+
+/// Runs `kernelgate eval --format json` and returns (exit code, parsed JSON).
+fn eval_with(problem: &str, kernel: &str, extra: &[&str], env: &[(&str, &str)]) -> (i32, Value) {
+    let mut cmd = cli();
+    cmd.args([
+        "eval",
+        "--problem",
+        &fixture(problem),
+        "--kernel",
+        &fixture(kernel),
+    ])
+    .args([
+        "--device",
+        "cpu",
+        "--seed",
+        "42",
+        "--no-timing",
+        "--format",
+        "json",
+    ])
+    .args(["--extensions-dir", &ext_dir()])
+    .args(extra);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run kernelgate");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON from kernelgate eval ({e}); stdout:\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), v)
+}
+
+fn eval(problem: &str, kernel: &str) -> (i32, Value) {
+    eval_with(problem, kernel, &[], &[])
+}
+
+#[track_caller]
+fn assert_kind(v: &Value, code: i32, kind: &str) {
+    assert_eq!(v["outcome"]["kind"], kind, "outcome: {:#}", v);
+    assert_eq!(
+        code,
+        if kind == "passed" { 0 } else { 1 },
+        "exit code for {kind}: {:#}",
+        v
+    );
+}
+
+fn has_finding(v: &Value, rule: &str) -> bool {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["rule"] == rule)
+}
+
+// ---- honest kernels ---------------------------------------------------------------------------
+
+#[test]
+fn honest_cpp_relu_passes_and_reports_the_seed() {
+    let (code, v) = eval("problems/relu.py", "kernels/honest_relu.py");
+    assert_kind(&v, code, "passed");
+    assert_eq!(v["outcome"]["trials"], 5);
+    assert_eq!(v["seed"], 42);
+    assert_eq!(v["seed_random"], false);
+    assert_eq!(v["device"], "cpu");
+    assert!(v["timing"].is_null());
+    // Identity-like problems warn that weak outputs would pass; an honest kernel has no other finding.
+    assert!(!has_finding(&v, "eval/shifted-inputs"), "{v:#}");
+}
+
+#[test]
+fn honest_reduction_in_another_order_passes() {
+    let (code, v) = eval("problems/row_sum.py", "kernels/honest_row_sum_blocked.py");
+    assert_kind(&v, code, "passed");
+    assert!(v["findings"].as_array().unwrap().is_empty(), "{v:#}");
+}
+
+#[test]
+fn honest_python_kernel_passes_with_a_random_secret_seed_by_default() {
+    let mut cmd = cli();
+    let out = cmd
+        .args([
+            "eval",
+            "--problem",
+            &fixture("problems/relu.py"),
+            "--kernel",
+            &fixture("kernels/python_relu.py"),
+        ])
+        .args(["--device", "cpu", "--no-timing", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_kind(&v, out.status.code().unwrap(), "passed");
+    assert_eq!(v["seed_random"], true);
+    assert!(v["seed"].as_u64().is_some());
+    let phases: Vec<&str> = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    for p in [
+        "torch_import",
+        "input_generation",
+        "reference",
+        "compile",
+        "candidate_trials",
+        "checks",
+        "total",
+    ] {
+        assert!(phases.contains(&p), "phase {p} missing from {phases:?}");
+    }
+}
+
+#[test]
+fn secrets_never_reach_the_candidate() {
+    let (code, v) = eval_with(
+        "problems/relu.py",
+        "kernels/env_probe.py",
+        &[],
+        &[
+            ("GITHUB_TOKEN", "ghp_x"),
+            ("MY_API_SECRET", "s"),
+            ("ACTIONS_RUNTIME_TOKEN", "t"),
+        ],
+    );
+    assert_kind(&v, code, "passed");
+}
+
+// ---- hacks caught at run time -----------------------------------------------------------------
+
+#[test]
+fn output_never_written_is_incorrect() {
+    let (code, v) = eval("problems/relu.py", "kernels/never_written.py");
+    assert_kind(&v, code, "incorrect");
+    let t = &v["outcome"]["trials"][0];
+    assert!(t["mismatches"].as_u64().unwrap() > 0, "{v:#}");
+}
+
+#[test]
+fn zeroing_inputs_is_input_mutated() {
+    let (code, v) = eval("problems/relu.py", "kernels/inputs_zeroed.py");
+    assert_kind(&v, code, "input_mutated");
+    assert_eq!(v["outcome"]["input"], 0);
+}
+
+#[test]
+fn in_place_returning_the_input_is_output_aliased() {
+    let (code, v) = eval("problems/relu.py", "kernels/inplace.py");
+    assert_kind(&v, code, "output_aliased");
+    assert!(
+        v["outcome"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("input 0"),
+        "{v:#}"
+    );
+}
+
+#[test]
+fn pointer_keyed_static_cache_is_output_aliased() {
+    let (code, v) = eval("problems/relu.py", "kernels/ptr_cache.py");
+    assert_kind(&v, code, "output_aliased");
+    assert_eq!(
+        v["outcome"]["trial"], 1,
+        "the second trial reuses the first one's input pointer: {v:#}"
+    );
+}
+
+#[test]
+fn correct_for_two_calls_then_wrong_is_incorrect() {
+    let (code, v) = eval("problems/relu.py", "kernels/first_n_correct.py");
+    assert_kind(&v, code, "incorrect");
+    assert_eq!(v["outcome"]["trials"][0]["trial"], 2);
+    assert_eq!(v["outcome"]["passed_trials"], 2);
+}
+
+#[test]
+fn finishing_on_a_background_thread_is_incorrect() {
+    let (code, v) = eval("problems/relu.py", "kernels/background_thread.py");
+    assert_kind(&v, code, "incorrect");
+}
+
+#[test]
+fn relu_as_identity_passes_the_benchmark_but_is_flagged_on_shifted_inputs() {
+    let (code, v) = eval("problems/relu.py", "kernels/relu_identity.py");
+    assert_kind(&v, code, "passed");
+    assert!(has_finding(&v, "eval/shifted-inputs"), "{v:#}");
+    assert!(has_finding(&v, "eval/trivial-output-passes"), "{v:#}");
+    // Without the shifted trials the hack is invisible: the warning comes from them.
+    let (_, v) = eval_with(
+        "problems/relu.py",
+        "kernels/relu_identity.py",
+        &["--shifted-trials", "0"],
+        &[],
+    );
+    assert!(!has_finding(&v, "eval/shifted-inputs"), "{v:#}");
+}
+
+#[test]
+fn fake_result_and_os_exit_is_a_crash() {
+    let (code, v) = eval("problems/relu.py", "kernels/fake_result_exit.py");
+    assert_kind(&v, code, "crash");
+    assert!(
+        v["stdout_tail"].as_str().unwrap().contains("\"passed\""),
+        "the fake line was printed: {v:#}"
+    );
+}
+
+#[test]
+fn infinite_loop_times_out_and_the_group_is_killed() {
+    let t = Instant::now();
+    let (code, v) = eval_with(
+        "problems/relu.py",
+        "kernels/infinite_loop.py",
+        &["--run-timeout", "6"],
+        &[],
+    );
+    assert_kind(&v, code, "timeout");
+    assert_eq!(v["outcome"]["phase"], "run");
+    assert_eq!(v["outcome"]["limit_s"], 6.0);
+    assert!(
+        t.elapsed() < Duration::from_secs(40),
+        "took {:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn segfault_is_a_crash_with_the_signal() {
+    let (code, v) = eval("problems/relu.py", "kernels/segfault.py");
+    assert_kind(&v, code, "crash");
+    assert_eq!(v["outcome"]["signal"], 11, "{v:#}");
+    assert_eq!(v["outcome"]["phase"], "run");
+}
+
+#[test]
+fn huge_allocation_hits_the_memory_limit() {
+    let (code, v) = eval_with(
+        "problems/relu.py",
+        "kernels/huge_alloc.py",
+        &["--memory-limit", "6144"],
+        &[],
+    );
+    assert_kind(&v, code, "runtime_error");
+    assert_eq!(v["outcome"]["memory_limit"], true, "{v:#}");
+}
+
+#[test]
+fn tensor_subclass_is_not_a_tensor() {
+    let (code, v) = eval("problems/relu.py", "kernels/lazy_subclass.py");
+    assert_kind(&v, code, "not_a_tensor");
+}
+
+#[test]
+fn shape_and_dtype_mismatches() {
+    let (code, v) = eval("problems/relu.py", "kernels/wrong_shape.py");
+    assert_kind(&v, code, "shape_mismatch");
+    assert_eq!(v["outcome"]["expected"], serde_json::json!([16, 1024]));
+    assert_eq!(v["outcome"]["got"], serde_json::json!([16384]));
+    let (code, v) = eval("problems/relu.py", "kernels/wrong_dtype.py");
+    assert_kind(&v, code, "dtype_mismatch");
+}
+
+#[test]
+fn exceptions_are_runtime_errors_with_the_traceback() {
+    let (code, v) = eval("problems/relu.py", "kernels/raises.py");
+    assert_kind(&v, code, "runtime_error");
+    assert!(
+        v["outcome"]["traceback"]
+            .as_str()
+            .unwrap()
+            .contains("bad block size 4097"),
+        "{v:#}"
+    );
+}
+
+#[test]
+fn compile_failures_carry_the_compiler_log() {
+    let (code, v) = eval("problems/relu.py", "kernels/compile_error.py");
+    assert_kind(&v, code, "compile_error");
+    assert!(
+        v["outcome"]["log_tail"].as_str().unwrap().contains("error"),
+        "{v:#}"
+    );
+    let (code, v) = eval("problems/relu.py", "kernels/no_model_new.py");
+    assert_kind(&v, code, "compile_error");
+    assert!(v["outcome"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("ModelNew"));
+}
+
+// ---- usage --------------------------------------------------------------------------------------
+
+#[test]
+fn usage_errors_exit_2_and_name_the_file() {
+    let out = cli()
+        .args([
+            "eval",
+            "--problem",
+            &fixture("problems/relu.py"),
+            "--kernel",
+            "kernels/does_not_exist.py",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does_not_exist.py"));
+    let out = cli()
+        .args([
+            "eval",
+            "--problem",
+            &fixture("problems/relu.py"),
+            "--kernel",
+            &fixture("kernels/python_relu.py"),
+        ])
+        .args(["--seed", "forty-two"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("forty-two"));
+}
+
+#[test]
+fn table_output_names_the_outcome() {
+    let out = cli()
+        .args([
+            "eval",
+            "--problem",
+            &fixture("problems/relu.py"),
+            "--kernel",
+            &fixture("kernels/wrong_shape.py"),
+        ])
+        .args(["--device", "cpu", "--seed", "7", "--no-timing"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text.contains("SHAPE_MISMATCH"), "{text}");
+    assert!(text.contains("seed     7"), "{text}");
+    assert!(Path::new(&fixture("kernels")).is_dir());
+}
