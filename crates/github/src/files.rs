@@ -1,0 +1,68 @@
+//! The file side of publishing: step summary, step outputs, and local "publish to files".
+
+use crate::{GithubError, CHECK_NAME};
+use kernelgate_report::{check_run, render_comment, render_summary, Report, STICKY_MARKER};
+use serde_json::json;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+fn append(path: &Path, text: &str) -> Result<(), GithubError> {
+    let io = |source| GithubError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(io)?;
+    f.write_all(text.as_bytes()).map_err(io)
+}
+
+/// Append the job summary to `GITHUB_STEP_SUMMARY`.
+pub fn append_step_summary(path: &Path, report: &Report) -> Result<(), GithubError> {
+    append(path, &format!("{}\n", render_summary(report)))
+}
+
+/// Append `verdict`, `geomean_speedup`, `failed` and `report` to `GITHUB_OUTPUT`.
+pub fn write_outputs(path: &Path, report: &Report, report_path: &Path) -> Result<(), GithubError> {
+    let s = &report.summary;
+    let text = format!(
+        "verdict={}\ngeomean_speedup={}\nfailed={}\nreport={}\n",
+        s.verdict.as_str(),
+        s.geomean_speedup
+            .map(|g| format!("{g:.4}"))
+            .unwrap_or_default(),
+        s.failed,
+        report_path.display()
+    );
+    append(path, &text)
+}
+
+/// Local mode: write what would be sent to GitHub as JSON files in `out_dir`:
+/// `check_run.json` (create and complete payloads) and `comment.json` (the sticky comment).
+pub fn publish_files(report: &Report, out_dir: &Path) -> Result<Vec<PathBuf>, GithubError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| GithubError::Io { path, source }
+    };
+    std::fs::create_dir_all(out_dir).map_err(io(out_dir))?;
+    let summary = render_summary(report);
+    let check = json!({
+        "create": check_run::create_payload(CHECK_NAME, &report.run.head_sha),
+        "complete": check_run::complete_payloads(report, &summary),
+    });
+    let comment = json!({
+        "marker": STICKY_MARKER,
+        "pr_number": report.run.pr_number,
+        "body": render_comment(report),
+    });
+    let mut written = Vec::new();
+    for (name, value) in [("check_run.json", check), ("comment.json", comment)] {
+        let path = out_dir.join(name);
+        let text = serde_json::to_string_pretty(&value).expect("json serialises") + "\n";
+        std::fs::write(&path, text).map_err(io(&path))?;
+        written.push(path);
+    }
+    Ok(written)
+}
