@@ -1,0 +1,282 @@
+//! Triton rules (KG62x): `@triton.jit` / `@triton.autotune` kernels (under any alias) that are
+//! never launched from code reachable from `ModelNew.forward`, reduced-precision dtypes inside
+//! kernels on fp32 problems, and a Triton candidate without any kernel.
+
+use crate::embedded::{collect_aliases, qualname};
+use crate::python::reach::{find_class, reachable};
+use crate::rule::{Context, RawFinding};
+use kernelgate_model::{Backend, Precision};
+use ruff_python_ast::visitor::{self, Visitor};
+use ruff_python_ast::{Expr, ModModule, Stmt, StmtFunctionDef};
+use ruff_text_size::Ranged;
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+
+pub const DECOY: &str = "KG620";
+pub const PRECISION: &str = "KG621";
+pub const NO_KERNEL: &str = "KG622";
+
+/// A Triton kernel: its name, where the name is written, and its body (absent for
+/// `k = triton.jit(fn)`).
+struct Kernel<'a> {
+    name: String,
+    at: Range<usize>,
+    def: Option<&'a StmtFunctionDef>,
+}
+
+fn is_triton_decorator(e: &Expr, aliases: &HashMap<String, String>) -> bool {
+    let target = match e {
+        Expr::Call(c) => c.func.as_ref(),
+        other => other,
+    };
+    let q = qualname(target, aliases).unwrap_or_default();
+    matches!(
+        q.as_str(),
+        "triton.jit" | "triton.autotune" | "triton.heuristics" | "triton.runtime.jit.jit" | "triton.runtime.autotune"
+    ) || q.ends_with("triton.jit")
+}
+
+fn kernels<'a>(module: &'a ModModule, aliases: &HashMap<String, String>) -> Vec<Kernel<'a>> {
+    struct V<'a, 'b> {
+        aliases: &'b HashMap<String, String>,
+        out: Vec<Kernel<'a>>,
+    }
+    impl<'a> Visitor<'a> for V<'a, '_> {
+        fn visit_stmt(&mut self, stmt: &'a Stmt) {
+            match stmt {
+                Stmt::FunctionDef(f) if f.decorator_list.iter().any(|d| is_triton_decorator(&d.expression, self.aliases)) => {
+                    self.out.push(Kernel {
+                        name: f.name.to_string(),
+                        at: f.name.range().start().to_usize()..f.name.range().end().to_usize(),
+                        def: Some(f),
+                    });
+                    return;
+                }
+                // k = triton.jit(fn)
+                Stmt::Assign(a) => {
+                    if let (Expr::Call(c), [Expr::Name(n)]) = (a.value.as_ref(), a.targets.as_slice()) {
+                        if is_triton_decorator(&c.func, self.aliases) {
+                            self.out.push(Kernel {
+                                name: n.id.to_string(),
+                                at: n.range().start().to_usize()..n.range().end().to_usize(),
+                                def: None,
+                            });
+                        }
+                    }
+                }
+                _ => {}
+            }
+            visitor::walk_stmt(self, stmt);
+        }
+    }
+    let mut v = V { aliases, out: Vec::new() };
+    v.visit_body(&module.body);
+    v.out
+}
+
+/// Runs the Triton rules on a candidate.
+pub fn check_triton(module: &ModModule, _source: &str, ctx: &Context) -> Vec<RawFinding> {
+    let aliases = collect_aliases(&module.body);
+    let ks = kernels(module, &aliases);
+    let mut out = Vec::new();
+    if ks.is_empty() {
+        if ctx.backend == Some(Backend::Triton) {
+            out.push(RawFinding::new(
+                NO_KERNEL,
+                0..0,
+                "the backend is triton but the file defines no `@triton.jit` kernel: no custom kernel runs",
+            ));
+        }
+        return out;
+    }
+    if find_class(module, "ModelNew").is_some() {
+        // Live names in code reachable from ModelNew.forward; kernels launched there reach the
+        // jit helpers they call (the reachability walk follows module-level functions).
+        let r = reachable(module);
+        let mut launched: HashSet<&str> = r.names.iter().map(|s| s.as_str()).collect();
+        // `self.kernel = kernel` in __init__ then `self.kernel[grid](...)`.
+        for a in &r.self_attrs {
+            launched.insert(a.as_str());
+        }
+        // Kernels handed to a wrapper as values: `launch(kernel, ...)` are names too.
+        let mut reported = HashSet::new();
+        for k in &ks {
+            if !launched.contains(k.name.as_str()) && !self_bound(module, &k.name, &r.self_attrs) && reported.insert(&k.name) {
+                out.push(RawFinding::new(
+                    DECOY,
+                    k.at.clone(),
+                    format!(
+                        "Triton kernel `{}` is never launched from code reachable from `ModelNew.forward` (or only on a dead branch): a kernel that does not run does no work",
+                        k.name
+                    ),
+                ));
+            }
+        }
+    }
+    if ctx.precision == Precision::Fp32 {
+        let mut lines = HashSet::new();
+        for k in ks.iter().filter_map(|k| k.def) {
+            let mut p = PrecisionFinder { aliases: &aliases, hits: Vec::new() };
+            p.visit_body(&k.body);
+            for (range, what) in p.hits {
+                if lines.insert(ctx.lines.line_of(range.start)) {
+                    out.push(RawFinding::new(
+                        PRECISION,
+                        range,
+                        format!("`{what}` in Triton kernel `{}` computes in reduced precision on an fp32 problem", k.name),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `self.<attr> = kernel` somewhere in ModelNew: a launch through `self.<attr>[grid]` counts.
+fn self_bound(module: &ModModule, kernel: &str, self_attrs: &std::collections::BTreeSet<String>) -> bool {
+    struct F<'k> {
+        kernel: &'k str,
+        attrs: Vec<String>,
+    }
+    impl<'a> Visitor<'a> for F<'_> {
+        fn visit_stmt(&mut self, stmt: &'a Stmt) {
+            if let Stmt::Assign(a) = stmt {
+                if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == self.kernel) {
+                    for t in &a.targets {
+                        if let Expr::Attribute(at) = t {
+                            self.attrs.push(at.attr.to_string());
+                        }
+                    }
+                }
+            }
+            visitor::walk_stmt(self, stmt);
+        }
+    }
+    let Some(c) = find_class(module, "ModelNew") else { return false };
+    let mut f = F { kernel, attrs: Vec::new() };
+    f.visit_body(&c.body);
+    f.attrs.iter().any(|a| self_attrs.contains(a))
+}
+
+struct PrecisionFinder<'b> {
+    aliases: &'b HashMap<String, String>,
+    hits: Vec<(Range<usize>, String)>,
+}
+
+impl<'a> Visitor<'a> for PrecisionFinder<'_> {
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        match expr {
+            Expr::Attribute(a) => {
+                let q = qualname(expr, self.aliases).unwrap_or_default();
+                let attr = a.attr.as_str();
+                let low = matches!(attr, "float16" | "bfloat16" | "float8e4nv" | "float8e5" | "float8e4b15");
+                if low && q.starts_with("triton.language") {
+                    let r = expr.range();
+                    self.hits.push((r.start().to_usize()..r.end().to_usize(), q.replacen("triton.language", "tl", 1)));
+                    return;
+                }
+            }
+            Expr::Call(c) => {
+                for kw in c.arguments.keywords.iter() {
+                    let Some(arg) = &kw.arg else { continue };
+                    let tf32 = match (arg.as_str(), &kw.value) {
+                        ("allow_tf32", Expr::BooleanLiteral(b)) => b.value,
+                        ("input_precision", Expr::StringLiteral(s)) => s.value.to_str() == "tf32",
+                        _ => false,
+                    };
+                    if tf32 {
+                        let r = kw.range();
+                        self.hits.push((r.start().to_usize()..r.end().to_usize(), "TF32 dot".to_string()));
+                    }
+                }
+            }
+            _ => {}
+        }
+        visitor::walk_expr(self, expr);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(py: &str, precision: Precision, backend: Option<Backend>) -> Vec<(&'static str, u32, u32)> {
+        let parsed = ruff_python_parser::parse_module(py).expect("valid python");
+        let ctx = Context::new("t.py", py, precision, backend);
+        let mut v: Vec<_> = check_triton(parsed.syntax(), py, &ctx)
+            .into_iter()
+            .map(|f| {
+                let (l, c) = ctx.line_col(f.range.start);
+                (f.code, l, c)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    const HONEST: &str = "import torch\nimport triton as tr\nimport triton.language as tl\n\n@tr.jit\ndef add_kernel(x, y, o, n, BLOCK: tl.constexpr):\n    pid = tl.program_id(0)\n    offs = pid * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n    tl.store(o + offs, tl.load(x + offs, mask=m) + tl.load(y + offs, mask=m), mask=m)\n\ndef add(x, y):\n    o = torch.empty_like(x)\n    add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, o, x.numel(), BLOCK=1024)\n    return o\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x, y):\n        return add(x, y)\n";
+
+    #[test]
+    fn honest_kernel_launched_through_a_helper_is_clean() {
+        assert!(run(HONEST, Precision::Fp32, Some(Backend::Triton)).is_empty());
+    }
+
+    #[test]
+    fn kernel_only_on_a_dead_branch_is_a_decoy() {
+        let py = HONEST.replace("        return add(x, y)\n", "        if False:\n            return add(x, y)\n        return x + y\n");
+        assert_eq!(run(&py, Precision::Fp32, None), vec![(DECOY, 6, 5)]);
+    }
+
+    #[test]
+    fn half_casts_are_flagged_on_fp32_only() {
+        let py = HONEST.replace(
+            "    m = offs < n\n",
+            "    m = offs < n\n    h = tl.load(x + offs, mask=m).to(tl.float16)\n",
+        );
+        assert_eq!(run(&py, Precision::Fp32, None), vec![(PRECISION, 10, 38)]);
+        assert!(run(&py, Precision::Fp16, None).is_empty());
+    }
+
+    #[test]
+    fn triton_backend_without_kernels() {
+        let py = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n";
+        assert_eq!(run(py, Precision::Fp32, Some(Backend::Triton)), vec![(NO_KERNEL, 1, 1)]);
+        assert!(run(py, Precision::Fp32, Some(Backend::Cuda)).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod fixture_tests {
+    use super::*;
+
+    fn run_fixture(name: &str) -> Vec<(&'static str, u32, u32)> {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/lint/triton").join(name);
+        let py = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let backend = py.starts_with("# kernelgate: backend=triton").then_some(Backend::Triton);
+        let parsed = ruff_python_parser::parse_module(&py).expect("valid python");
+        let ctx = Context::new(name, &py, Precision::Fp32, backend);
+        let mut v: Vec<_> = check_triton(parsed.syntax(), &py, &ctx)
+            .into_iter()
+            .map(|f| {
+                let (l, c) = ctx.line_col(f.range.start);
+                (f.code, l, c)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn triton_fixtures() {
+        let table: &[(&str, &[(&str, u32, u32)])] = &[
+            ("honest_triton_autotune_alias.py", &[]),
+            ("hack_triton_decoy.py", &[(DECOY, 8, 5)]),
+            ("hack_triton_dead_branch.py", &[(DECOY, 8, 5)]),
+            ("hack_triton_fp16.py", &[(PRECISION, 12, 45)]),
+            ("hack_triton_no_kernel.py", &[(NO_KERNEL, 1, 1)]),
+        ];
+        for (name, want) in table {
+            assert_eq!(run_fixture(name), want.to_vec(), "{name}");
+        }
+    }
+}
