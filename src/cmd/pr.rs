@@ -240,7 +240,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         policy: &policy,
         acks,
         devices,
-        report_path: args.out.join("report.json"),
+        out_dir: args.out.clone(),
         progress: Progress {
             actions: ctx.actions,
             quiet: args.quiet,

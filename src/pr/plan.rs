@@ -106,6 +106,20 @@ impl Plan {
             _files: files,
         })
     }
+
+    /// A plan from ready-made jobs (files already on disk), for callers that do their own planning.
+    pub fn from_jobs(changes: ChangeSet, jobs: Vec<Job>) -> Result<Plan, PlanError> {
+        let files = tempfile::Builder::new()
+            .prefix("kernelgate-pr-")
+            .tempdir()
+            .map_err(PlanError::Temp)?;
+        Ok(Plan {
+            changes,
+            jobs,
+            shard: None,
+            _files: files,
+        })
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -10,7 +10,7 @@ use kernelgate_report::{
 use std::collections::VecDeque;
 use std::io::Write;
 use std::panic::AssertUnwindSafe;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{mpsc, Mutex};
 
 use super::changes::KernelStatus;
@@ -138,13 +138,13 @@ pub struct Pipeline<'a> {
     pub policy: &'a Policy,
     pub acks: Acks,
     pub devices: Vec<Device>,
-    /// `report.json` rewritten after every kernel.
-    pub report_path: PathBuf,
+    /// `report.json`, `comment.md`, `summary.md`, `results.sarif`, rewritten after every kernel.
+    pub out_dir: PathBuf,
     pub progress: Progress,
 }
 
 impl Pipeline<'_> {
-    /// Runs the plan and returns the final report (also written to `report_path`).
+    /// Runs the plan and returns the final report (also written to `out_dir`).
     pub fn run(
         &self,
         plan: &Plan,
@@ -202,7 +202,7 @@ impl Pipeline<'_> {
             }
         }
         report.finalize();
-        report.write_atomic(&self.report_path)?;
+        kernelgate_report::render_all(&report, &self.out_dir)?;
 
         // 2. Evaluate: one worker per device pulling from the queue.
         let total = jobs.len();
@@ -267,7 +267,7 @@ impl Pipeline<'_> {
                     Some(device),
                 );
                 report.finalize();
-                report.write_atomic(&self.report_path)?;
+                kernelgate_report::render_all(&report, &self.out_dir)?;
             }
             Ok(())
         })?;
@@ -275,7 +275,7 @@ impl Pipeline<'_> {
         report.run.complete = true;
         report.run.finished_at = Some(now_rfc3339());
         report.finalize();
-        report.write_atomic(&self.report_path)?;
+        kernelgate_report::render_all(&report, &self.out_dir)?;
         Ok(report)
     }
 
@@ -463,11 +463,6 @@ fn rfc3339(secs: u64) -> String {
     )
 }
 
-/// Writes nothing; used where a report path must exist for atomic writes.
-pub fn ensure_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -492,5 +487,407 @@ mod tests {
     fn rfc3339_known_dates() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(1_709_251_199), "2024-02-29T23:59:59Z");
+    }
+}
+
+#[cfg(test)]
+mod pipeline_tests {
+    use super::*;
+    use crate::pr::changes::{ChangeSet, KernelChange};
+    use kernelgate_model::{Backend, Precision};
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    fn job(path: &str, status: KernelStatus, source: &str) -> Job {
+        Job {
+            change: KernelChange {
+                path: path.to_string(),
+                problem: Some("level1/3_ReLU".into()),
+                status,
+                base_path: (status == KernelStatus::Modified).then(|| path.to_string()),
+                problem_changed: false,
+                mapping_error: None,
+            },
+            kernel_file: PathBuf::from(path),
+            problem_file: Some(PathBuf::from("KernelBench/level1/3_ReLU.py")),
+            base_file: None,
+            backend: Backend::Cpp,
+            precision: Precision::Fp32,
+            source: format!("import torch\n{source}\nclass ModelNew:\n    pass\n"),
+        }
+    }
+
+    fn changes() -> ChangeSet {
+        ChangeSet {
+            base: "b".into(),
+            head: "h".into(),
+            merge_base: "b".into(),
+            kernels: vec![],
+            deleted_kernels: vec!["kernels/gone.py".into()],
+            references: vec![],
+            config_changed: false,
+            results: vec![],
+        }
+    }
+
+    fn correct(speedup: f64) -> Evaluation {
+        let mut e = Evaluation::failed(OutcomeKind::Correct, "passed 5 correctness trials");
+        e.speedup_eager = Some(Interval::new(speedup, speedup * 0.98, speedup * 1.02));
+        e.time_ms = Some(1.0 / speedup);
+        e.reference_ms = Some(1.0);
+        e.seed = Some(1234);
+        e
+    }
+
+    /// Returns canned evaluations by path; records which device ran what and how many ran at once.
+    struct Fake {
+        by_path: HashMap<String, Evaluation>,
+        ran: Mutex<Vec<(String, Device)>>,
+        active: Mutex<HashMap<String, usize>>,
+        max_per_device: AtomicUsize,
+        active_total: AtomicUsize,
+        max_total: AtomicUsize,
+        out_dir: Option<PathBuf>,
+        seen_done: Mutex<Vec<usize>>,
+    }
+
+    impl Fake {
+        fn new(by_path: Vec<(&str, Evaluation)>) -> Fake {
+            Fake {
+                by_path: by_path
+                    .into_iter()
+                    .map(|(p, e)| (p.to_string(), e))
+                    .collect(),
+                ran: Mutex::new(vec![]),
+                active: Mutex::new(HashMap::new()),
+                max_per_device: AtomicUsize::new(0),
+                active_total: AtomicUsize::new(0),
+                max_total: AtomicUsize::new(0),
+                out_dir: None,
+                seen_done: Mutex::new(vec![]),
+            }
+        }
+    }
+
+    impl Evaluator for Fake {
+        fn evaluate(&self, job: &Job, device: Device) -> Evaluation {
+            if let Some(dir) = &self.out_dir {
+                // What a crash right now would leave behind: every finished kernel, once the
+                // main thread has written the previous result (it races with this worker).
+                let want = self.ran.lock().unwrap().len();
+                let mut done = usize::MAX;
+                for _ in 0..200 {
+                    let r = Report::read(&dir.join("report.json")).unwrap();
+                    assert!(!r.run.complete);
+                    done = r
+                        .kernels
+                        .iter()
+                        .filter(|k| k.outcome.kind == OutcomeKind::Correct)
+                        .count();
+                    if done == want {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                self.seen_done.lock().unwrap().push(done);
+            }
+            let key = device.to_string();
+            let n = {
+                let mut a = self.active.lock().unwrap();
+                let n = a.entry(key.clone()).or_insert(0);
+                *n += 1;
+                *n
+            };
+            self.max_per_device.fetch_max(n, Ordering::SeqCst);
+            let t = self.active_total.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max_total.fetch_max(t, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(40));
+            self.active_total.fetch_sub(1, Ordering::SeqCst);
+            *self.active.lock().unwrap().get_mut(&key).unwrap() -= 1;
+            self.ran
+                .lock()
+                .unwrap()
+                .push((job.path().to_string(), device));
+            if job.path().contains("panics") {
+                panic!("evaluator bug");
+            }
+            self.by_path
+                .get(job.path())
+                .cloned()
+                .unwrap_or_else(|| correct(2.0))
+        }
+    }
+
+    struct Lint;
+    impl Linter for Lint {
+        fn lint(&self, job: &Job) -> Result<Vec<Finding>, String> {
+            Ok(job
+                .source
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| l.contains("torch.relu"))
+                .map(|(i, _)| Finding {
+                    file: job.path().into(),
+                    line: i as u32 + 1,
+                    column: 1,
+                    end_line: i as u32 + 1,
+                    end_column: 5,
+                    rule: "KG101".into(),
+                    severity: Severity::Error,
+                    message: "torch fallback".into(),
+                })
+                .collect())
+        }
+    }
+
+    fn pipeline<'a>(
+        fake: &'a Fake,
+        policy: &'a Policy,
+        labels: &[&str],
+        devices: Vec<Device>,
+        out: &std::path::Path,
+    ) -> Pipeline<'a> {
+        Pipeline {
+            linter: &Lint,
+            evaluator: fake,
+            baselines: &NoBaselines,
+            policy,
+            acks: Acks {
+                labels: labels.iter().map(|s| s.to_string()).collect(),
+            },
+            devices,
+            out_dir: out.to_path_buf(),
+            progress: Progress {
+                actions: false,
+                quiet: true,
+            },
+        }
+    }
+
+    fn row<'r>(r: &'r Report, path: &str) -> &'r KernelRow {
+        r.kernels.iter().find(|k| k.path == path).unwrap()
+    }
+
+    #[test]
+    fn verdicts_follow_the_policy_and_a_broken_kernel_fails_only_its_row() {
+        let mut incorrect = Evaluation::failed(OutcomeKind::Incorrect, "max abs diff 0.3");
+        incorrect.seed = Some(7);
+        let mut regressed = correct(1.5);
+        regressed.vs_base = Some(ComparisonSummary {
+            ratio: 1.20,
+            ci_lo: Some(1.15),
+            ci_hi: Some(1.25),
+            verdict: ComparisonVerdict::Slower,
+        });
+        let mut small_change = correct(1.5);
+        small_change.vs_base = Some(ComparisonSummary {
+            ratio: 1.01,
+            ci_lo: Some(1.0),
+            ci_hi: Some(1.02),
+            verdict: ComparisonVerdict::Same,
+        });
+        let fake = Fake::new(vec![
+            ("k/incorrect.py", incorrect),
+            ("k/regressed.py", regressed),
+            ("k/same.py", small_change),
+            ("k/fast.py", correct(50.0)),
+            ("k/fast_allowed.py", correct(50.0)),
+            ("k/fast_no_reason.py", correct(50.0)),
+        ]);
+        let mut unmapped = job("k/unmapped.py", KernelStatus::Added, "");
+        unmapped.change.problem = None;
+        unmapped.change.mapping_error = Some("k/unmapped.py: cannot tell which problem".into());
+        let jobs = vec![
+            job("k/good.py", KernelStatus::Added, ""),
+            job("k/incorrect.py", KernelStatus::Added, ""),
+            job("k/hack.py", KernelStatus::Added, "y = torch.relu(x)"),
+            job("k/regressed.py", KernelStatus::Modified, ""),
+            job("k/same.py", KernelStatus::Modified, ""),
+            job("k/fast.py", KernelStatus::Added, ""),
+            job(
+                "k/fast_allowed.py",
+                KernelStatus::Added,
+                "# kernelgate: allow=excessive_speedup reason=\"fused 3 passes\"",
+            ),
+            job(
+                "k/fast_no_reason.py",
+                KernelStatus::Added,
+                "# kernelgate: allow=excessive_speedup",
+            ),
+            job("k/panics.py", KernelStatus::Added, ""),
+            unmapped,
+        ];
+        let plan = Plan::from_jobs(changes(), jobs).unwrap();
+        let policy = Policy::default();
+        let out = tempfile::tempdir().unwrap();
+        let report = pipeline(&fake, &policy, &[], vec![Device::Cpu], out.path())
+            .run(&plan, Report::new(Default::default()))
+            .unwrap();
+
+        let v = |p: &str| row(&report, p).verdict;
+        assert_eq!(v("k/good.py"), Verdict::Pass);
+        assert_eq!(v("k/incorrect.py"), Verdict::Fail);
+        assert_eq!(v("k/hack.py"), Verdict::Fail);
+        assert_eq!(
+            row(&report, "k/hack.py").outcome.kind,
+            OutcomeKind::Skipped,
+            "lint errors skip evaluation"
+        );
+        assert_eq!(v("k/regressed.py"), Verdict::Fail);
+        assert!(
+            row(&report, "k/regressed.py")
+                .reasons
+                .iter()
+                .any(|r| r.contains("20.0% slower")),
+            "{:?}",
+            row(&report, "k/regressed.py").reasons
+        );
+        assert_eq!(v("k/same.py"), Verdict::Pass);
+        assert_eq!(v("k/fast.py"), Verdict::Warn);
+        assert!(row(&report, "k/fast.py")
+            .flags
+            .iter()
+            .any(|f| f.code == code::EXCESSIVE_SPEEDUP));
+        assert_eq!(v("k/fast_allowed.py"), Verdict::Pass);
+        assert!(row(&report, "k/fast_allowed.py")
+            .reasons
+            .iter()
+            .any(|r| r.contains("fused 3 passes")));
+        assert_eq!(v("k/fast_no_reason.py"), Verdict::Warn);
+        assert!(row(&report, "k/fast_no_reason.py")
+            .reasons
+            .iter()
+            .any(|r| r.contains("no reason")));
+        assert_eq!(v("k/panics.py"), Verdict::Fail);
+        assert!(row(&report, "k/panics.py")
+            .outcome
+            .message
+            .contains("internal error"));
+        assert_eq!(v("k/unmapped.py"), Verdict::Fail);
+        assert_eq!(v("kernels/gone.py"), Verdict::Skipped);
+        assert_eq!(row(&report, "k/good.py").annotate_line, Some(3));
+
+        let ran: Vec<String> = fake
+            .ran
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(p, _)| p.clone())
+            .collect();
+        assert!(
+            !ran.contains(&"k/hack.py".to_string()) && !ran.contains(&"k/unmapped.py".to_string())
+        );
+        assert_eq!(ran.len(), 8);
+
+        assert_eq!(report.summary.verdict, Verdict::Fail);
+        assert_eq!(policy::exit_code(report.summary.verdict), 1);
+        assert_eq!(report.run.seed, Some(1234));
+        let on_disk = Report::read(&out.path().join("report.json")).unwrap();
+        assert!(on_disk.run.complete);
+        assert_eq!(on_disk.kernels.len(), 11);
+        assert!(
+            out.path().join("comment.md").is_file() && out.path().join("results.sarif").is_file()
+        );
+    }
+
+    #[test]
+    fn an_ack_label_acknowledges_an_excessive_speedup() {
+        let fake = Fake::new(vec![("k/fast.py", correct(50.0))]);
+        let plan =
+            Plan::from_jobs(changes(), vec![job("k/fast.py", KernelStatus::Added, "")]).unwrap();
+        let policy = Policy::default();
+        let out = tempfile::tempdir().unwrap();
+        let report = pipeline(
+            &fake,
+            &policy,
+            &["kernelgate:ack-speedup"],
+            vec![Device::Cpu],
+            out.path(),
+        )
+        .run(&plan, Report::new(Default::default()))
+        .unwrap();
+        let r = row(&report, "k/fast.py");
+        assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.reasons);
+        assert!(r
+            .reasons
+            .iter()
+            .any(|s| s.contains("kernelgate:ack-speedup")));
+        assert_eq!(policy::exit_code(report.summary.verdict), 0);
+    }
+
+    #[test]
+    fn one_job_at_a_time_per_gpu_and_every_gpu_used() {
+        let fake = Fake::new(vec![]);
+        let jobs: Vec<Job> = (0..9)
+            .map(|i| job(&format!("k/{i}.py"), KernelStatus::Added, ""))
+            .collect();
+        let plan = Plan::from_jobs(changes(), jobs).unwrap();
+        let policy = Policy::default();
+        let out = tempfile::tempdir().unwrap();
+        let devices = vec![Device::Cuda(0), Device::Cuda(1), Device::Cuda(2)];
+        let report = pipeline(&fake, &policy, &[], devices, out.path())
+            .run(&plan, Report::new(Default::default()))
+            .unwrap();
+        let ran = fake.ran.lock().unwrap().clone();
+        let mut paths: Vec<&str> = ran.iter().map(|(p, _)| p.as_str()).collect();
+        paths.sort();
+        paths.dedup();
+        assert_eq!(paths.len(), 9, "each job ran exactly once");
+        assert_eq!(ran.len(), 9);
+        assert_eq!(
+            fake.max_per_device.load(Ordering::SeqCst),
+            1,
+            "never two jobs on one GPU"
+        );
+        assert!(
+            fake.max_total.load(Ordering::SeqCst) > 1,
+            "GPUs work in parallel"
+        );
+        let mut used: Vec<String> = ran.iter().map(|(_, d)| d.to_string()).collect();
+        used.sort();
+        used.dedup();
+        assert_eq!(used.len(), 3);
+        assert!(report
+            .kernels
+            .iter()
+            .filter(|k| k.path.starts_with("k/"))
+            .all(|k| k.verdict == Verdict::Pass));
+    }
+
+    #[test]
+    fn the_report_on_disk_grows_after_every_kernel() {
+        let mut fake = Fake::new(vec![]);
+        let out = tempfile::tempdir().unwrap();
+        fake.out_dir = Some(out.path().to_path_buf());
+        let jobs: Vec<Job> = (0..4)
+            .map(|i| job(&format!("k/{i}.py"), KernelStatus::Added, ""))
+            .collect();
+        let plan = Plan::from_jobs(changes(), jobs).unwrap();
+        let policy = Policy::default();
+        pipeline(&fake, &policy, &[], vec![Device::Cpu], out.path())
+            .run(&plan, Report::new(Default::default()))
+            .unwrap();
+        assert_eq!(*fake.seen_done.lock().unwrap(), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn reference_changed_rows_warn_and_invalidate_the_baseline() {
+        let fake = Fake::new(vec![]);
+        let mut j = job("k/a.py", KernelStatus::ProblemChanged, "");
+        j.change.problem_changed = true;
+        let plan = Plan::from_jobs(changes(), vec![j]).unwrap();
+        let policy = Policy::default();
+        let out = tempfile::tempdir().unwrap();
+        let report = pipeline(&fake, &policy, &[], vec![Device::Cpu], out.path())
+            .run(&plan, Report::new(Default::default()))
+            .unwrap();
+        let r = row(&report, "k/a.py");
+        assert_eq!(r.verdict, Verdict::Warn);
+        assert_eq!(
+            r.vs_baseline.as_ref().unwrap().verdict,
+            ComparisonVerdict::Invalid
+        );
+        assert!(r.flags.iter().any(|f| f.code == code::REFERENCE_CHANGED));
     }
 }
