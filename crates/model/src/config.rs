@@ -416,14 +416,24 @@ impl Config {
         match &self.dataset.source {
             Some(s) => crate::dataset::DatasetSpec::parse(s)
                 .map(|spec| spec.relative_to(repo_root))
-                .unwrap_or_else(|_| crate::dataset::DatasetSpec::Dir(repo_root.join(s))),
-            None => crate::dataset::DatasetSpec::Dir(repo_root.join(&self.dataset.root)),
+                .unwrap_or_else(|_| crate::dataset::DatasetSpec::Dir(join_repo(repo_root, s))),
+            None => crate::dataset::DatasetSpec::Dir(join_repo(repo_root, &self.dataset.root)),
         }
     }
 
     /// `[results] root` resolved against the repository root.
     pub fn results_root(&self, repo_root: &Path) -> PathBuf {
-        repo_root.join(&self.results.root)
+        join_repo(repo_root, &self.results.root)
+    }
+}
+
+/// `repo/path`, without a leading `./` when the repository is the current directory, so
+/// paths in output read `KernelBench/level1/...`.
+pub fn join_repo(repo_root: &Path, path: impl AsRef<Path>) -> PathBuf {
+    if repo_root.as_os_str().is_empty() || repo_root == Path::new(".") {
+        path.as_ref().to_path_buf()
+    } else {
+        repo_root.join(path)
     }
 }
 

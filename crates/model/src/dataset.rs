@@ -3,6 +3,7 @@
 //! local export of it (`.parquet`, `.jsonl`). Rows carry `code`, `level`, `name`, `problem_id`
 //! and become the same [`Problem`]s, with the same hashes, as the files.
 
+use crate::config::join_repo;
 use crate::problem::{parse_file_name, Problem, ProblemError, ProblemSet};
 use std::fmt;
 use std::io::{BufRead, Read};
@@ -54,9 +55,9 @@ impl DatasetSpec {
     /// Resolve relative file and directory paths against `root`.
     pub fn relative_to(self, root: &Path) -> DatasetSpec {
         match self {
-            DatasetSpec::Dir(p) => DatasetSpec::Dir(root.join(p)),
-            DatasetSpec::Parquet(p) => DatasetSpec::Parquet(root.join(p)),
-            DatasetSpec::Jsonl(p) => DatasetSpec::Jsonl(root.join(p)),
+            DatasetSpec::Dir(p) => DatasetSpec::Dir(join_repo(root, p)),
+            DatasetSpec::Parquet(p) => DatasetSpec::Parquet(join_repo(root, p)),
+            DatasetSpec::Jsonl(p) => DatasetSpec::Jsonl(join_repo(root, p)),
             hf => hf,
         }
     }
