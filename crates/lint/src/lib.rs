@@ -4,12 +4,15 @@
 //! embedded C++/CUDA rules (`embedded` + `cpp`) and the Triton rules (`triton`), then applies
 //! `# kernelgate: allow=...` suppressions and `kernelgate.toml` severity overrides.
 
+pub mod cpp;
+pub mod embedded;
 pub mod output;
 pub mod python;
 pub mod registry;
 pub mod rule;
 pub mod sarif;
 mod suppress;
+pub mod triton;
 
 pub use kernelgate_model::{Backend, Finding, Precision, Severity};
 pub use python::reach::{reachable, Reachability};
@@ -95,6 +98,12 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
     };
     let module = parsed.syntax();
     let mut raws = python::check(module, &ctx);
+    // Embedded C++/CUDA (load_inline / load(sources=...) files next to the .py) and Triton.
+    let base_dir = std::path::Path::new(path).parent();
+    for ext in embedded::extract_in(module, source, base_dir) {
+        raws.extend(cpp::check(&ext, &ctx));
+    }
+    raws.extend(triton::check_triton(module, source, &ctx));
     let sup = suppress::Suppressions::collect(parsed.tokens(), source);
     raws.extend(directive.problems);
     raws.extend(sup.problems.iter().cloned());
