@@ -24,6 +24,10 @@ pub enum Command {
     Problems(cmd::problems::Args),
     /// List candidate kernels with their problem, backend and precision.
     Kernels(cmd::kernels::Args),
+    /// Check kernels for reward hacks statically (exit 1 on errors).
+    Lint(cmd::lint::Args),
+    /// Show the documentation of a lint rule (`--all` for every rule).
+    Rule(cmd::rule::Args),
     /// Evaluate one kernel against its problem in an isolated child process.
     Eval(cmd::eval::Args),
     /// Gate a pull request: lint, evaluate and time the kernels it changes; report and publish.

@@ -4,13 +4,17 @@ use crate::cli::{Cli, Command};
 
 pub mod eval;
 pub mod kernels;
+pub mod lint;
 pub mod pr;
 pub mod problems;
+pub mod rule;
 
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match &cli.command {
         Command::Problems(args) => problems::run(&cli, args),
         Command::Kernels(args) => kernels::run(&cli, args),
+        Command::Lint(args) => lint::run(&cli, args),
+        Command::Rule(args) => rule::run(&cli, args),
         Command::Eval(args) => eval::run(&cli, args),
         Command::Pr(args) => pr::run(&cli, args),
     }

@@ -5,6 +5,7 @@
 //! `# kernelgate: allow=...` suppressions and `kernelgate.toml` severity overrides.
 
 pub mod cpp;
+pub mod docs;
 pub mod embedded;
 pub mod output;
 pub mod python;

@@ -85,7 +85,7 @@ pub(crate) fn directive(source: &str) -> Directive {
     let mut offset = 0;
     for line in source.split_inclusive('\n').take(10) {
         let lead = line.len() - line.trim_start().len();
-        if let Some((text, at)) = marker_text(line.trim_end()[lead..].trim_end()) {
+        if let Some((text, at)) = marker_text(line.trim()) {
             if let Ok(ps) = pairs(text, offset + lead + at) {
                 for p in ps {
                     match p.key {

@@ -816,9 +816,13 @@ pub fn banned(path: &str) -> Option<(&'static str, &'static str)> {
             "a dispatch mode intercepts every op",
         ),
     ];
+    // The longest matching prefix wins: `builtins.exec` is obfuscation, `builtins` introspection;
+    // a builtin function (`builtins.print`) is not the `builtins` module.
     TABLE
         .iter()
-        .find(|(p, _, _)| under(path, p))
+        .filter(|(p, _, _)| under(path, p))
+        .max_by_key(|(p, _, _)| p.len())
+        .filter(|(p, _, _)| !(*p == "builtins" && path != "builtins"))
         .map(|(_, r, m)| (*r, *m))
 }
 

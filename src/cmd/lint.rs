@@ -1,0 +1,239 @@
+//! `kernelgate lint`: the static reward-hack checker over candidate kernels.
+
+use crate::cli::Cli;
+use anyhow::Context;
+use kernelgate_lint::{
+    lint_file, output, Backend, Finding, LintOptions, Precision, Severity, SeverityOrOff,
+};
+use kernelgate_model::{discover, Config, Kernel, LintLevel};
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Human,
+    Json,
+    Sarif,
+    Github,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Files or directories to lint (default: every kernel of the repository).
+    pub paths: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// Precision for files with no problem mapping (fp32, fp16, bf16).
+    #[arg(long)]
+    pub precision: Option<Precision>,
+    /// Backend for files with no problem mapping (default: inferred from the file).
+    #[arg(long)]
+    pub backend: Option<Backend>,
+    /// Write the report here instead of stdout.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+}
+
+/// One file to lint with the options its mapping gives it.
+struct Target {
+    path: PathBuf,
+    shown: String,
+    precision: Precision,
+    backend: Option<Backend>,
+}
+
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
+    let cfg = Config::load(&cli.repo, cli.config.as_deref())?;
+    let overrides: BTreeMap<String, SeverityOrOff> = cfg
+        .lint
+        .severity
+        .iter()
+        .map(|(k, v)| {
+            let level = match v {
+                LintLevel::Error => SeverityOrOff::Error,
+                LintLevel::Warning => SeverityOrOff::Warning,
+                LintLevel::Off => SeverityOrOff::Off,
+            };
+            (k.clone(), level)
+        })
+        .collect();
+    let targets = targets(cli, args, &cfg)?;
+    let mut findings: Vec<Finding> = Vec::new();
+    let mut sources: BTreeMap<String, String> = BTreeMap::new();
+    let mut files = Vec::new();
+    for t in &targets {
+        let source = std::fs::read_to_string(&t.path)
+            .with_context(|| format!("cannot read {}: check the path", t.path.display()))?;
+        let opts = LintOptions {
+            precision: t.precision,
+            backend: t.backend,
+            severity_overrides: overrides.clone(),
+        };
+        let mut found = lint_file(&t.shown, &source, &opts).map_err(|e| {
+            let at = cfg
+                .path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "kernelgate.toml".into());
+            anyhow::anyhow!("{at}: {e}")
+        })?;
+        findings.append(&mut found);
+        files.push(t.shown.clone());
+        sources.insert(t.shown.clone(), source);
+    }
+    let summary = output::Summary::of(&findings, files.len());
+    let text = match args.format {
+        Format::Human => {
+            let color = args.output.is_none()
+                && std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none();
+            let mut s = output::human(&findings, |f| sources.get(f).map(String::as_str), color);
+            s.push_str(&format!(
+                "{} file{} linted: {} error{}, {} warning{}\n",
+                summary.files,
+                plural(summary.files),
+                summary.errors,
+                plural(summary.errors),
+                summary.warnings,
+                plural(summary.warnings)
+            ));
+            s
+        }
+        Format::Json => serde_json::to_string_pretty(&output::json(&findings, &files))? + "\n",
+        Format::Sarif => {
+            serde_json::to_string_pretty(&kernelgate_lint::to_sarif(&findings, &files))? + "\n"
+        }
+        Format::Github => output::github(&findings),
+    };
+    match &args.output {
+        Some(p) => {
+            std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))?
+        }
+        None => print!("{text}"),
+    }
+    Ok(if findings.iter().any(|f| f.severity == Severity::Error) {
+        1
+    } else {
+        0
+    })
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+fn targets(cli: &Cli, args: &Args, cfg: &Config) -> anyhow::Result<Vec<Target>> {
+    let default_precision = args.precision.unwrap_or_default();
+    // Problems let a kernel's mapping give its precision and backend; without them, flags decide.
+    let problems = cfg.dataset_spec(&cli.repo).load().ok();
+    if args.paths.is_empty() {
+        if let Some(problems) = &problems {
+            let (kernels, _errors) = discover(&cli.repo, cfg, problems);
+            if !kernels.is_empty() {
+                return Ok(kernels
+                    .into_iter()
+                    .map(|k| from_kernel(&cli.repo, k))
+                    .collect());
+            }
+        }
+        let mut files = Vec::new();
+        walk(&cli.repo.join("kernels"), &mut files)?;
+        return Ok(files
+            .into_iter()
+            .map(|p| Target {
+                shown: shown(&cli.repo, &p),
+                path: p,
+                precision: default_precision,
+                backend: args.backend,
+            })
+            .collect());
+    }
+    let mut out = Vec::new();
+    for p in &args.paths {
+        let full = if p.is_absolute() || p.exists() {
+            p.clone()
+        } else {
+            cli.repo.join(p)
+        };
+        if !full.exists() {
+            anyhow::bail!("{}: no such file or directory", p.display());
+        }
+        let mut files = Vec::new();
+        if full.is_dir() {
+            walk(&full, &mut files)?;
+        } else {
+            files.push(full);
+        }
+        for f in files {
+            let mapped = problems
+                .as_ref()
+                .and_then(|ps| Kernel::resolve_one(&cli.repo, &f, cfg, ps).ok());
+            out.push(match mapped {
+                Some(k) => Target {
+                    path: f.clone(),
+                    shown: f.display().to_string(),
+                    precision: k.precision,
+                    backend: Some(k.backend),
+                },
+                None => Target {
+                    shown: f.display().to_string(),
+                    path: f,
+                    precision: default_precision,
+                    backend: args.backend,
+                },
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn from_kernel(repo: &Path, k: Kernel) -> Target {
+    let full = if k.path.is_absolute() {
+        k.path.clone()
+    } else {
+        repo.join(&k.path)
+    };
+    Target {
+        shown: k.path.display().to_string(),
+        path: full,
+        precision: k.precision,
+        backend: Some(k.backend),
+    }
+}
+
+fn shown(repo: &Path, p: &Path) -> String {
+    p.strip_prefix(repo).unwrap_or(p).display().to_string()
+}
+
+/// Every `.py` file below `dir`, sorted, skipping hidden directories, caches and `target/`.
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if p.is_dir() {
+            if !name.starts_with('.')
+                && name != "__pycache__"
+                && name != "target"
+                && name != "node_modules"
+            {
+                walk(&p, out)?;
+            }
+        } else if name.ends_with(".py") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,339 @@
+//! `kernelgate lint` end to end: every hack fixture yields exactly its (rule, line) set, every
+//! honest fixture and the bundled kernels are clean, and the formats, exit codes, suppressions,
+//! severity overrides and generated docs behave.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn kernelgate(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kernelgate"))
+        .current_dir(root())
+        .args(args)
+        .output()
+        .expect("run kernelgate");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn lint_json(path: &str, extra: &[&str]) -> (i32, serde_json::Value) {
+    let mut args = vec!["lint", "--format", "json", path];
+    args.extend_from_slice(extra);
+    let (code, stdout, stderr) = kernelgate(&args);
+    let v = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{path}: bad json ({e}): {stdout}\n{stderr}"));
+    (code, v)
+}
+
+/// Python-side findings only (lint-cpp's KG6xx have their own table in tests/lint_cpp.rs).
+fn rule_lines(v: &serde_json::Value) -> Vec<(String, u64)> {
+    let mut out: Vec<(String, u64)> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().to_string(),
+                f["line"].as_u64().unwrap(),
+            )
+        })
+        .filter(|(r, _)| !r.starts_with("KG6"))
+        .collect();
+    out.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+    out
+}
+
+const HACKS: &[(&str, &[(&str, u64)])] = &[
+    ("hacks/torch_op_alias.py", &[("KG101", 21), ("KG101", 22)]),
+    ("hacks/torch_op_getattr.py", &[("KG101", 22)]),
+    ("hacks/nn_layer.py", &[("KG102", 24), ("KG102", 25)]),
+    ("hacks/matmul_operator.py", &[("KG103", 19)]),
+    ("hacks/tensor_method.py", &[("KG104", 19)]),
+    ("hacks/try_except.py", &[("KG201", 19), ("KG101", 22)]),
+    ("hacks/pass_forward.py", &[("KG202", 22)]),
+    ("hacks/return_input.py", &[("KG202", 18)]),
+    (
+        "hacks/inherit_reference.py",
+        &[("KG101", 19), ("KG203", 22)],
+    ),
+    ("hacks/use_reference.py", &[("KG203", 21)]),
+    (
+        "hacks/dynamic_code.py",
+        &[("KG204", 19), ("KG204", 20), ("KG204", 25)],
+    ),
+    (
+        "hacks/timer_tamper.py",
+        &[("KG301", 17), ("KG301", 18), ("KG301", 19)],
+    ),
+    (
+        "hacks/validation_tamper.py",
+        &[("KG302", 17), ("KG302", 18)],
+    ),
+    ("hacks/monkey_patch.py", &[("KG303", 17)]),
+    (
+        "hacks/introspection.py",
+        &[("KG304", 15), ("KG304", 21), ("KG304", 22)],
+    ),
+    (
+        "hacks/forged_output.py",
+        &[("KG305", 22), ("KG305", 23), ("KG305", 24)],
+    ),
+    (
+        "hacks/sandbox.py",
+        &[("KG306", 15), ("KG306", 16), ("KG306", 19), ("KG306", 20)],
+    ),
+    (
+        "hacks/output_cache.py",
+        &[("KG401", 22), ("KG401", 23), ("KG401", 25)],
+    ),
+    (
+        "hacks/shape_cache.py",
+        &[("KG401", 23), ("KG401", 24), ("KG401", 25)],
+    ),
+    ("hacks/phase_detection.py", &[("KG402", 26), ("KG402", 28)]),
+    ("hacks/side_stream.py", &[("KG403", 20), ("KG403", 23)]),
+    ("hacks/threads.py", &[("KG404", 15), ("KG404", 16)]),
+    (
+        "hacks/lazy_tensor.py",
+        &[("KG405", 17), ("KG405", 19), ("KG405", 25)],
+    ),
+    ("hacks/memoized.py", &[("KG406", 18)]),
+    (
+        "hacks/precision_downgrade.py",
+        &[("KG501", 19), ("KG501", 20), ("KG501", 21)],
+    ),
+    ("hacks/tf32.py", &[("KG502", 16), ("KG502", 17)]),
+    ("hacks/changed_work.py", &[("KG701", 16), ("KG701", 24)]),
+    ("hacks/no_kernel.py", &[("KG702", 5), ("KG104", 7)]),
+    ("hacks/missing_modelnew.py", &[("KG703", 1)]),
+    ("hacks/parse_error.py", &[("KG000", 17)]),
+    (
+        "hacks/suppression_without_reason.py",
+        &[("KG103", 19), ("KG900", 19)],
+    ),
+    ("hacks/unknown_suppression.py", &[("KG901", 19)]),
+];
+
+#[test]
+fn every_hack_fixture_has_exactly_its_findings() {
+    let mut failures = Vec::new();
+    for (file, expected) in HACKS {
+        let path = format!("tests/fixtures/lint/{file}");
+        let (code, v) = lint_json(&path, &[]);
+        let got = rule_lines(&v);
+        let mut want: Vec<(String, u64)> =
+            expected.iter().map(|(r, l)| (r.to_string(), *l)).collect();
+        want.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+        if got != want {
+            failures.push(format!("{file}: expected {want:?}, got {got:?}"));
+        }
+        let has_error = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["severity"] == "error");
+        assert_eq!(code, if has_error { 1 } else { 0 }, "{file}: exit code");
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_hack_fixture_is_in_the_table_and_every_rule_has_a_fixture() {
+    let dir = root().join("tests/fixtures/lint/hacks");
+    let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| format!("hacks/{}", e.unwrap().file_name().to_string_lossy()))
+        .filter(|n| n.ends_with(".py"))
+        .collect();
+    on_disk.sort();
+    let mut listed: Vec<String> = HACKS.iter().map(|(f, _)| f.to_string()).collect();
+    listed.sort();
+    assert_eq!(on_disk, listed);
+    for rule in kernelgate_lint::rules()
+        .iter()
+        .filter(|r| !r.code.starts_with("KG6"))
+    {
+        assert!(
+            HACKS
+                .iter()
+                .any(|(_, fs)| fs.iter().any(|(r, _)| *r == rule.code)),
+            "no hack fixture exercises {}",
+            rule.code
+        );
+    }
+}
+
+#[test]
+fn malicious_by_construction_hacks_are_errors() {
+    for file in [
+        "try_except",
+        "inherit_reference",
+        "dynamic_code",
+        "timer_tamper",
+        "validation_tamper",
+        "forged_output",
+        "sandbox",
+        "output_cache",
+        "introspection",
+        "side_stream",
+        "threads",
+        "lazy_tensor",
+    ] {
+        let (code, v) = lint_json(&format!("tests/fixtures/lint/hacks/{file}.py"), &[]);
+        assert_eq!(code, 1, "{file}");
+        assert!(v["summary"]["errors"].as_u64().unwrap() >= 1, "{file}");
+    }
+}
+
+#[test]
+fn honest_fixtures_are_clean() {
+    let dir = root().join("tests/fixtures/lint/honest");
+    let count = std::fs::read_dir(&dir).unwrap().count();
+    assert!(count >= 6, "want at least 6 honest fixtures, found {count}");
+    let (code, v) = lint_json("tests/fixtures/lint/honest", &[]);
+    assert_eq!(v["findings"], serde_json::json!([]), "{v:#}");
+    assert_eq!(v["summary"]["files"].as_u64().unwrap() as usize, count);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn bundled_kernels_are_clean() {
+    let (code, stdout, stderr) = kernelgate(&["lint", "--format", "json"]);
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("{stdout}{stderr}"));
+    assert!(
+        v["summary"]["files"].as_u64().unwrap() >= 1,
+        "no bundled kernels found: {v}"
+    );
+    assert_eq!(v["findings"], serde_json::json!([]), "{v:#}");
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn precision_flag_and_directive_decide_downgrades() {
+    let hack = "tests/fixtures/lint/hacks/precision_downgrade.py";
+    let (code, v) = lint_json(hack, &["--precision", "fp16"]);
+    assert_eq!((code, rule_lines(&v)), (0, vec![]));
+    let (_, v) = lint_json(hack, &["--precision", "bf16"]);
+    assert_eq!(rule_lines(&v), vec![]);
+    // The fp16 honest fixture says so in its directive; without it the same code is a downgrade.
+    let src = std::fs::read_to_string(root().join("tests/fixtures/lint/honest/fp16_half_math.py"))
+        .unwrap();
+    let stripped: String = src.lines().skip(1).map(|l| format!("{l}\n")).collect();
+    let found = kernelgate_lint::lint_file("x.py", &stripped, &Default::default()).unwrap();
+    assert!(found.iter().any(|f| f.rule == "KG501"), "{found:?}");
+}
+
+#[test]
+fn human_format_shows_snippet_and_caret() {
+    let (code, stdout, _) = kernelgate(&["lint", "tests/fixtures/lint/hacks/matmul_operator.py"]);
+    assert_eq!(code, 1);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let head = lines
+        .iter()
+        .position(|l| l.starts_with("error[KG103]"))
+        .expect(&stdout);
+    assert!(
+        lines[head + 1].ends_with("tests/fixtures/lint/hacks/matmul_operator.py:19:27"),
+        "{stdout}"
+    );
+    assert_eq!(lines[head + 3], "19 |         return ext.relu(a @ b)");
+    assert_eq!(lines[head + 4], "   |                           ^");
+    assert!(stdout.contains("1 file linted: 1 error, 0 warnings"));
+}
+
+#[test]
+fn github_and_sarif_formats() {
+    let (code, stdout, _) = kernelgate(&[
+        "lint",
+        "--format",
+        "github",
+        "tests/fixtures/lint/hacks/matmul_operator.py",
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stdout.trim(),
+        "::error file=tests/fixtures/lint/hacks/matmul_operator.py,line=19,col=27,endLine=19,endColumn=28,title=KG103::`@` multiplies tensors with PyTorch's matmul instead of your kernel"
+    );
+    let (_, stdout, _) = kernelgate(&[
+        "lint",
+        "--format",
+        "sarif",
+        "tests/fixtures/lint/hacks/threads.py",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["version"], "2.1.0");
+    let results = v["runs"][0]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["ruleId"], "KG404");
+    assert_eq!(
+        results[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+        "tests/fixtures/lint/hacks/threads.py"
+    );
+    assert_eq!(
+        results[0]["locations"][0]["physicalLocation"]["region"]["startLine"],
+        15
+    );
+}
+
+#[test]
+fn severity_overrides_come_from_kernelgate_toml() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("kernelgate.toml");
+    std::fs::write(
+        &cfg,
+        "[lint]\nseverity = { KG103 = \"warning\", KG404 = \"off\" }\n",
+    )
+    .unwrap();
+    let cfg_s = cfg.to_str().unwrap();
+    let (code, v) = lint_json(
+        "tests/fixtures/lint/hacks/matmul_operator.py",
+        &["--config", cfg_s],
+    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["findings"][0]["severity"], "warning");
+    let (code, v) = lint_json("tests/fixtures/lint/hacks/threads.py", &["--config", cfg_s]);
+    assert_eq!((code, v["findings"].as_array().unwrap().len()), (0, 0));
+}
+
+#[test]
+fn usage_and_io_errors_exit_2() {
+    let (code, _, stderr) = kernelgate(&["lint", "tests/fixtures/lint/does_not_exist.py"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("does_not_exist.py"), "{stderr}");
+    let (code, _, _) = kernelgate(&["lint", "--format", "yaml"]);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn rule_command_prints_docs() {
+    let (code, stdout, _) = kernelgate(&["rule", "kg201"]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.starts_with("KG201 (try-except-fallback) [error]"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Bad:") && stdout.contains("Good:"));
+    let (code, stdout, _) = kernelgate(&["rule", "--all"]);
+    assert_eq!(code, 0);
+    assert_eq!(stdout.lines().count(), kernelgate_lint::rules().len());
+    let (code, _, _) = kernelgate(&["rule", "KG999"]);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn docs_rules_md_is_up_to_date() {
+    let path = root().join("docs/rules.md");
+    let want = kernelgate_lint::docs::markdown();
+    if std::env::var_os("KERNELGATE_BLESS").is_some() {
+        std::fs::write(&path, &want).unwrap();
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(have == want, "docs/rules.md is stale: run `KERNELGATE_BLESS=1 cargo test -p kernelgate --test lint docs` (or `kernelgate rule --all --markdown > docs/rules.md`)");
+}
