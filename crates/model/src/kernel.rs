@@ -558,6 +558,106 @@ mod tests {
         );
     }
 
+    fn repo() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let files = [
+            ("KernelBench/level1/3_ReLU.py", "x = 1\n"),
+            ("KernelBench/level1/5_Sigmoid.py", "x = 2\n"),
+            (
+                "kernels/level1/3_ReLU/cpp.py",
+                "load_inline(name='m', cpp_sources=s)\n",
+            ),
+            ("kernels/level1/3_ReLU/.hidden/cuda.py", "__global__\n"),
+            ("kernels/level1/3_ReLU/notes.md", "not python"),
+            ("scratch/level1/5_Sigmoid.py", "__global__\n"),
+        ];
+        for (rel, text) in files {
+            let p = dir.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn discover_selects_glob_matches_only() {
+        let dir = repo();
+        let problems = ProblemSet::load(&dir.path().join("KernelBench")).unwrap();
+        let (kernels, errors) = discover(dir.path(), &Config::default(), &problems);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(kernels.len(), 1);
+        assert_eq!(
+            kernels[0].path,
+            PathBuf::from("kernels/level1/3_ReLU/cpp.py")
+        );
+        assert_eq!(kernels[0].backend, Backend::Cpp);
+        assert_eq!(kernels[0].mapped_by, MappedBy::Path);
+    }
+
+    #[test]
+    fn resolve_one_maps_any_file_relative_or_absolute() {
+        let dir = repo();
+        let problems = ProblemSet::load(&dir.path().join("KernelBench")).unwrap();
+        let cfg = Config::default();
+        let k = Kernel::resolve_one(
+            dir.path(),
+            Path::new("scratch/level1/5_Sigmoid.py"),
+            &cfg,
+            &problems,
+        )
+        .unwrap();
+        assert_eq!(k.problem_key, "level1/5_Sigmoid");
+        assert_eq!(k.backend, Backend::Cuda);
+        assert_eq!(k.path, PathBuf::from("scratch/level1/5_Sigmoid.py"));
+        let abs = dir.path().join("kernels/level1/3_ReLU/cpp.py");
+        let k = Kernel::resolve_one(dir.path(), &abs, &cfg, &problems).unwrap();
+        assert_eq!(k.path, PathBuf::from("kernels/level1/3_ReLU/cpp.py"));
+        let e = Kernel::resolve_one(dir.path(), Path::new("kernels/none.py"), &cfg, &problems)
+            .unwrap_err();
+        assert!(matches!(e, KernelError::Io { .. }), "{e}");
+        assert!(e.to_string().contains("kernels/none.py"), "{e}");
+        // `[defaults] backend` covers sources that reveal none.
+        std::fs::write(
+            dir.path().join("scratch/level1/5_Sigmoid.py"),
+            "import torch\n",
+        )
+        .unwrap();
+        let e = Kernel::resolve_one(
+            dir.path(),
+            Path::new("scratch/level1/5_Sigmoid.py"),
+            &cfg,
+            &problems,
+        )
+        .unwrap_err();
+        assert!(matches!(e, KernelError::UnknownBackend { .. }), "{e}");
+        let mut cfg = Config::default();
+        cfg.defaults.backend = Some(Backend::Hip);
+        let k = Kernel::resolve_one(
+            dir.path(),
+            Path::new("scratch/level1/5_Sigmoid.py"),
+            &cfg,
+            &problems,
+        )
+        .unwrap();
+        assert_eq!(k.backend, Backend::Hip);
+    }
+
+    #[test]
+    fn mapping_globs_do_not_cross_directories_with_a_single_star() {
+        let dir = repo();
+        let problems = ProblemSet::load(&dir.path().join("KernelBench")).unwrap();
+        let cfg = Config::parse(
+            "[kernels]\nglobs = [\"scratch/**/*.py\"]\n[kernels.mapping]\n\"scratch/*.py\" = \"level1/3_ReLU\"\n",
+            Path::new("kernelgate.toml"),
+        )
+        .unwrap();
+        let (kernels, errors) = discover(dir.path(), &cfg, &problems);
+        assert!(errors.is_empty(), "{errors:?}");
+        // `scratch/*.py` does not reach scratch/level1/, so the path convention applies.
+        assert_eq!(kernels[0].problem_key, "level1/5_Sigmoid");
+        assert_eq!(kernels[0].mapped_by, MappedBy::Path);
+    }
+
     #[test]
     fn glob_bases() {
         assert_eq!(glob_base("kernels/**/*.py"), PathBuf::from("kernels"));
