@@ -32,4 +32,8 @@ pub enum Command {
     Eval(cmd::eval::Args),
     /// Gate a pull request: lint, evaluate and time the kernels it changes; report and publish.
     Pr(cmd::pr::Args),
+    /// Publish a report.json to GitHub (check run, annotations, sticky comment) or to files.
+    Publish(cmd::publish::Args),
+    /// Join the report.json files of a sharded run into one report and render it.
+    Merge(cmd::merge::Args),
 }

@@ -5,8 +5,10 @@ use crate::cli::{Cli, Command};
 pub mod eval;
 pub mod kernels;
 pub mod lint;
+pub mod merge;
 pub mod pr;
 pub mod problems;
+pub mod publish;
 pub mod rule;
 
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
@@ -17,5 +19,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Rule(args) => rule::run(&cli, args),
         Command::Eval(args) => eval::run(&cli, args),
         Command::Pr(args) => pr::run(&cli, args),
+        Command::Publish(args) => publish::run(&cli, args),
+        Command::Merge(args) => merge::run(&cli, args),
     }
 }

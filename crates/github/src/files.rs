@@ -7,9 +7,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 fn append(path: &Path, text: &str) -> Result<(), GithubError> {
-    let io = |source| GithubError::Io {
+    let io = |error| GithubError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let mut f = std::fs::OpenOptions::new()
         .create(true)
@@ -44,7 +44,7 @@ pub fn write_outputs(path: &Path, report: &Report, report_path: &Path) -> Result
 pub fn publish_files(report: &Report, out_dir: &Path) -> Result<Vec<PathBuf>, GithubError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| GithubError::Io { path, source }
+        move |error| GithubError::Io { path, error }
     };
     std::fs::create_dir_all(out_dir).map_err(io(out_dir))?;
     let summary = render_summary(report);

@@ -36,15 +36,15 @@ pub enum GithubError {
         status: u16,
         message: String,
     },
-    #[error("cannot reach GitHub to {action}: {source}")]
+    #[error("cannot reach GitHub to {action}: {error}")]
     Http {
         action: String,
-        source: octocrab::Error,
+        error: octocrab::Error,
     },
-    #[error("cannot write `{path}`: {source}")]
+    #[error("cannot write `{path}`: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error(
         "the report is for commit {report}, but this workflow run is for {event}; refusing to publish a report for another commit"

@@ -52,25 +52,25 @@ const PULL_REQUESTS: &str = "pull-requests: write";
 impl Publisher {
     /// Must be called inside a tokio runtime. Fails without a token or repository.
     pub fn new(ctx: &GithubContext) -> Result<Self, GithubError> {
-        let (owner, name) = ctx.owner_and_name()?;
         let token = ctx.token.clone().ok_or_else(|| {
             GithubError::Config(
                 "GITHUB_TOKEN is not set; publish with `--publish files` or give the job a token"
                     .into(),
             )
         })?;
+        let (owner, name) = ctx.owner_and_name()?;
         let client = Octocrab::builder()
             .personal_token(token)
             .add_retry_config(RetryConfig::None)
             .base_uri(ctx.api_url.as_str())
-            .map_err(|source| GithubError::Http {
+            .map_err(|error| GithubError::Http {
                 action: format!("use GITHUB_API_URL `{}`", ctx.api_url),
-                source,
+                error,
             })?
             .build()
-            .map_err(|source| GithubError::Http {
+            .map_err(|error| GithubError::Http {
                 action: "build the GitHub client".into(),
-                source,
+                error,
             })?;
         Ok(Publisher {
             client,
@@ -186,6 +186,20 @@ impl Publisher {
         }
     }
 
+    /// The current head commit of a pull request.
+    pub async fn pr_head_sha(&self, pr: u64) -> Result<String, GithubError> {
+        let v = self
+            .send(
+                Method::Get,
+                &self.repo_path(&format!("pulls/{pr}")),
+                None,
+                "read the pull request",
+                "pull-requests: read",
+            )
+            .await?;
+        Ok(v["head"]["sha"].as_str().unwrap_or_default().to_string())
+    }
+
     /// Everything at once for a finished report: check run (created unless `check_run_id`
     /// is given), completion with annotations, and the sticky comment when there is a PR.
     pub async fn publish(
@@ -226,15 +240,15 @@ impl Publisher {
             };
             let response = match response {
                 Ok(r) => r,
-                Err(source) if last => {
+                Err(error) if last => {
                     return Err(GithubError::Http {
                         action: action.into(),
-                        source,
+                        error,
                     })
                 }
-                Err(source) => {
+                Err(error) => {
                     let delay = self.backoff(attempt, None);
-                    eprintln!("kernelgate: cannot reach GitHub to {action} ({source}); retrying in {delay:?}");
+                    eprintln!("kernelgate: cannot reach GitHub to {action} ({error}); retrying in {delay:?}");
                     tokio::time::sleep(delay).await;
                     continue;
                 }

@@ -5,20 +5,22 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
-    #[error("cannot read report `{path}`: {source}")]
+    #[error("cannot read report `{path}`: {error}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("cannot write `{path}`: {source}")]
+    #[error("cannot write `{path}`: {error}")]
     Write {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("`{path}` is not a kernelgate report: {source} (produce one with `kernelgate pr --out DIR`)")]
+    #[error(
+        "`{path}` is not a kernelgate report: {error} (produce one with `kernelgate pr --out DIR`)"
+    )]
     Parse {
         path: PathBuf,
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     #[error(
         "`{path}` has schema `{found}`, this kernelgate reads `{SCHEMA}`; publish it with the kernelgate version that wrote it"
@@ -31,9 +33,9 @@ pub enum ReportError {
 impl Report {
     /// Read and check the schema version.
     pub fn read(path: &Path) -> Result<Report, ReportError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ReportError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| ReportError::Read {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
         Self::from_json(&text, path)
     }
@@ -41,9 +43,9 @@ impl Report {
     /// Parse `text` (named `path` in errors).
     pub fn from_json(text: &str, path: &Path) -> Result<Report, ReportError> {
         let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|source| ReportError::Parse {
+            serde_json::from_str(text).map_err(|error| ReportError::Parse {
                 path: path.to_path_buf(),
-                source,
+                error,
             })?;
         let found = value
             .get("schema")
@@ -56,9 +58,9 @@ impl Report {
                 found,
             });
         }
-        serde_json::from_value(value).map_err(|source| ReportError::Parse {
+        serde_json::from_value(value).map_err(|error| ReportError::Parse {
             path: path.to_path_buf(),
-            source,
+            error,
         })
     }
 
@@ -83,9 +85,9 @@ fn major(schema: &str) -> &str {
 }
 
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    let err = |source| ReportError::Write {
+    let err = |error| ReportError::Write {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let dir = path
         .parent()
