@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use kernelgate_model::{Config, Device, Precision};
-use kernelgate_timing::baseline::{BASELINES_FILE, KB_COMPILE_FILE, KB_EAGER_FILE};
+use kernelgate_timing::baseline::{BASELINES_FILE, KB_COMPILE_FILE, KB_EAGER_FILE, KERNELS_FILE};
 use kernelgate_timing::{
     hardware_dir_name, stale_check, BaselineEntry, BaselineFile, HardwareKey, KbEntry, KbFile,
     Lookup, Query, Sample, SeriesStats, Staleness, Variant,
@@ -42,6 +42,10 @@ pub struct Args {
     /// Folder name under results/timing/ (default: from the device name, e.g. NVIDIA_H200).
     #[arg(long)]
     pub hardware: Option<String>,
+    /// Also time the accepted kernels of this checkout (normally `main`) through the isolated
+    /// harness into `kernelgate_kernels.json`, so pull requests compare against them.
+    #[arg(long)]
+    pub kernels: bool,
     /// Whole-run limit in seconds (default: 60 s per problem and variant, plus 120 s).
     #[arg(long)]
     pub timeout: Option<u64>,
@@ -314,6 +318,19 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     if wrote_eager || wrote_compile {
         ours.save(&ours_path)?;
     }
+    if args.kernels {
+        failed += time_kernels(
+            cli,
+            &cfg,
+            &set,
+            &problems,
+            &key,
+            &out.l2,
+            &dir,
+            commit.as_deref(),
+            now,
+        )?;
+    }
     if let Some(bw) = out.bandwidth_gbs {
         eprintln!("measured device copy bandwidth: {bw:.0} GB/s");
     }
@@ -334,6 +351,104 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         return Ok(1);
     }
     Ok(0)
+}
+
+/// Times every accepted kernel of the selected problems through `kernelgate_eval::run_job`
+/// (full correctness checks first) and records the candidate series under the reference's
+/// hardware key. Returns how many failed.
+#[allow(clippy::too_many_arguments)]
+fn time_kernels(
+    cli: &Cli,
+    cfg: &Config,
+    set: &kernelgate_model::ProblemSet,
+    problems: &[&kernelgate_model::Problem],
+    key: &HardwareKey,
+    l2: &str,
+    dir: &Path,
+    commit: Option<&str>,
+    now: u64,
+) -> anyhow::Result<usize> {
+    let (kernels, errors) = kernelgate_model::discover(&cli.repo, cfg, set);
+    for e in &errors {
+        eprintln!("warning: {e}");
+    }
+    let path = dir.join(KERNELS_FILE);
+    let mut file = BaselineFile::load_or_default(&path)?;
+    let mut failed = 0;
+    let mut wrote = false;
+    for k in kernels.iter().filter(|k| k.precision == key.precision) {
+        let Some(p) = problems.iter().find(|p| p.key == k.problem_key) else {
+            continue;
+        };
+        let kpath = if k.path.is_absolute() {
+            k.path.clone()
+        } else {
+            cli.repo.join(&k.path)
+        };
+        let source = std::fs::read_to_string(&kpath)
+            .with_context(|| format!("reading {}", kpath.display()))?;
+        let mut spec = kernelgate_eval::JobSpec::new(&p.path, &kpath);
+        spec.problem_label = Some(p.key.clone());
+        spec.kernel_label = Some(k.path.display().to_string());
+        spec.precision = k.precision;
+        spec.seed = Some(42);
+        spec.timing = Some(cfg.timing.clone());
+        spec.python = cfg.harness.python.clone();
+        spec.compile_timeout = Duration::from_secs(cfg.harness.compile_timeout_s);
+        spec.run_timeout = Duration::from_secs(cfg.harness.run_timeout_s);
+        spec.memory_limit_mb = cfg.harness.memory_limit_mb;
+        if !key.cuda.is_empty() && key.cuda != "none" {
+            spec.device = Device::Cuda;
+        } else {
+            spec.device = Device::Cpu;
+        }
+        let r = kernelgate_eval::run_job(&spec);
+        let samples = r.timing.as_ref().and_then(|t| t.samples.get("candidate"));
+        let ms: Vec<f64> = samples
+            .map(|s| s.iter().map(|x| x.ms).collect())
+            .unwrap_or_default();
+        let stats = match (r.passed(), SeriesStats::from_samples(&ms)) {
+            (true, Ok(st)) => st,
+            _ => {
+                failed += 1;
+                println!(
+                    "{:<32} {:<8} FAILED: {}",
+                    k.path.display(),
+                    "kernel",
+                    r.outcome.summary()
+                );
+                continue;
+            }
+        };
+        println!(
+            "{:<32} {:<8} {:>11.4} {:>21} {:>5} {:>9.3}  {}",
+            k.path.display(),
+            "kernel",
+            stats.median,
+            format!("{:.4}..{:.4}", stats.ci95_median.0, stats.ci95_median.1),
+            stats.n,
+            stats.cv_pct(),
+            p.key
+        );
+        file.upsert(BaselineEntry {
+            problem: p.key.clone(),
+            problem_sha256: p.sha256.clone(),
+            variant: Variant::Kernel,
+            kernel: Some(k.path.display().to_string()),
+            kernel_sha256: Some(kernelgate_model::hash::hashes(&source).0),
+            hardware: key.clone(),
+            l2: l2.to_string(),
+            stats,
+            samples_ms: ms,
+            commit: commit.map(str::to_string),
+            recorded_at: now,
+        });
+        wrote = true;
+    }
+    if wrote {
+        file.save(&path)?;
+    }
+    Ok(failed)
 }
 
 /// Runs the child with a scrubbed environment and a wall-clock limit. `Ok(true)`: the limit

@@ -2,11 +2,15 @@
 //! `cargo run -p kernelgate-timing --example gpu_report -- <dir holding proof.json>`.
 //! All statistics are this crate's own (the same code the gate runs).
 
-use kernelgate_timing::{compare, escaped_work, median, Sample, SeriesStats, Verdict, DEFAULT_THRESHOLD_PCT};
+use kernelgate_timing::{
+    compare, escaped_work, median, Sample, SeriesStats, Verdict, DEFAULT_THRESHOLD_PCT,
+};
 use serde_json::Value;
 
 fn floats(v: &Value) -> Vec<f64> {
-    v.as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()).unwrap_or_default()
+    v.as_array()
+        .map(|a| a.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default()
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -31,14 +35,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let medians: Vec<f64> = runs.iter().map(|r| median(r)).collect();
             let st = SeriesStats::from_samples(&medians)?;
             let per = runs.iter().map(Vec::len).sum::<usize>() as f64 / runs.len() as f64;
-            println!("| {k} | {:.4} | {:.3} | {} | {:.0} |", st.median, st.cv_pct(), runs.len(), per);
+            println!(
+                "| {k} | {:.4} | {:.3} | {} | {:.0} |",
+                st.median,
+                st.cv_pct(),
+                runs.len(),
+                per
+            );
         }
     }
 
     println!("\n| experiment | comparisons | verdict Slower | rate | other verdicts | true ratio (median) | GPU ms / comparison | wall s / comparison |");
     println!("|---|---|---|---|---|---|---|---|");
-    for (name, key) in [("A/A (kernel vs itself)", "aa"), ("injected slowdown", "detect")] {
-        let Some(list) = p[key].as_array() else { continue };
+    for (name, key) in [
+        ("A/A (kernel vs itself)", "aa"),
+        ("injected slowdown", "detect"),
+    ] {
+        let Some(list) = p[key].as_array() else {
+            continue;
+        };
         let (mut slower, mut other, mut gpu, mut wall) = (0, 0, 0.0, 0.0);
         let mut ratios = Vec::new();
         for c in list {
@@ -75,7 +90,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let ms: Vec<f64> = s.iter().map(|x| x.ms).collect();
             let tr: Vec<f64> = s.iter().map(|x| x.trailing_sync_ms).collect();
             let flagged = escaped_work("k.py", &s).is_some();
-            println!("| {name} | {:.4} | {:.4} | {} |", median(&ms), median(&tr), if flagged { "yes" } else { "no" });
+            println!(
+                "| {name} | {:.4} | {:.4} | {} |",
+                median(&ms),
+                median(&tr),
+                if flagged { "yes" } else { "no" }
+            );
         }
     }
 
