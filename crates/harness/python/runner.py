@@ -616,7 +616,7 @@ class Runner:
                             "message": f"output {k} changed after ModelNew.forward returned (trial {i}): work "
                             "continues in the background (a thread or an unsynchronised stream)",
                             "trials": failures,
-                            "passed_trials": i - len(failures),
+                            "passed_trials": max(0, i + 1 - len(failures)),
                             "total_trials": len(trials),
                         }
                     )
@@ -737,6 +737,7 @@ class Runner:
                 )
 
         cfg = dict(self.job["timing"])
+        cfg["device"] = "cuda" if self.dev.type == "cuda" else "cpu"
         try:
             samples = self.kg_timing.measure(callables, n_sets, self.timer, cfg, verify)
         except _Stop:

@@ -85,7 +85,8 @@ fn drive_runner(py: Python<'_>, job: &str) -> Result<String, String> {
             let _ = modules.del_item("_kernelgate_runner");
         }
     }
-    let timing: Option<Bound<'_, PyModule>> = None;
+    // The timer is made by kg_timing itself (`make_timer`), on the device the runner picked.
+    let timing = timer::load_timing_module(py).map_err(|e| format!("loading kg_timing: {}", py_error_text(py, &e)))?;
     let timer: Option<Bound<'_, PyAny>> = None;
     let out = runner
         .call_method1("run", (job, timing, timer))
