@@ -114,7 +114,11 @@ pub fn extract(module: &ModModule, source: &str) -> Vec<EmbeddedSource> {
 
 /// Like [`extract`], reading the files named in `load(sources=[...])` relative to `base_dir`
 /// (the directory of the `.py`).
-pub fn extract_in(module: &ModModule, source: &str, base_dir: Option<&Path>) -> Vec<EmbeddedSource> {
+pub fn extract_in(
+    module: &ModModule,
+    source: &str,
+    base_dir: Option<&Path>,
+) -> Vec<EmbeddedSource> {
     let aliases = collect_aliases(&module.body);
     // Pass 1: the module-level names as they stand once the module has run; function bodies
     // run later and see these.
@@ -272,7 +276,13 @@ fn decode_into(out: &mut Text, raw: &str, at: usize, is_raw: bool, fstring: bool
 fn string_literal_text(lit: &ast::StringLiteral, source: &str, out: &mut Text) {
     let r = lit.content_range();
     let raw = &source[r.start().to_usize()..r.end().to_usize()];
-    decode_into(out, raw, r.start().to_usize(), lit.flags.prefix().is_raw(), false);
+    decode_into(
+        out,
+        raw,
+        r.start().to_usize(),
+        lit.flags.prefix().is_raw(),
+        false,
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -300,7 +310,8 @@ pub(crate) fn collect_aliases(body: &[Stmt]) -> HashMap<String, String> {
                     let module = imp.module.as_ref().map_or("", |m| m.as_str());
                     for a in &imp.names {
                         let local = a.asname.as_ref().unwrap_or(&a.name).to_string();
-                        self.0.insert(local, format!("{module}.{}", a.name.as_str()));
+                        self.0
+                            .insert(local, format!("{module}.{}", a.name.as_str()));
                     }
                 }
                 _ => visitor::walk_stmt(self, stmt),
@@ -422,7 +433,9 @@ impl<'s> Walker<'s> {
                 let mut t = Text::default();
                 for part in f.value.iter() {
                     match part {
-                        ast::FStringPart::Literal(lit) => string_literal_text(lit, self.source, &mut t),
+                        ast::FStringPart::Literal(lit) => {
+                            string_literal_text(lit, self.source, &mut t)
+                        }
                         ast::FStringPart::FString(fs) => {
                             let is_raw = fs.flags.prefix().is_raw();
                             self.fstring_elements(&fs.elements, is_raw, &mut t);
@@ -434,29 +447,43 @@ impl<'s> Walker<'s> {
             Expr::NumberLiteral(n) => {
                 let mut t = Text::default();
                 let r = n.range();
-                t.push_verbatim(&self.source[r.start().to_usize()..r.end().to_usize()], r.start().to_usize());
+                t.push_verbatim(
+                    &self.source[r.start().to_usize()..r.end().to_usize()],
+                    r.start().to_usize(),
+                );
                 Value::Str(t)
             }
-            Expr::Name(n) => self.env.get(n.id.as_str()).cloned().unwrap_or(Value::Unknown),
+            Expr::Name(n) => self
+                .env
+                .get(n.id.as_str())
+                .cloned()
+                .unwrap_or(Value::Unknown),
             Expr::List(l) => Value::List(l.elts.iter().map(|x| self.eval(x)).collect()),
             Expr::Tuple(l) => Value::List(l.elts.iter().map(|x| self.eval(x)).collect()),
-            Expr::BinOp(b) if b.op == Operator::Add => match (self.eval(&b.left), self.eval(&b.right)) {
-                (Value::Str(mut a), Value::Str(c)) => {
-                    a.append(&c);
-                    Value::Str(a)
+            Expr::BinOp(b) if b.op == Operator::Add => {
+                match (self.eval(&b.left), self.eval(&b.right)) {
+                    (Value::Str(mut a), Value::Str(c)) => {
+                        a.append(&c);
+                        Value::Str(a)
+                    }
+                    (Value::List(mut a), Value::List(c)) => {
+                        a.extend(c);
+                        Value::List(a)
+                    }
+                    _ => Value::Unknown,
                 }
-                (Value::List(mut a), Value::List(c)) => {
-                    a.extend(c);
-                    Value::List(a)
-                }
-                _ => Value::Unknown,
-            },
+            }
             Expr::Call(c) => self.eval_call(c),
             _ => Value::Unknown,
         }
     }
 
-    fn fstring_elements(&self, elems: &ast::InterpolatedStringElements, is_raw: bool, t: &mut Text) {
+    fn fstring_elements(
+        &self,
+        elems: &ast::InterpolatedStringElements,
+        is_raw: bool,
+        t: &mut Text,
+    ) {
         for el in elems.iter() {
             match el {
                 ast::InterpolatedStringElement::Literal(l) => {
@@ -464,10 +491,12 @@ impl<'s> Walker<'s> {
                     let raw = &self.source[r.start().to_usize()..r.end().to_usize()];
                     decode_into(t, raw, r.start().to_usize(), is_raw, true);
                 }
-                ast::InterpolatedStringElement::Interpolation(i) => match self.eval(&i.expression) {
-                    Value::Str(v) if i.format_spec.is_none() => t.append(&v),
-                    _ => t.push_fixed(PLACEHOLDER, i.range().start().to_usize()),
-                },
+                ast::InterpolatedStringElement::Interpolation(i) => {
+                    match self.eval(&i.expression) {
+                        Value::Str(v) if i.format_spec.is_none() => t.append(&v),
+                        _ => t.push_fixed(PLACEHOLDER, i.range().start().to_usize()),
+                    }
+                }
             }
         }
     }
@@ -500,8 +529,16 @@ impl<'s> Walker<'s> {
                 }
                 "strip" | "lstrip" | "rstrip" if args.args.is_empty() => {
                     if let Value::Str(s) = self.eval(&a.value) {
-                        let lead = if method == "rstrip" { 0 } else { s.s.len() - s.s.trim_start().len() };
-                        let end = if method == "lstrip" { s.s.len() } else { s.s.trim_end().len() };
+                        let lead = if method == "rstrip" {
+                            0
+                        } else {
+                            s.s.len() - s.s.trim_start().len()
+                        };
+                        let end = if method == "lstrip" {
+                            s.s.len()
+                        } else {
+                            s.s.trim_end().len()
+                        };
                         return Value::Str(s.slice(lead.min(end)..end));
                     }
                 }
@@ -513,7 +550,9 @@ impl<'s> Walker<'s> {
         let last = q.rsplit('.').next().unwrap_or("");
         match last {
             "dedent" | "str" | "cleandoc" => match args.args.first().map(|x| self.eval(x)) {
-                Some(Value::Str(s)) if last == "dedent" || last == "cleandoc" => Value::Str(dedent(&s)),
+                Some(Value::Str(s)) if last == "dedent" || last == "cleandoc" => {
+                    Value::Str(dedent(&s))
+                }
                 Some(v) => v,
                 None => Value::Unknown,
             },
@@ -563,7 +602,9 @@ impl<'s> Walker<'s> {
                     break;
                 };
                 let field = &base.s[i + 1..close];
-                let name_end = field.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(field.len());
+                let name_end = field
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .unwrap_or(field.len());
                 let name = &field[..name_end];
                 let arg = if name.is_empty() {
                     auto += 1;
@@ -581,7 +622,10 @@ impl<'s> Walker<'s> {
                 i = close + 1;
                 continue;
             }
-            let next = base.s[i..].find(['{', '}']).map_or(b.len(), |k| i + k).max(i + 1);
+            let next = base.s[i..]
+                .find(['{', '}'])
+                .map_or(b.len(), |k| i + k)
+                .max(i + 1);
             t.append(&base.slice(i..next));
             i = next;
         }
@@ -600,7 +644,11 @@ impl<'s> Walker<'s> {
             missing_files: Vec::new(),
         };
         let mut text = Text::default();
-        let push_part = |text: &mut Text, es: &mut EmbeddedSource, t: &Text, lang: Lang, file: Option<PathBuf>| {
+        let push_part = |text: &mut Text,
+                         es: &mut EmbeddedSource,
+                         t: &Text,
+                         lang: Lang,
+                         file: Option<PathBuf>| {
             let start = text.s.len();
             text.append(t);
             let nl_at = t.map.last().copied().unwrap_or(es.call.start as u32) as usize;
@@ -626,7 +674,10 @@ impl<'s> Walker<'s> {
         };
         match loader {
             Loader::Inline => {
-                for (kw, pos, lang) in [("cpp_sources", 1, Lang::Cpp), ("cuda_sources", 2, Lang::Cuda)] {
+                for (kw, pos, lang) in [
+                    ("cpp_sources", 1, Lang::Cpp),
+                    ("cuda_sources", 2, Lang::Cuda),
+                ] {
                     if let Some(e) = args.find_argument_value(kw, pos) {
                         for t in strings(self.eval(e)) {
                             push_part(&mut text, &mut es, &t, lang, None);
@@ -682,7 +733,8 @@ impl<'a> Visitor<'a> for Walker<'_> {
                     self.visit_expr(&d.expression);
                 }
                 // A body runs after the module: it sees the final module names, plus its own.
-                let saved = std::mem::replace(&mut self.env, self.final_env.clone().unwrap_or_default());
+                let saved =
+                    std::mem::replace(&mut self.env, self.final_env.clone().unwrap_or_default());
                 self.depth += 1;
                 self.visit_body(&f.body);
                 self.depth -= 1;
@@ -713,7 +765,11 @@ impl<'a> Visitor<'a> for Walker<'_> {
             Stmt::AugAssign(a) => {
                 self.visit_expr(&a.value);
                 if let Expr::Name(n) = a.target.as_ref() {
-                    let cur = self.env.get(n.id.as_str()).cloned().unwrap_or(Value::Unknown);
+                    let cur = self
+                        .env
+                        .get(n.id.as_str())
+                        .cloned()
+                        .unwrap_or(Value::Unknown);
                     let new = match (a.op, cur, self.eval(&a.value)) {
                         (Operator::Add, Value::Str(mut x), Value::Str(y)) => {
                             x.append(&y);
@@ -746,18 +802,21 @@ impl<'a> Visitor<'a> for Walker<'_> {
 
 /// `textwrap.dedent` keeping the map: drops the common leading whitespace of non-blank lines.
 fn dedent(t: &Text) -> Text {
-    let common = t
-        .s
-        .split('\n')
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| l.len() - l.trim_start_matches([' ', '\t']).len())
-        .min()
-        .unwrap_or(0);
+    let common =
+        t.s.split('\n')
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| l.len() - l.trim_start_matches([' ', '\t']).len())
+            .min()
+            .unwrap_or(0);
     let mut out = Text::default();
     let mut pos = 0;
     for line in t.s.split_inclusive('\n') {
         let ws = line.len() - line.trim_start_matches([' ', '\t']).len();
-        let skip = if line.trim().is_empty() { ws.min(line.trim_end_matches('\n').len()) } else { common.min(ws) };
+        let skip = if line.trim().is_empty() {
+            ws.min(line.trim_end_matches('\n').len())
+        } else {
+            common.min(ws)
+        };
         out.append(&t.slice(pos + skip..pos + line.len()));
         pos += line.len();
     }
@@ -775,7 +834,10 @@ mod tests {
 
     /// The `.py` text at the position a text offset maps to.
     fn at(es: &EmbeddedSource, py: &str, needle: &str) -> String {
-        let off = es.text.find(needle).unwrap_or_else(|| panic!("{needle:?} not in {:?}", es.text));
+        let off = es
+            .text
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} not in {:?}", es.text));
         py[es.py_offset(off)..].chars().take(needle.len()).collect()
     }
 
@@ -826,7 +888,10 @@ mod tests {
         assert_eq!(at(&e[0], py, "y\n"), "y'");
         assert_eq!(at(&e[0], py, "z"), "z");
         let off = e[0].text.find("_kg_").unwrap();
-        assert_eq!(&py[e[0].py_offset(off)..e[0].py_offset(off) + 9], "{unknown}");
+        assert_eq!(
+            &py[e[0].py_offset(off)..e[0].py_offset(off) + 9],
+            "{unknown}"
+        );
     }
 
     #[test]

@@ -32,7 +32,11 @@ fn is_triton_decorator(e: &Expr, aliases: &HashMap<String, String>) -> bool {
     let q = qualname(target, aliases).unwrap_or_default();
     matches!(
         q.as_str(),
-        "triton.jit" | "triton.autotune" | "triton.heuristics" | "triton.runtime.jit.jit" | "triton.runtime.autotune"
+        "triton.jit"
+            | "triton.autotune"
+            | "triton.heuristics"
+            | "triton.runtime.jit.jit"
+            | "triton.runtime.autotune"
     ) || q.ends_with("triton.jit")
 }
 
@@ -44,7 +48,11 @@ fn kernels<'a>(module: &'a ModModule, aliases: &HashMap<String, String>) -> Vec<
     impl<'a> Visitor<'a> for V<'a, '_> {
         fn visit_stmt(&mut self, stmt: &'a Stmt) {
             match stmt {
-                Stmt::FunctionDef(f) if f.decorator_list.iter().any(|d| is_triton_decorator(&d.expression, self.aliases)) => {
+                Stmt::FunctionDef(f)
+                    if f.decorator_list
+                        .iter()
+                        .any(|d| is_triton_decorator(&d.expression, self.aliases)) =>
+                {
                     self.out.push(Kernel {
                         name: f.name.to_string(),
                         at: f.name.range().start().to_usize()..f.name.range().end().to_usize(),
@@ -54,7 +62,9 @@ fn kernels<'a>(module: &'a ModModule, aliases: &HashMap<String, String>) -> Vec<
                 }
                 // k = triton.jit(fn)
                 Stmt::Assign(a) => {
-                    if let (Expr::Call(c), [Expr::Name(n)]) = (a.value.as_ref(), a.targets.as_slice()) {
+                    if let (Expr::Call(c), [Expr::Name(n)]) =
+                        (a.value.as_ref(), a.targets.as_slice())
+                    {
                         if is_triton_decorator(&c.func, self.aliases) {
                             self.out.push(Kernel {
                                 name: n.id.to_string(),
@@ -69,7 +79,10 @@ fn kernels<'a>(module: &'a ModModule, aliases: &HashMap<String, String>) -> Vec<
             visitor::walk_stmt(self, stmt);
         }
     }
-    let mut v = V { aliases, out: Vec::new() };
+    let mut v = V {
+        aliases,
+        out: Vec::new(),
+    };
     v.visit_body(&module.body);
     v.out
 }
@@ -101,7 +114,10 @@ pub fn check_triton(module: &ModModule, _source: &str, ctx: &Context) -> Vec<Raw
         // Kernels handed to a wrapper as values: `launch(kernel, ...)` are names too.
         let mut reported = HashSet::new();
         for k in &ks {
-            if !launched.contains(k.name.as_str()) && !self_bound(module, &k.name, &r.self_attrs) && reported.insert(&k.name) {
+            if !launched.contains(k.name.as_str())
+                && !self_bound(module, &k.name, &r.self_attrs)
+                && reported.insert(&k.name)
+            {
                 out.push(RawFinding::new(
                     DECOY,
                     k.at.clone(),
@@ -116,7 +132,10 @@ pub fn check_triton(module: &ModModule, _source: &str, ctx: &Context) -> Vec<Raw
     if ctx.precision == Precision::Fp32 {
         let mut lines = HashSet::new();
         for k in ks.iter().filter_map(|k| k.def) {
-            let mut p = PrecisionFinder { aliases: &aliases, hits: Vec::new() };
+            let mut p = PrecisionFinder {
+                aliases: &aliases,
+                hits: Vec::new(),
+            };
             p.visit_body(&k.body);
             for (range, what) in p.hits {
                 if lines.insert(ctx.lines.line_of(range.start)) {
@@ -133,7 +152,11 @@ pub fn check_triton(module: &ModModule, _source: &str, ctx: &Context) -> Vec<Raw
 }
 
 /// `self.<attr> = kernel` somewhere in ModelNew: a launch through `self.<attr>[grid]` counts.
-fn self_bound(module: &ModModule, kernel: &str, self_attrs: &std::collections::BTreeSet<String>) -> bool {
+fn self_bound(
+    module: &ModModule,
+    kernel: &str,
+    self_attrs: &std::collections::BTreeSet<String>,
+) -> bool {
     struct F<'k> {
         kernel: &'k str,
         attrs: Vec<String>,
@@ -152,8 +175,13 @@ fn self_bound(module: &ModModule, kernel: &str, self_attrs: &std::collections::B
             visitor::walk_stmt(self, stmt);
         }
     }
-    let Some(c) = find_class(module, "ModelNew") else { return false };
-    let mut f = F { kernel, attrs: Vec::new() };
+    let Some(c) = find_class(module, "ModelNew") else {
+        return false;
+    };
+    let mut f = F {
+        kernel,
+        attrs: Vec::new(),
+    };
     f.visit_body(&c.body);
     f.attrs.iter().any(|a| self_attrs.contains(a))
 }
@@ -169,10 +197,16 @@ impl<'a> Visitor<'a> for PrecisionFinder<'_> {
             Expr::Attribute(a) => {
                 let q = qualname(expr, self.aliases).unwrap_or_default();
                 let attr = a.attr.as_str();
-                let low = matches!(attr, "float16" | "bfloat16" | "float8e4nv" | "float8e5" | "float8e4b15");
+                let low = matches!(
+                    attr,
+                    "float16" | "bfloat16" | "float8e4nv" | "float8e5" | "float8e4b15"
+                );
                 if low && q.starts_with("triton.language") {
                     let r = expr.range();
-                    self.hits.push((r.start().to_usize()..r.end().to_usize(), q.replacen("triton.language", "tl", 1)));
+                    self.hits.push((
+                        r.start().to_usize()..r.end().to_usize(),
+                        q.replacen("triton.language", "tl", 1),
+                    ));
                     return;
                 }
             }
@@ -186,7 +220,10 @@ impl<'a> Visitor<'a> for PrecisionFinder<'_> {
                     };
                     if tf32 {
                         let r = kw.range();
-                        self.hits.push((r.start().to_usize()..r.end().to_usize(), "TF32 dot".to_string()));
+                        self.hits.push((
+                            r.start().to_usize()..r.end().to_usize(),
+                            "TF32 dot".to_string(),
+                        ));
                     }
                 }
             }
@@ -200,7 +237,11 @@ impl<'a> Visitor<'a> for PrecisionFinder<'_> {
 mod tests {
     use super::*;
 
-    fn run(py: &str, precision: Precision, backend: Option<Backend>) -> Vec<(&'static str, u32, u32)> {
+    fn run(
+        py: &str,
+        precision: Precision,
+        backend: Option<Backend>,
+    ) -> Vec<(&'static str, u32, u32)> {
         let parsed = ruff_python_parser::parse_module(py).expect("valid python");
         let ctx = Context::new("t.py", py, precision, backend);
         let mut v: Vec<_> = check_triton(parsed.syntax(), py, &ctx)
@@ -223,7 +264,10 @@ mod tests {
 
     #[test]
     fn kernel_only_on_a_dead_branch_is_a_decoy() {
-        let py = HONEST.replace("        return add(x, y)\n", "        if False:\n            return add(x, y)\n        return x + y\n");
+        let py = HONEST.replace(
+            "        return add(x, y)\n",
+            "        if False:\n            return add(x, y)\n        return x + y\n",
+        );
         assert_eq!(run(&py, Precision::Fp32, None), vec![(DECOY, 6, 5)]);
     }
 
@@ -240,7 +284,10 @@ mod tests {
     #[test]
     fn triton_backend_without_kernels() {
         let py = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n";
-        assert_eq!(run(py, Precision::Fp32, Some(Backend::Triton)), vec![(NO_KERNEL, 1, 1)]);
+        assert_eq!(
+            run(py, Precision::Fp32, Some(Backend::Triton)),
+            vec![(NO_KERNEL, 1, 1)]
+        );
         assert!(run(py, Precision::Fp32, Some(Backend::Cuda)).is_empty());
     }
 }
@@ -250,9 +297,13 @@ mod fixture_tests {
     use super::*;
 
     fn run_fixture(name: &str) -> Vec<(&'static str, u32, u32)> {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/lint/triton").join(name);
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/lint/triton")
+            .join(name);
         let py = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        let backend = py.starts_with("# kernelgate: backend=triton").then_some(Backend::Triton);
+        let backend = py
+            .starts_with("# kernelgate: backend=triton")
+            .then_some(Backend::Triton);
         let parsed = ruff_python_parser::parse_module(&py).expect("valid python");
         let ctx = Context::new(name, &py, Precision::Fp32, backend);
         let mut v: Vec<_> = check_triton(parsed.syntax(), &py, &ctx)
@@ -266,9 +317,12 @@ mod fixture_tests {
         v
     }
 
+    /// A fixture and its expected (rule, line, column) findings.
+    type Case = (&'static str, &'static [(&'static str, u32, u32)]);
+
     #[test]
     fn triton_fixtures() {
-        let table: &[(&str, &[(&str, u32, u32)])] = &[
+        let table: &[Case] = &[
             ("honest_triton_autotune_alias.py", &[]),
             ("hack_triton_decoy.py", &[(DECOY, 8, 5)]),
             ("hack_triton_dead_branch.py", &[(DECOY, 8, 5)]),

@@ -53,32 +53,46 @@ pub fn tokenize(s: &str) -> Vec<Tok> {
         } else if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 {
             let start = i;
             loop {
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80) {
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
+                {
                     i += 1;
                 }
                 // `a::b` is one token.
                 if b.get(i) == Some(&b':')
                     && b.get(i + 1) == Some(&b':')
-                    && b.get(i + 2).is_some_and(|x| x.is_ascii_alphabetic() || *x == b'_')
+                    && b.get(i + 2)
+                        .is_some_and(|x| x.is_ascii_alphabetic() || *x == b'_')
                 {
                     i += 2;
                     continue;
                 }
                 break;
             }
-            out.push(Tok { text: s[start..i].to_string(), range: start..i });
+            out.push(Tok {
+                text: s[start..i].to_string(),
+                range: start..i,
+            });
         } else if c.is_ascii_digit() {
             let start = i;
             while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'.') {
                 i += 1;
             }
-            out.push(Tok { text: s[start..i].to_string(), range: start..i });
+            out.push(Tok {
+                text: s[start..i].to_string(),
+                range: start..i,
+            });
         } else if c == b'#' && b.get(i + 1) == Some(&b'#') {
-            out.push(Tok { text: "##".into(), range: i..i + 2 });
+            out.push(Tok {
+                text: "##".into(),
+                range: i..i + 2,
+            });
             i += 2;
         } else {
             let len = s[i..].chars().next().map_or(1, |ch| ch.len_utf8());
-            out.push(Tok { text: s[i..i + len].to_string(), range: i..i + len });
+            out.push(Tok {
+                text: s[i..i + len].to_string(),
+                range: i..i + len,
+            });
             i += len;
         }
     }

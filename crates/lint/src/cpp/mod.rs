@@ -26,7 +26,9 @@ pub fn parse(text: &str) -> Option<Tree> {
         let mut p = p.borrow_mut();
         if p.is_none() {
             let mut parser = Parser::new();
-            parser.set_language(&tree_sitter_cuda::LANGUAGE.into()).ok()?;
+            parser
+                .set_language(&tree_sitter_cuda::LANGUAGE.into())
+                .ok()?;
             *p = Some(parser);
         }
         p.as_mut()?.parse(text, None)
@@ -72,7 +74,9 @@ pub fn check(src: &EmbeddedSource, ctx: &Context) -> Vec<RawFinding> {
         let py = src.py_range(range.clone());
         // One finding per rule and line; text read from a file keeps its own lines.
         let loc = src.file_location(range.start);
-        let file_line = loc.rsplit_once(':').map_or(String::new(), |(l, _)| l.to_string());
+        let file_line = loc
+            .rsplit_once(':')
+            .map_or(String::new(), |(l, _)| l.to_string());
         if !seen.insert((code, ctx.lines.line_of(py.start), file_line)) {
             continue;
         }
@@ -179,7 +183,11 @@ impl<'t> Analyzer<'t> {
 
     fn visit(&mut self, node: Node<'t>) {
         match node.kind() {
-            "comment" | "string_literal" | "raw_string_literal" | "char_literal" | "concatenated_string"
+            "comment"
+            | "string_literal"
+            | "raw_string_literal"
+            | "char_literal"
+            | "concatenated_string"
             | "system_lib_string" => return,
             "preproc_include" => return self.include(node),
             "preproc_def" | "preproc_function_def" => return self.define(node),
@@ -195,7 +203,10 @@ impl<'t> Analyzer<'t> {
             "call_expression" => self.call(node),
             "declaration" => self.declaration(node),
             "assignment_expression" => {
-                if let (Some(l), Some(r)) = (node.child_by_field_name("left"), node.child_by_field_name("right")) {
+                if let (Some(l), Some(r)) = (
+                    node.child_by_field_name("left"),
+                    node.child_by_field_name("right"),
+                ) {
                     if l.kind() == "identifier" {
                         self.state.inits.insert(self.t(l).to_string(), r);
                     }
@@ -221,9 +232,10 @@ impl<'t> Analyzer<'t> {
         for child in node.children(&mut c) {
             match child.kind() {
                 "template_argument_list" => self.visit(child),
-                "qualified_identifier" | "template_type" | "template_function" | "template_method" => {
-                    self.visit_template_args(child)
-                }
+                "qualified_identifier"
+                | "template_type"
+                | "template_function"
+                | "template_method" => self.visit_template_args(child),
                 _ => {}
             }
         }
@@ -232,15 +244,26 @@ impl<'t> Analyzer<'t> {
     /// The name of a callee or type without template arguments: `at::cuda::getStreamFromPool`.
     fn qualname(&self, n: Node<'t>) -> Option<String> {
         match n.kind() {
-            "identifier" | "type_identifier" | "field_identifier" | "namespace_identifier" | "primitive_type" => {
-                Some(self.t(n).to_string())
-            }
+            "identifier"
+            | "type_identifier"
+            | "field_identifier"
+            | "namespace_identifier"
+            | "primitive_type" => Some(self.t(n).to_string()),
             "qualified_identifier" => {
-                let scope = n.child_by_field_name("scope").and_then(|s| self.qualname(s)).unwrap_or_default();
+                let scope = n
+                    .child_by_field_name("scope")
+                    .and_then(|s| self.qualname(s))
+                    .unwrap_or_default();
                 let name = self.qualname(n.child_by_field_name("name")?)?;
-                Some(if scope.is_empty() { format!("::{name}") } else { format!("{scope}::{name}") })
+                Some(if scope.is_empty() {
+                    format!("::{name}")
+                } else {
+                    format!("{scope}::{name}")
+                })
             }
-            "template_function" | "template_type" | "template_method" => self.qualname(n.child_by_field_name("name")?),
+            "template_function" | "template_type" | "template_method" => {
+                self.qualname(n.child_by_field_name("name")?)
+            }
             _ => None,
         }
     }
@@ -270,7 +293,9 @@ impl<'t> Analyzer<'t> {
         if pk == "return_statement" {
             written = false;
             returned = true;
-        } else if pk == "init_declarator" && parent.and_then(|p| p.child_by_field_name("declarator")) == Some(node) {
+        } else if pk == "init_declarator"
+            && parent.and_then(|p| p.child_by_field_name("declarator")) == Some(node)
+        {
             written = false;
         } else if pk == "field_expression" {
             let field = parent.and_then(|p| p.child_by_field_name("field"));
@@ -290,8 +315,14 @@ impl<'t> Analyzer<'t> {
                         break;
                     }
                     "call_expression" => {
-                        let f = x.child_by_field_name("function").and_then(|f| self.qualname(f)).unwrap_or_default();
-                        if !f.ends_with("make_tuple") && !f.ends_with("tuple") && !f.ends_with("vector") {
+                        let f = x
+                            .child_by_field_name("function")
+                            .and_then(|f| self.qualname(f))
+                            .unwrap_or_default();
+                        if !f.ends_with("make_tuple")
+                            && !f.ends_with("tuple")
+                            && !f.ends_with("vector")
+                        {
                             in_launch_or_call = true;
                         }
                     }
@@ -340,24 +371,36 @@ impl<'t> Analyzer<'t> {
         }
         for t in expanded.iter().filter(|t| t.is_ident()) {
             if let Some(i) = self.cur {
-                self.funcs[i].calls.insert(last_segment(&t.text).to_string());
-                self.funcs[i].launches.insert(last_segment(&t.text).to_string());
+                self.funcs[i]
+                    .calls
+                    .insert(last_segment(&t.text).to_string());
+                self.funcs[i]
+                    .launches
+                    .insert(last_segment(&t.text).to_string());
             }
             if pasted_names.contains(&t.text) {
                 if let Some((code, msg)) = classify(&t.text, NameKind::Type) {
-                    self.flag(code, t.range.clone(), format!("{msg} (built by macro `{name}`)"));
+                    self.flag(
+                        code,
+                        t.range.clone(),
+                        format!("{msg} (built by macro `{name}`)"),
+                    );
                 }
             }
         }
     }
 
     fn include(&mut self, node: Node<'t>) {
-        let Some(path) = node.child_by_field_name("path") else { return };
+        let Some(path) = node.child_by_field_name("path") else {
+            return;
+        };
         let p = self.t(path).trim_matches(['<', '>', '"']);
         let file = p.rsplit('/').next().unwrap_or(p);
-        let vendor = ["cublas", "cudnn", "cufft", "cusparse", "cusolver", "cutensor"]
-            .iter()
-            .any(|v| file.starts_with(v))
+        let vendor = [
+            "cublas", "cudnn", "cufft", "cusparse", "cusolver", "cutensor",
+        ]
+        .iter()
+        .any(|v| file.starts_with(v))
             || p.contains("cutlass/library/")
             || p.contains("ATen/cuda/CUDABlas")
             || p.contains("ATen/cudnn/");
@@ -374,7 +417,9 @@ impl<'t> Analyzer<'t> {
     }
 
     fn define(&mut self, node: Node<'t>) {
-        let Some(name) = node.child_by_field_name("name") else { return };
+        let Some(name) = node.child_by_field_name("name") else {
+            return;
+        };
         let name = self.t(name).to_string();
         let params = node.child_by_field_name("parameters").map(|p| {
             let mut c = p.walk();
@@ -385,7 +430,9 @@ impl<'t> Analyzer<'t> {
         });
         let (body, body_at) = node
             .child_by_field_name("value")
-            .map_or((String::new(), node.end_byte()), |v| (self.t(v).to_string(), v.start_byte()));
+            .map_or((String::new(), node.end_byte()), |v| {
+                (self.t(v).to_string(), v.start_byte())
+            });
         // Names written in the body are judged where they are written.
         let toks: Vec<_> = tokenize(&body)
             .into_iter()
@@ -395,7 +442,10 @@ impl<'t> Analyzer<'t> {
             })
             .collect();
         let params_set: Vec<String> = params.clone().unwrap_or_default();
-        for t in toks.iter().filter(|t| t.is_ident() && !params_set.contains(&t.text)) {
+        for t in toks
+            .iter()
+            .filter(|t| t.is_ident() && !params_set.contains(&t.text))
+        {
             if let Some((code, msg)) = classify(&t.text, NameKind::Type) {
                 self.flag(code, t.range.clone(), format!("{msg} (in macro `{name}`)"));
             }
@@ -409,17 +459,32 @@ impl<'t> Analyzer<'t> {
                     self.flag(PASTE, t.range.clone(), format!("token pasting (`##`) in macro `{name}` builds the API name `{}`; write API calls out", t.text));
                 }
                 if let Some((code, msg)) = classify(&t.text, NameKind::Type) {
-                    self.flag(code, t.range.clone(), format!("{msg} (built by macro `{name}`)"));
+                    self.flag(
+                        code,
+                        t.range.clone(),
+                        format!("{msg} (built by macro `{name}`)"),
+                    );
                 }
             }
         }
-        self.macros.insert(name, Macro { params, body, body_at });
+        self.macros.insert(
+            name,
+            Macro {
+                params,
+                body,
+                body_at,
+            },
+        );
     }
 
     fn asm(&mut self, node: Node<'t>) {
         let t = self.t(node);
         if t.contains("tf32") || t.contains(".f16") || t.contains(".bf16") {
-            self.flag(PRECISION, node.byte_range(), "inline PTX computes in fp16/bf16/TF32 on an fp32 problem".into());
+            self.flag(
+                PRECISION,
+                node.byte_range(),
+                "inline PTX computes in fp16/bf16/TF32 on an fp32 problem".into(),
+            );
         }
     }
 
@@ -462,13 +527,18 @@ impl<'t> Analyzer<'t> {
         if let Some(pl) = decl.child_by_field_name("parameters") {
             let mut c = pl.walk();
             for p in pl.named_children(&mut c) {
-                let ty = p.child_by_field_name("type").map(|t| self.t(t)).unwrap_or("");
+                let ty = p
+                    .child_by_field_name("type")
+                    .map(|t| self.t(t))
+                    .unwrap_or("");
                 let mut d = p.child_by_field_name("declarator");
                 while let Some(x) = d {
                     if x.kind() == "identifier" {
                         break;
                     }
-                    d = x.child_by_field_name("declarator").or_else(|| x.named_child(0));
+                    d = x
+                        .child_by_field_name("declarator")
+                        .or_else(|| x.named_child(0));
                 }
                 if let Some(id) = d {
                     params.push(Param {
@@ -529,16 +599,24 @@ impl<'t> Analyzer<'t> {
                     is_static |= t == "static";
                     is_const |= t == "extern";
                 }
-                "type_qualifier" => is_const |= matches!(self.t(ch), "const" | "constexpr" | "__constant__"),
+                "type_qualifier" => {
+                    is_const |= matches!(self.t(ch), "const" | "constexpr" | "__constant__")
+                }
                 "__device__" | "__shared__" | "__constant__" | "__managed__" => device_mem = true,
                 _ => {}
             }
         }
         let top = self.cur.is_none()
-            && node
-                .parent()
-                .is_some_and(|p| matches!(p.kind(), "translation_unit" | "declaration_list" | "linkage_specification"));
-        let ty = node.child_by_field_name("type").map(|t| self.t(t)).unwrap_or("");
+            && node.parent().is_some_and(|p| {
+                matches!(
+                    p.kind(),
+                    "translation_unit" | "declaration_list" | "linkage_specification"
+                )
+            });
+        let ty = node
+            .child_by_field_name("type")
+            .map(|t| self.t(t))
+            .unwrap_or("");
         let cache_type = ty.contains("Tensor")
             || ty.contains("map<")
             || ty.contains("Storage")
@@ -556,12 +634,17 @@ impl<'t> Analyzer<'t> {
                 );
             }
             if d.kind() == "init_declarator" {
-                if let (Some(n), Some(v)) = (d.child_by_field_name("declarator"), d.child_by_field_name("value")) {
+                if let (Some(n), Some(v)) = (
+                    d.child_by_field_name("declarator"),
+                    d.child_by_field_name("value"),
+                ) {
                     if n.kind() == "identifier" {
                         let name = self.t(n).to_string();
                         self.state.inits.insert(name.clone(), v);
                         if self.cur.is_some() && self.is_empty_alloc(v) {
-                            self.state.empties.insert(name, (v.byte_range(), false, false));
+                            self.state
+                                .empties
+                                .insert(name, (v.byte_range(), false, false));
                         }
                     }
                 }
@@ -573,13 +656,20 @@ impl<'t> Analyzer<'t> {
         if v.kind() != "call_expression" {
             return false;
         }
-        let Some(f) = v.child_by_field_name("function") else { return false };
+        let Some(f) = v.child_by_field_name("function") else {
+            return false;
+        };
         let q = match f.kind() {
-            "field_expression" => f.child_by_field_name("field").and_then(|x| self.qualname(x)),
+            "field_expression" => f
+                .child_by_field_name("field")
+                .and_then(|x| self.qualname(x)),
             _ => self.qualname(f),
         }
         .unwrap_or_default();
-        matches!(last_segment(&q), "empty" | "empty_like" | "empty_strided" | "new_empty")
+        matches!(
+            last_segment(&q),
+            "empty" | "empty_like" | "empty_strided" | "new_empty"
+        )
     }
 
     fn ret(&mut self, node: Node<'t>) {
@@ -590,7 +680,11 @@ impl<'t> Analyzer<'t> {
         let Some(e) = node.named_child(0) else { return };
         if e.kind() == "identifier" {
             let n = self.t(e);
-            if self.funcs[i].params.iter().any(|p| p.is_tensor && p.name == n) {
+            if self.funcs[i]
+                .params
+                .iter()
+                .any(|p| p.is_tensor && p.name == n)
+            {
                 self.flag(
                     INPUT_MUTATION,
                     e.byte_range(),
@@ -601,16 +695,26 @@ impl<'t> Analyzer<'t> {
     }
 
     fn call(&mut self, node: Node<'t>) {
-        let Some(func) = node.child_by_field_name("function") else { return };
+        let Some(func) = node.child_by_field_name("function") else {
+            return;
+        };
         let mut c = node.walk();
-        let launch = node.children(&mut c).find(|ch| ch.kind() == "kernel_call_syntax");
+        let launch = node
+            .children(&mut c)
+            .find(|ch| ch.kind() == "kernel_call_syntax");
         if let Some(cfg) = launch {
-            let kernel = self.qualname(func).map(|q| last_segment(&q).to_string()).unwrap_or_default();
+            let kernel = self
+                .qualname(func)
+                .map(|q| last_segment(&q).to_string())
+                .unwrap_or_default();
             if let Some(i) = self.cur {
                 self.funcs[i].launches.insert(kernel.clone());
             }
             let mut c = cfg.walk();
-            let args: Vec<Node> = cfg.named_children(&mut c).filter(|n| n.kind() != "comment").collect();
+            let args: Vec<Node> = cfg
+                .named_children(&mut c)
+                .filter(|n| n.kind() != "comment")
+                .collect();
             if let Some(stream) = args.get(3) {
                 if !self.stream_ok(*stream, 0) {
                     self.flag(
@@ -636,15 +740,26 @@ impl<'t> Analyzer<'t> {
                 );
             }
             if matches!(m.as_str(), "half" | "bfloat16") {
-                self.flag(PRECISION, at.clone(), format!("`.{m}()` converts to reduced precision on an fp32 problem"));
+                self.flag(
+                    PRECISION,
+                    at.clone(),
+                    format!("`.{m}()` converts to reduced precision on an fp32 problem"),
+                );
             }
             if m.ends_with('_') && m != "data_ptr_" {
                 if let (Some(i), Some(r)) = (self.cur, recv) {
-                    if r.kind() == "identifier" && self.funcs[i].params.iter().any(|p| p.is_tensor && p.name == recv_t) {
+                    if r.kind() == "identifier"
+                        && self.funcs[i]
+                            .params
+                            .iter()
+                            .any(|p| p.is_tensor && p.name == recv_t)
+                    {
                         self.flag(
                             INPUT_MUTATION,
                             at.clone(),
-                            format!("`{recv_t}.{m}(...)` modifies the input tensor `{recv_t}` in place"),
+                            format!(
+                                "`{recv_t}.{m}(...)` modifies the input tensor `{recv_t}` in place"
+                            ),
                         );
                     }
                 }
@@ -654,7 +769,11 @@ impl<'t> Analyzer<'t> {
                 let mut c = node.walk();
                 if let Some(args) = node.child_by_field_name("arguments") {
                     for a in args.named_children(&mut c) {
-                        let target = if a.kind() == "pointer_expression" { a.child_by_field_name("argument") } else { Some(a) };
+                        let target = if a.kind() == "pointer_expression" {
+                            a.child_by_field_name("argument")
+                        } else {
+                            Some(a)
+                        };
                         if let Some(q) = target.and_then(|t| self.qualname(t)) {
                             self.pybind_exports.push(last_segment(&q).to_string());
                         }
@@ -671,7 +790,11 @@ impl<'t> Analyzer<'t> {
         }
         let ns = q.split("::").next().unwrap_or("");
         let qualified = q.contains("::");
-        if qualified && (matches!(ns, "at" | "torch") || q.contains("::native::")) && !torch_allowed(&last) && !q.contains("CachingAllocator") {
+        if qualified
+            && (matches!(ns, "at" | "torch") || q.contains("::native::"))
+            && !torch_allowed(&last)
+            && !q.contains("CachingAllocator")
+        {
             self.flag(
                 TORCH_OP,
                 func.byte_range(),
@@ -690,11 +813,23 @@ impl<'t> Analyzer<'t> {
                 .and_then(|a| a.named_child(1))
                 .map(|m| self.t(m))
                 .unwrap_or("");
-            if mode.contains('w') || mode.contains('a') || mode.contains('+') || mode.contains("O_WRONLY") || mode.contains("O_RDWR") {
-                self.flag(SANDBOX, func.byte_range(), format!("`{last}` opens a file for writing from inside the extension"));
+            if mode.contains('w')
+                || mode.contains('a')
+                || mode.contains('+')
+                || mode.contains("O_WRONLY")
+                || mode.contains("O_RDWR")
+            {
+                self.flag(
+                    SANDBOX,
+                    func.byte_range(),
+                    format!("`{last}` opens a file for writing from inside the extension"),
+                );
             }
         }
-        if last.starts_with("cudaLaunch") || last == "cuLaunchKernel" || last == "cuLaunchCooperativeKernel" {
+        if last.starts_with("cudaLaunch")
+            || last == "cuLaunchKernel"
+            || last == "cuLaunchCooperativeKernel"
+        {
             if let (Some(i), Some(args)) = (self.cur, node.child_by_field_name("arguments")) {
                 let mut ids = Vec::new();
                 collect_identifiers(args, self.text, &mut ids);
@@ -728,17 +863,27 @@ impl<'t> Analyzer<'t> {
                 }
                 if let Some(m) = self.macros.get(t) {
                     let b = m.body.trim();
-                    return b == "0" || b == "nullptr" || b == "NULL" || b.contains("getCurrentCUDAStream");
+                    return b == "0"
+                        || b == "nullptr"
+                        || b == "NULL"
+                        || b.contains("getCurrentCUDAStream");
                 }
                 false
             }
             "call_expression" => {
-                let Some(f) = n.child_by_field_name("function") else { return false };
+                let Some(f) = n.child_by_field_name("function") else {
+                    return false;
+                };
                 if f.kind() == "field_expression" {
-                    return f.child_by_field_name("argument").is_some_and(|a| self.stream_ok(a, depth + 1));
+                    return f
+                        .child_by_field_name("argument")
+                        .is_some_and(|a| self.stream_ok(a, depth + 1));
                 }
                 let q = self.qualname(f).unwrap_or_default();
-                matches!(last_segment(&q), "getCurrentCUDAStream" | "getDefaultCUDAStream")
+                matches!(
+                    last_segment(&q),
+                    "getCurrentCUDAStream" | "getDefaultCUDAStream"
+                )
             }
             "field_expression" | "parenthesized_expression" | "cast_expression" => {
                 let inner = n
@@ -758,11 +903,19 @@ impl<'t> Analyzer<'t> {
                 self.flag(TORCH_OP, range, format!("`{name}(...)` (with `using namespace torch/at`) runs a PyTorch op inside the extension"));
             }
         }
-        let kernels: Vec<usize> = (0..self.funcs.len()).filter(|&i| self.funcs[i].kind == FuncKind::Global).collect();
+        let kernels: Vec<usize> = (0..self.funcs.len())
+            .filter(|&i| self.funcs[i].kind == FuncKind::Global)
+            .collect();
         if kernels.is_empty() {
             if src.has_cuda() {
-                let at = src.parts.iter().find(|p| p.lang == crate::embedded::Lang::Cuda).map_or(0, |p| p.range.start);
-                let first = src.text[at..].find(|c: char| !c.is_whitespace()).map_or(at, |k| at + k);
+                let at = src
+                    .parts
+                    .iter()
+                    .find(|p| p.lang == crate::embedded::Lang::Cuda)
+                    .map_or(0, |p| p.range.start);
+                let first = src.text[at..]
+                    .find(|c: char| !c.is_whitespace())
+                    .map_or(at, |k| at + k);
                 self.flag(
                     NO_KERNEL,
                     first..first + 1,
@@ -775,10 +928,14 @@ impl<'t> Analyzer<'t> {
         let mut exported: Vec<String> = src.functions.clone().unwrap_or_default();
         exported.extend(self.pybind_exports.iter().cloned());
         let mut queue: Vec<usize> = (0..self.funcs.len())
-            .filter(|&i| self.funcs[i].kind == FuncKind::Host && exported.contains(&self.funcs[i].name))
+            .filter(|&i| {
+                self.funcs[i].kind == FuncKind::Host && exported.contains(&self.funcs[i].name)
+            })
             .collect();
         if queue.is_empty() {
-            queue = (0..self.funcs.len()).filter(|&i| self.funcs[i].kind == FuncKind::Host).collect();
+            queue = (0..self.funcs.len())
+                .filter(|&i| self.funcs[i].kind == FuncKind::Host)
+                .collect();
             exported.clear();
         }
         let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();

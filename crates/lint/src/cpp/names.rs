@@ -38,19 +38,26 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
     let last = last_segment(q);
     if kind == NameKind::Field {
         return match last {
-            "accessPolicyWindow" | "hitProp" | "hitRatio" | "missProp" => {
-                Some((L2, format!("`{last}` sets an L2 access-policy window (persisting cache lines)")))
-            }
+            "accessPolicyWindow" | "hitProp" | "hitRatio" | "missProp" => Some((
+                L2,
+                format!("`{last}` sets an L2 access-policy window (persisting cache lines)"),
+            )),
             _ => None,
         };
     }
-    const VENDOR_PREFIXES: [&str; 6] = ["cublas", "cudnn", "cufft", "cusparse", "cusolver", "cutensor"];
+    const VENDOR_PREFIXES: [&str; 6] = [
+        "cublas", "cudnn", "cufft", "cusparse", "cusolver", "cutensor",
+    ];
     if VENDOR_PREFIXES.iter().any(|p| last.starts_with(p))
         || q.contains("cutlass::library")
         || q.contains("cuda::blas")
         || matches!(
             last,
-            "getCurrentCUDABlasHandle" | "getCurrentCUDABlasLtHandle" | "getCudnnHandle" | "CUBLAS_OP_N" | "CUBLAS_OP_T"
+            "getCurrentCUDABlasHandle"
+                | "getCurrentCUDABlasLtHandle"
+                | "getCudnnHandle"
+                | "CUBLAS_OP_N"
+                | "CUBLAS_OP_T"
         )
     {
         return Some((VENDOR, format!("`{q}` calls a vendor library (cuBLAS/cuDNN/...) instead of the candidate's own kernel")));
@@ -75,10 +82,17 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
             format!("`{q}` runs work on a side stream, outside the stream the harness times; launch on `at::cuda::getCurrentCUDAStream()`"),
         ));
     }
-    if matches!(q, "std::thread" | "std::jthread" | "std::async" | "std::launch::async")
-        || matches!(last, "pthread_create" | "thrd_create")
+    if matches!(
+        q,
+        "std::thread" | "std::jthread" | "std::async" | "std::launch::async"
+    ) || matches!(last, "pthread_create" | "thrd_create")
     {
-        return Some((THREAD, format!("`{q}` starts a host thread; work may finish after the harness stops the clock")));
+        return Some((
+            THREAD,
+            format!(
+                "`{q}` starts a host thread; work may finish after the harness stops the clock"
+            ),
+        ));
     }
     if matches!(
         last,
@@ -94,10 +108,16 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
             | "cudaGraphKernelNodeSetAttribute"
             | "cudaKernelNodeAttributeAccessPolicyWindow"
     ) {
-        return Some((L2, format!("`{q}` keeps data persisting in L2 across the harness's cache flush")));
+        return Some((
+            L2,
+            format!("`{q}` keeps data persisting in L2 across the harness's cache flush"),
+        ));
     }
     if is_precision_name(q, last, kind) {
-        return Some((PRECISION, format!("`{q}` computes in reduced precision (fp16/bf16/TF32) on an fp32 problem")));
+        return Some((
+            PRECISION,
+            format!("`{q}` computes in reduced precision (fp16/bf16/TF32) on an fp32 problem"),
+        ));
     }
     None
 }
@@ -202,8 +222,7 @@ pub fn torch_allowed(last: &str) -> bool {
             | "c10_cuda_check_implementation"
             | "CUDAStream"
     ) || last.starts_with("check")
-        || last.starts_with('k')
-            && last.chars().nth(1).is_some_and(|c| c.is_ascii_uppercase())
+        || last.starts_with('k') && last.chars().nth(1).is_some_and(|c| c.is_ascii_uppercase())
 }
 
 /// Tensor methods that compute (a PyTorch kernel does the work). Metadata, layout and
@@ -341,9 +360,17 @@ pub fn interposed_api(name: &str) -> bool {
 /// Whether a pasted identifier names an API (something an honest macro never needs to build).
 pub fn api_like(name: &str) -> bool {
     interposed_api(name)
-        || ["cublas", "cudnn", "cufft", "cusparse", "cusolver", "getStreamFrom", "pthread_"]
-            .iter()
-            .any(|p| name.starts_with(p))
+        || [
+            "cublas",
+            "cudnn",
+            "cufft",
+            "cusparse",
+            "cusolver",
+            "getStreamFrom",
+            "pthread_",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
 }
 
 #[cfg(test)]
@@ -352,13 +379,29 @@ mod tests {
 
     #[test]
     fn classification_uses_the_last_segment_and_kind() {
-        assert_eq!(classify("at::cuda::getStreamFromPool", NameKind::Value).unwrap().0, STREAM);
+        assert_eq!(
+            classify("at::cuda::getStreamFromPool", NameKind::Value)
+                .unwrap()
+                .0,
+            STREAM
+        );
         assert_eq!(classify("cublasSgemm", NameKind::Value).unwrap().0, VENDOR);
         assert_eq!(classify("std::thread", NameKind::Type).unwrap().0, THREAD);
         assert_eq!(classify("half", NameKind::Type).unwrap().0, PRECISION);
-        assert!(classify("half", NameKind::Value).is_none(), "a variable named half is fine");
-        assert_eq!(classify("nvcuda::wmma::fragment", NameKind::Type).unwrap().0, PRECISION);
-        assert_eq!(classify("accessPolicyWindow", NameKind::Field).unwrap().0, L2);
+        assert!(
+            classify("half", NameKind::Value).is_none(),
+            "a variable named half is fine"
+        );
+        assert_eq!(
+            classify("nvcuda::wmma::fragment", NameKind::Type)
+                .unwrap()
+                .0,
+            PRECISION
+        );
+        assert_eq!(
+            classify("accessPolicyWindow", NameKind::Field).unwrap().0,
+            L2
+        );
         assert!(classify("cudaMemcpyAsync", NameKind::Value).is_none());
         assert!(classify("thread", NameKind::Type).is_none());
     }

@@ -19,16 +19,23 @@ pub(crate) fn run(py: &str, precision: Precision) -> Vec<(&'static str, u32, u32
 }
 
 fn fixture(name: &str) -> String {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/lint/cpp").join(name);
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/lint/cpp")
+        .join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 fn run_fixture(name: &str) -> Vec<(&'static str, u32, u32)> {
     let py = fixture(name);
-    let precision = if py.starts_with("# kernelgate: precision=fp16") { Precision::Fp16 } else { Precision::Fp32 };
+    let precision = if py.starts_with("# kernelgate: precision=fp16") {
+        Precision::Fp16
+    } else {
+        Precision::Fp32
+    };
     let parsed = ruff_python_parser::parse_module(&py).expect("valid python");
     let ctx = Context::new(name, &py, precision, None);
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/lint/cpp");
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/lint/cpp");
     let mut v: Vec<_> = crate::embedded::extract_in(parsed.syntax(), &py, Some(&dir))
         .iter()
         .flat_map(|e| check(e, &ctx))
@@ -43,21 +50,53 @@ fn run_fixture(name: &str) -> Vec<(&'static str, u32, u32)> {
 
 /// Every hack fixture: its exact (rule, line, column) findings. Columns inside the CUDA strings
 /// point at the offending token in the `.py`.
+/// A fixture and its expected (rule, line, column) findings.
+type Case = (&'static str, &'static [(&'static str, u32, u32)]);
+
 #[test]
 fn hack_fixtures_report_exact_positions() {
-    let table: &[(&str, &[(&str, u32, u32)])] = &[
+    let table: &[Case] = &[
         ("hack_aten_op.py", &[(TORCH_OP, 17, 14), (TORCH_OP, 18, 18)]),
-        ("hack_cublas.py", &[(NO_KERNEL, 6, 1), (VENDOR, 8, 10), (VENDOR, 12, 5), (VENDOR, 13, 5), (VENDOR, 16, 5)]),
+        (
+            "hack_cublas.py",
+            &[
+                (NO_KERNEL, 6, 1),
+                (VENDOR, 8, 10),
+                (VENDOR, 12, 5),
+                (VENDOR, 13, 5),
+                (VENDOR, 16, 5),
+            ],
+        ),
         ("hack_side_stream.py", &[(STREAM, 17, 5), (STREAM, 18, 44)]),
-        ("hack_stream_macro.py", &[(STREAM, 9, 14), (STREAM, 19, 5), (STREAM, 20, 44), (PASTE, 19, 5)]),
+        (
+            "hack_stream_macro.py",
+            &[
+                (STREAM, 9, 14),
+                (STREAM, 19, 5),
+                (STREAM, 20, 44),
+                (PASTE, 19, 5),
+            ],
+        ),
         ("hack_thread.py", &[(THREAD, 19, 5)]),
         ("hack_static_cache.py", &[(STATIC_CACHE, 14, 55)]),
-        ("hack_l2_persist.py", &[(L2, 18, 10), (L2, 19, 10), (L2, 20, 5)]),
+        (
+            "hack_l2_persist.py",
+            &[(L2, 18, 10), (L2, 19, 10), (L2, 20, 5)],
+        ),
         ("hack_inplace_return.py", &[(INPUT_MUTATION, 16, 12)]),
         ("hack_unwritten_output.py", &[(UNWRITTEN, 15, 16)]),
-        ("hack_half_on_fp32.py", &[(PRECISION, 13, 9), (PRECISION, 14, 16)]),
-        ("hack_decoy_kernel.py", &[(TORCH_OP, 14, 14), (DECOY, 8, 17)]),
-        ("hack_no_kernel.py", &[(TORCH_OP, 10, 12), (NO_KERNEL, 6, 1)]),
+        (
+            "hack_half_on_fp32.py",
+            &[(PRECISION, 13, 9), (PRECISION, 14, 16)],
+        ),
+        (
+            "hack_decoy_kernel.py",
+            &[(TORCH_OP, 14, 14), (DECOY, 8, 17)],
+        ),
+        (
+            "hack_no_kernel.py",
+            &[(TORCH_OP, 10, 12), (NO_KERNEL, 6, 1)],
+        ),
         ("hack_sandbox.py", &[(SANDBOX, 16, 5), (SANDBOX, 17, 15)]),
         ("hack_timer_interpose.py", &[(TIMER, 13, 24)]),
         ("hack_escaped_string.py", &[(TORCH_OP, 6, 124)]),
@@ -96,12 +135,26 @@ fn stream_resolution_through_locals_macros_and_casts() {
             "from torch.utils.cpp_extension import load_inline\nsrc = '''\n#define CUR at::cuda::getCurrentCUDAStream()\n__global__ void k(float* y) {{ y[0] = 1.f; }}\ntorch::Tensor f(torch::Tensor x) {{\n  auto y = torch::empty_like(x);\n  auto s2 = c10::cuda::getCurrentCUDAStream();\n  cudaStream_t bad = (cudaStream_t)42;\n  {launch}\n  return y;\n}}\n'''\nm = load_inline('m', cpp_sources='', cuda_sources=src, functions=['f'])\n"
         )
     };
-    for ok in ["k<<<1, 1, 0, CUR>>>(y.data_ptr<float>());", "k<<<1, 1, 0, s2.stream()>>>(y.data_ptr<float>());", "k<<<1, 1, 0, 0>>>(y.data_ptr<float>());", "k<<<1, 1>>>(y.data_ptr<float>());"] {
+    for ok in [
+        "k<<<1, 1, 0, CUR>>>(y.data_ptr<float>());",
+        "k<<<1, 1, 0, s2.stream()>>>(y.data_ptr<float>());",
+        "k<<<1, 1, 0, 0>>>(y.data_ptr<float>());",
+        "k<<<1, 1>>>(y.data_ptr<float>());",
+    ] {
         assert_eq!(run(&body(ok), Precision::Fp32), vec![], "{ok}");
     }
-    assert_eq!(run(&body("k<<<1, 1, 0, bad>>>(y.data_ptr<float>());"), Precision::Fp32), vec![(STREAM, 9, 16)]);
     assert_eq!(
-        run(&body("k<<<1, 1, 0, cudaStreamPerThread>>>(y.data_ptr<float>());"), Precision::Fp32),
+        run(
+            &body("k<<<1, 1, 0, bad>>>(y.data_ptr<float>());"),
+            Precision::Fp32
+        ),
+        vec![(STREAM, 9, 16)]
+    );
+    assert_eq!(
+        run(
+            &body("k<<<1, 1, 0, cudaStreamPerThread>>>(y.data_ptr<float>());"),
+            Precision::Fp32
+        ),
         vec![(STREAM, 9, 16)]
     );
 }
@@ -115,5 +168,8 @@ fn kernels_launched_through_helpers_macros_and_cuda_launch_kernel_are_not_decoys
 #[test]
 fn global_tensor_and_unqualified_ops_under_using_namespace() {
     let py = "from torch.utils.cpp_extension import load_inline\nsrc = '''\nusing namespace torch;\nTensor last;\n__global__ void k(float* y) { y[0] = 1.f; }\nTensor f(Tensor x) {\n  auto y = empty_like(x);\n  k<<<1, 1>>>(y.data_ptr<float>());\n  return matmul(y, x);\n}\n'''\nm = load_inline('m', cpp_sources='', cuda_sources=src, functions=['f'])\n";
-    assert_eq!(run(py, Precision::Fp32), vec![(TORCH_OP, 9, 10), (STATIC_CACHE, 4, 8)]);
+    assert_eq!(
+        run(py, Precision::Fp32),
+        vec![(TORCH_OP, 9, 10), (STATIC_CACHE, 4, 8)]
+    );
 }

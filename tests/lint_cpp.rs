@@ -1,0 +1,218 @@
+//! `kernelgate lint` on the embedded C++/CUDA and Triton fixtures: exact rule, line and column
+//! for every hack (columns inside CUDA strings point at the token in the `.py`), nothing on the
+//! honest kernels, and carets drawn inside the CUDA source.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+fn kernelgate() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kernelgate"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c
+}
+
+type Found = BTreeMap<String, Vec<(String, u64, u64, String)>>;
+
+fn lint_json(paths: &[&str]) -> (Found, serde_json::Value, i32) {
+    let out = kernelgate()
+        .arg("lint")
+        .args(paths)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let mut found = Found::new();
+    for f in v["findings"].as_array().unwrap() {
+        let file = Path::new(f["file"].as_str().unwrap())
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        found.entry(file).or_default().push((
+            f["rule"].as_str().unwrap().to_string(),
+            f["line"].as_u64().unwrap(),
+            f["column"].as_u64().unwrap(),
+            f["severity"].as_str().unwrap().to_string(),
+        ));
+    }
+    for v in found.values_mut() {
+        v.sort();
+    }
+    (found, v, out.status.code().unwrap())
+}
+
+fn e(rule: &str, line: u64, col: u64) -> (String, u64, u64, String) {
+    (rule.to_string(), line, col, "error".to_string())
+}
+
+#[test]
+fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
+    let (found, json, code) = lint_json(&["tests/fixtures/lint/cpp"]);
+    assert_eq!(code, 1, "errors exit 1");
+    let want: &[(&str, Vec<(String, u64, u64, String)>)] = &[
+        (
+            "hack_aten_op.py",
+            vec![e("KG601", 17, 14), e("KG601", 18, 18)],
+        ),
+        (
+            "hack_cublas.py",
+            vec![
+                e("KG602", 8, 10),
+                e("KG602", 12, 5),
+                e("KG602", 13, 5),
+                e("KG602", 16, 5),
+                e("KG612", 6, 1),
+            ],
+        ),
+        (
+            "hack_decoy_kernel.py",
+            vec![e("KG601", 14, 14), e("KG611", 8, 17)],
+        ),
+        ("hack_escaped_string.py", vec![e("KG601", 6, 124)]),
+        (
+            "hack_half_on_fp32.py",
+            vec![e("KG610", 13, 9), e("KG610", 14, 16)],
+        ),
+        ("hack_inplace_return.py", vec![e("KG608", 16, 12)]),
+        (
+            "hack_l2_persist.py",
+            vec![e("KG607", 18, 10), e("KG607", 19, 10), e("KG607", 20, 5)],
+        ),
+        ("hack_load_files.py", vec![e("KG602", 6, 40)]),
+        (
+            "hack_no_kernel.py",
+            vec![e("KG601", 10, 12), e("KG612", 6, 1)],
+        ),
+        (
+            "hack_sandbox.py",
+            vec![e("KG613", 16, 5), e("KG613", 17, 15)],
+        ),
+        (
+            "hack_side_stream.py",
+            vec![e("KG603", 17, 5), e("KG603", 18, 44)],
+        ),
+        ("hack_static_cache.py", vec![e("KG606", 14, 55)]),
+        (
+            "hack_stream_macro.py",
+            vec![
+                e("KG603", 9, 14),
+                e("KG603", 19, 5),
+                e("KG603", 20, 44),
+                e("KG604", 19, 5),
+            ],
+        ),
+        ("hack_thread.py", vec![e("KG605", 19, 5)]),
+        ("hack_timer_interpose.py", vec![e("KG614", 13, 24)]),
+        (
+            "hack_unwritten_output.py",
+            vec![("KG609".into(), 15, 16, "warning".into())],
+        ),
+    ];
+    for (file, w) in want {
+        let mut w = w.clone();
+        w.sort();
+        assert_eq!(found.get(*file), Some(&w), "{file}");
+    }
+    for honest in [
+        "honest_cpu_cpp.py",
+        "honest_half_fp16.py",
+        "honest_relu_streams_comments.py",
+        "honest_tiled_matmul_fstring.py",
+    ] {
+        assert_eq!(found.get(honest), None, "{honest} must be clean");
+    }
+    // A file read through load(sources=...) says where in the .cu the finding is.
+    let msg = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["file"].as_str().unwrap().ends_with("hack_load_files.py"))
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.ends_with("(hack_load_files_kernel.cu:2:10)"), "{msg}");
+}
+
+#[test]
+fn triton_fixtures_report_exact_findings() {
+    let (found, _, code) = lint_json(&["tests/fixtures/lint/triton"]);
+    assert_eq!(code, 1);
+    let has = |file: &str, f: (String, u64, u64, String)| {
+        assert!(
+            found.get(file).is_some_and(|v| v.contains(&f)),
+            "{file}: {f:?} not in {:?}",
+            found.get(file)
+        );
+    };
+    has("hack_triton_decoy.py", e("KG620", 8, 5));
+    has("hack_triton_dead_branch.py", e("KG620", 8, 5));
+    has("hack_triton_fp16.py", e("KG621", 12, 45));
+    has("hack_triton_no_kernel.py", e("KG622", 1, 1));
+    assert_eq!(found.get("honest_triton_autotune_alias.py"), None);
+}
+
+#[test]
+fn honest_kernels_pass_the_gate() {
+    let (found, _, code) = lint_json(&[
+        "tests/fixtures/lint/cpp/honest_cpu_cpp.py",
+        "tests/fixtures/lint/cpp/honest_half_fp16.py",
+        "tests/fixtures/lint/cpp/honest_relu_streams_comments.py",
+        "tests/fixtures/lint/cpp/honest_tiled_matmul_fstring.py",
+        "tests/fixtures/lint/triton/honest_triton_autotune_alias.py",
+    ]);
+    assert!(found.is_empty(), "{found:?}");
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn human_output_draws_the_caret_inside_the_cuda_string() {
+    let out = kernelgate()
+        .args(["lint", "tests/fixtures/lint/cpp/hack_escaped_string.py"])
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("KG601"), "{text}");
+    // The caret line sits under `at::relu` in the escaped one-line string: 123 spaces of
+    // source before it, then eight carets.
+    let src_line = text
+        .lines()
+        .find(|l| l.contains("return at::relu(x)"))
+        .expect("snippet shown");
+    let caret_line = text
+        .lines()
+        .find(|l| l.contains("^^^^^^^^"))
+        .expect("caret shown");
+    let col_src = src_line.find("at::relu").unwrap();
+    let col_caret = caret_line.find('^').unwrap();
+    assert_eq!(col_src, col_caret, "\n{src_line}\n{caret_line}");
+    assert_eq!(caret_line.trim_end().len() - col_caret, "at::relu".len());
+}
+
+#[test]
+fn precision_override_silences_half_findings() {
+    let out = kernelgate()
+        .args([
+            "lint",
+            "tests/fixtures/lint/cpp/hack_half_on_fp32.py",
+            "--precision",
+            "fp16",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["rule"] != "KG610"),
+        "{v}"
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
