@@ -28,7 +28,7 @@ g() { git -C "$dir" -c init.defaultBranch=main -c commit.gpgsign=false -c core.h
 
 g init -q
 cp -R "$root/KernelBench" "$dir/KernelBench"
-[ -f "$root/kernelgate.toml" ] && cp "$root/kernelgate.toml" "$dir/kernelgate.toml"
+cp "$here/kernelgate.toml" "$dir/kernelgate.toml"
 cp -R "$here/base/." "$dir/"
 g add -A
 g commit -q -m "Honest CPU kernels for ReLU and softmax"
