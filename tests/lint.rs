@@ -118,6 +118,17 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
         &[("KG103", 19), ("KG900", 19)],
     ),
     ("hacks/unknown_suppression.py", &[("KG901", 19)]),
+    (
+        "hacks/stored_torch_op.py",
+        &[
+            ("KG101", 17),
+            ("KG101", 18),
+            ("KG303", 18),
+            ("KG101", 24),
+            ("KG101", 25),
+        ],
+    ),
+    ("hacks/reference_via_type.py", &[("KG203", 17)]),
 ];
 
 #[test]

@@ -506,7 +506,6 @@ impl<'a, 'c> Checker<'a, 'c> {
             "mean_ms",
             "verdict",
             "kernelbench",
-            "result",
         ]
         .iter()
         .any(|w| lower.contains(w))
@@ -569,8 +568,11 @@ impl<'a, 'c> Checker<'a, 'c> {
                     returned,
                     ..
                 } = v;
+                // Shape-keyed containers are also how honest code caches launch configurations;
+                // only a forward that returns the stored value is an output cache.
+                let is_forward = matches!(f.name.as_str(), "forward" | "__call__");
                 for (container, r) in shape_probes {
-                    if returned.contains(&container) {
+                    if is_forward && returned.contains(&container) {
                         self.push(
                             "KG401",
                             r,
@@ -752,8 +754,25 @@ impl<'a, 'c> Checker<'a, 'c> {
         match e {
             Expr::Name(n) => n.id.as_str() == "Model",
             Expr::Attribute(a) => a.attr.as_str() == "Model",
+            // ModelNew = type("ModelNew", (Model,), {})
+            Expr::Call(_) => {
+                let mut uses = RefUses {
+                    c: self,
+                    hits: Vec::new(),
+                };
+                uses.visit_expr(e);
+                !uses.hits.is_empty()
+            }
             _ => false,
         }
+    }
+
+    /// True when a byte offset lies inside a function reachable from `ModelNew.forward`.
+    fn in_reachable(&self, offset: usize) -> bool {
+        self.reach
+            .functions
+            .iter()
+            .any(|(f, _)| range(*f).contains(&offset))
     }
 
     fn inherits_reference(&self, base: &Expr, seen: &mut HashSet<String>) -> bool {
@@ -958,6 +977,21 @@ impl<'a, 'c> Checker<'a, 'c> {
     }
 }
 
+fn collect_calls<'a>(e: &'a Expr, out: &mut Vec<&'a ExprCall>) {
+    struct C<'o, 'a> {
+        out: &'o mut Vec<&'a ExprCall>,
+    }
+    impl<'a> Visitor<'a> for C<'_, 'a> {
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            if let Expr::Call(c) = expr {
+                self.out.push(c);
+            }
+            visitor::walk_expr(self, expr);
+        }
+    }
+    C { out }.visit_expr(e);
+}
+
 /// `name` or `self.attr` as a lookup key.
 fn key_of(e: &Expr) -> Option<String> {
     match e {
@@ -1087,6 +1121,18 @@ impl<'a> Visitor<'a> for FileVisitor<'_, 'a, '_> {
     fn visit_expr(&mut self, expr: &'a Expr) {
         match expr {
             Expr::Call(call) => self.c.check_call(call, self.in_inputs_fn > 0),
+            Expr::Lambda(l) if !self.c.in_reachable(usize::from(l.start())) => {
+                // `self.act = lambda t: torch.relu(t)` runs on the forward path through `self.act(x)`.
+                let mut calls = Vec::new();
+                collect_calls(&l.body, &mut calls);
+                for call in calls {
+                    if let Some(q) = self.c.names.qualify(&call.func) {
+                        if torch_compute(&q) {
+                            self.c.push("KG101", range(call.func.as_ref()), format!("a lambda calls the PyTorch compute op `{q}` instead of your kernel"));
+                        }
+                    }
+                }
+            }
             Expr::Attribute(a) => {
                 let attr = a.attr.as_str();
                 if matches!(
@@ -1151,6 +1197,46 @@ impl<'a> FileVisitor<'_, 'a, '_> {
                 }
             }
             Expr::Tuple(tu) => tu.elts.iter().for_each(|e| self.target(e, None)),
+            // torch.nn.functional.__dict__["relu"] = ...
+            Expr::Subscript(sub) => {
+                if let Expr::Attribute(d) = sub.value.as_ref() {
+                    if d.attr.as_str() == "__dict__" {
+                        if let Some(base) = self.c.names.qualify(&d.value) {
+                            let name = self
+                                .c
+                                .names
+                                .fold_str(&sub.slice)
+                                .unwrap_or_else(|| "?".into());
+                            self.c.tamper(&format!("{base}.{name}"), range(t), value);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        // `self.act = torch.relu` / `OPS = {"act": F.gelu}`: a PyTorch op stored to be called
+        // later under a name the call site cannot resolve. Plain-name aliases resolve at calls.
+        if let Some(v) = value {
+            if !matches!(t, Expr::Name(_))
+                || matches!(v, Expr::List(_) | Expr::Tuple(_) | Expr::Dict(_))
+            {
+                self.stored_torch_ops(v);
+            }
+        }
+    }
+
+    fn stored_torch_ops(&mut self, v: &'a Expr) {
+        match v {
+            Expr::List(l) => l.elts.iter().for_each(|e| self.stored_torch_ops(e)),
+            Expr::Tuple(l) => l.elts.iter().for_each(|e| self.stored_torch_ops(e)),
+            Expr::Dict(d) => d.iter_values().for_each(|e| self.stored_torch_ops(e)),
+            Expr::Attribute(_) | Expr::Name(_) => {
+                if let Some(q) = self.c.names.qualify(v) {
+                    if torch_compute(&q) {
+                        self.c.push("KG101", range(v), format!("stores the PyTorch compute op `{q}` to call it later instead of your kernel"));
+                    }
+                }
+            }
             _ => {}
         }
     }

@@ -209,7 +209,11 @@ pub fn torch_compute(path: &str) -> bool {
     {
         return false; // classes (Tensor, Size, Generator), dunders
     }
-    !TORCH_ALLOWED.contains(&first) && !is_dtype(first)
+    // Predicates and settings (`is_autocast_enabled`, `get_device`, `set_default_device`) are not compute.
+    let query = ["is_", "get_", "set_", "from_", "to_dlpack"]
+        .iter()
+        .any(|p| first.starts_with(p));
+    !query && !TORCH_ALLOWED.contains(&first) && !is_dtype(first)
 }
 
 fn is_dtype(name: &str) -> bool {
@@ -408,6 +412,8 @@ pub const TENSOR_COMPUTE: &[&str] = &[
     "index_add",
     "index_add_",
     "scatter_reduce",
+    "__matmul__",
+    "__rmatmul__",
 ];
 
 /// Module paths whose mere import (or any use) is banned, with rule and message.
