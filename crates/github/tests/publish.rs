@@ -382,3 +382,16 @@ async fn publish_creates_completes_and_comments() {
     assert!(comment.starts_with(STICKY_MARKER));
     assert_eq!(comment, render_comment(&r));
 }
+
+#[tokio::test]
+async fn pr_head_sha_reads_the_pull_request() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/repos/acme/kernels/pulls/7"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"number": 7, "head": {"sha": "feed"}})),
+        )
+        .mount(&server)
+        .await;
+    assert_eq!(publisher(&server).pr_head_sha(7).await.unwrap(), "feed");
+}

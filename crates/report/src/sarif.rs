@@ -5,6 +5,7 @@ use crate::annotate::located;
 use crate::schema::Report;
 use kernelgate_model::Severity;
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
 pub const SARIF_SCHEMA_URI: &str = "https://json.schemastore.org/sarif-2.1.0.json";
@@ -34,6 +35,7 @@ pub fn to_sarif(report: &Report) -> Value {
                 "ruleIndex": rule_ids.iter().position(|r| **r == l.rule).unwrap_or(0),
                 "level": match l.severity { Severity::Error => "error", Severity::Warning => "warning" },
                 "message": {"text": l.message},
+                "partialFingerprints": {"primaryLocationLineHash": fingerprint(l)},
                 "locations": [{
                     "physicalLocation": {
                         "artifactLocation": {"uri": l.path, "uriBaseId": "%SRCROOT%"},
@@ -64,4 +66,14 @@ pub fn to_sarif(report: &Report) -> Value {
         }]);
     }
     json!({"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]})
+}
+
+/// Stable across unrelated edits: rule, file and message, not the line (as the lint's SARIF).
+fn fingerprint(l: &crate::annotate::Located) -> String {
+    let mut h = Sha256::new();
+    for part in [l.rule.as_bytes(), l.path.as_bytes(), l.message.as_bytes()] {
+        h.update(part);
+        h.update([0]);
+    }
+    format!("{}:1", hex::encode(&h.finalize()[..16]))
 }

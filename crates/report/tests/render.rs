@@ -367,3 +367,21 @@ fn render_all_writes_the_four_files() {
     }
     assert_eq!(Report::read(&out.report_json).unwrap(), one_incorrect());
 }
+
+#[test]
+fn sarif_fingerprints_ignore_the_line() {
+    let a = to_sarif(&one_hack());
+    let mut moved = one_hack();
+    moved.kernels[0].findings[0].line += 10;
+    moved.kernels[0].findings[0].end_line += 10;
+    let b = to_sarif(&moved);
+    let fp = |v: &serde_json::Value| {
+        v["runs"][0]["results"][0]["partialFingerprints"]["primaryLocationLineHash"].clone()
+    };
+    assert!(fp(&a).is_string());
+    assert_eq!(fp(&a), fp(&b));
+    assert_ne!(
+        a["runs"][0]["results"][0]["locations"],
+        b["runs"][0]["results"][0]["locations"]
+    );
+}
