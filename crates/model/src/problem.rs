@@ -54,6 +54,19 @@ impl Problem {
     pub fn level_key(&self) -> String {
         format!("level{}", self.level)
     }
+
+    /// A file holding this problem's source: `path` when it holds it, else (dataset rows)
+    /// `dir/level{N}/{id}_{Name}.py`, written now. The harness imports problems from files.
+    pub fn materialize(&self, dir: &Path) -> std::io::Result<PathBuf> {
+        // Same content only: a row's relative path may name an unrelated file in the cwd.
+        if std::fs::read_to_string(&self.path).is_ok_and(|s| s == self.source) {
+            return Ok(self.path.clone());
+        }
+        let dest = dir.join(self.level_key()).join(self.file_name());
+        std::fs::create_dir_all(dest.parent().unwrap_or(dir))?;
+        std::fs::write(&dest, &self.source)?;
+        Ok(dest)
+    }
 }
 
 /// Splits `19_ReLU.py` (or `19_ReLU`) into `(19, "ReLU")`.
@@ -408,6 +421,25 @@ mod tests {
         let empty = tempfile::tempdir().unwrap();
         let e = ProblemSet::load(empty.path()).unwrap_err();
         assert!(matches!(e, ProblemError::Empty { .. }));
+    }
+
+    #[test]
+    fn materialize_writes_rows_and_keeps_files() {
+        let dir = tree();
+        let set = ProblemSet::load(dir.path()).unwrap();
+        let on_disk = set.get("level1/3_Sigmoid").unwrap();
+        let out = tempfile::tempdir().unwrap();
+        assert_eq!(on_disk.materialize(out.path()).unwrap(), on_disk.path);
+        let row = Problem::new(
+            4,
+            2,
+            "Row",
+            PathBuf::from("level4/2_Row.py"),
+            "z = 1\n".into(),
+        );
+        let written = row.materialize(out.path()).unwrap();
+        assert_eq!(written, out.path().join("level4/2_Row.py"));
+        assert_eq!(std::fs::read_to_string(written).unwrap(), "z = 1\n");
     }
 
     #[test]
