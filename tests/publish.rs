@@ -226,3 +226,93 @@ fn publish_to_github_refuses_without_token_or_for_another_commit() {
         "{err}"
     );
 }
+
+/// The whole `kernelgate publish` against a mock GitHub: PR head verified, check run created
+/// and completed, comment posted, outputs written.
+#[test]
+fn publish_to_github_sends_the_expected_requests() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(async {
+        let server = MockServer::start().await;
+        let ok = |v: serde_json::Value| ResponseTemplate::new(200).set_body_json(v);
+        Mock::given(method("GET"))
+            .and(path("/repos/acme/kernels/pulls/3"))
+            .respond_with(ok(serde_json::json!({"head": {"sha": "c0ffee"}})))
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(path("/repos/acme/kernels/check-runs"))
+            .respond_with(ok(serde_json::json!({"id": 11})))
+            .mount(&server)
+            .await;
+        Mock::given(method("PATCH"))
+            .and(path("/repos/acme/kernels/check-runs/11"))
+            .respond_with(ok(serde_json::json!({})))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/repos/acme/kernels/issues/3/comments"))
+            .respond_with(ok(serde_json::json!([])))
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(path("/repos/acme/kernels/issues/3/comments"))
+            .respond_with(ok(serde_json::json!({"id": 5})))
+            .mount(&server)
+            .await;
+        server
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let mut r = shard(
+        1,
+        1,
+        &[("kernels/a.py", OutcomeKind::Correct, Verdict::Pass)],
+    );
+    r.run.shard = None;
+    r.finalize();
+    r.write_atomic(&report).unwrap();
+    let outputs = dir.path().join("out.txt");
+    let o = Command::new(env!("CARGO_BIN_EXE_kernelgate"))
+        .args(["publish", "--report", report.to_str().unwrap()])
+        .env("GITHUB_TOKEN", "t")
+        .env("GITHUB_REPOSITORY", "acme/kernels")
+        .env("GITHUB_API_URL", server.uri())
+        .env("GITHUB_OUTPUT", &outputs)
+        .env_remove("GITHUB_EVENT_PATH")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let reqs = rt.block_on(server.received_requests()).unwrap();
+    let seen: Vec<String> = reqs
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.url.path()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            "GET /repos/acme/kernels/pulls/3",
+            "POST /repos/acme/kernels/check-runs",
+            "PATCH /repos/acme/kernels/check-runs/11",
+            "GET /repos/acme/kernels/issues/3/comments",
+            "POST /repos/acme/kernels/issues/3/comments",
+        ]
+    );
+    let complete: serde_json::Value = serde_json::from_slice(&reqs[2].body).unwrap();
+    assert_eq!(complete["conclusion"], "success");
+    assert!(std::fs::read_to_string(&outputs)
+        .unwrap()
+        .contains("verdict=pass\n"));
+}

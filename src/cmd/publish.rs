@@ -111,6 +111,16 @@ pub fn publish_report(
     Ok(())
 }
 
+/// Open the check run `in_progress` at the start of `kernelgate pr`; pass the id to
+/// [`publish_report`] at the end so the same check run is completed.
+pub fn start_check_run(ctx: &GithubContext, head_sha: &str) -> anyhow::Result<u64> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    Ok(rt.block_on(async { Publisher::new(ctx)?.start_check_run(head_sha).await })?)
+}
+
 /// The report must be for this repository and, when the event names a commit, that commit.
 fn check_provenance(report: &Report, ctx: &GithubContext) -> anyhow::Result<()> {
     if report.run.head_sha.is_empty() {
