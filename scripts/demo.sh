@@ -52,6 +52,9 @@ export KERNELGATE_PYTHON
 PATH="$(dirname "$KERNELGATE_PYTHON"):$PATH"
 export PATH
 
+# What kernelgate is asked for: `auto` runs CUDA kernels on the GPU and CPU-only C++ kernels on
+# the CPU; `cuda` would force the CPU kernels onto the GPU too.
+pr_device="$device"
 if [ "$device" = auto ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
     "$KERNELGATE_PYTHON" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
@@ -75,9 +78,9 @@ echo "base $base (honest kernels)"
 echo "head $head (improved, regression, hack, broken)"
 git -C "$repo" --no-pager diff --stat "$base" "$head"
 
-step 4 "kernelgate pr --device $device (compiles each kernel: a minute or more per kernel on 2 cores)"
+step 4 "kernelgate pr --device $pr_device (compiles each kernel: a minute or more per kernel on 2 cores)"
 set +e
-"$bin" --repo "$repo" pr --base "$base" --head "$head" --out "$report" --publish files --device "$device"
+"$bin" --repo "$repo" pr --base "$base" --head "$head" --out "$report" --publish files --device "$pr_device"
 rc=$?
 set -e
 
