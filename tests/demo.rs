@@ -117,10 +117,10 @@ fn demo_gates_the_head_commit_on_cpu() {
     // The renderings carry the same story.
     let comment = read(&report_dir.join("comment.md"));
     for name in [
-        "19_ReLU",
-        "23_Softmax",
-        "21_Sigmoid",
-        "1_Square_matrix_multiplication_",
+        "level1/3_ReLU",
+        "level1/7_Softmax",
+        "level1/5_Sigmoid",
+        "level1/1_Square_matmul",
     ] {
         assert!(
             comment.contains(name),
