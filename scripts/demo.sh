@@ -6,7 +6,8 @@
 #      commit of honest kernels and a head commit that brings an improved kernel, a regression,
 #      a reward hack and a broken kernel (plus CUDA kernels when a GPU is present),
 #   4. runs `kernelgate pr` on it (CUDA when present, CPU otherwise), publishing to files,
-#   5. prints where the PR comment, job summary, SARIF and check-run payloads were written.
+#   5. writes the GitHub payloads (`kernelgate publish --publish files`) and prints where the PR
+#      comment, job summary, SARIF and check-run payloads were written.
 #
 # Environment (all optional):
 #   KG_DEMO_OUT=DIR        where the demo repository and the report go (default: kg-out/)
@@ -90,6 +91,11 @@ if [ ! -f "$report/report.json" ]; then
   exit 1
 fi
 echo "kernelgate pr exited with $rc (1 = the gate failed the PR: the head commit carries a hack and a broken kernel)"
+if [ ! -f "$report/check_run.json" ]; then
+  # What `kernelgate publish` would send to GitHub (the check run with its annotations, the
+  # sticky comment), written as files: the second stage of the fork-safe setup, run locally.
+  "$bin" publish --report "$report/report.json" --publish files
+fi
 echo
 show() { # label file
   if [ -f "$2" ]; then printf '%-18s %s\n' "$1" "$2"; else printf '%-18s %s (not written)\n' "$1" "$2"; fi
@@ -98,9 +104,11 @@ show "PR comment:" "$report/comment.md"
 show "job summary:" "$report/summary.md"
 show "SARIF:" "$report/results.sarif"
 show "report (JSON):" "$report/report.json"
+show "check run:" "$report/check_run.json"
+show "comment payload:" "$report/comment.json"
 for f in "$report"/*; do
   case "$(basename "$f")" in
-    comment.md | summary.md | results.sarif | report.json) ;;
+    comment.md | summary.md | results.sarif | report.json | check_run.json | comment.json) ;;
     *) printf '%-18s %s\n' "payload:" "$f" ;;
   esac
 done

@@ -68,7 +68,14 @@ fn demo_gates_the_head_commit_on_cpu() {
 
     let report_dir = out.path().join("report");
     // The demo tells the user where everything is.
-    for file in ["comment.md", "summary.md", "results.sarif", "report.json"] {
+    for file in [
+        "comment.md",
+        "summary.md",
+        "results.sarif",
+        "report.json",
+        "check_run.json",
+        "comment.json",
+    ] {
         let path = report_dir.join(file);
         assert!(path.is_file(), "{} was not written", path.display());
         assert!(
@@ -127,6 +134,23 @@ fn demo_gates_the_head_commit_on_cpu() {
             "comment.md does not mention {name}:\n{comment}"
         );
     }
+    // The check run fails and annotates the hack's lines.
+    let check: Value = serde_json::from_str(&read(&report_dir.join("check_run.json"))).unwrap();
+    let complete = check["complete"].as_array().expect("complete payloads");
+    assert_eq!(
+        complete.last().unwrap()["conclusion"],
+        "failure",
+        "{check:#}"
+    );
+    let annotated: Vec<&Value> = complete
+        .iter()
+        .flat_map(|c| c["output"]["annotations"].as_array().into_iter().flatten())
+        .filter(|a| a["path"] == "kernels/level1/1_Square_matmul/cpp.py")
+        .collect();
+    assert!(
+        !annotated.is_empty(),
+        "no annotation on the hack: {check:#}"
+    );
     let sarif: Value = serde_json::from_str(&read(&report_dir.join("results.sarif"))).unwrap();
     assert_eq!(sarif["version"], "2.1.0");
     let locations = sarif.to_string();
