@@ -551,7 +551,14 @@ fn action_maps_inputs_to_flags_and_report_to_outputs() {
         ("device", "cpu"),
         ("args", "--seed 42 --no-timing"),
         ("python", "python3"),
+        ("threshold", "5"),
     ]);
+    // The repository's config: the threshold input replaces its threshold_pct, keeps the rest.
+    std::fs::write(
+        run.dir.path().join("kernelgate.toml"),
+        "[timing]\nthreshold_pct = 2.0   # default\nbudget_s = 3.0\n\n[harness]\ntrials = 3\n",
+    )
+    .unwrap();
     // A stand-in kernelgate: records its arguments, writes a failing report, exits 1.
     let fake = run.dir.path().join("kernelgate");
     write_executable(
@@ -584,9 +591,12 @@ exit 1
         .lines()
         .map(str::to_owned)
         .collect();
+    let overlay = run.dir.path().join("kernelgate-threshold.toml");
     let expected = [
         "--repo",
         ".",
+        "--config",
+        &overlay.display().to_string(),
         "pr",
         "--out",
         &report_dir.display().to_string(),
@@ -606,6 +616,10 @@ exit 1
         "--no-timing",
     ];
     assert_eq!(argv, expected);
+    assert_eq!(
+        read(&overlay),
+        "[timing]\nthreshold_pct = 5\nbudget_s = 3.0\n\n[harness]\ntrials = 3\n"
+    );
 
     let (code, log) = run.step("result", &path);
     assert_eq!(code, 0, "{log}");
@@ -748,4 +762,75 @@ fn action_makes_the_built_harness_importable_or_says_why_not() {
         "{log}"
     );
     assert!(log.contains(&python), "{log}");
+}
+
+/// A stand-in kernelgate that appends each invocation's arguments, one line per call.
+fn recording_kernelgate(dir: &Path) -> PathBuf {
+    let fake = dir.join("kernelgate");
+    write_executable(
+        &fake,
+        "#!/bin/bash\necho \"$*\" >> \"$RUNNER_TEMP/calls\"\nwhile [ $# -gt 0 ]; do [ \"$1\" = --out ] && echo '{}' > \"$2/report.json\"; shift; done\nexit 0\n",
+    );
+    fake
+}
+
+#[test]
+fn action_merges_shard_reports_then_publishes_once() {
+    let mut run = ActionRun::new(&[("command", "merge"), ("publish", "github")]);
+    let fake = recording_kernelgate(run.dir.path());
+    run.outputs.insert(
+        "build".into(),
+        [("bin".to_owned(), fake.display().to_string())].into(),
+    );
+    let out = run.dir.path().join("kernelgate-report");
+    for shard in ["kernelgate-report-1", "kernelgate-report-2"] {
+        std::fs::create_dir_all(out.join(shard)).unwrap();
+        std::fs::write(out.join(shard).join("report.json"), "{}").unwrap();
+    }
+    let path = std::env::var("PATH").unwrap();
+    let (code, log) = run.step("run", &path);
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(run.output("run", "exit-code"), "0", "{log}");
+    let o = out.display();
+    assert_eq!(
+        read(&run.dir.path().join("calls")),
+        format!(
+            "--repo . merge {o}/kernelgate-report-1/report.json {o}/kernelgate-report-2/report.json --out {o}\n\
+             --repo . publish --report {o}/report.json --publish github\n"
+        )
+    );
+
+    // Nothing downloaded: a clear error, not a merge of nothing.
+    let mut run = ActionRun::new(&[("command", "merge")]);
+    let fake = recording_kernelgate(run.dir.path());
+    run.outputs.insert(
+        "build".into(),
+        [("bin".to_owned(), fake.display().to_string())].into(),
+    );
+    let (code, log) = run.step("run", &path);
+    assert_eq!(code, 2, "{log}");
+    assert!(
+        log.contains("::error title=kernelgate: nothing to merge::"),
+        "{log}"
+    );
+}
+
+#[test]
+fn action_rejects_a_threshold_that_is_not_a_number() {
+    let mut run = ActionRun::new(&[("threshold", "5%; rm -rf /")]);
+    let fake = recording_kernelgate(run.dir.path());
+    run.outputs.insert(
+        "build".into(),
+        [("bin".to_owned(), fake.display().to_string())].into(),
+    );
+    let (code, log) = run.step("run", &std::env::var("PATH").unwrap());
+    assert_eq!(code, 2, "{log}");
+    assert!(
+        log.contains("::error title=kernelgate: bad threshold::"),
+        "{log}"
+    );
+    assert!(
+        !run.dir.path().join("calls").exists(),
+        "kernelgate ran anyway"
+    );
 }
