@@ -55,6 +55,9 @@ pub struct EmbeddedSource {
     pub loader: Loader,
     /// Files named in `sources=` that could not be read (relative to the `.py`).
     pub missing_files: Vec<(PathBuf, Range<usize>)>,
+    /// `cpp_sources=`/`cuda_sources=` arguments (or list items) whose text is not statically
+    /// known (read from a file, decoded at run time, ...): `.py` ranges of those expressions.
+    pub unresolved: Vec<Range<usize>>,
 }
 
 impl EmbeddedSource {
@@ -460,6 +463,10 @@ impl<'s> Walker<'s> {
                 .unwrap_or(Value::Unknown),
             Expr::List(l) => Value::List(l.elts.iter().map(|x| self.eval(x)).collect()),
             Expr::Tuple(l) => Value::List(l.elts.iter().map(|x| self.eval(x)).collect()),
+            Expr::BinOp(b) if b.op == Operator::Mod => match self.eval(&b.left) {
+                Value::Str(t) => Value::Str(percent_format(&t)),
+                _ => Value::Unknown,
+            },
             Expr::BinOp(b) if b.op == Operator::Add => {
                 match (self.eval(&b.left), self.eval(&b.right)) {
                     (Value::Str(mut a), Value::Str(c)) => {
@@ -542,7 +549,15 @@ impl<'s> Walker<'s> {
                         return Value::Str(s.slice(lead.min(end)..end));
                     }
                 }
-                "replace" => {}
+                "replace" if args.args.len() == 2 => {
+                    if let (Value::Str(base), Value::Str(from), Value::Str(to)) = (
+                        self.eval(&a.value),
+                        self.eval(&args.args[0]),
+                        self.eval(&args.args[1]),
+                    ) {
+                        return Value::Str(replace(&base, &from.s, &to));
+                    }
+                }
                 _ => {}
             }
         }
@@ -642,6 +657,7 @@ impl<'s> Walker<'s> {
             call: call.range().start().to_usize()..call.range().end().to_usize(),
             loader,
             missing_files: Vec::new(),
+            unresolved: Vec::new(),
         };
         let mut text = Text::default();
         let push_part = |text: &mut Text,
@@ -679,7 +695,17 @@ impl<'s> Walker<'s> {
                     ("cuda_sources", 2, Lang::Cuda),
                 ] {
                     if let Some(e) = args.find_argument_value(kw, pos) {
-                        for t in strings(self.eval(e)) {
+                        let v = self.eval(e);
+                        let known = match &v {
+                            Value::Unknown => false,
+                            Value::List(items) => items.iter().all(|i| matches!(i, Value::Str(_))),
+                            Value::Str(_) => true,
+                        };
+                        if !known && !matches!(e, Expr::NoneLiteral(_)) {
+                            let r = e.range();
+                            es.unresolved.push(r.start().to_usize()..r.end().to_usize());
+                        }
+                        for t in strings(v) {
                             push_part(&mut text, &mut es, &t, lang, None);
                         }
                     }
@@ -800,6 +826,55 @@ impl<'a> Visitor<'a> for Walker<'_> {
     }
 }
 
+/// `str.replace` keeping the map: replacement text points at the start of what it replaced.
+fn replace(base: &Text, from: &str, to: &Text) -> Text {
+    if from.is_empty() {
+        return base.clone();
+    }
+    let mut out = Text::default();
+    let mut pos = 0;
+    while let Some(k) = base.s[pos..].find(from) {
+        let at = pos + k;
+        out.append(&base.slice(pos..at));
+        let origin = base.map[at] as usize;
+        out.push_fixed(&to.s, origin);
+        pos = at + from.len();
+    }
+    out.append(&base.slice(pos..base.s.len()));
+    out
+}
+
+/// `"..." % args`: `%%` is `%`, every conversion (`%s`, `%d`, `%(name)s`, `%5.2f`) becomes
+/// [`PLACEHOLDER`].
+fn percent_format(base: &Text) -> Text {
+    let b = base.s.as_bytes();
+    let mut out = Text::default();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'%' {
+            let next = base.s[i..].find('%').map_or(b.len(), |k| i + k);
+            out.append(&base.slice(i..next));
+            i = next;
+            continue;
+        }
+        if b.get(i + 1) == Some(&b'%') {
+            out.push_fixed("%", base.map[i] as usize);
+            i += 2;
+            continue;
+        }
+        let mut j = i + 1;
+        if b.get(j) == Some(&b'(') {
+            j = base.s[j..].find(')').map_or(b.len(), |k| j + k + 1);
+        }
+        while j < b.len() && !b[j].is_ascii_alphabetic() {
+            j += 1;
+        }
+        out.push_fixed(PLACEHOLDER, base.map[i] as usize);
+        i = (j + 1).min(b.len());
+    }
+    out
+}
+
 /// `textwrap.dedent` keeping the map: drops the common leading whitespace of non-blank lines.
 fn dedent(t: &Text) -> Text {
     let common =
@@ -917,6 +992,27 @@ mod tests {
         assert_eq!(e[0].file_location(11), " (k.cu:1:12)");
         assert_eq!(e[0].missing_files.len(), 1);
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn replace_and_percent_formatting() {
+        let py = "from torch.utils.cpp_extension import load_inline\nsrc = 'XX(h); int n = %d; %%'.replace('XX', 'cublas' + 'Create') % 4\nload_inline('m', cpp_sources='', cuda_sources=src)\n";
+        let e = ext(py);
+        assert_eq!(e[0].text, "\ncublasCreate(h); int n = _kg_; %\n");
+        assert_eq!(at(&e[0], py, "(h)"), "(h)");
+        assert!(e[0].unresolved.is_empty());
+        assert_eq!(&py[e[0].py_offset(1)..e[0].py_offset(1) + 2], "XX");
+    }
+
+    #[test]
+    fn sources_that_cannot_be_resolved_are_reported() {
+        let py = "from torch.utils.cpp_extension import load_inline\nimport base64\nload_inline('m', cpp_sources=None, cuda_sources=[base64.b64decode(B).decode()])\n";
+        let e = ext(py);
+        assert_eq!(e[0].unresolved.len(), 1);
+        assert_eq!(
+            &py[e[0].unresolved[0].clone()],
+            "[base64.b64decode(B).decode()]"
+        );
     }
 
     #[test]

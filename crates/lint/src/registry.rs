@@ -358,6 +358,15 @@ pub static RULES: &[RuleMeta] = &[
         good: "ext = load(name=\"k\", sources=[os.path.join(os.path.dirname(__file__), \"k.cu\")])",
     },
     RuleMeta {
+        code: "KG616",
+        name: "cpp-source-unresolved",
+        severity: Warning,
+        summary: "C++/CUDA sources handed to load_inline are not statically known",
+        doc: "`cpp_sources=`/`cuda_sources=` receive text that kernelgate cannot resolve statically (read from a file, decoded, fetched or built at run time), so none of the C++/CUDA rules could check it. Hiding kernel source is also how hacks evade review. Pass string literals, f-strings or module-level strings, or build from files with `cpp_extension.load(sources=[...])` next to the `.py`.",
+        bad: "cuda_sources=[base64.b64decode(BLOB).decode()]",
+        good: "cuda_sources=[CUDA_SRC]  # a module-level string literal",
+    },
+    RuleMeta {
         code: "KG620",
         name: "triton-decoy-kernel",
         severity: Error,

@@ -51,6 +51,13 @@ pub fn check(src: &EmbeddedSource, ctx: &Context) -> Vec<RawFinding> {
         let last = out.last_mut().unwrap();
         last.1 = range.clone();
     }
+    for r in &src.unresolved {
+        out.push((
+            UNRESOLVED,
+            r.clone(),
+            "the C++/CUDA sources passed here are not statically known (read or decoded at run time), so they were not checked; pass string literals or module-level strings".into(),
+        ));
+    }
     let mut raws: Vec<RawFinding> = out
         .drain(..)
         .map(|(code, range, message)| RawFinding::new(code, range, message))
@@ -269,16 +276,24 @@ impl<'t> Analyzer<'t> {
     }
 
     fn name(&mut self, node: Node<'t>, kind: NameKind) {
-        let Some(q) = self.qualname(node) else { return };
-        if let Some((code, msg)) = classify(&q, kind) {
+        // Plain names are slices of the text; only qualified names are assembled.
+        let owned;
+        let q: &str = if node.kind() == "qualified_identifier" {
+            let Some(x) = self.qualname(node) else { return };
+            owned = x;
+            &owned
+        } else {
+            self.t(node)
+        };
+        if let Some((code, msg)) = classify(q, kind) {
             self.flag(code, node.byte_range(), msg);
         }
         if node.kind() == "identifier" {
-            if self.macros.contains_key(&q) {
-                self.macro_use(node, &q);
+            if self.macros.contains_key(q) {
+                self.macro_use(node, q);
             }
-            if self.state.empties.contains_key(&q) {
-                self.empty_use(node, &q);
+            if self.state.empties.contains_key(q) {
+                self.empty_use(node, q);
             }
         }
     }

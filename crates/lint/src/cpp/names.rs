@@ -18,6 +18,7 @@ pub const NO_KERNEL: &str = "KG612";
 pub const SANDBOX: &str = "KG613";
 pub const TIMER: &str = "KG614";
 pub const MISSING_SOURCE: &str = "KG615";
+pub const UNRESOLVED: &str = "KG616";
 
 pub fn last_segment(q: &str) -> &str {
     q.rsplit("::").next().unwrap_or(q)
