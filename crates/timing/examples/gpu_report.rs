@@ -78,6 +78,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             wall / n
         );
     }
+    // An exact shift on measured noise: the A/A pairs with the head series scaled.
+    if let Some(list) = p["aa"].as_array() {
+        for shift in [1.03, 1.05] {
+            let detected = list
+                .iter()
+                .filter(|c| {
+                    let h: Vec<f64> = floats(&c["head"]).iter().map(|x| x * shift).collect();
+                    compare(&floats(&c["base"]), &h, DEFAULT_THRESHOLD_PCT).map(|c| c.verdict == Verdict::Slower).unwrap_or(false)
+                })
+                .count();
+            println!(
+                "| A/A pairs, head x{shift} (exact shift on H200 noise) | {} | {detected} | {:.1}% | 0 | {shift} | - | - |",
+                list.len(),
+                detected as f64 / list.len().max(1) as f64 * 100.0
+            );
+        }
+    }
     if let Some(inj) = p["inject"].as_object() {
         println!("\ninjection calibration: {}", Value::Object(inj.clone()));
     }

@@ -22,14 +22,15 @@ pub fn event_ms(samples: &[Sample]) -> Vec<f64> {
     samples.iter().map(|s| s.ms).collect()
 }
 
-/// Absolute trailing-sync threshold. A `cuCtxSynchronize` with nothing pending returns in a few
-/// microseconds (measured on the H200: see docs/timing.md); 50 us is an order of magnitude above
-/// that, and below the escaped time of any hack worth doing.
-pub const ESCAPED_ABS_MS: f64 = 0.05;
+/// Absolute trailing-sync threshold. Measured on the H200 (docs/timing.md): honest calls show a
+/// median trailing synchronisation of 3.4-7.4 us (spikes to 18 us in at most 12% of calls); a
+/// side-stream hack on a 36 us kernel shows 16.5 us median, on longer kernels the whole kernel.
+pub const ESCAPED_ABS_MS: f64 = 0.010;
 /// Relative part: escaped work under 1% of the kernel's time cannot move a verdict at a 2% threshold.
 pub const ESCAPED_REL: f64 = 0.01;
-/// Share of calls that must show trailing work: one preempted host thread is not a hack.
-pub const ESCAPED_SHARE: f64 = 0.2;
+/// Share of calls that must show trailing work: the median call, so occasional host or driver
+/// spikes (seen in up to 12% of honest calls) are not a hack, while hacks show it in ~all calls.
+pub const ESCAPED_SHARE: f64 = 0.5;
 
 pub const RULE_ESCAPED: &str = "timing/work-outside-timed-stream";
 
@@ -82,9 +83,9 @@ mod tests {
     fn honest_samples_pass() {
         let v: Vec<_> = (0..50).map(|i| s(1.0 + i as f64 * 1e-4, 0.004)).collect();
         assert!(escaped_work("k.py", &v).is_none());
-        // A few preempted calls do not make a hack.
+        // Spikes in a minority of calls (H200: up to 12% of honest calls) do not make a hack.
         let mut v = v;
-        for x in v.iter_mut().take(5) {
+        for x in v.iter_mut().take(20) {
             x.trailing_sync_ms = 2.0;
         }
         assert!(escaped_work("k.py", &v).is_none());
@@ -109,6 +110,19 @@ mod tests {
         assert!(escaped_work("k.py", &long).is_none());
         let short: Vec<_> = (0..20).map(|_| s(1.0, 0.08)).collect();
         assert!(escaped_work("k.py", &short).is_some());
+    }
+
+    #[test]
+    fn h200_measurements() {
+        // Medians measured on the H200 (scripts/gpu-timing.sh): honest 36 us ReLU, 7.4 us
+        // trailing on a 507 us kernel; side-stream hack on the 36 us ReLU: 5.5 us on the events,
+        // 16.5 us trailing.
+        let honest: Vec<_> = (0..30).map(|_| s(0.0361, 0.0034)).collect();
+        assert!(escaped_work("k.py", &honest).is_none());
+        let honest_long: Vec<_> = (0..30).map(|_| s(0.5069, 0.0074)).collect();
+        assert!(escaped_work("k.py", &honest_long).is_none());
+        let hack: Vec<_> = (0..30).map(|_| s(0.0055, 0.0165)).collect();
+        assert!(escaped_work("k.py", &hack).is_some());
     }
 
     #[test]
