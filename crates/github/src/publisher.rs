@@ -144,11 +144,7 @@ impl Publisher {
                 )
                 .await?;
             let comments = v.as_array().cloned().unwrap_or_default();
-            if let Some(c) = comments.iter().find(|c| {
-                c["body"]
-                    .as_str()
-                    .is_some_and(|b| b.contains(STICKY_MARKER))
-            }) {
+            if let Some(c) = comments.iter().find(|c| is_ours(c)) {
                 break c["id"].as_u64();
             }
             if comments.len() < 100 {
@@ -313,4 +309,18 @@ impl Publisher {
             .unwrap_or(exp)
             .min(self.retry.max_delay)
     }
+}
+
+/// A comment of ours carries the marker and was written by a bot (the workflow's token posts
+/// as `github-actions[bot]`): anyone can paste the marker into a comment of their own, and
+/// kernelgate must not take that comment over.
+fn is_ours(comment: &Value) -> bool {
+    let marked = comment["body"]
+        .as_str()
+        .is_some_and(|b| b.contains(STICKY_MARKER));
+    let by_bot = match comment.get("user") {
+        Some(user) if !user.is_null() => user["type"].as_str() == Some("Bot"),
+        _ => true,
+    };
+    marked && by_bot
 }

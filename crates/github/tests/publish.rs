@@ -395,3 +395,26 @@ async fn pr_head_sha_reads_the_pull_request() {
         .await;
     assert_eq!(publisher(&server).pr_head_sha(7).await.unwrap(), "feed");
 }
+
+#[tokio::test]
+async fn a_marker_pasted_by_a_user_is_not_taken_over() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/repos/acme/kernels/issues/7/comments"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!([
+            {"id": 1, "body": format!("{STICKY_MARKER} fake"), "user": {"login": "mallory", "type": "User"}},
+            {"id": 2, "body": format!("{STICKY_MARKER} real"), "user": {"login": "github-actions[bot]", "type": "Bot"}},
+        ])))
+        .mount(&server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path("/repos/acme/kernels/issues/comments/2"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id": 2})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    assert_eq!(
+        publisher(&server).upsert_comment(7, "b").await.unwrap(),
+        CommentAction::Updated(2)
+    );
+}

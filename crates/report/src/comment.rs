@@ -375,7 +375,7 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
         let start = lines.len().saturating_sub(LOG_TAIL_LINES);
         let _ = writeln!(s, "\nLog tail:\n\n```text");
         for l in &lines[start..] {
-            let _ = writeln!(s, "{}", l.replace("```", "`\u{200b}``"));
+            let _ = writeln!(s, "{}", clip(&l.replace("```", "`\u{200b}``"), 500));
         }
         s.push_str("```\n");
     }
@@ -483,8 +483,18 @@ fn cell(s: &str) -> String {
     one_line(s).replace('|', "\\|")
 }
 
+/// One line, at most 1,000 characters: messages come from candidates and compilers.
 fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    clip(&s.split_whitespace().collect::<Vec<_>>().join(" "), 1000)
+}
+
+fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max).collect();
+    out.push('…');
+    out
 }
 
 fn html(s: &str) -> String {

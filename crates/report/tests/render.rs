@@ -385,3 +385,14 @@ fn sarif_fingerprints_ignore_the_line() {
         b["runs"][0]["results"][0]["locations"]
     );
 }
+
+#[test]
+fn giant_messages_and_log_lines_are_clipped() {
+    let mut r = one_incorrect();
+    r.kernels[1].outcome.message = "x".repeat(200_000);
+    r.kernels[1].outcome.log_tail = Some("y".repeat(200_000));
+    r.finalize();
+    let c = render_comment(&r);
+    assert!(c.chars().count() < 10_000, "{}", c.chars().count());
+    assert!(c.contains("❌ incorrect") && c.contains("xxx…") && c.contains("yyy…"));
+}
