@@ -30,6 +30,8 @@ pub enum Command {
     Rule(cmd::rule::Args),
     /// Evaluate one kernel against its problem in an isolated child process.
     Eval(cmd::eval::Args),
+    /// Time the references on this machine and write results/timing/<HARDWARE>/ baselines.
+    Baseline(cmd::baseline::Args),
     /// Gate a pull request: lint, evaluate and time the kernels it changes; report and publish.
     Pr(cmd::pr::Args),
     /// Publish a report.json to GitHub (check run, annotations, sticky comment) or to files.

@@ -2,6 +2,7 @@
 
 use crate::cli::{Cli, Command};
 
+pub mod baseline;
 pub mod eval;
 pub mod kernels;
 pub mod lint;
@@ -17,6 +18,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Kernels(args) => kernels::run(&cli, args),
         Command::Lint(args) => lint::run(&cli, args),
         Command::Rule(args) => rule::run(&cli, args),
+        Command::Baseline(args) => baseline::run(&cli, args),
         Command::Eval(args) => eval::run(&cli, args),
         Command::Pr(args) => pr::run(&cli, args),
         Command::Publish(args) => publish::run(&cli, args),
