@@ -834,3 +834,44 @@ fn action_rejects_a_threshold_that_is_not_a_number() {
         "kernelgate ran anyway"
     );
 }
+
+#[test]
+fn workflow_snippets_in_the_docs_pass_actionlint() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = vec![];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    docs.push(root().join("README.md"));
+    for doc in docs
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+    {
+        let text = read(doc);
+        for (i, block) in text.split("```yaml\n").skip(1).enumerate() {
+            let block = block.split("```").next().unwrap();
+            if !block.contains("jobs:") {
+                continue;
+            }
+            let name = format!("{}-{i}.yml", doc.file_stem().unwrap().to_string_lossy());
+            let path = dir.path().join(name);
+            // Whole workflows stay as they are; job fragments get a trigger.
+            let block = block.replace("<owner>/kernelgate@<tag>", "./");
+            let whole = block.lines().any(|l| l.starts_with("on:"));
+            let workflow = if whole {
+                block
+            } else {
+                format!("name: snippet\non: pull_request\n{block}")
+            };
+            std::fs::write(&path, workflow).unwrap();
+            files.push(path);
+        }
+    }
+    assert!(!files.is_empty(), "the quickstart has a workflow snippet");
+    let (ok, text) = run_actionlint(&files);
+    assert!(
+        ok && text.trim().is_empty(),
+        "actionlint on doc snippets:\n{text}"
+    );
+}
