@@ -133,12 +133,31 @@ fn targets(cli: &Cli, args: &Args, cfg: &Config) -> anyhow::Result<Vec<Target>> 
     let problems = cfg.dataset_spec(&cli.repo).load().ok();
     if args.paths.is_empty() {
         if let Some(problems) = &problems {
-            let (kernels, _errors) = discover(&cli.repo, cfg, problems);
-            if !kernels.is_empty() {
-                return Ok(kernels
+            let (kernels, errors) = discover(&cli.repo, cfg, problems);
+            if !kernels.is_empty() || !errors.is_empty() {
+                let mut out: Vec<Target> = kernels
                     .into_iter()
                     .map(|k| from_kernel(&cli.repo, k))
-                    .collect());
+                    .collect();
+                // A kernel whose mapping is broken is still linted, with the flags' defaults
+                // (`kernelgate kernels` reports the mapping error itself).
+                for e in errors {
+                    let full = if e.path().is_absolute() {
+                        e.path().to_path_buf()
+                    } else {
+                        cli.repo.join(e.path())
+                    };
+                    if full.is_file() {
+                        out.push(Target {
+                            shown: e.path().display().to_string(),
+                            path: full,
+                            precision: default_precision,
+                            backend: args.backend,
+                        });
+                    }
+                }
+                out.sort_by(|a, b| a.shown.cmp(&b.shown));
+                return Ok(out);
             }
         }
         let mut files = Vec::new();

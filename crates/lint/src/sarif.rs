@@ -126,7 +126,7 @@ mod tests {
             severity: Severity::Error,
             message: "try".into(),
         };
-        let s = to_sarif(std::slice::from_ref(&f), &[f.file.clone()]);
+        let s = to_sarif(std::slice::from_ref(&f), std::slice::from_ref(&f.file));
         assert_eq!(s["version"], "2.1.0");
         let run = &s["runs"][0];
         let rules = run["tool"]["driver"]["rules"].as_array().unwrap();

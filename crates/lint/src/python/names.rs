@@ -3,6 +3,10 @@
 //! `T = __import__("torch")`, `op = getattr(torch, "mat" + "mul")`, `functools.partial(torch.mm)`).
 //! Scopes are merged file-wide: a candidate gains nothing by aliasing inside a function.
 
+// Match arms keep their conditions in the body: moving them into guards would send a
+// non-matching node to the catch-all arm, which is the bug this style avoids.
+#![allow(clippy::collapsible_match)]
+
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{Expr, ModModule, Operator, Stmt};
 use ruff_text_size::Ranged;
