@@ -110,6 +110,27 @@ impl EmbeddedSource {
     }
 }
 
+#[cfg(test)]
+impl EmbeddedSource {
+    /// A CUDA source whose text is the whole "file" (offset i maps to i).
+    pub(crate) fn from_cuda_text(text: &str) -> Self {
+        EmbeddedSource {
+            text: text.to_string(),
+            map: (0..text.len() as u32).collect(),
+            parts: vec![Part {
+                lang: Lang::Cuda,
+                range: 0..text.len(),
+                file: None,
+            }],
+            functions: None,
+            call: 0..0,
+            loader: Loader::Inline,
+            missing_files: Vec::new(),
+            unresolved: Vec::new(),
+        }
+    }
+}
+
 /// Extracts the extensions built by the module, without reading `load(sources=...)` files.
 pub fn extract(module: &ModModule, source: &str) -> Vec<EmbeddedSource> {
     extract_in(module, source, None)

@@ -35,6 +35,11 @@ pub fn tokenize(s: &str) -> Vec<Tok> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
+        // Skipping an escape in a literal can land inside a multi-byte character.
+        if !s.is_char_boundary(i) {
+            i += 1;
+            continue;
+        }
         let c = b[i];
         if c.is_ascii_whitespace() || c == b'\\' {
             i += 1;
@@ -215,6 +220,11 @@ mod tests {
             .map(|t| t.text)
             .collect();
         assert_eq!(t, ["a::b", "(", "x", ")", "c", "##", "d"]);
+        // An escape before a multi-byte character inside a literal does not split it.
+        assert_eq!(
+            tokenize("\"\\é\" x").last().map(|t| t.text.as_str()),
+            Some("x")
+        );
     }
 
     #[test]

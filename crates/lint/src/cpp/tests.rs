@@ -173,3 +173,48 @@ fn global_tensor_and_unqualified_ops_under_using_namespace() {
         vec![(TORCH_OP, 9, 10), (STATIC_CACHE, 4, 8)]
     );
 }
+
+/// Truncated and garbled sources (unbalanced braces, half a launch, stray `##`) never panic.
+#[test]
+fn broken_sources_never_panic() {
+    for name in [
+        "hack_stream_macro.py",
+        "honest_tiled_matmul_fstring.py",
+        "hack_l2_persist.py",
+    ] {
+        let py = fixture(name);
+        let parsed = ruff_python_parser::parse_module(&py).unwrap();
+        let text = crate::embedded::extract(parsed.syntax(), &py)[0]
+            .text
+            .clone();
+        let text = format!("{text}\n#define P(a) a##\nP(cuda)é<<<\"\\é\"");
+        let ctx = Context::new("x.cu", &text, Precision::Fp32, None);
+        let mut n = 0;
+        for cut in (0..text.len())
+            .step_by(5)
+            .filter(|&c| text.is_char_boundary(c))
+        {
+            let src = crate::embedded::EmbeddedSource::from_cuda_text(&text[..cut]);
+            n += check(&src, &ctx).len();
+        }
+        assert!(n > 0, "{name}: truncations still find things");
+    }
+}
+
+#[test]
+fn unresolved_and_missing_sources_are_warned_about() {
+    let py = "import base64\nfrom torch.utils.cpp_extension import load_inline, load\nm = load_inline('m', cpp_sources='', cuda_sources=base64.b64decode(B).decode())\nn = load('n', sources=['nowhere.cu'])\n";
+    let parsed = ruff_python_parser::parse_module(py).unwrap();
+    let ctx = Context::new("t.py", py, Precision::Fp32, None);
+    let dir = std::env::temp_dir();
+    let mut found: Vec<_> = crate::embedded::extract_in(parsed.syntax(), py, Some(&dir))
+        .iter()
+        .flat_map(|e| check(e, &ctx))
+        .map(|f| {
+            let (l, c) = ctx.line_col(f.range.start);
+            (f.code, l, c)
+        })
+        .collect();
+    found.sort();
+    assert_eq!(found, vec![(MISSING_SOURCE, 4, 25), (UNRESOLVED, 3, 51)]);
+}
