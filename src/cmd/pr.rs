@@ -15,6 +15,8 @@ use kernelgate_report::{Report, RunInfo};
 use std::path::PathBuf;
 
 use crate::cli::Cli;
+use crate::cmd::publish;
+use kernelgate_github::GithubContext;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Publish {
@@ -206,6 +208,25 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         }
     }
 
+    // Publishing: a check run `in_progress` now, completed with the report at the end. Shards
+    // publish files only: `kernelgate merge` and `kernelgate publish` post the joined report.
+    let gh = GithubContext::from_env()?;
+    let mode = match args.publish {
+        Publish::Auto if args.shard.is_none() && gh.can_publish() && ctx.number.is_some() => {
+            Publish::Github
+        }
+        Publish::Auto => Publish::Files,
+        m => m,
+    };
+    let mut check_run_id = None;
+    if mode == Publish::Github {
+        match publish::start_check_run(&gh, &plan.changes.head) {
+            Ok(id) => check_run_id = Some(id),
+            // The gate still runs; the check run is created when the report is published.
+            Err(e) => eprintln!("warning: cannot open the check run: {e}"),
+        }
+    }
+
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create the output directory {}", args.out.display()))?;
     let device_pref = match args.device {
@@ -221,14 +242,20 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             run::nvidia_smi_list,
         ),
     };
-    let extensions = tempfile::Builder::new()
+    // Compiled kernels are shared between jobs; TORCH_EXTENSIONS_DIR (torch's own variable) keeps
+    // them across runs, else they live for this run only.
+    let scratch = tempfile::Builder::new()
         .prefix("kernelgate-ext-")
         .tempdir()?;
+    let extensions = std::env::var_os("TORCH_EXTENSIONS_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| scratch.path().to_path_buf());
     let evaluator = HarnessEvaluator {
         config: cfg.clone(),
         python: std::env::var_os("KERNELGATE_PYTHON").map(PathBuf::from),
         device: device_pref,
-        extensions_dir: Some(extensions.path().to_path_buf()),
+        extensions_dir: Some(extensions),
         seed: args.seed,
         no_timing: args.no_timing,
     };
@@ -247,6 +274,23 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         },
     };
     let report = pipeline.run(&plan, report)?;
+
+    let published = match mode {
+        Publish::None => Ok(()),
+        Publish::Files => {
+            publish::publish_report(&report, &args.out, &gh, publish::Mode::Files, None)
+        }
+        Publish::Github | Publish::Auto => {
+            publish::publish_report(&report, &args.out, &gh, publish::Mode::Github, check_run_id)
+        }
+    };
+    if let Err(e) = published {
+        eprintln!("error: publishing the report failed: {e:#}");
+        if mode == Publish::Github {
+            // The report is on disk, but nothing reached the PR: never look green.
+            return Ok(2);
+        }
+    }
 
     let s = &report.summary;
     say(format!(

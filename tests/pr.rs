@@ -1,0 +1,436 @@
+//! `kernelgate pr` end to end on the CPU: a temp git repository built from the bundled
+//! `KernelBench/` problems (sizes shrunk so a run takes seconds) and small C++ kernels; a base
+//! commit and a head commit with an improved kernel, a regressed one, a hack and a broken one.
+//! Real git, the real CLI, real child processes and real torch.
+//!
+//! The kernels share one C++ source (the number of passes is an argument), so torch compiles
+//! it once; `TORCH_EXTENSIONS_DIR` under `target/` keeps it across runs.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn python() -> PathBuf {
+    std::env::var_os("KERNELGATE_PYTHON")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".venv/bin/python"))
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn write(dir: &Path, path: &str, text: &str) {
+    let p = dir.join(path);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// One C++ source for every kernel of the test: elementwise ReLU and sigmoid, repeated `passes`
+/// times (volatile stores, so the compiler keeps every pass). Slow and fast versions differ only
+/// in the Python argument.
+const OPS: &str = r#"
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <cmath>
+
+torch::Tensor relu_forward(torch::Tensor x, int64_t passes) {
+    TORCH_CHECK(x.is_contiguous() && x.scalar_type() == torch::kFloat32, "contiguous float32 expected");
+    torch::Tensor out = torch::empty_like(x);
+    const float* in = x.data_ptr<float>();
+    volatile float* o = out.data_ptr<float>();
+    const int64_t n = x.numel();
+    for (int64_t p = 0; p < passes; ++p) {
+        for (int64_t i = 0; i < n; ++i) {
+            const float v = in[i];
+            o[i] = v > 0.0f ? v : 0.0f;
+        }
+    }
+    return out;
+}
+
+torch::Tensor sigmoid_forward(torch::Tensor x, int64_t passes) {
+    TORCH_CHECK(x.is_contiguous() && x.scalar_type() == torch::kFloat32, "contiguous float32 expected");
+    torch::Tensor out = torch::empty_like(x);
+    const float* in = x.data_ptr<float>();
+    volatile float* o = out.data_ptr<float>();
+    const int64_t n = x.numel();
+    for (int64_t p = 0; p < passes; ++p) {
+        for (int64_t i = 0; i < n; ++i) {
+            o[i] = 1.0f / (1.0f + std::exp(-in[i]));
+        }
+    }
+    return out;
+}
+"""
+
+kg_pr_ops = load_inline(
+    name="kg_pr_test_ops",
+    cpp_sources=cpp_source,
+    functions=["relu_forward", "sigmoid_forward"],
+    extra_cflags=["-O2"],
+    verbose=False,
+)
+"#;
+
+fn kernel(op: &str, passes: u32) -> String {
+    format!(
+        "{OPS}\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super(ModelNew, self).__init__()\n\n    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        return kg_pr_ops.{op}_forward(x, {passes})\n"
+    )
+}
+
+/// Falls back to PyTorch when the kernel fails: the linter's KG201/KG101 territory.
+const HACK: &str = r#"import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super(ModelNew, self).__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        try:
+            return fast_gelu(x)
+        except Exception:
+            return F.gelu(x)
+"#;
+
+/// Does not compile.
+const BROKEN: &str = r#"import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+torch::Tensor softmax_forward(torch::Tensor x) {
+    return this is not C++;
+}
+"""
+
+kg_broken = load_inline(name="kg_pr_test_broken", cpp_sources=cpp_source, functions=["softmax_forward"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super(ModelNew, self).__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return kg_broken.softmax_forward(x)
+"#;
+
+const CONFIG: &str = r#"[harness]
+trials = 2
+run_timeout_s = 120
+
+[timing]
+budget_s = 1.0
+warmup = 2
+min_samples = 15
+max_samples = 60
+"#;
+
+/// A bundled problem with its sizes shrunk (16 x 4096 floats).
+fn small_problem(name: &str) -> String {
+    let src = std::fs::read_to_string(root().join("KernelBench/level1").join(name)).unwrap();
+    assert!(
+        src.contains("batch_size = 4096"),
+        "{name}: the bundled problem's sizes changed; update this test"
+    );
+    src.replace("batch_size = 4096", "batch_size = 16")
+}
+
+/// main: honest ReLU (slow, 6 passes) and sigmoid (1 pass). head: ReLU improved to one pass,
+/// sigmoid regressed to 6 passes, a GELU hack and a softmax that does not compile.
+fn demo_repo() -> (tempfile::TempDir, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q"]);
+    for p in ["3_ReLU.py", "4_GELU.py", "5_Sigmoid.py", "7_Softmax.py"] {
+        write(d, &format!("KernelBench/level1/{p}"), &small_problem(p));
+    }
+    write(d, "kernelgate.toml", CONFIG);
+    write(d, "kernels/level1/3_ReLU/cpp.py", &kernel("relu", 6));
+    write(d, "kernels/level1/5_Sigmoid/cpp.py", &kernel("sigmoid", 1));
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "base"]);
+    let base = git(d, &["rev-parse", "HEAD"]);
+    git(d, &["checkout", "-q", "-b", "feature"]);
+    write(d, "kernels/level1/3_ReLU/cpp.py", &kernel("relu", 1));
+    write(d, "kernels/level1/5_Sigmoid/cpp.py", &kernel("sigmoid", 6));
+    write(d, "kernels/level1/4_GELU/cpp.py", HACK);
+    write(d, "kernels/level1/7_Softmax/cpp.py", BROKEN);
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "head"]);
+    let head = git(d, &["rev-parse", "HEAD"]);
+    (dir, base, head)
+}
+
+fn kernelgate(repo: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"));
+    let ext = root().join("target/kernelgate-test-torch-extensions");
+    std::fs::create_dir_all(&ext).unwrap();
+    let mut cmd = Command::new(exe);
+    cmd.arg("--repo").arg(repo).args(args);
+    for k in [
+        "GITHUB_EVENT_PATH",
+        "GITHUB_REPOSITORY",
+        "GITHUB_ACTIONS",
+        "GITHUB_TOKEN",
+        "CUDA_VISIBLE_DEVICES",
+    ] {
+        cmd.env_remove(k);
+    }
+    cmd.env("KERNELGATE_PYTHON", python())
+        .env("TORCH_EXTENSIONS_DIR", ext);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("kernelgate runs")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn row<'a>(report: &'a Value, path: &str) -> &'a Value {
+    report["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["path"] == path)
+        .unwrap_or_else(|| panic!("no row for {path}: {:#}", report["kernels"]))
+}
+
+fn reasons(r: &Value) -> String {
+    r["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+#[test]
+fn gates_a_pull_request_with_an_improvement_a_regression_a_hack_and_a_broken_kernel() {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"));
+    assert!(
+        exe.with_file_name("libkernelgate_harness.so").is_file()
+            || std::env::var_os("KERNELGATE_HARNESS").is_some(),
+        "the harness extension is missing: run `cargo build -p kernelgate-harness` first"
+    );
+    let (dir, base, head) = demo_repo();
+    let out = tempfile::tempdir().unwrap();
+    let run = kernelgate(
+        dir.path(),
+        &[
+            "pr",
+            "--base",
+            &base,
+            "--head",
+            &head,
+            "--device",
+            "cpu",
+            "--out",
+            out.path().to_str().unwrap(),
+            // A one-pass loop beats eager PyTorch on these small tensors by more than 10x: an
+            // honest result a reviewer acknowledges.
+            "--ack-label",
+            "kernelgate:ack-speedup",
+        ],
+        &[],
+    );
+    assert_eq!(
+        run.status.code(),
+        Some(1),
+        "a failing PR exits 1\n{}",
+        text(&run)
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        stdout.contains("[4/4]") && stdout.contains("verdict: fail"),
+        "{}",
+        text(&run)
+    );
+
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["run"]["complete"], true);
+    assert_eq!(report["run"]["head_sha"], head.as_str());
+    assert_eq!(report["kernels"].as_array().unwrap().len(), 4);
+
+    let relu = row(&report, "kernels/level1/3_ReLU/cpp.py");
+    assert_eq!(relu["outcome"]["kind"], "correct", "{relu:#}");
+    assert_eq!(relu["change"]["kind"], "modified");
+    assert_eq!(
+        relu["vs_base"]["verdict"], "faster",
+        "one pass instead of six: {relu:#}"
+    );
+    assert_eq!(relu["verdict"], "pass", "{}", reasons(relu));
+    if relu["speedup_eager"]["value"].as_f64().unwrap() > 10.0 {
+        assert!(
+            reasons(relu).contains("acknowledged excessive_speedup by PR label"),
+            "{}",
+            reasons(relu)
+        );
+    }
+    assert!(relu["speedup_eager"]["value"].as_f64().unwrap() > 0.0);
+
+    let sigmoid = row(&report, "kernels/level1/5_Sigmoid/cpp.py");
+    assert_eq!(sigmoid["outcome"]["kind"], "correct", "{sigmoid:#}");
+    assert_eq!(sigmoid["vs_base"]["verdict"], "slower", "{sigmoid:#}");
+    assert_eq!(sigmoid["verdict"], "fail");
+    assert!(
+        reasons(sigmoid).contains("slower than the base version"),
+        "{}",
+        reasons(sigmoid)
+    );
+
+    let hack = row(&report, "kernels/level1/4_GELU/cpp.py");
+    assert_eq!(hack["verdict"], "fail");
+    assert_eq!(
+        hack["outcome"]["kind"], "skipped",
+        "lint errors keep a hack from running"
+    );
+    let rules: Vec<&str> = hack["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap())
+        .collect();
+    assert!(rules.iter().any(|r| r.starts_with("KG")), "{rules:?}");
+    assert!(reasons(hack).contains("lint error"), "{}", reasons(hack));
+
+    let broken = row(&report, "kernels/level1/7_Softmax/cpp.py");
+    assert_eq!(broken["outcome"]["kind"], "compile_error", "{broken:#}");
+    assert_eq!(broken["verdict"], "fail");
+
+    assert_eq!(report["summary"]["verdict"], "fail");
+    assert_eq!(report["summary"]["failed"], 3);
+    assert_eq!(report["summary"]["passed"], 1);
+    for f in ["comment.md", "summary.md", "results.sarif"] {
+        assert!(out.path().join(f).is_file(), "{f} not written");
+    }
+}
+
+#[test]
+fn defaults_come_from_the_github_event_and_shards_split_the_plan() {
+    let (dir, base, head) = demo_repo();
+    // The workflow checked out something else; the event names the PR's commits.
+    git(dir.path(), &["checkout", "-q", "main"]);
+    let event = dir.path().join("event.json");
+    std::fs::write(
+        &event,
+        serde_json::json!({"number": 12, "pull_request": {"number": 12, "base": {"sha": base}, "head": {"sha": head}}}).to_string(),
+    )
+    .unwrap();
+    let env = [
+        ("GITHUB_EVENT_PATH", event.to_str().unwrap()),
+        ("GITHUB_REPOSITORY", "org/kernels"),
+    ];
+    let plan = |extra: &[&str]| -> Value {
+        let mut args = vec!["pr", "--plan"];
+        args.extend_from_slice(extra);
+        let out = kernelgate(dir.path(), &args, &env);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let all = plan(&[]);
+    assert_eq!(
+        (all["base"].as_str(), all["head"].as_str()),
+        (Some(base.as_str()), Some(head.as_str()))
+    );
+    let paths = |v: &Value| -> Vec<String> {
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        paths(&all),
+        [
+            "kernels/level1/3_ReLU/cpp.py",
+            "kernels/level1/4_GELU/cpp.py",
+            "kernels/level1/5_Sigmoid/cpp.py",
+            "kernels/level1/7_Softmax/cpp.py"
+        ]
+    );
+    let mut union = paths(&plan(&["--shard", "1/3"]));
+    let second = paths(&plan(&["--shard", "2/3"]));
+    let third = paths(&plan(&["--shard", "3/3"]));
+    assert_eq!((union.len(), second.len(), third.len()), (2, 1, 1));
+    union.extend(second);
+    union.extend(third);
+    union.sort();
+    assert_eq!(union, paths(&all));
+}
+
+#[test]
+fn usage_errors_exit_2_and_say_what_to_do() {
+    let (dir, _, _) = demo_repo();
+    let missing = kernelgate(
+        dir.path(),
+        &[
+            "pr",
+            "--base",
+            "0123456789abcdef0123456789abcdef01234567",
+            "--plan",
+        ],
+        &[],
+    );
+    assert_eq!(missing.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(err.contains("fetch-depth: 0"), "{err}");
+
+    let shard = kernelgate(dir.path(), &["pr", "--shard", "4/3", "--plan"], &[]);
+    assert_eq!(shard.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&shard.stderr).contains("--shard 2/4"),
+        "{}",
+        text(&shard)
+    );
+
+    let not_repo = tempfile::tempdir().unwrap();
+    let out = kernelgate(not_repo.path(), &["pr", "--plan"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not inside a git repository"),
+        "{}",
+        text(&out)
+    );
+}
