@@ -15,7 +15,7 @@ PROBLEM=${1:-tests/fixtures/eval/problems/relu.py}
 KERNEL=${2:-tests/fixtures/eval/kernels/honest_relu.py}
 shift $(( $# > 2 ? 2 : $# ))
 EXT=${KG_BENCH_EXT:-$PWD/target/kernelgate-bench-torch-extensions}
-PY=${KERNELGATE_PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
+PY=${KERNELGATE_PYTHON:-$( [ -x .venv/bin/python ] && echo $PWD/.venv/bin/python || echo python3 )}
 export KERNELGATE_PYTHON=$PY
 mkdir -p "$EXT"
 cold=$(mktemp); warm=$(mktemp)
@@ -26,7 +26,7 @@ import json, sys
 cold, warm = (json.load(open(p)) for p in sys.argv[1:3])
 def phases(r): return {p["name"]: p["ms"] for p in r["phases"]}
 pc, pw = phases(cold), phases(warm)
-rows = ["process_start", "torch_import", "problem_load", "reference_init", "input_generation", "reference",
+rows = ["process_start", "torch_import", "device_init", "problem_load", "reference_init", "input_generation", "reference",
         "shifted_reference", "poison", "compile", "construct", "candidate_trials", "checks", "shifted_trials",
         "timing", "total", "job_wall"]
 print(f"problem {warm['problem']}  kernel {warm['kernel']}  device {warm['device']}  outcome {warm['outcome']['kind']}")

@@ -173,10 +173,19 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
         Some(h) => h.clone(),
         None => find_harness()?,
     };
+    let harness = std::fs::canonicalize(&harness).unwrap_or(harness);
     let python = spec
         .python
         .clone()
         .unwrap_or_else(|| find_python(Path::new(".")));
+    // The child starts in its own directory: a relative interpreter path must not move with it.
+    let python = if python.components().count() > 1 && python.is_relative() {
+        std::env::current_dir()
+            .map(|c| c.join(&python))
+            .unwrap_or(python)
+    } else {
+        python
+    };
     let kernel_src = std::fs::read_to_string(&spec.kernel).map_err(|source| EvalError::Read {
         path: spec.kernel.clone(),
         source,
@@ -221,10 +230,14 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
             "input_sets": 3,
         })),
     });
-    let ext_dir = spec
-        .extensions_dir
-        .clone()
-        .unwrap_or_else(|| dir.path().join("torch_extensions"));
+    // The child works in its own directory: a relative cache path would land there.
+    let ext_dir = match &spec.extensions_dir {
+        Some(d) if d.is_relative() => std::env::current_dir()
+            .map(|c| c.join(d))
+            .unwrap_or_else(|_| d.clone()),
+        Some(d) => d.clone(),
+        None => dir.path().join("torch_extensions"),
+    };
     let mut env = vec![(
         "TORCH_EXTENSIONS_DIR".to_string(),
         ext_dir.display().to_string(),

@@ -92,17 +92,18 @@ mod tests {
     }
 
     #[test]
-    fn explicit_python_wins() {
-        // Only reads the variable when set; the repo fallback is a plain path join.
-        let repo = Path::new("/nonexistent-repo");
-        let p = find_python(repo);
-        if std::env::var_os("KERNELGATE_PYTHON").is_none() {
-            assert_eq!(p, PathBuf::from("python3"));
-        } else {
-            assert_eq!(
-                p,
-                PathBuf::from(std::env::var_os("KERNELGATE_PYTHON").unwrap())
-            );
-        }
+    fn missing_harness_error_names_the_build_command() {
+        // The only test in this crate that touches KERNELGATE_HARNESS.
+        std::env::set_var(
+            "KERNELGATE_HARNESS",
+            "/nonexistent/libkernelgate_harness.so",
+        );
+        let err = find_harness().unwrap_err().to_string();
+        std::env::remove_var("KERNELGATE_HARNESS");
+        assert!(err.contains("cargo build -p kernelgate-harness"), "{err}");
+        assert!(
+            err.contains("/nonexistent/libkernelgate_harness.so"),
+            "{err}"
+        );
     }
 }

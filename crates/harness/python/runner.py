@@ -111,6 +111,7 @@ class Runner:
         self.T = T
 
         dev = self.pick_device()
+        self.phase("device_init")
         dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[job.get("precision", "fp32")]
         self.dtype = dtype
         self.tol = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}[job.get("precision", "fp32")]

@@ -86,7 +86,8 @@ fn drive_runner(py: Python<'_>, job: &str) -> Result<String, String> {
         }
     }
     // The timer is made by kg_timing itself (`make_timer`), on the device the runner picked.
-    let timing = timer::load_timing_module(py).map_err(|e| format!("loading kg_timing: {}", py_error_text(py, &e)))?;
+    let timing = timer::load_timing_module(py)
+        .map_err(|e| format!("loading kg_timing: {}", py_error_text(py, &e)))?;
     let timer: Option<Bound<'_, PyAny>> = None;
     let out = runner
         .call_method1("run", (job, timing, timer))
