@@ -129,6 +129,21 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
         ],
     ),
     ("hacks/reference_via_type.py", &[("KG203", 17)]),
+    (
+        "hacks/star_and_operator.py",
+        &[("KG101", 20), ("KG103", 23), ("KG101", 24)],
+    ),
+    (
+        "hacks/module_state_cache.py",
+        &[
+            ("KG401", 23),
+            ("KG402", 23),
+            ("KG401", 24),
+            ("KG401", 25),
+            ("KG401", 26),
+        ],
+    ),
+    ("hacks/stored_output.py", &[("KG202", 22)]),
 ];
 
 #[test]

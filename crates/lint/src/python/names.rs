@@ -46,6 +46,8 @@ pub struct Names {
     strings: HashMap<String, String>,
     /// Names bound to something that is not a module path (defs, classes, parameters, values).
     shadowed: HashSet<String>,
+    /// Modules star-imported (`from torch import *`): unknown names may come from them.
+    star: Vec<String>,
 }
 
 pub fn range(node: &impl Ranged) -> Range<usize> {
@@ -77,10 +79,12 @@ impl Names {
                 let id = n.id.as_str();
                 if let Some(p) = self.bindings.get(id) {
                     Some(p.clone())
-                } else if !self.shadowed.contains(id) && BUILTINS.contains(&id) {
+                } else if self.shadowed.contains(id) {
+                    None
+                } else if BUILTINS.contains(&id) {
                     Some(format!("builtins.{id}"))
                 } else {
-                    None
+                    self.star.first().map(|m| format!("{m}.{id}"))
                 }
             }
             Expr::Attribute(a) => self
@@ -226,6 +230,7 @@ impl<'a> Visitor<'a> for Builder<'_> {
                     if a.name.as_str() == "*" {
                         if self.pass == 0 {
                             self.names.sites.push((format!("{module}.*"), range(a)));
+                            self.names.star.push(module.to_string());
                         }
                         continue;
                     }

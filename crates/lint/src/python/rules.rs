@@ -30,6 +30,8 @@ pub struct Checker<'a, 'c> {
     ext_functions: HashSet<String>,
     /// `self.<attr>`s and names holding nn compute layers.
     layers: HashMap<String, String>,
+    /// Names assigned at module level (module state a counter can live in).
+    module_names: HashSet<String>,
     pub out: Vec<RawFinding>,
 }
 
@@ -45,6 +47,18 @@ impl<'a, 'c> Checker<'a, 'c> {
             ext_objects: HashSet::new(),
             ext_functions: HashSet::new(),
             layers: HashMap::new(),
+            module_names: module
+                .body
+                .iter()
+                .filter_map(|s| match s {
+                    Stmt::Assign(a) => Some(a.targets.iter().filter_map(|t| match t {
+                        Expr::Name(n) => Some(n.id.to_string()),
+                        _ => None,
+                    })),
+                    _ => None,
+                })
+                .flatten()
+                .collect(),
             out: Vec::new(),
         };
         c.collect_bindings();
@@ -558,8 +572,19 @@ impl<'a, 'c> Checker<'a, 'c> {
     fn check_caches_in(&mut self, stmt: &'a Stmt) {
         match stmt {
             Stmt::FunctionDef(f) => {
+                let is_forward = matches!(f.name.as_str(), "forward" | "__call__");
+                let tensor_params: HashSet<String> = if is_forward {
+                    f.parameters
+                        .iter()
+                        .map(|p| p.name().to_string())
+                        .filter(|n| n != "self")
+                        .collect()
+                } else {
+                    HashSet::new()
+                };
                 let mut v = CacheVisitor {
                     c: self,
+                    tensor_params,
                     locals: HashMap::new(),
                     shape_probes: Vec::new(),
                     returned: HashSet::new(),
@@ -849,13 +874,12 @@ impl<'a, 'c> Checker<'a, 'c> {
             let returns_input = body.iter().any(|s| {
                 matches!(s, Stmt::Return(r) if r.value.as_deref().is_some_and(|v| matches!(v, Expr::Name(n) if params.contains(n.id.as_str()))))
             });
-            if returns_input {
-                self.push(
-                    "KG202",
-                    range(&forward.name),
-                    "`forward` returns its input unchanged without calling any kernel",
-                );
-            }
+            let msg = if returns_input {
+                "`forward` returns its input unchanged without calling any kernel"
+            } else {
+                "`forward` calls nothing, so no kernel can run: its output is stored or trivial"
+            };
+            self.push("KG202", range(&forward.name), msg);
         }
     }
 
@@ -1091,6 +1115,12 @@ impl<'a> Visitor<'a> for FileVisitor<'_, 'a, '_> {
                 }
             }
             Stmt::ClassDef(c) => {
+                for s in &c.body {
+                    if let Stmt::Assign(a) = s {
+                        // `class ModelNew: act = torch.relu` is called as `self.act(x)`.
+                        self.stored_torch_ops(&a.value);
+                    }
+                }
                 for base in c.bases() {
                     if let Some(q) = self.c.names.qualify(base) {
                         if [
@@ -1250,6 +1280,8 @@ impl<'a> FileVisitor<'_, 'a, '_> {
 
 struct CacheVisitor<'x, 'a, 'c> {
     c: &'x mut Checker<'a, 'c>,
+    /// `forward`'s inputs: a tensor used as a key is hashed by identity.
+    tensor_params: HashSet<String>,
     /// Local name -> the expression assigned to it (for `key = x.data_ptr()`).
     locals: HashMap<String, &'a Expr>,
     /// Containers probed with a shape key, with the probe's range.
@@ -1334,7 +1366,13 @@ impl<'a> CacheVisitor<'_, 'a, '_> {
         let Some(name) = key_of(container).or_else(|| self.c.names.qualify(container)) else {
             return;
         };
-        match self.key_kind(key, 0) {
+        let direct = matches!(key, Expr::Name(n) if self.tensor_params.contains(n.id.as_str()));
+        let kind = if direct {
+            KeyKind::Identity
+        } else {
+            self.key_kind(key, 0)
+        };
+        match kind {
             KeyKind::Identity => {
                 self.c.push("KG401", r, format!("`{name}` is keyed by tensor identity (`data_ptr()`/`id()`): an output cache"));
             }
@@ -1445,8 +1483,20 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
     fn counter_key(&self, e: &Expr) -> Option<String> {
         match e {
             Expr::Name(n) if self.globals.contains(n.id.as_str()) => Some(n.id.to_string()),
-            Expr::Attribute(_) => key_of(e).filter(|k| k.starts_with("self.")),
-            Expr::Subscript(s) => self.counter_key(&s.value),
+            Expr::Attribute(a) => key_of(e)
+                .filter(|k| k.starts_with("self."))
+                .or_else(|| self.module_level(&a.value)),
+            // `_state["n"] += 1` needs no `global`: the container is module state.
+            Expr::Subscript(s) => self
+                .counter_key(&s.value)
+                .or_else(|| self.module_level(&s.value)),
+            _ => None,
+        }
+    }
+
+    fn module_level(&self, e: &Expr) -> Option<String> {
+        match e {
+            Expr::Name(n) if self.c.module_names.contains(n.id.as_str()) => Some(n.id.to_string()),
             _ => None,
         }
     }
@@ -1557,7 +1607,18 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
         let q = self.c.names.qualify(&call.func);
         let fr = range(call.func.as_ref());
         if let Some(q) = &q {
-            if torch_compute(q) {
+            if matches!(
+                q.as_str(),
+                "operator.matmul" | "operator.imatmul" | "operator.__matmul__"
+            ) {
+                self.c.push(
+                    "KG103",
+                    fr.clone(),
+                    format!(
+                        "`{q}` multiplies tensors with PyTorch's matmul instead of your kernel"
+                    ),
+                );
+            } else if torch_compute(q) {
                 let spelled = self.c.text(call.func.as_ref());
                 let shown = if spelled == q {
                     format!("`{q}`")
