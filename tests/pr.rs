@@ -434,3 +434,140 @@ fn usage_errors_exit_2_and_say_what_to_do() {
         text(&out)
     );
 }
+
+/// Inside a workflow with a token: the check run is opened `in_progress` before anything runs
+/// and completed with the verdict at the end, on the same id; the sticky comment is posted.
+/// The PR only adds a hack, so the lint stage decides and no Python is needed.
+#[test]
+fn publishes_a_check_run_opened_at_the_start_and_completed_at_the_end() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q"]);
+    write(
+        d,
+        "KernelBench/level1/4_GELU.py",
+        &small_problem("4_GELU.py"),
+    );
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "base"]);
+    let base = git(d, &["rev-parse", "HEAD"]);
+    write(d, "kernels/level1/4_GELU/cpp.py", HACK);
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "head"]);
+    let head = git(d, &["rev-parse", "HEAD"]);
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(async {
+        let server = MockServer::start().await;
+        let ok = |v: Value| ResponseTemplate::new(200).set_body_json(v);
+        let mocks = [
+            (
+                "POST",
+                "/repos/acme/kernels/check-runs",
+                serde_json::json!({"id": 11}),
+            ),
+            (
+                "GET",
+                "/repos/acme/kernels/pulls/12",
+                serde_json::json!({"head": {"sha": head}}),
+            ),
+            (
+                "PATCH",
+                "/repos/acme/kernels/check-runs/11",
+                serde_json::json!({}),
+            ),
+            (
+                "GET",
+                "/repos/acme/kernels/issues/12/comments",
+                serde_json::json!([]),
+            ),
+            (
+                "POST",
+                "/repos/acme/kernels/issues/12/comments",
+                serde_json::json!({"id": 5}),
+            ),
+        ];
+        for (m, p, body) in mocks {
+            Mock::given(method(m))
+                .and(path(p))
+                .respond_with(ok(body))
+                .mount(&server)
+                .await;
+        }
+        server
+    });
+
+    let event = d.join("event.json");
+    std::fs::write(
+        &event,
+        serde_json::json!({"pull_request": {"number": 12, "base": {"sha": base}, "head": {"sha": head}, "labels": []}})
+            .to_string(),
+    )
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let outputs = out.path().join("github_output.txt");
+    let uri = server.uri();
+    let run = kernelgate(
+        d,
+        &["pr", "--out", out.path().join("kg").to_str().unwrap()],
+        &[
+            ("GITHUB_EVENT_PATH", event.to_str().unwrap()),
+            ("GITHUB_REPOSITORY", "acme/kernels"),
+            ("GITHUB_TOKEN", "t"),
+            ("GITHUB_API_URL", &uri),
+            ("GITHUB_OUTPUT", outputs.to_str().unwrap()),
+            ("GITHUB_ACTIONS", "true"),
+        ],
+    );
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run));
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        stdout.contains("::group::[1/1] level1/4_GELU") && stdout.contains("::endgroup::"),
+        "{stdout}"
+    );
+
+    let reqs = rt.block_on(server.received_requests()).unwrap();
+    let seen: Vec<String> = reqs
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.url.path()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            "POST /repos/acme/kernels/check-runs",
+            "GET /repos/acme/kernels/pulls/12",
+            "PATCH /repos/acme/kernels/check-runs/11",
+            "GET /repos/acme/kernels/issues/12/comments",
+            "POST /repos/acme/kernels/issues/12/comments",
+        ]
+    );
+    let create: Value = serde_json::from_slice(&reqs[0].body).unwrap();
+    assert_eq!(
+        (create["status"].as_str(), create["head_sha"].as_str()),
+        (Some("in_progress"), Some(head.as_str()))
+    );
+    let complete: Value = serde_json::from_slice(&reqs[2].body).unwrap();
+    assert_eq!(complete["conclusion"], "failure");
+    let annotations = complete["output"]["annotations"].as_array().unwrap();
+    assert!(
+        annotations
+            .iter()
+            .any(|a| a["path"] == "kernels/level1/4_GELU/cpp.py"),
+        "{complete:#}"
+    );
+    let comment: Value = serde_json::from_slice(&reqs[4].body).unwrap();
+    assert!(comment["body"]
+        .as_str()
+        .unwrap()
+        .contains("kernels/level1/4_GELU/cpp.py"));
+    assert!(std::fs::read_to_string(&outputs)
+        .unwrap()
+        .contains("verdict=fail\n"));
+}
