@@ -632,11 +632,13 @@ impl<'t> Analyzer<'t> {
             .child_by_field_name("type")
             .map(|t| self.t(t))
             .unwrap_or("");
+        // Tensors, or containers holding pointers (`data_ptr()` keys); a map of device
+        // properties or launch configurations is not an output cache.
+        let container = ty.contains("map<") || ty.contains("set<") || ty.contains("vector<");
         let cache_type = ty.contains("Tensor")
-            || ty.contains("map<")
             || ty.contains("Storage")
             || ty.contains("DataPtr")
-            || ty.contains("set<");
+            || container && (ty.contains('*') || ty.contains("intptr_t") || ty.contains("void"));
         let mut c = node.walk();
         for d in node.children_by_field_name("declarator", &mut c) {
             let is_fn = d.kind() == "function_declarator";
@@ -753,6 +755,22 @@ impl<'t> Analyzer<'t> {
                     at.clone(),
                     format!("`{recv_t}.{m}(...)` runs a PyTorch kernel inside the extension; compute it in your own kernel"),
                 );
+            }
+            if matches!(m.as_str(), "to" | "toType" | "dtype" | "type") {
+                let args = node
+                    .child_by_field_name("arguments")
+                    .map(|a| self.t(a))
+                    .unwrap_or("");
+                if ["kHalf", "kFloat16", "kBFloat16", "Half", "BFloat16"]
+                    .iter()
+                    .any(|h| args.contains(h))
+                {
+                    self.flag(
+                        PRECISION,
+                        at.clone(),
+                        format!("`.{m}{args}` converts to reduced precision on an fp32 problem"),
+                    );
+                }
             }
             if matches!(m.as_str(), "half" | "bfloat16") {
                 self.flag(

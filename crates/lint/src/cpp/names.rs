@@ -114,6 +114,12 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
             format!("`{q}` keeps data persisting in L2 across the harness's cache flush"),
         ));
     }
+    if matches!(last, "ofstream" | "fstream") && q.starts_with("std::") {
+        return Some((
+            SANDBOX,
+            format!("`{q}` writes files from inside the extension"),
+        ));
+    }
     if is_precision_name(q, last, kind) {
         return Some((
             PRECISION,
@@ -128,7 +134,9 @@ fn is_precision_name(q: &str, last: &str, kind: NameKind) -> bool {
         return kind == NameKind::Type;
     }
     if matches!(last, "Half" | "BFloat16") {
-        return q.starts_with("at::") || q.starts_with("c10::") || q.starts_with("torch::");
+        // `ScalarType::Half` names a dtype (dispatch, checks); `at::Half` is the type.
+        return (q.starts_with("at::") || q.starts_with("c10::") || q.starts_with("torch::"))
+            && !q.contains("ScalarType::");
     }
     q.split("::").any(|s| s == "wmma")
         || matches!(
@@ -157,9 +165,6 @@ fn is_precision_name(q: &str, last: &str, kind: NameKind) -> bool {
                 | "__bfloat162float"
                 | "__float_to_tf32"
                 | "tf32"
-                | "kHalf"
-                | "kFloat16"
-                | "kBFloat16"
         )
 }
 
@@ -222,6 +227,22 @@ pub fn torch_allowed(last: &str) -> bool {
             | "getCachingAllocator"
             | "c10_cuda_check_implementation"
             | "CUDAStream"
+            | "cat"
+            | "stack"
+            | "narrow"
+            | "select"
+            | "slice"
+            | "view"
+            | "reshape"
+            | "contiguous"
+            | "transpose"
+            | "permute"
+            | "expand"
+            | "flatten"
+            | "squeeze"
+            | "unsqueeze"
+            | "chunk"
+            | "split"
     ) || last.starts_with("check")
         || last.starts_with('k') && last.chars().nth(1).is_some_and(|c| c.is_ascii_uppercase())
 }
@@ -348,19 +369,46 @@ pub fn sandbox_call(last: &str) -> bool {
 
 /// A function that a candidate must not define: it would interpose the CUDA API or the clock.
 pub fn interposed_api(name: &str) -> bool {
+    // Real API families only: honest helpers are often called `cudaCheck` or `cudaAssert`.
+    const FAMILIES: [&str; 24] = [
+        "cudaEvent",
+        "cudaDevice",
+        "cudaStream",
+        "cudaLaunch",
+        "cudaMalloc",
+        "cudaFree",
+        "cudaMemcpy",
+        "cudaMemset",
+        "cudaGetLastError",
+        "cudaPeekAtLastError",
+        "cudaGraph",
+        "cudaFunc",
+        "cuEvent",
+        "cuCtx",
+        "cuStream",
+        "cuLaunch",
+        "cuMem",
+        "cuModule",
+        "cuInit",
+        "cuGraph",
+        "clock_gettime",
+        "gettimeofday",
+        "dlsym",
+        "cudaThreadSynchronize",
+    ];
+    FAMILIES.iter().any(|f| name.starts_with(f)) || name == "clock"
+}
+
+/// Whether a pasted identifier names an API (something an honest macro never needs to build).
+pub fn api_like(name: &str) -> bool {
     let upper_after = |p: &str| {
         name.strip_prefix(p)
             .and_then(|r| r.chars().next())
             .is_some_and(|c| c.is_ascii_uppercase())
     };
-    upper_after("cuda")
-        || upper_after("cu")
-        || matches!(name, "clock_gettime" | "gettimeofday" | "clock" | "dlsym")
-}
-
-/// Whether a pasted identifier names an API (something an honest macro never needs to build).
-pub fn api_like(name: &str) -> bool {
     interposed_api(name)
+        || upper_after("cuda")
+        || upper_after("cu")
         || [
             "cublas",
             "cudnn",
@@ -417,6 +465,17 @@ mod tests {
         assert!(!tensor_compute_method("data_ptr"));
         assert!(interposed_api("cudaEventElapsedTime"));
         assert!(!interposed_api("cuda_relu"));
+        assert!(
+            !interposed_api("cudaCheck"),
+            "honest helper names are not interposition"
+        );
+        assert!(interposed_api("cuEventRecord"));
+        assert!(classify("at::ScalarType::Half", NameKind::Value).is_none());
+        assert_eq!(classify("c10::Half", NameKind::Type).unwrap().0, PRECISION);
+        assert_eq!(
+            classify("std::ofstream", NameKind::Type).unwrap().0,
+            SANDBOX
+        );
         assert!(api_like("cudaStreamCreate"));
         assert!(!api_like("relu_kernel"));
     }

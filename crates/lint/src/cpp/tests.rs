@@ -218,3 +218,15 @@ fn unresolved_and_missing_sources_are_warned_about() {
     found.sort();
     assert_eq!(found, vec![(MISSING_SOURCE, 4, 25), (UNRESOLVED, 3, 51)]);
 }
+
+/// Patterns from honest kernels that must stay silent.
+#[test]
+fn honest_patterns_stay_silent() {
+    let py = "from torch.utils.cpp_extension import load_inline\nsrc = '''\n#include <torch/extension.h>\n#define CUDA_CHECK(x) cudaCheck((x), __FILE__, __LINE__)\nstatic void cudaCheck(cudaError_t e, const char* f, int l) { TORCH_CHECK(e == cudaSuccess, f, l); }\nstatic std::unordered_map<int, cudaDeviceProp> props;\ntemplate <typename scalar_t>\n__global__ void k(const scalar_t* x, scalar_t* y, int n) { int i = threadIdx.x; if (i < n) y[i] = x[i]; }\ntorch::Tensor f(torch::Tensor x) {\n  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kHalf, \"dtype\");\n  auto y = torch::empty_like(x);\n  AT_DISPATCH_FLOATING_TYPES_AND2(at::ScalarType::Half, at::ScalarType::BFloat16, x.scalar_type(), \"k\", ([&] {\n    k<scalar_t><<<1, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), x.numel());\n  }));\n  CUDA_CHECK(cudaGetLastError());\n  unsigned n = std::thread::hardware_concurrency();\n  (void)n;\n  return torch::cat({y.view(-1)}, 0).view_as(x);\n}\n'''\nm = load_inline('m', cpp_sources='', cuda_sources=src, functions=['f'])\n";
+    assert_eq!(run(py, Precision::Fp32), vec![]);
+    let downgrade = py.replace(
+        "auto y = torch::empty_like(x);",
+        "auto y = torch::empty_like(x).to(at::kHalf);",
+    );
+    assert_eq!(run(&downgrade, Precision::Fp32), vec![(PRECISION, 11, 33)]);
+}
