@@ -14,7 +14,7 @@ use kernelgate_model::{Config, Device, Precision};
 use kernelgate_timing::baseline::{BASELINES_FILE, KB_COMPILE_FILE, KB_EAGER_FILE, KERNELS_FILE};
 use kernelgate_timing::{
     hardware_dir_name, stale_check, BaselineEntry, BaselineFile, HardwareKey, KbEntry, KbFile,
-    Lookup, Query, Sample, SeriesStats, Staleness, Variant,
+    Lookup, Query, Sample, SeriesStats, Staleness, Variant, Work,
 };
 use serde::Deserialize;
 
@@ -81,6 +81,12 @@ struct ChildResult {
     error: Option<String>,
     #[serde(default)]
     traceback: Option<String>,
+    #[serde(default)]
+    input_bytes: Option<u64>,
+    #[serde(default)]
+    output_bytes: Option<u64>,
+    #[serde(default)]
+    flops: Option<u64>,
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
@@ -307,6 +313,14 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             samples_ms: ms,
             commit: commit.clone(),
             recorded_at: now,
+            work: match (r.input_bytes, r.output_bytes) {
+                (Some(i), Some(o)) => Some(Work {
+                    input_bytes: i,
+                    output_bytes: o,
+                    flops: r.flops.unwrap_or(0),
+                }),
+                _ => None,
+            },
         });
     }
     if wrote_eager {
@@ -442,6 +456,7 @@ fn time_kernels(
             samples_ms: ms,
             commit: commit.map(str::to_string),
             recorded_at: now,
+            work: None,
         });
         wrote = true;
     }

@@ -247,6 +247,30 @@ pub struct BaselineEntry {
     pub commit: Option<String>,
     /// Seconds since the Unix epoch.
     pub recorded_at: u64,
+    /// The least work the problem needs (eager references only), for the plausibility floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<Work>,
+}
+
+/// Bytes every input read once and every output written once, and the FLOPs torch's
+/// `FlopCounterMode` counts for the reference (0 when it knows none of its operators).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Work {
+    pub input_bytes: u64,
+    pub output_bytes: u64,
+    pub flops: u64,
+}
+
+impl Work {
+    /// [`crate::floor_ms`] of this work on `spec`.
+    pub fn floor_ms(&self, spec: crate::DeviceSpec) -> f64 {
+        crate::floor_ms(
+            (self.input_bytes + self.output_bytes) as f64,
+            self.flops as f64,
+            spec.bandwidth_gbs,
+            spec.peak_tflops,
+        )
+    }
 }
 
 impl BaselineEntry {
@@ -497,7 +521,20 @@ mod tests {
             samples_ms: samples,
             commit: None,
             recorded_at: 0,
+            work: None,
         }
+    }
+
+    #[test]
+    fn work_floor() {
+        // 4096x4096 fp32 ReLU: 64 MiB in, 64 MiB out at 4800 GB/s -> 0.02796 ms.
+        let w = Work {
+            input_bytes: 1 << 26,
+            output_bytes: 1 << 26,
+            flops: 0,
+        };
+        let f = w.floor_ms(crate::DeviceSpec::lookup("NVIDIA H200").unwrap());
+        assert!((f - 0.027962026666).abs() < 1e-9, "{f}");
     }
 
     #[test]
