@@ -1,14 +1,14 @@
 //! `kernelgate pr`: the gate for one pull request.
 
 use anyhow::Context;
-use kernelgate::pr::adapters::{HarnessEvaluator, RepoLinter};
+use kernelgate::pr::adapters::{CommittedBaselines, HarnessEvaluator, RepoLinter};
 use kernelgate::pr::changes::{self, FileStatus};
 use kernelgate::pr::context::PrContext;
 use kernelgate::pr::git::Git;
 use kernelgate::pr::layout::Layout;
 use kernelgate::pr::plan::Plan;
 use kernelgate::pr::policy::{self, Acks, Policy};
-use kernelgate::pr::run::{self, NoBaselines, Pipeline, Progress};
+use kernelgate::pr::run::{self, Pipeline, Progress};
 use kernelgate::pr::shard::Shard;
 use kernelgate_model::Config;
 use kernelgate_report::{Report, RunInfo};
@@ -260,10 +260,13 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         no_timing: args.no_timing,
     };
     let linter = RepoLinter::new(&cfg);
+    let baselines = CommittedBaselines {
+        timing_dir: cfg.results_root(git.root()).join("timing"),
+    };
     let pipeline = Pipeline {
         linter: &linter,
         evaluator: &evaluator,
-        baselines: &NoBaselines,
+        baselines: &baselines,
         policy: &policy,
         acks,
         devices,

@@ -191,3 +191,61 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
     }
     eval
 }
+
+/// KernelBench-format baselines committed under `<results>/timing/<HARDWARE>/baseline_time_torch.json`
+/// of the head commit, for the GPU the harness ran on. CPU runs have no committed baselines.
+pub struct CommittedBaselines {
+    /// `<repo>/<results root>/timing`.
+    pub timing_dir: PathBuf,
+}
+
+impl super::run::Baselines for CommittedBaselines {
+    fn reference_ms(&self, problem: &str, device: &str) -> Option<f64> {
+        // `cuda:0 (NVIDIA H200)` -> `NVIDIA H200`.
+        let gpu = device.split_once('(')?.1.trim_end_matches(')').trim();
+        let file = self
+            .timing_dir
+            .join(kernelgate_timing::hardware_dir_name(gpu))
+            .join("baseline_time_torch.json");
+        let kb = kernelgate_timing::KbFile::load(&file).ok()?;
+        let (level, name) = problem.split_once('/')?;
+        kb.get(level, &format!("{name}.py"))
+            .map(|e| e.mean)
+            .filter(|m| *m > 0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pr::run::Baselines;
+
+    #[test]
+    fn committed_baselines_are_read_for_the_gpu_that_ran() {
+        let dir = tempfile::tempdir().unwrap();
+        let h200 = dir.path().join("NVIDIA_H200");
+        std::fs::create_dir_all(&h200).unwrap();
+        std::fs::write(
+            h200.join("baseline_time_torch.json"),
+            r#"{"level1": {"3_ReLU.py": {"mean": 2.66, "std": 0.02, "min": 2.65, "max": 2.86,
+                "num_trials": 100, "hardware": "NVIDIA H200", "device": "cuda:0"}}}"#,
+        )
+        .unwrap();
+        let b = CommittedBaselines {
+            timing_dir: dir.path().to_path_buf(),
+        };
+        assert_eq!(
+            b.reference_ms("level1/3_ReLU", "cuda:0 (NVIDIA H200)"),
+            Some(2.66)
+        );
+        assert_eq!(
+            b.reference_ms("level1/4_GELU", "cuda:0 (NVIDIA H200)"),
+            None
+        );
+        assert_eq!(
+            b.reference_ms("level1/3_ReLU", "cuda:0 (NVIDIA H100 80GB HBM3)"),
+            None
+        );
+        assert_eq!(b.reference_ms("level1/3_ReLU", "cpu"), None);
+    }
+}

@@ -113,14 +113,15 @@ pub trait Linter: Send + Sync {
 }
 
 /// Committed baselines: the reference time recorded on main for this hardware, if any.
+/// `device` is what the harness reported (`cuda:0 (NVIDIA H200)`, `cpu`).
 pub trait Baselines: Send + Sync {
-    fn reference_ms(&self, problem: &str, job: &Job) -> Option<f64>;
+    fn reference_ms(&self, problem: &str, device: &str) -> Option<f64>;
 }
 
 /// No committed baselines.
 pub struct NoBaselines;
 impl Baselines for NoBaselines {
-    fn reference_ms(&self, _: &str, _: &Job) -> Option<f64> {
+    fn reference_ms(&self, _: &str, _: &str) -> Option<f64> {
         None
     }
 }
@@ -392,9 +393,14 @@ fn apply(
                 job.problem()
             ),
         });
-    } else if let (Some(base_ref), Some(time)) =
-        (baselines.reference_ms(job.problem(), job), row.time_ms)
-    {
+    } else if let (Some(base_ref), Some(time)) = (
+        row.outcome
+            .details
+            .get("device")
+            .and_then(|d| d.as_str())
+            .and_then(|d| baselines.reference_ms(job.problem(), d)),
+        row.time_ms,
+    ) {
         let ratio = time / base_ref;
         let verdict = if ratio < 0.98 {
             ComparisonVerdict::Faster
@@ -869,6 +875,41 @@ mod pipeline_tests {
             .run(&plan, Report::new(Default::default()))
             .unwrap();
         assert_eq!(*fake.seen_done.lock().unwrap(), vec![0, 1, 2, 3]);
+    }
+
+    struct Fixed;
+    impl Baselines for Fixed {
+        fn reference_ms(&self, problem: &str, device: &str) -> Option<f64> {
+            (problem == "level1/3_ReLU" && device == "cuda:0 (NVIDIA H200)").then_some(2.0)
+        }
+    }
+
+    #[test]
+    fn committed_baseline_gives_vs_main_and_checks_the_live_reference() {
+        let mut e = correct(2.0);
+        e.outcome.details = serde_json::json!({"device": "cuda:0 (NVIDIA H200)"});
+        let fake = Fake::new(vec![("k/a.py", e)]);
+        let plan =
+            Plan::from_jobs(changes(), vec![job("k/a.py", KernelStatus::Added, "")]).unwrap();
+        let policy = Policy::default();
+        let out = tempfile::tempdir().unwrap();
+        let mut p = pipeline(&fake, &policy, &[], vec![Device::Cuda(0)], out.path());
+        p.baselines = &Fixed;
+        let report = p.run(&plan, Report::new(Default::default())).unwrap();
+        let r = row(&report, "k/a.py");
+        let vs = r.vs_baseline.as_ref().unwrap();
+        // 0.5 ms against a committed reference of 2.0 ms.
+        assert!(
+            (vs.ratio - 0.25).abs() < 1e-9 && vs.verdict == ComparisonVerdict::Faster,
+            "{vs:?}"
+        );
+        // The live reference took 1.0 ms, half the committed 2.0 ms: stale baseline or odd runner.
+        assert!(
+            r.flags.iter().any(|f| f.code == code::BASELINE_MISMATCH),
+            "{:?}",
+            r.flags
+        );
+        assert_eq!(r.verdict, Verdict::Warn);
     }
 
     #[test]
