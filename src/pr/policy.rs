@@ -19,6 +19,7 @@ pub mod code {
     pub const REFERENCE_CHANGED: &str = "reference_changed";
     pub const BASELINE_MISMATCH: &str = "baseline_mismatch";
     pub const RUNTIME_WARNING: &str = "runtime_warning";
+    pub const NO_SPEEDUP: &str = "no_speedup";
     pub const INCORRECT: &str = "incorrect";
     pub const CRASH: &str = "crash";
 }
@@ -223,6 +224,17 @@ pub fn judge(row: &mut KernelRow, policy: &Policy, acks: &Acks, source: &str) {
         }
     }
 
+    if let (true, Some(s)) = (row.is_correct(), row.speedup_eager) {
+        if s.value <= 1.0 {
+            raise(
+                code::NO_SPEEDUP,
+                format!("not faster than eager PyTorch ({:.2}x)", s.value),
+                &mut verdict,
+                &mut reasons,
+            );
+        }
+    }
+
     if let Some(s) = row.speedup_eager {
         if row.is_correct()
             && s.value > policy.excessive_speedup
@@ -314,4 +326,64 @@ fn allow_directives(source: &str) -> Vec<(u32, String, Option<String>)> {
 /// Exit code for an overall verdict: 0 pass/warn, 1 fail.
 pub fn exit_code(verdict: Verdict) -> i32 {
     i32::from(verdict == Verdict::Fail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernelgate_model::{Backend, Precision};
+    use kernelgate_report::{Change, Interval, OutcomeSummary};
+
+    fn correct_row(speedup: f64) -> KernelRow {
+        let mut r = KernelRow::new(
+            "k.py",
+            "level1/3_ReLU",
+            Backend::Cpp,
+            Precision::Fp32,
+            Change::Added,
+            OutcomeSummary::new(OutcomeKind::Correct, ""),
+        );
+        r.speedup_eager = Some(Interval::point(speedup));
+        r
+    }
+
+    #[test]
+    fn no_speedup_counts_only_when_configured() {
+        let mut r = correct_row(0.8);
+        judge(&mut r, &Policy::default(), &Acks::default(), "");
+        assert_eq!(r.verdict, Verdict::Pass, "off by default: {:?}", r.reasons);
+        let mut cfg = Config::default();
+        cfg.policy.warn_on.push(Condition::NoSpeedup);
+        let mut r = correct_row(0.8);
+        judge(
+            &mut r,
+            &Policy::from_config(&cfg, &[]),
+            &Acks::default(),
+            "",
+        );
+        assert_eq!(r.verdict, Verdict::Warn);
+        assert!(r.reasons[0].contains("0.80x"), "{:?}", r.reasons);
+    }
+
+    #[test]
+    fn a_condition_in_both_lists_fails_and_exit_codes_follow() {
+        let mut cfg = Config::default();
+        cfg.policy.fail_on.push(Condition::ExcessiveSpeedup);
+        let mut r = correct_row(40.0);
+        judge(
+            &mut r,
+            &Policy::from_config(&cfg, &[]),
+            &Acks::default(),
+            "",
+        );
+        assert_eq!(r.verdict, Verdict::Fail);
+        assert_eq!(
+            (
+                exit_code(Verdict::Pass),
+                exit_code(Verdict::Warn),
+                exit_code(Verdict::Fail)
+            ),
+            (0, 0, 1)
+        );
+    }
 }

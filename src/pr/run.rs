@@ -256,6 +256,20 @@ impl Pipeline<'_> {
                     invalid.contains(job.problem()),
                 );
                 policy::judge(row, self.policy, &self.acks, &job.source);
+                let details = &row.outcome.details;
+                let hw = &mut report.run.hardware;
+                if let (true, Some(d)) = (
+                    hw.gpu.is_empty(),
+                    details.get("device").and_then(|d| d.as_str()),
+                ) {
+                    hw.gpu = d.to_string();
+                }
+                if let (true, Some(t)) = (
+                    hw.torch.is_empty(),
+                    details.get("torch").and_then(|t| t.as_str()),
+                ) {
+                    hw.torch = t.to_string();
+                }
                 if let Some(seed) = row.outcome.details.get("seed").and_then(|s| s.as_u64()) {
                     report.run.seed.get_or_insert(seed);
                 }
