@@ -115,7 +115,16 @@ struct Func {
     calls: HashSet<String>,
     /// Kernel names launched (`<<<`, `cudaLaunchKernel`, macro expansions).
     launches: HashSet<String>,
+    /// Base names written through (`p[i] = ...`, `*p = ...`, `atomicAdd(&p[i], ...)`).
+    writes: HashSet<String>,
+    returns_tensor: bool,
+    returned_params: HashSet<String>,
+    /// `<<<` launches: kernel name and, per argument, the tensor parameter whose data pointer
+    /// it passes (if any) with the argument's range.
+    launch_args: Vec<LaunchArgs>,
 }
+
+type LaunchArgs = (String, Vec<(Option<String>, Range<usize>)>);
 
 /// Per host function: outputs from `torch::empty*` and whether anything could write them.
 #[derive(Debug, Default)]
@@ -216,6 +225,15 @@ impl<'t> Analyzer<'t> {
                 ) {
                     if l.kind() == "identifier" {
                         self.state.inits.insert(self.t(l).to_string(), r);
+                    } else {
+                        self.record_write(l);
+                    }
+                }
+            }
+            "update_expression" => {
+                if let Some(a) = node.child_by_field_name("argument") {
+                    if a.kind() != "identifier" {
+                        self.record_write(a);
                     }
                 }
             }
@@ -573,6 +591,9 @@ impl<'t> Analyzer<'t> {
                 format!("defining `{name}` interposes the CUDA/timing API the harness relies on"),
             );
         }
+        let returns_tensor = node
+            .child_by_field_name("type")
+            .is_some_and(|t| self.t(t).contains("Tensor"));
         if let Some(t) = node.child_by_field_name("type") {
             self.visit(t);
         }
@@ -583,6 +604,10 @@ impl<'t> Analyzer<'t> {
             params,
             calls: HashSet::new(),
             launches: HashSet::new(),
+            writes: HashSet::new(),
+            returns_tensor,
+            returned_params: HashSet::new(),
+            launch_args: Vec::new(),
         });
         let saved_cur = self.cur.replace(self.funcs.len() - 1);
         let saved_state = std::mem::take(&mut self.state);
@@ -651,10 +676,20 @@ impl<'t> Analyzer<'t> {
                 );
             }
             if d.kind() == "init_declarator" {
-                if let (Some(n), Some(v)) = (
+                if let (Some(mut n), Some(v)) = (
                     d.child_by_field_name("declarator"),
                     d.child_by_field_name("value"),
                 ) {
+                    // `float* p = ...`, `auto& r = ...`: the name is under the declarator.
+                    while matches!(n.kind(), "pointer_declarator" | "reference_declarator") {
+                        match n
+                            .child_by_field_name("declarator")
+                            .or_else(|| n.named_child(0))
+                        {
+                            Some(x) => n = x,
+                            None => break,
+                        }
+                    }
                     if n.kind() == "identifier" {
                         let name = self.t(n).to_string();
                         self.state.inits.insert(name.clone(), v);
@@ -702,6 +737,7 @@ impl<'t> Analyzer<'t> {
                 .iter()
                 .any(|p| p.is_tensor && p.name == n)
             {
+                self.funcs[i].returned_params.insert(n.to_string());
                 self.flag(
                     INPUT_MUTATION,
                     e.byte_range(),
@@ -726,6 +762,15 @@ impl<'t> Analyzer<'t> {
                 .unwrap_or_default();
             if let Some(i) = self.cur {
                 self.funcs[i].launches.insert(kernel.clone());
+                if let Some(al) = node.child_by_field_name("arguments") {
+                    let mut c = al.walk();
+                    let args: Vec<_> = al
+                        .named_children(&mut c)
+                        .filter(|n| n.kind() != "comment")
+                        .map(|a| (self.input_param_of(a, 0), a.byte_range()))
+                        .collect();
+                    self.funcs[i].launch_args.push((kernel.clone(), args));
+                }
             }
             let mut c = cfg.walk();
             let args: Vec<Node> = cfg
@@ -820,6 +865,14 @@ impl<'t> Analyzer<'t> {
         let last = last_segment(&q).to_string();
         if let Some(i) = self.cur {
             self.funcs[i].calls.insert(last.clone());
+        }
+        if last.starts_with("atomic") {
+            if let Some(a) = node
+                .child_by_field_name("arguments")
+                .and_then(|a| a.named_child(0))
+            {
+                self.record_write(a);
+            }
         }
         let ns = q.split("::").next().unwrap_or("");
         let qualified = q.contains("::");
@@ -929,7 +982,111 @@ impl<'t> Analyzer<'t> {
         }
     }
 
+    /// The base name of a written place: `p[i]`, `*p`, `*(p + i)`, `&p[i]`, `p[i].x` -> `p`.
+    fn record_write(&mut self, mut n: Node<'t>) {
+        let Some(i) = self.cur else { return };
+        for _ in 0..8 {
+            let next = match n.kind() {
+                "identifier" => {
+                    let name = self.t(n).to_string();
+                    self.funcs[i].writes.insert(name);
+                    return;
+                }
+                "subscript_expression" | "pointer_expression" | "field_expression" => {
+                    n.child_by_field_name("argument")
+                }
+                "binary_expression" => n.child_by_field_name("left"),
+                "cast_expression" => n.child_by_field_name("value"),
+                "parenthesized_expression" => n.named_child(0),
+                _ => None,
+            };
+            match next {
+                Some(x) => n = x,
+                None => return,
+            }
+        }
+    }
+
+    /// The tensor parameter of the current host function whose data pointer `n` passes:
+    /// `x.data_ptr<float>()`, `(float*)x.data_ptr()`, or a local initialised from one.
+    fn input_param_of(&self, n: Node<'t>, depth: u32) -> Option<String> {
+        let i = self.cur?;
+        if depth > 4 {
+            return None;
+        }
+        if n.kind() == "identifier" {
+            let v = self.state.inits.get(self.t(n))?;
+            return self.input_param_of(*v, depth + 1);
+        }
+        if n.kind() == "call_expression" {
+            let f = n.child_by_field_name("function")?;
+            if f.kind() == "field_expression" {
+                let m = f
+                    .child_by_field_name("field")
+                    .and_then(|x| self.qualname(x))?;
+                let r = f.child_by_field_name("argument")?;
+                if matches!(m.as_str(), "data_ptr" | "data" | "mutable_data_ptr")
+                    && r.kind() == "identifier"
+                {
+                    let name = self.t(r);
+                    return self.funcs[i]
+                        .params
+                        .iter()
+                        .find(|p| p.is_tensor && p.name == name)
+                        .map(|p| p.name.clone());
+                }
+            }
+        }
+        let mut c = n.walk();
+        let children: Vec<_> = n.named_children(&mut c).collect();
+        children
+            .into_iter()
+            .find_map(|ch| self.input_param_of(ch, depth + 1))
+    }
+
+    /// Host functions that return a tensor treat their tensor parameters as inputs: a kernel
+    /// writing through one of their data pointers mutates an input.
+    fn input_writes(&mut self) {
+        let mut hits = Vec::new();
+        let hosts = self
+            .funcs
+            .iter()
+            .filter(|f| f.kind == FuncKind::Host && f.returns_tensor);
+        for host in hosts {
+            for (kernel, args) in &host.launch_args {
+                let kernels = self
+                    .funcs
+                    .iter()
+                    .filter(|k| k.kind == FuncKind::Global && &k.name == kernel);
+                for k in kernels {
+                    for (j, (p, range)) in args.iter().enumerate() {
+                        let Some(p) = p else { continue };
+                        if host.returned_params.contains(p) {
+                            continue;
+                        }
+                        let Some(kp) = k.params.get(j).filter(|kp| k.writes.contains(&kp.name))
+                        else {
+                            continue;
+                        };
+                        hits.push((
+                            range.clone(),
+                            format!(
+                                "kernel `{kernel}` writes through `{}` (its parameter `{}`), the data of input `{p}`: inputs must not be modified",
+                                &self.text[range.clone()],
+                                kp.name
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        for (r, m) in hits {
+            self.flag(INPUT_MUTATION, r, m);
+        }
+    }
+
     fn finish(&mut self, src: &EmbeddedSource) {
+        self.input_writes();
         let defined: HashSet<String> = self.funcs.iter().map(|f| f.name.clone()).collect();
         for (name, range) in std::mem::take(&mut self.unqualified_ops) {
             if !defined.contains(&name) {

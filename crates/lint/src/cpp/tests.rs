@@ -230,3 +230,12 @@ fn honest_patterns_stay_silent() {
     );
     assert_eq!(run(&downgrade, Precision::Fp32), vec![(PRECISION, 11, 33)]);
 }
+
+#[test]
+fn kernels_writing_through_input_pointers_are_input_mutation() {
+    let py = "from torch.utils.cpp_extension import load_inline\nsrc = '''\n__global__ void k(const float* x, float* junk, float* y, int n) {\n  int i = threadIdx.x;\n  y[i] = x[i];\n  *(junk + i) = 0.f;\n}\ntorch::Tensor f(torch::Tensor x, torch::Tensor w) {\n  auto y = torch::empty_like(x);\n  float* wp = w.data_ptr<float>();\n  k<<<1, 256>>>(x.data_ptr<float>(), wp, y.data_ptr<float>(), x.numel());\n  return y;\n}\n'''\nm = load_inline('m', cpp_sources='', cuda_sources=src, functions=['f'])\n";
+    assert_eq!(run(py, Precision::Fp32), vec![(INPUT_MUTATION, 11, 38)]);
+    // Reading the input and writing the fresh output is fine.
+    let honest = py.replace("wp, y.data_ptr", "y.data_ptr<float>(), y.data_ptr");
+    assert_eq!(run(&honest, Precision::Fp32), vec![]);
+}
