@@ -510,24 +510,15 @@ impl<'a, 'c> Checker<'a, 'c> {
                 _ => return false,
             },
         };
-        let lower = text.to_ascii_lowercase();
-        [
-            "correct",
-            "speedup",
-            "runtime",
-            "elapsed",
-            "passed",
-            "allclose",
-            "max_diff",
-            "avg_diff",
-            "time_ms",
-            "mean_ms",
-            "verdict",
-            "kernelbench",
-        ]
-        .iter()
-        .any(|w| lower.contains(w))
-            || text.trim_start().starts_with('{')
+        // A key and a value, as a harness or a leaderboard prints them: `correct: True`,
+        // `"speedup": 12`, `runtime_ms=0.01`. Prose ("compiled correctly") is not result-like.
+        static RESULT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+            regex::Regex::new(
+                r#"(?i)\b(correct(ness)?|speedup|runtime(_ms)?|elapsed(_ms)?|passed|allclose|max_diff|avg_diff|time_ms|mean_ms|verdict|fast_[0-9p]+|compiled)\b["']?\s*[:=]"#,
+            )
+            .expect("static regex")
+        });
+        RESULT.is_match(&text) || text.trim_start().starts_with('{')
     }
 
     /// Assignment/setattr/del of a module attribute.
