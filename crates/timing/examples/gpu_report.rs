@@ -85,7 +85,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .iter()
                 .filter(|c| {
                     let h: Vec<f64> = floats(&c["head"]).iter().map(|x| x * shift).collect();
-                    compare(&floats(&c["base"]), &h, DEFAULT_THRESHOLD_PCT).map(|c| c.verdict == Verdict::Slower).unwrap_or(false)
+                    compare(&floats(&c["base"]), &h, DEFAULT_THRESHOLD_PCT)
+                        .map(|c| c.verdict == Verdict::Slower)
+                        .unwrap_or(false)
                 })
                 .count();
             println!(
