@@ -76,6 +76,7 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
             vec![e("KG610", 13, 9), e("KG610", 14, 16)],
         ),
         ("hack_inplace_return.py", vec![e("KG608", 16, 12)]),
+        ("hack_input_zeroing.py", vec![e("KG608", 21, 45)]),
         (
             "hack_l2_persist.py",
             vec![e("KG607", 18, 10), e("KG607", 19, 10), e("KG607", 20, 5)],

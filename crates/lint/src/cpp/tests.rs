@@ -84,6 +84,7 @@ fn hack_fixtures_report_exact_positions() {
             &[(L2, 18, 10), (L2, 19, 10), (L2, 20, 5)],
         ),
         ("hack_inplace_return.py", &[(INPUT_MUTATION, 16, 12)]),
+        ("hack_input_zeroing.py", &[(INPUT_MUTATION, 21, 45)]),
         ("hack_unwritten_output.py", &[(UNWRITTEN, 15, 16)]),
         (
             "hack_half_on_fp32.py",
