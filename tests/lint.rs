@@ -144,6 +144,7 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
         ],
     ),
     ("hacks/stored_output.py", &[("KG202", 22)]),
+    ("hacks/getattr_method.py", &[("KG104", 19)]),
 ];
 
 #[test]

@@ -1598,6 +1598,19 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
         let q = self.c.names.qualify(&call.func);
         let fr = range(call.func.as_ref());
         if let Some(q) = &q {
+            if q == "builtins.getattr" && call.arguments.args.len() >= 2 {
+                // getattr(x, "sig" + "moid")(): a tensor method under a built name.
+                let obj = &call.arguments.args[0];
+                if self.c.names.qualify(obj).is_none() {
+                    if let Some(m) = self.c.names.fold_str(&call.arguments.args[1]) {
+                        if TENSOR_COMPUTE.contains(&m.as_str())
+                            && !self.c.is_ext_call_target(obj, &m)
+                        {
+                            self.c.push("KG104", range(call), format!("`getattr(..., \"{m}\")` fetches a tensor compute method on the forward path"));
+                        }
+                    }
+                }
+            }
             if matches!(
                 q.as_str(),
                 "operator.matmul" | "operator.imatmul" | "operator.__matmul__"
