@@ -3,7 +3,8 @@
 //! phase detection, threads and streams, KG5xx precision, KG6xx embedded C++/CUDA and Triton
 //! (lint-cpp), KG7xx structure, KG9xx suppressions.
 //!
-//! lint-cpp: add your `RuleMeta`s in the KG6xx section below (keep code order).
+//! lint-cpp: add your `RuleMeta`s in the KG6xx section below (keep code order). After any change
+//! here, regenerate docs/rules.md: `KERNELGATE_BLESS=1 cargo test -p kernelgate --test lint docs`.
 
 use crate::rule::RuleMeta;
 use kernelgate_model::Severity::{Error, Warning};
