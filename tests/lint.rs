@@ -286,7 +286,7 @@ fn github_and_sarif_formats() {
     assert_eq!(code, 1);
     assert_eq!(
         stdout.trim(),
-        "::error file=tests/fixtures/lint/hacks/matmul_operator.py,line=19,col=27,endLine=19,endColumn=28,title=KG103::`@` multiplies tensors with PyTorch's matmul instead of your kernel"
+        "::error file=tests/fixtures/lint/hacks/matmul_operator.py,line=19,col=27,endLine=19,endColumn=27,title=KG103::`@` multiplies tensors with PyTorch's matmul instead of your kernel"
     );
     let (_, stdout, _) = kernelgate(&[
         "lint",

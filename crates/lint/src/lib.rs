@@ -125,11 +125,17 @@ fn finish(ctx: &Context, raws: Vec<RawFinding>, opts: &LintOptions) -> Vec<Findi
                 None => meta.severity,
             };
             let (line, column) = ctx.line_col(r.range.start);
-            // An empty range still gets a one-character caret.
-            let (end_line, end_column) = if r.range.end > r.range.start {
-                ctx.line_col(r.range.end)
+            // The end is inclusive (the last character, as editors show it, like the model's
+            // `Finding` says); an empty range still covers one character.
+            let end = r.range.end.min(ctx.source.len());
+            let (end_line, end_column) = if end > r.range.start {
+                let mut last = end - 1;
+                while last > r.range.start && !ctx.source.is_char_boundary(last) {
+                    last -= 1;
+                }
+                ctx.line_col(last)
             } else {
-                (line, column + 1)
+                (line, column)
             };
             Some(Finding {
                 file: ctx.path.to_string(),

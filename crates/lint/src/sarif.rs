@@ -52,7 +52,8 @@ pub fn to_sarif(findings: &[Finding], files: &[String]) -> serde_json::Value {
                             "startLine": f.line.max(1),
                             "startColumn": f.column.max(1),
                             "endLine": f.end_line.max(f.line).max(1),
-                            "endColumn": f.end_column.max(1),
+                            // SARIF's end column is exclusive; `Finding`'s is inclusive.
+                            "endColumn": f.end_column.max(f.column).max(1) + 1,
                         }
                     }
                 }],

@@ -70,7 +70,7 @@ pub fn human<'s>(
                 let start = f.column.saturating_sub(1) as usize;
                 let line_chars = shown.chars().count();
                 let end = if f.end_line == f.line {
-                    (f.end_column.saturating_sub(1) as usize).max(start + 1)
+                    (f.end_column as usize).max(start + 1)
                 } else {
                     line_chars.max(start + 1)
                 };
@@ -151,7 +151,7 @@ mod tests {
             line: 2,
             column: 12,
             end_line: 2,
-            end_column: 24,
+            end_column: 23,
             rule: "KG101".into(),
             severity: Severity::Error,
             message: "uses 50%, a, b".into(),
@@ -174,7 +174,7 @@ mod tests {
     fn github_escapes_and_json_summarises() {
         assert_eq!(
             github(&[finding()]),
-            "::error file=k.py,line=2,col=12,endLine=2,endColumn=24,title=KG101::uses 50%25, a, b\n"
+            "::error file=k.py,line=2,col=12,endLine=2,endColumn=23,title=KG101::uses 50%25, a, b\n"
         );
         let j = json(&[finding()], &["k.py".into()]);
         assert_eq!(
@@ -182,6 +182,6 @@ mod tests {
             serde_json::json!({"files": 1, "errors": 1, "warnings": 0})
         );
         assert_eq!(j["findings"][0]["rule"], "KG101");
-        assert_eq!(j["findings"][0]["end_column"], 24);
+        assert_eq!(j["findings"][0]["end_column"], 23);
     }
 }
