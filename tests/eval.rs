@@ -393,3 +393,30 @@ fn table_output_names_the_outcome() {
     assert!(text.contains("seed     7"), "{text}");
     assert!(Path::new(&fixture("kernels")).is_dir());
 }
+
+#[test]
+fn timing_interleaves_reference_candidate_and_base() {
+    let mut cmd = cli();
+    let out = cmd
+        .args([
+            "eval",
+            "--problem",
+            &fixture("problems/relu.py"),
+            "--kernel",
+            &fixture("kernels/python_relu.py"),
+        ])
+        .args(["--base-kernel", &fixture("kernels/python_relu.py")])
+        .args(["--device", "cpu", "--seed", "1", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_kind(&v, out.status.code().unwrap(), "passed");
+    let t = &v["timing"];
+    for series in ["reference", "candidate", "base"] {
+        let n = t["samples"][series].as_array().map(Vec::len).unwrap_or(0);
+        assert!(n >= 10, "{series}: {n} samples: {t:#}");
+        assert!(t["samples"][series][0]["ms"].as_f64().unwrap() > 0.0);
+    }
+    assert!(t["vs_reference"]["ratio"].as_f64().unwrap() > 0.0, "{t:#}");
+    assert!(t["vs_base"]["verdict"].is_string(), "{t:#}");
+}
