@@ -213,7 +213,14 @@ fn print_table(r: &EvalResult) {
             ""
         }
     );
-    let verdict = if r.passed() {
+    let failing = r
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .count();
+    let verdict = if r.passed() && failing > 0 {
+        format!("PASSED BUT {failing} FAILING FINDING(S)")
+    } else if r.passed() {
         "PASSED".to_string()
     } else {
         r.outcome.kind().to_uppercase()
