@@ -420,3 +420,38 @@ fn timing_interleaves_reference_candidate_and_base() {
     assert!(t["vs_reference"]["ratio"].as_f64().unwrap() > 0.0, "{t:#}");
     assert!(t["vs_base"]["verdict"].is_string(), "{t:#}");
 }
+
+#[test]
+fn seed_42_gives_kernelbench_inputs_on_cpu() {
+    let (code, v) = eval("problems/relu.py", "kernels/kb_seed_probe.py");
+    assert_kind(&v, code, "passed");
+    // Another seed draws other inputs, which the probe rejects.
+    let out = cli()
+        .args([
+            "eval",
+            "--problem",
+            &fixture("problems/relu.py"),
+            "--kernel",
+            &fixture("kernels/kb_seed_probe.py"),
+        ])
+        .args([
+            "--device",
+            "cpu",
+            "--seed",
+            "43",
+            "--no-timing",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_kind(&v, out.status.code().unwrap(), "runtime_error");
+    assert!(
+        v["outcome"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("differs from KernelBench"),
+        "{v:#}"
+    );
+}
