@@ -196,9 +196,8 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
     })?;
     let abs = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let cpu_backend = is_cpu_kernel(&kernel_src);
-    let may_use_gpu = spec.device != Device::Cpu
-        && !(spec.device == Device::Auto && cpu_backend)
-        && libcuda_present();
+    // CPU-only C++ kernels run on the CPU even under `--device cuda` (they cannot take CUDA tensors).
+    let may_use_gpu = spec.device != Device::Cpu && !cpu_backend && libcuda_present();
 
     let dir = tempfile::Builder::new()
         .prefix("kernelgate-job-")

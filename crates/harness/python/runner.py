@@ -253,7 +253,9 @@ class Runner:
         torch = self.torch
         want = self.job.get("device", "auto")
         has_cuda = torch.cuda.is_available()
-        if want == "cuda" and not has_cuda:
+        # A CPU-only C++ extension cannot take CUDA tensors: it runs on the CPU whatever was asked.
+        cpu_only = bool(self.job.get("cpu_backend"))
+        if want == "cuda" and not has_cuda and not cpu_only:
             raise _Stop(
                 {
                     "kind": "harness_error",
@@ -262,7 +264,7 @@ class Runner:
                     "use --device cpu for C++ kernels",
                 }
             )
-        if want == "cuda" or (want == "auto" and has_cuda and not self.job.get("cpu_backend")):
+        if not cpu_only and (want == "cuda" or (want == "auto" and has_cuda)):
             torch.cuda.set_device(0)
             self.device_label = "cuda:0 (" + torch.cuda.get_device_name(0) + ")"
             self.dev = torch.device("cuda", 0)
