@@ -6,7 +6,11 @@ use std::path::PathBuf;
 use crate::cmd;
 
 #[derive(Debug, Parser)]
-#[command(name = "kernelgate", version, about = "Merge gate for GPU-kernel pull requests")]
+#[command(
+    name = "kernelgate",
+    version,
+    about = "Merge gate for GPU-kernel pull requests"
+)]
 pub struct Cli {
     /// Repository root (where `kernelgate.toml`, `KernelBench/` and `kernels/` live).
     #[arg(long, global = true, default_value = ".")]
