@@ -43,7 +43,10 @@ fn lint_json(paths: &[&str]) -> (Found, serde_json::Value, i32) {
     (found, v, out.status.code().unwrap())
 }
 
-fn e(rule: &str, line: u64, col: u64) -> (String, u64, u64, String) {
+/// (rule, line, column, severity) of one expected finding.
+type Expected = (String, u64, u64, String);
+
+fn e(rule: &str, line: u64, col: u64) -> Expected {
     (rule.to_string(), line, col, "error".to_string())
 }
 
@@ -51,7 +54,7 @@ fn e(rule: &str, line: u64, col: u64) -> (String, u64, u64, String) {
 fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
     let (found, json, code) = lint_json(&["tests/fixtures/lint/cpp"]);
     assert_eq!(code, 1, "errors exit 1");
-    let want: &[(&str, Vec<(String, u64, u64, String)>)] = &[
+    let want: &[(&str, Vec<Expected>)] = &[
         (
             "hack_aten_op.py",
             vec![e("KG601", 17, 14), e("KG601", 18, 18)],
