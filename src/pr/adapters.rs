@@ -185,6 +185,7 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
                     kernelgate_timing::Verdict::Slower => ComparisonVerdict::Slower,
                     kernelgate_timing::Verdict::Unchanged => ComparisonVerdict::Same,
                 },
+                against: None,
             });
             eval.time_ms.get_or_insert(c.head.median);
         }

@@ -398,6 +398,7 @@ fn apply(
             ci_lo: None,
             ci_hi: None,
             verdict: ComparisonVerdict::Invalid,
+            against: None,
         });
         row.flags.push(Flag {
             code: code::REFERENCE_CHANGED.into(),
@@ -428,6 +429,7 @@ fn apply(
             ci_lo: None,
             ci_hi: None,
             verdict,
+            against: None,
         });
         if let Some(live) = row.reference_ms {
             let drift = live / base_ref - 1.0;
@@ -699,6 +701,7 @@ mod pipeline_tests {
             ci_lo: Some(1.15),
             ci_hi: Some(1.25),
             verdict: ComparisonVerdict::Slower,
+            against: None,
         });
         let mut small_change = correct(1.5);
         small_change.vs_base = Some(ComparisonSummary {
@@ -706,6 +709,7 @@ mod pipeline_tests {
             ci_lo: Some(1.0),
             ci_hi: Some(1.02),
             verdict: ComparisonVerdict::Same,
+            against: None,
         });
         let fake = Fake::new(vec![
             ("k/incorrect.py", incorrect),

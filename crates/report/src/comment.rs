@@ -349,6 +349,9 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
             one_line(&f.message)
         );
     }
+    if let Some(a) = r.vs_baseline.as_ref().and_then(|c| c.against.as_ref()) {
+        let _ = writeln!(s, "- {}: {}", a.kind.label(), one_line(&a.detail));
+    }
     for flag in &r.flags {
         let _ = writeln!(
             s,
@@ -475,7 +478,15 @@ fn comparison(c: Option<&ComparisonSummary>) -> String {
         ComparisonVerdict::Same => "⚪ same",
         ComparisonVerdict::Invalid => "⚠️ invalid",
     };
-    format!("{:+.1}%{interval} {mark}", change(c.ratio))
+    let against = match &c.against {
+        Some(a) => format!("<br><sub>{}</sub>", a.kind.label()),
+        None => String::new(),
+    };
+    if c.ratio.is_finite() {
+        format!("{:+.1}%{interval} {mark}{against}", change(c.ratio))
+    } else {
+        format!("{mark}{against}")
+    }
 }
 
 /// Table cells: no newlines, no pipes.

@@ -347,12 +347,48 @@ impl Interval {
 /// Candidate time / other time: `ratio < 1` is faster.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComparisonSummary {
+    /// `NaN` (written as JSON `null`) when no ratio could be computed (`invalid` comparisons).
+    #[serde(deserialize_with = "nan_if_null")]
     pub ratio: f64,
     #[serde(default)]
     pub ci_lo: Option<f64>,
     #[serde(default)]
     pub ci_hi: Option<f64>,
     pub verdict: ComparisonVerdict,
+    /// What a `vs_baseline` comparison was made against (absent for `vs_base` and in reports
+    /// written before this field existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against: Option<BaselineSource>,
+}
+
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// The committed timing a `vs_baseline` comparison used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BaselineSource {
+    pub kind: BaselineKind,
+    /// One line: which entry, from which commit, under which hardware key.
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BaselineKind {
+    /// The accepted timing of this kernel on main (`kernelgate baseline --kernels`).
+    MainKernel,
+    /// The committed time of the reference `Model` (kernelgate's keyed file or KernelBench's).
+    Reference,
+}
+
+impl BaselineKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            BaselineKind::MainKernel => "vs main's kernel",
+            BaselineKind::Reference => "vs committed reference",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -543,6 +579,31 @@ mod tests {
             (g - (0.5f64 * 1.5 * 8.0).powf(1.0 / 3.0)).abs() < 1e-12,
             "{g}"
         );
+    }
+
+    #[test]
+    fn invalid_comparisons_round_trip_and_old_reports_still_read() {
+        let c = ComparisonSummary {
+            ratio: f64::NAN,
+            ci_lo: None,
+            ci_hi: None,
+            verdict: ComparisonVerdict::Invalid,
+            against: Some(BaselineSource {
+                kind: BaselineKind::MainKernel,
+                detail: "k.py on main".into(),
+            }),
+        };
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["ratio"], serde_json::Value::Null);
+        assert_eq!(v["against"]["kind"], "main_kernel");
+        let back: ComparisonSummary = serde_json::from_value(v).unwrap();
+        assert!(back.ratio.is_nan() && back.against == c.against);
+        // Written before `against` existed.
+        let old: ComparisonSummary = serde_json::from_str(
+            r#"{"ratio": 1.1, "ci_lo": null, "ci_hi": null, "verdict": "slower"}"#,
+        )
+        .unwrap();
+        assert_eq!((old.ratio, old.against), (1.1, None));
     }
 
     #[test]

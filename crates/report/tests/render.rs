@@ -47,6 +47,7 @@ fn passing(name: &str, speedup: f64) -> KernelRow {
         ci_lo: Some(0.96),
         ci_hi: Some(1.01),
         verdict: ComparisonVerdict::Same,
+        against: None,
     });
     r.annotate_line = Some(20);
     r
@@ -118,12 +119,17 @@ fn one_regression() -> Report {
         ci_lo: Some(1.21),
         ci_hi: Some(1.29),
         verdict: ComparisonVerdict::Slower,
+        against: None,
     });
     slow.vs_baseline = Some(ComparisonSummary {
         ratio: 1.3,
         ci_lo: None,
         ci_hi: None,
         verdict: ComparisonVerdict::Slower,
+        against: Some(BaselineSource {
+            kind: BaselineKind::MainKernel,
+            detail: "kernels/level1/19_ReLU/cuda.py on main (commit abc1234), NVIDIA H200 / driver 580.95 / CUDA 13.0 / torch 2.11.0 / fp32".into(),
+        }),
     });
     slow.verdict = Verdict::Fail;
     slow.reasons = vec!["25.0% slower than the base version (threshold 5.0%)".into()];
@@ -142,6 +148,7 @@ fn changed_reference() -> Report {
         ci_lo: None,
         ci_hi: None,
         verdict: ComparisonVerdict::Invalid,
+        against: None,
     });
     let mut r = Report::new(run());
     r.kernels = vec![row];
