@@ -153,6 +153,13 @@ impl KbFile {
     pub fn load(path: &Path) -> Result<KbFile, BaselineError> {
         read_json(path)
     }
+    /// From text read elsewhere (e.g. `git show`); `path` names it in errors.
+    pub fn parse(text: &[u8], path: &Path) -> Result<KbFile, BaselineError> {
+        serde_json::from_slice(text).map_err(|source| BaselineError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
     /// Existing file, or an empty one when there is none yet.
     pub fn load_or_default(path: &Path) -> Result<KbFile, BaselineError> {
         if path.exists() {
@@ -331,6 +338,17 @@ pub struct Query<'a> {
 impl BaselineFile {
     pub fn load(path: &Path) -> Result<BaselineFile, BaselineError> {
         let f: BaselineFile = read_json(path)?;
+        Self::check_version(f, path)
+    }
+    /// From text read elsewhere (e.g. `git show`); `path` names it in errors.
+    pub fn parse(text: &[u8], path: &Path) -> Result<BaselineFile, BaselineError> {
+        let f = serde_json::from_slice(text).map_err(|source| BaselineError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::check_version(f, path)
+    }
+    fn check_version(f: BaselineFile, path: &Path) -> Result<BaselineFile, BaselineError> {
         if f.version != FORMAT_VERSION {
             return Err(BaselineError::Version {
                 path: path.to_path_buf(),
@@ -767,6 +785,20 @@ mod tests {
         std::fs::write(&p, r#"{"version": 9, "entries": []}"#).unwrap();
         let e = BaselineFile::load(&p).unwrap_err().to_string();
         assert!(e.contains("version 9"), "{e}");
+        let named = Path::new("main:results/timing/X/kernelgate_baselines.json");
+        let e = BaselineFile::parse(br#"{"version": 9, "entries": []}"#, named)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("version 9") && e.contains("main:results"), "{e}");
+        assert_eq!(
+            BaselineFile::parse(serde_json::to_string(&f).unwrap().as_bytes(), named).unwrap(),
+            f
+        );
+        let e = KbFile::parse(b"[1]", named).unwrap_err().to_string();
+        assert!(
+            e.contains("main:results") && e.contains("kernelgate baseline"),
+            "{e}"
+        );
     }
 
     #[test]
