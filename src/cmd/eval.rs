@@ -163,7 +163,20 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     spec.shifted_trials = args.shifted_trials;
     spec.inputs_on_device = !args.host_inputs;
 
-    let result = kernelgate_eval::run_job(&spec);
+    let mut result = kernelgate_eval::run_job(&spec);
+    // `kernelgate pr` leaves the excessive-speedup flag to its policy; a lone eval has none.
+    if let Some(c) = result.timing.as_ref().and_then(|t| t.vs_reference.as_ref()) {
+        let file = result.kernel.clone();
+        result
+            .findings
+            .extend(kernelgate_timing::check_plausibility(
+                &file,
+                c.head.median,
+                None,
+                Some(c.speedup().0),
+                config.timing.excessive_speedup,
+            ));
+    }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&to_json(&result))?),
         Format::Table => print_table(&result),
@@ -190,6 +203,8 @@ pub fn to_json(r: &EvalResult) -> serde_json::Value {
             "rule": f.rule, "severity": f.severity, "message": f.message,
         })).collect::<Vec<_>>(),
         "timing": r.timing,
+        "floor_ms": r.timing.as_ref().and_then(|t| t.floor.as_ref()).map(|f| f.floor_ms),
+        "work": r.work,
         "seed": r.seed,
         "seed_random": r.seed_random,
         "torch": r.torch,
@@ -248,12 +263,17 @@ fn print_table(r: &EvalResult) {
         for (name, s) in &t.samples {
             let ms: Vec<f64> = s.iter().map(|x| x.ms).collect();
             if let Ok(st) = kernelgate_timing::SeriesStats::from_samples(&ms) {
+                let floor = match (&t.floor, name.as_str()) {
+                    (Some(f), "candidate") => format!("  floor {:.4} ms", f.floor_ms),
+                    _ => String::new(),
+                };
                 println!(
-                    "  {name:10} median {:.4} ms  IQR {:.4} ms  n {}",
+                    "  {name:10} median {:.4} ms  IQR {:.4} ms  n {}{floor}",
                     st.median, st.iqr, st.n
                 );
             }
         }
+        println!("  {}", floor_line(r));
         if let Some(c) = &t.vs_reference {
             let (s, (lo, hi)) = c.speedup();
             println!(
@@ -277,6 +297,45 @@ fn print_table(r: &EvalResult) {
     }
     if !r.passed() && !r.stderr_tail.trim().is_empty() {
         println!("\nstderr (tail):\n{}", indent(r.stderr_tail.trim_end()));
+    }
+}
+
+/// How the physical floor was set, or why there is none.
+fn floor_line(r: &EvalResult) -> String {
+    let work = match &r.work {
+        Some(w) => format!(
+            "{} B in, {} B out, {}",
+            w.input_bytes,
+            w.output_bytes,
+            w.flops
+                .map(|f| format!("{f} FLOP"))
+                .unwrap_or_else(|| "FLOPs not counted".into())
+        ),
+        None => "work not counted".into(),
+    };
+    match r.timing.as_ref().and_then(|t| t.floor.as_ref()) {
+        Some(f) => format!(
+            "floor {:.4} ms ({}-bound; {work}; {} at {:.0} GB/s{}, {:.0} TFLOP/s)",
+            f.floor_ms,
+            f.bound,
+            f.gpu,
+            f.bandwidth_gbs,
+            f.measured_bandwidth_gbs
+                .map(|m| format!(" (measured {m:.0})"))
+                .unwrap_or_default(),
+            f.peak_tflops
+        ),
+        None => {
+            let why = match r.device.as_deref().and_then(kernelgate_eval::gpu_name) {
+                None => "the CPU has no datasheet bandwidth".to_string(),
+                Some(_) if r.work.is_none() => "the problem's work could not be counted".into(),
+                Some(g) if kernelgate_timing::DeviceSpec::lookup(g).is_none() => {
+                    format!("no datasheet numbers for {g}")
+                }
+                Some(_) => "a warm L2 bounds no bytes and no FLOPs were counted".into(),
+            };
+            format!("floor none: {why} ({work})")
+        }
     }
 }
 

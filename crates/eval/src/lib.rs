@@ -17,7 +17,9 @@ use std::time::Duration;
 
 pub use child::is_secret_var;
 pub use locate::{find_harness, find_python, is_cpu_kernel, libcuda_present};
-pub use outcome::{EvalResult, ExitInfo, Mismatch, Outcome, Phase, TimingResult, TrialMismatch};
+pub use outcome::{
+    EvalResult, ExitInfo, Floor, Mismatch, Outcome, Phase, ProblemWork, TimingResult, TrialMismatch,
+};
 
 /// Errors of the set-up, before any candidate runs (reported as `harness_error` by `run_job`).
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +81,10 @@ pub struct JobSpec {
     /// Generate inputs directly on the GPU (fast; different random values than KernelBench's
     /// CPU generation for the same seed). Ignored on CPU.
     pub inputs_on_device: bool,
+    /// Count the reference's FLOPs for the physical floor (timing jobs). `None`: only when the
+    /// job may run on a GPU, the one place a floor is computed; the count's first use imports
+    /// `torch._dynamo` (seconds), which a CPU job would pay for nothing.
+    pub count_flops: Option<bool>,
 }
 
 impl JobSpec {
@@ -103,6 +109,7 @@ impl JobSpec {
             extensions_dir: None,
             shifted_trials: 1,
             inputs_on_device: true,
+            count_flops: None,
         }
     }
 }
@@ -121,6 +128,12 @@ struct RunnerResult {
     torch: Option<String>,
     #[serde(default)]
     timing: Option<BTreeMap<String, Vec<kernelgate_timing::Sample>>>,
+    /// The problem's work, counted on the reference (timing jobs only).
+    #[serde(default)]
+    work: Option<ProblemWork>,
+    /// Copy bandwidth measured on the GPU, GB/s (CUDA with a cold L2 only).
+    #[serde(default)]
+    bandwidth_gbs: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -150,6 +163,7 @@ pub fn run_job(spec: &JobSpec) -> EvalResult {
         outcome: Outcome::Passed { trials: 0 },
         findings: Vec::new(),
         timing: None,
+        work: None,
         seed,
         seed_random,
         torch: None,
@@ -219,6 +233,7 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
         "seed": seed,
         "shifted_trials": spec.shifted_trials.min(2),
         "inputs_on_device": spec.inputs_on_device,
+        "count_flops": spec.count_flops.unwrap_or(may_use_gpu),
         "timing": spec.timing.as_ref().map(|t| serde_json::json!({
             "warmup": t.warmup,
             "min_samples": t.min_samples,
@@ -277,36 +292,7 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
         other => format!("signal {other}"),
     };
     result.outcome = match report.ended {
-        child::Ended::Result(payload) => match serde_json::from_str::<RunnerResult>(&payload) {
-            Ok(r) => {
-                result.device = r.device;
-                result.torch = r.torch;
-                result.phases = r.phases.into_iter().map(|(name, ms)| Phase { name, ms }).collect();
-                let file = result.kernel.clone();
-                result.findings = r
-                    .findings
-                    .into_iter()
-                    .map(|f| Finding {
-                        file: file.clone(),
-                        line: 0,
-                        column: 0,
-                        end_line: 0,
-                        end_column: 0,
-                        rule: format!("eval/{}", f.rule),
-                        severity: f.severity,
-                        message: f.message,
-                    })
-                    .collect();
-                if let Some(samples) = r.timing {
-                    result.timing = Some(summarise_timing(samples, spec, &file, &mut result.findings));
-                }
-                r.outcome
-            }
-            Err(e) => Outcome::HarnessError {
-                message: format!("the runner's result does not parse: {e}"),
-                traceback: payload.chars().take(2000).collect(),
-            },
-        },
+        child::Ended::Result(payload) => absorb(&payload, spec, result),
         child::Ended::Forged => Outcome::Crash {
             reason: "the result channel held a forged or corrupted result (bad HMAC): something in the \
                      candidate's process wrote the harness's result file"
@@ -376,6 +362,124 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
     Ok(())
 }
 
+/// Takes the runner's (authenticated) result into `result` and returns the outcome: runtime
+/// findings, timing comparisons, the escaped-work and physical-floor checks.
+fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
+    let r = match serde_json::from_str::<RunnerResult>(payload) {
+        Ok(r) => r,
+        Err(e) => {
+            return Outcome::HarnessError {
+                message: format!("the runner's result does not parse: {e}"),
+                traceback: payload.chars().take(2000).collect(),
+            }
+        }
+    };
+    result.device = r.device;
+    result.torch = r.torch;
+    result.work = r.work;
+    result.phases = r
+        .phases
+        .into_iter()
+        .map(|(name, ms)| Phase { name, ms })
+        .collect();
+    let file = result.kernel.clone();
+    result.findings = r
+        .findings
+        .into_iter()
+        .map(|f| Finding {
+            file: file.clone(),
+            line: 0,
+            column: 0,
+            end_line: 0,
+            end_column: 0,
+            rule: format!("eval/{}", f.rule),
+            severity: f.severity,
+            message: f.message,
+        })
+        .collect();
+    if let Some(samples) = r.timing {
+        let mut timing = summarise_timing(samples, spec, &file, &mut result.findings);
+        let l2 = spec.timing.as_ref().map(|t| t.l2).unwrap_or(L2Mode::Cold);
+        timing.floor = physical_floor(
+            result.device.as_deref(),
+            result.work.as_ref(),
+            r.bandwidth_gbs,
+            l2,
+        );
+        if let (Some(floor), Some(c)) = (&timing.floor, timing.samples.get("candidate")) {
+            let ms = kernelgate_timing::sample::event_ms(c);
+            if let Ok(st) = kernelgate_timing::SeriesStats::from_samples(&ms) {
+                // The excessive speedup is the policy's (it sees the row's speedup); only the floor here.
+                result
+                    .findings
+                    .extend(kernelgate_timing::check_plausibility(
+                        &file,
+                        st.median,
+                        Some(floor.floor_ms),
+                        None,
+                        f64::INFINITY,
+                    ));
+            }
+        }
+        result.timing = Some(timing);
+    }
+    r.outcome
+}
+
+/// The GPU name inside a runner device label (`cuda:0 (NVIDIA H200)` -> `NVIDIA H200`); `None`
+/// for the CPU.
+pub fn gpu_name(device: &str) -> Option<&str> {
+    if !device.starts_with("cuda") {
+        return None;
+    }
+    match (device.find('('), device.rfind(')')) {
+        (Some(a), Some(b)) if b > a + 1 => Some(device[a + 1..b].trim()),
+        _ => None,
+    }
+}
+
+/// The physical floor of `work` on the GPU named in `device`: its datasheet peaks, the bandwidth
+/// raised to `measured_gbs` when that is higher. `None` on the CPU (no datasheet; a measured CPU
+/// bandwidth would not be a bound with caches this size), for a GPU without datasheet numbers,
+/// without counted work, or when nothing is left to bound (warm L2 and no counted FLOPs).
+pub fn physical_floor(
+    device: Option<&str>,
+    work: Option<&ProblemWork>,
+    measured_gbs: Option<f64>,
+    l2: L2Mode,
+) -> Option<Floor> {
+    let gpu = gpu_name(device?)?;
+    let work = work?;
+    let measured_gbs = measured_gbs.filter(|b| b.is_finite() && *b > 0.0);
+    let spec = kernelgate_timing::DeviceSpec::lookup(gpu)?.with_measured_bandwidth(measured_gbs);
+    // Warm L2 keeps small inputs in cache between calls: memory bandwidth bounds nothing there.
+    let bandwidth_gbs = match l2 {
+        L2Mode::Cold => spec.bandwidth_gbs,
+        L2Mode::Warm => 0.0,
+    };
+    let bytes = (work.input_bytes + work.output_bytes) as f64;
+    let flops = work.flops.unwrap_or(0) as f64;
+    let memory_ms = kernelgate_timing::floor_ms(bytes, 0.0, bandwidth_gbs, 0.0);
+    let compute_ms = kernelgate_timing::floor_ms(0.0, flops, 0.0, spec.peak_tflops);
+    let floor_ms = memory_ms.max(compute_ms);
+    if !(floor_ms > 0.0 && floor_ms.is_finite()) {
+        return None;
+    }
+    Some(Floor {
+        floor_ms,
+        bound: if memory_ms >= compute_ms {
+            "memory"
+        } else {
+            "compute"
+        }
+        .into(),
+        gpu: gpu.to_string(),
+        bandwidth_gbs,
+        measured_bandwidth_gbs: measured_gbs,
+        peak_tflops: spec.peak_tflops,
+    })
+}
+
 fn summarise_timing(
     samples: BTreeMap<String, Vec<kernelgate_timing::Sample>>,
     spec: &JobSpec,
@@ -407,5 +511,191 @@ fn summarise_timing(
         samples,
         vs_reference,
         vs_base,
+        floor: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernelgate_timing::plausibility::RULE_BELOW_FLOOR;
+
+    fn blank(kernel: &str) -> EvalResult {
+        EvalResult {
+            problem: "level1/19_ReLU".into(),
+            kernel: kernel.into(),
+            device: None,
+            outcome: Outcome::Passed { trials: 0 },
+            findings: Vec::new(),
+            timing: None,
+            work: None,
+            seed: 1,
+            seed_random: false,
+            torch: None,
+            phases: Vec::new(),
+            exit: ExitInfo::default(),
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+        }
+    }
+
+    /// A runner result as `runner.py` writes it: candidate at `cand_ms`, reference at 10x that.
+    fn payload(device: &str, bytes: u64, flops: u64, bw: Option<f64>, cand_ms: f64) -> String {
+        let series = |base: f64| {
+            (0..12)
+                .map(|i| serde_json::json!({"ms": base * (1.0 + 0.001 * i as f64), "trailing_sync_ms": 0.001, "wall_ms": base}))
+                .collect::<Vec<_>>()
+        };
+        serde_json::json!({
+            "outcome": {"kind": "passed", "trials": 5},
+            "findings": [],
+            "phases": [["total", 1.0]],
+            "device": device,
+            "torch": "2.11.0",
+            "timing": {"reference": series(cand_ms * 10.0), "candidate": series(cand_ms)},
+            "work": {"input_bytes": bytes / 2, "output_bytes": bytes / 2, "flops": flops},
+            "bandwidth_gbs": bw,
+        })
+        .to_string()
+    }
+
+    fn run(payload: &str, l2: L2Mode) -> EvalResult {
+        let mut spec = JobSpec::new("p.py", "k.py");
+        spec.timing = Some(TimingConfig {
+            l2,
+            ..TimingConfig::default()
+        });
+        let mut r = blank("kernels/relu.py");
+        r.outcome = absorb(payload, &spec, &mut r);
+        r
+    }
+
+    fn below_floor(r: &EvalResult) -> Vec<&Finding> {
+        r.findings
+            .iter()
+            .filter(|f| f.rule == RULE_BELOW_FLOOR)
+            .collect()
+    }
+
+    // 4.8 GB at the H200's 4800 GB/s: a floor of exactly 1 ms.
+    const GB4_8: u64 = 4_800_000_000;
+
+    #[test]
+    fn below_the_floor_is_an_error_finding_on_the_kernel() {
+        let r = run(
+            &payload("cuda:0 (NVIDIA H200)", GB4_8, 0, Some(3841.0), 0.5),
+            L2Mode::Cold,
+        );
+        assert!(r.passed());
+        assert_eq!(r.work.unwrap().input_bytes, GB4_8 / 2);
+        let floor = r.timing.as_ref().unwrap().floor.clone().unwrap();
+        assert!((floor.floor_ms - 1.0).abs() < 1e-12, "{floor:?}");
+        assert_eq!(floor.bound, "memory");
+        assert_eq!(floor.gpu, "NVIDIA H200");
+        // Measured below the datasheet: the datasheet stays (the floor must stay a lower bound).
+        assert_eq!(floor.bandwidth_gbs, 4800.0);
+        assert_eq!(floor.measured_bandwidth_gbs, Some(3841.0));
+        let f = below_floor(&r);
+        assert_eq!(f.len(), 1, "{:?}", r.findings);
+        assert_eq!(f[0].severity, Severity::Error);
+        assert_eq!(f[0].file, "kernels/relu.py");
+        assert!(f[0].message.contains("1.0000 ms"), "{}", f[0].message);
+        // Only the floor: the excessive speedup (10x here) is the policy's to flag.
+        assert!(r
+            .findings
+            .iter()
+            .all(|f| f.rule != kernelgate_timing::plausibility::RULE_EXCESSIVE_SPEEDUP));
+    }
+
+    #[test]
+    fn above_the_floor_gives_no_finding() {
+        let r = run(
+            &payload("cuda:0 (NVIDIA H200)", GB4_8, 0, None, 1.2),
+            L2Mode::Cold,
+        );
+        assert!(r.timing.as_ref().unwrap().floor.is_some());
+        assert!(below_floor(&r).is_empty(), "{:?}", r.findings);
+    }
+
+    #[test]
+    fn a_higher_measured_bandwidth_lowers_the_floor() {
+        let r = run(
+            &payload("cuda:0 (NVIDIA H200)", GB4_8, 0, Some(9600.0), 0.6),
+            L2Mode::Cold,
+        );
+        let floor = r.timing.as_ref().unwrap().floor.clone().unwrap();
+        assert!((floor.floor_ms - 0.5).abs() < 1e-12, "{floor:?}");
+        assert!(below_floor(&r).is_empty());
+    }
+
+    #[test]
+    fn flops_set_the_floor_when_they_dominate() {
+        // 989e9 FLOP at 989 TFLOP/s: 1 ms; the bytes give 1 us.
+        let r = run(
+            &payload(
+                "cuda:0 (NVIDIA H200)",
+                4_800_000,
+                989_000_000_000,
+                None,
+                0.9,
+            ),
+            L2Mode::Cold,
+        );
+        let floor = r.timing.as_ref().unwrap().floor.clone().unwrap();
+        assert_eq!(floor.bound, "compute");
+        assert!((floor.floor_ms - 1.0).abs() < 1e-9, "{floor:?}");
+        assert_eq!(below_floor(&r).len(), 1);
+    }
+
+    #[test]
+    fn warm_l2_drops_the_bytes_term() {
+        let r = run(
+            &payload("cuda:0 (NVIDIA H200)", GB4_8, 0, None, 0.5),
+            L2Mode::Warm,
+        );
+        assert!(r.timing.as_ref().unwrap().floor.is_none());
+        assert!(below_floor(&r).is_empty());
+    }
+
+    #[test]
+    fn unknown_gpu_cpu_or_uncounted_work_give_no_floor() {
+        for device in ["cuda:0 (Mystery Accelerator 9000)", "cpu"] {
+            let r = run(
+                &payload(device, GB4_8, 0, Some(3000.0), 0.001),
+                L2Mode::Cold,
+            );
+            assert!(r.timing.as_ref().unwrap().floor.is_none(), "{device}");
+            assert!(below_floor(&r).is_empty(), "{device}: {:?}", r.findings);
+        }
+        let mut v: serde_json::Value =
+            serde_json::from_str(&payload("cuda:0 (NVIDIA H200)", GB4_8, 0, None, 0.001)).unwrap();
+        v["work"] = serde_json::Value::Null;
+        let r = run(&v.to_string(), L2Mode::Cold);
+        assert!(r.work.is_none());
+        assert!(r.timing.as_ref().unwrap().floor.is_none());
+        assert!(below_floor(&r).is_empty());
+    }
+
+    #[test]
+    fn results_without_work_fields_still_parse() {
+        let r = run(
+            r#"{"outcome": {"kind": "passed", "trials": 5}, "device": "cpu"}"#,
+            L2Mode::Cold,
+        );
+        assert!(r.passed());
+        assert!(r.work.is_none() && r.timing.is_none());
+        let r = run("not json", L2Mode::Cold);
+        assert_eq!(r.outcome.kind(), "harness_error");
+    }
+
+    #[test]
+    fn gpu_names_from_device_labels() {
+        assert_eq!(gpu_name("cuda:0 (NVIDIA H200)"), Some("NVIDIA H200"));
+        assert_eq!(
+            gpu_name("cuda:1 (NVIDIA A100-SXM4-80GB)"),
+            Some("NVIDIA A100-SXM4-80GB")
+        );
+        assert_eq!(gpu_name("cpu"), None);
+        assert_eq!(gpu_name("cuda:0"), None);
     }
 }

@@ -2,7 +2,7 @@
 //! phase timestamps and the raw timing samples.
 
 use kernelgate_model::Finding;
-use kernelgate_timing::{Comparison, Sample};
+use kernelgate_timing::{Comparison, Sample, Work};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -189,6 +189,50 @@ pub struct TimingResult {
     /// PR base kernel against head kernel: the regression check.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vs_base: Option<Comparison>,
+    /// The least time any correct kernel needs for this problem on this GPU; `None` on CPU, on a
+    /// GPU without datasheet numbers or when the work could not be counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<Floor>,
+}
+
+/// Bytes every input read once and every output written once, and the FLOPs torch's
+/// `FlopCounterMode` counts on the reference (matmuls, convolutions; 0 when it knows none of
+/// its operators; `None` when not counted: CPU jobs skip it, see `JobSpec::count_flops`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProblemWork {
+    pub input_bytes: u64,
+    pub output_bytes: u64,
+    #[serde(default)]
+    pub flops: Option<u64>,
+}
+
+impl ProblemWork {
+    /// The baseline files' form (uncounted FLOPs as 0).
+    pub fn to_work(&self) -> Work {
+        Work {
+            input_bytes: self.input_bytes,
+            output_bytes: self.output_bytes,
+            flops: self.flops.unwrap_or(0),
+        }
+    }
+}
+
+/// The physical floor of one problem on one GPU: the larger of moving its bytes at the
+/// bandwidth and doing its FLOPs at the peak (`kernelgate_timing::floor_ms`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Floor {
+    pub floor_ms: f64,
+    /// `memory` or `compute`: the term that sets the floor.
+    pub bound: String,
+    /// The GPU name the datasheet numbers were looked up by.
+    pub gpu: String,
+    /// Datasheet bandwidth raised to the measured one, GB/s; 0 when the bytes term is dropped
+    /// (warm L2: the inputs may sit in L2, which is faster than the datasheet's memory).
+    pub bandwidth_gbs: f64,
+    /// Copy bandwidth the harness measured on the device (cold L2 only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_bandwidth_gbs: Option<f64>,
+    pub peak_tflops: f64,
 }
 
 /// One timed phase of a job, in milliseconds (for the phase table).
@@ -216,6 +260,9 @@ pub struct EvalResult {
     /// Runtime findings (line 0: they have no place in the source).
     pub findings: Vec<Finding>,
     pub timing: Option<TimingResult>,
+    /// The least work the problem needs, counted once on the reference when timing was asked for.
+    #[serde(default)]
+    pub work: Option<ProblemWork>,
     /// The seed the run used: report it so `--seed` can reproduce the run.
     pub seed: u64,
     /// True when the seed was drawn at random (secret until the run ended).
