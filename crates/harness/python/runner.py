@@ -67,6 +67,8 @@ class Runner:
         self.job = job
         self.kg_timing = kg_timing
         self.timer = timer
+        self.work = None
+        self.bandwidth_gbs = None
         self.phases = []
         self.findings = []
         self.device_label = None
@@ -179,6 +181,12 @@ class Runner:
         extra = self.shifted_sets(ref_model, trials[0][1], trial_seeds[0])
         self.trivial_output_warning(trials[0][1], trials[0][2])
         self.phase("shifted_reference")
+
+        # The plausibility floor's inputs, measured before any candidate code exists.
+        if job.get("timing"):
+            self.count_work(ref_model, trials[0][1], trials[0][2], trial_seeds[0])
+            self.measure_bandwidth()
+            self.phase("work")
 
         # Free what the reference left in the allocator, then fill it with NaN.
         self.poison()
@@ -700,6 +708,54 @@ class Runner:
                 f"the candidate started {n_py - threads_py} Python thread(s) that are still running",
             )
 
+    # ---- plausibility ------------------------------------------------------------------------
+    def count_work(self, ref_model, inputs, refs, s):
+        """Bytes every input read once and every output written once (free: from the shapes)
+        and, when the job asks (`count_flops`: GPU jobs, where a floor is computed), the
+        reference's FLOPs (FlopCounterMode, one extra reference call on one input set; its first
+        use imports torch._dynamo, seconds). Any failure leaves the field unset: counting must
+        never fail a kernel."""
+        T = self.T
+
+        def nbytes(xs):
+            total = 0
+            for x in xs:
+                if _isinstance(x, T.Tensor):
+                    total += x.numel() * x.element_size()
+                elif _isinstance(x, (list, tuple)):
+                    total += nbytes(x)
+            return total
+
+        try:
+            self.work = {"input_bytes": int(nbytes(inputs)), "output_bytes": int(nbytes(refs)), "flops": None}
+        except Exception:
+            self.work = None
+            return
+        if not self.job.get("count_flops") or self.kg_timing is None:
+            return
+        try:
+            self.set_seed(s)
+            _, _, flops = self.kg_timing.work(ref_model, inputs, refs)
+            self.sync()
+            self.work["flops"] = int(flops)
+        except Exception:
+            pass
+
+    def measure_bandwidth(self):
+        """On CUDA, the device's copy bandwidth (GB/s) through the Rust timer, which the timing
+        then reuses. None on CPU, on a warm-L2 timer or on any failure (timing makes its own)."""
+        if self.kg_timing is None or self.dev.type != "cuda":
+            return
+        try:
+            cfg = dict(self.job["timing"])
+            cfg["device"] = "cuda"
+            timer = self.timer if self.timer is not None else self.kg_timing.make_timer(cfg)
+            bw = timer.bandwidth_gbs()
+            self.timer = timer
+            self.bandwidth_gbs = _finite(bw) if bw is not None else None
+        except Exception:
+            self.bandwidth_gbs = None
+
     # ---- timing ------------------------------------------------------------------------------
     def run_timing(self, ref_model, cand, base, trials):
         if self.kg_timing is None:
@@ -760,6 +816,8 @@ class Runner:
             "torch": self.torch_version,
             "trials_run": self.trials_run,
             "timing": self.timing,
+            "work": self.work,
+            "bandwidth_gbs": self.bandwidth_gbs,
         }
 
 
