@@ -1,7 +1,8 @@
 //! `kernelgate pr`: the gate for one pull request.
 
 use anyhow::Context;
-use kernelgate::pr::adapters::{CommittedBaselines, HarnessEvaluator, RepoLinter};
+use kernelgate::pr::adapters::{HarnessEvaluator, RepoLinter};
+use kernelgate::pr::baselines::Committed;
 use kernelgate::pr::changes::{self, FileStatus};
 use kernelgate::pr::context::PrContext;
 use kernelgate::pr::git::Git;
@@ -260,8 +261,11 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         no_timing: args.no_timing,
     };
     let linter = RepoLinter::new(&cfg);
-    let baselines = CommittedBaselines {
-        timing_dir: cfg.results_root(git.root()).join("timing"),
+    // Baselines as committed on the base branch, not as the pull request left them.
+    let timing_dir = cfg.results_root(git.root()).join("timing");
+    let baselines = match timing_dir.strip_prefix(git.root()) {
+        Ok(rel) => Committed::load_git(&git, &plan.changes.base, &rel.to_string_lossy()),
+        Err(_) => Committed::load_dir(&timing_dir),
     };
     let pipeline = Pipeline {
         linter: &linter,

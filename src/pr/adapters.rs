@@ -6,9 +6,12 @@ use kernelgate_model::{Config, Finding, LintLevel};
 use kernelgate_report::{
     ComparisonSummary, ComparisonVerdict, Flag, Interval, OutcomeKind, OutcomeSummary,
 };
+use kernelgate_timing::HardwareKey;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
+use super::baselines::RunKey;
 use super::plan::Job;
 use super::policy::code;
 use super::run::{Device, Evaluation, Evaluator, Linter};
@@ -85,9 +88,106 @@ impl Evaluator for HarnessEvaluator {
         };
         spec.python = self.python.clone().or_else(|| h.python.clone());
         spec.extensions_dir = self.extensions_dir.clone();
+        let python = spec
+            .python
+            .clone()
+            .unwrap_or_else(|| kernelgate_eval::find_python(std::path::Path::new(".")));
         let result = kernelgate_eval::run_job(&spec);
-        convert(result)
+        let device = result.device.clone();
+        let torch = result.torch.clone();
+        let mut eval = convert(result);
+        if let (Some(device), Some(torch)) = (device, torch) {
+            eval.run_key = Some(RunKey {
+                key: hardware_key(&device, &torch, job.precision, &python),
+                l2: match self.config.timing.l2 {
+                    kernelgate_model::L2Mode::Cold => "cold",
+                    kernelgate_model::L2Mode::Warm => "warm",
+                }
+                .to_string(),
+            });
+        }
+        eval
     }
+}
+
+/// The hardware key of a run, as `kernelgate baseline` writes it (`kg_timing._hardware`): the
+/// GPU's name with the driver (nvidia-smi) and torch's CUDA version, or the CPU's model name
+/// with `none` for both. `device` is the harness's label (`cuda:0 (NVIDIA H200)`, `cpu`).
+pub fn hardware_key(
+    device: &str,
+    torch: &str,
+    precision: kernelgate_model::Precision,
+    python: &std::path::Path,
+) -> HardwareKey {
+    static DRIVER: OnceLock<String> = OnceLock::new();
+    static CUDA: OnceLock<String> = OnceLock::new();
+    static CPU: OnceLock<String> = OnceLock::new();
+    let (gpu, driver, cuda) = match device.strip_prefix("cuda").and_then(|d| d.split_once('(')) {
+        Some((_, name)) => (
+            name.trim_end().trim_end_matches(')').trim().to_string(),
+            DRIVER.get_or_init(driver_version).clone(),
+            CUDA.get_or_init(|| torch_cuda_version(python)).clone(),
+        ),
+        None => (
+            CPU.get_or_init(cpu_model).clone(),
+            "none".to_string(),
+            "none".to_string(),
+        ),
+    };
+    HardwareKey {
+        gpu,
+        driver,
+        cuda,
+        torch: torch.to_string(),
+        precision,
+    }
+}
+
+/// First line of `nvidia-smi --query-gpu=driver_version`, `unknown` without one.
+fn driver_version() -> String {
+    std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=driver_version", "--format=csv,noheader"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(|l| l.trim().to_string())
+        })
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// `str(torch.version.cuda)` of the runner's Python (asked once per run, only for GPU jobs).
+fn torch_cuda_version(python: &std::path::Path) -> String {
+    std::process::Command::new(python)
+        .args([
+            "-c",
+            "import sys, torch; sys.stdout.write(str(torch.version.cuda))",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// `model name` from /proc/cpuinfo, else `cpu`.
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "cpu".into())
 }
 
 /// Maps the harness's result onto the report's vocabulary.
@@ -169,6 +269,14 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
     eval.flags = flags;
     eval.seed = Some(result.seed);
     if let Some(t) = &result.timing {
+        let series = |name: &str| -> Vec<f64> {
+            t.samples
+                .get(name)
+                .map(|s| s.iter().map(|x| x.ms).collect())
+                .unwrap_or_default()
+        };
+        eval.candidate_samples_ms = series("candidate");
+        eval.reference_samples_ms = series("reference");
         if let Some(c) = &t.vs_reference {
             let (s, (lo, hi)) = c.speedup();
             eval.speedup_eager = Some(Interval::new(s, lo, hi));
@@ -193,60 +301,28 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
     eval
 }
 
-/// KernelBench-format baselines committed under `<results>/timing/<HARDWARE>/baseline_time_torch.json`
-/// of the head commit, for the GPU the harness ran on. CPU runs have no committed baselines.
-pub struct CommittedBaselines {
-    /// `<repo>/<results root>/timing`.
-    pub timing_dir: PathBuf,
-}
-
-impl super::run::Baselines for CommittedBaselines {
-    fn reference_ms(&self, problem: &str, device: &str) -> Option<f64> {
-        // `cuda:0 (NVIDIA H200)` -> `NVIDIA H200`.
-        let gpu = device.split_once('(')?.1.trim_end_matches(')').trim();
-        let file = self
-            .timing_dir
-            .join(kernelgate_timing::hardware_dir_name(gpu))
-            .join("baseline_time_torch.json");
-        let kb = kernelgate_timing::KbFile::load(&file).ok()?;
-        let (level, name) = problem.split_once('/')?;
-        kb.get(level, &format!("{name}.py"))
-            .map(|e| e.mean)
-            .filter(|m| *m > 0.0)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pr::run::Baselines;
 
     #[test]
-    fn committed_baselines_are_read_for_the_gpu_that_ran() {
-        let dir = tempfile::tempdir().unwrap();
-        let h200 = dir.path().join("NVIDIA_H200");
-        std::fs::create_dir_all(&h200).unwrap();
-        std::fs::write(
-            h200.join("baseline_time_torch.json"),
-            r#"{"level1": {"3_ReLU.py": {"mean": 2.66, "std": 0.02, "min": 2.65, "max": 2.86,
-                "num_trials": 100, "hardware": "NVIDIA H200", "device": "cuda:0"}}}"#,
-        )
-        .unwrap();
-        let b = CommittedBaselines {
-            timing_dir: dir.path().to_path_buf(),
-        };
-        assert_eq!(
-            b.reference_ms("level1/3_ReLU", "cuda:0 (NVIDIA H200)"),
-            Some(2.66)
+    fn hardware_key_of_a_cpu_run_matches_what_the_baseline_command_writes() {
+        let k = hardware_key(
+            "cpu",
+            "2.15.0+cpu",
+            kernelgate_model::Precision::Fp16,
+            std::path::Path::new("/nonexistent/python"),
         );
-        assert_eq!(
-            b.reference_ms("level1/4_GELU", "cuda:0 (NVIDIA H200)"),
-            None
-        );
-        assert_eq!(
-            b.reference_ms("level1/3_ReLU", "cuda:0 (NVIDIA H100 80GB HBM3)"),
-            None
-        );
-        assert_eq!(b.reference_ms("level1/3_ReLU", "cpu"), None);
+        assert_eq!((k.driver.as_str(), k.cuda.as_str()), ("none", "none"));
+        assert_eq!(k.torch, "2.15.0+cpu");
+        assert_eq!(k.precision, kernelgate_model::Precision::Fp16);
+        let model = std::fs::read_to_string("/proc/cpuinfo")
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_else(|| "cpu".into());
+        assert_eq!(k.gpu, model);
     }
 }

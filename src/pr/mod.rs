@@ -5,6 +5,7 @@
 //! pipeline is tested with fakes and wired to the real crates in `adapters`.
 
 pub mod adapters;
+pub mod baselines;
 pub mod changes;
 pub mod context;
 pub mod git;

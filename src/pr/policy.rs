@@ -2,7 +2,9 @@
 //! Configured in `[policy]` of `kernelgate.toml`; documented in `docs/policy.md`.
 
 use kernelgate_model::{Condition, Config, Severity};
-use kernelgate_report::{ComparisonVerdict, KernelRow, OutcomeKind, PolicyInfo, Verdict};
+use kernelgate_report::{
+    BaselineKind, ComparisonVerdict, KernelRow, OutcomeKind, PolicyInfo, Verdict,
+};
 
 use super::layout::directives;
 
@@ -215,6 +217,29 @@ pub fn judge(row: &mut KernelRow, policy: &Policy, acks: &Acks, source: &str) {
                 code::REGRESSION,
                 format!(
                     "{:.1}% slower than the base version (threshold {:.1}%)",
+                    slowdown * 100.0,
+                    policy.regression_threshold * 100.0
+                ),
+                &mut verdict,
+                &mut reasons,
+            );
+        }
+    }
+
+    // Without a live base-vs-head run, main's accepted timing of the kernel stands in for it.
+    if let (None, Some(cmp)) = (&row.vs_base, &row.vs_baseline) {
+        let slowdown = cmp.ratio - 1.0;
+        if cmp.verdict == ComparisonVerdict::Slower
+            && slowdown > policy.regression_threshold
+            && cmp
+                .against
+                .as_ref()
+                .is_some_and(|a| a.kind == BaselineKind::MainKernel)
+        {
+            raise(
+                code::REGRESSION,
+                format!(
+                    "{:.1}% slower than main's accepted timing of this kernel (threshold {:.1}%)",
                     slowdown * 100.0,
                     policy.regression_threshold * 100.0
                 ),

@@ -13,6 +13,7 @@ use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::{mpsc, Mutex};
 
+use super::baselines::{Committed, Live, RunKey};
 use super::changes::KernelStatus;
 use super::plan::{Job, Plan};
 use super::policy::{self, code, Acks, Policy};
@@ -82,6 +83,12 @@ pub struct Evaluation {
     pub vs_base: Option<ComparisonSummary>,
     pub flags: Vec<Flag>,
     pub seed: Option<u64>,
+    /// Hardware key and L2 mode of the run, for committed baselines (`None`: no device reported).
+    pub run_key: Option<RunKey>,
+    /// Event times (ms) of the candidate and the live reference, for comparisons with stored
+    /// samples.
+    pub candidate_samples_ms: Vec<f64>,
+    pub reference_samples_ms: Vec<f64>,
 }
 
 impl Evaluation {
@@ -97,6 +104,9 @@ impl Evaluation {
             vs_base: None,
             flags: Vec::new(),
             seed: None,
+            run_key: None,
+            candidate_samples_ms: Vec::new(),
+            reference_samples_ms: Vec::new(),
         }
     }
 }
@@ -112,20 +122,6 @@ pub trait Linter: Send + Sync {
     fn lint(&self, job: &Job) -> Result<Vec<Finding>, String>;
 }
 
-/// Committed baselines: the reference time recorded on main for this hardware, if any.
-/// `device` is what the harness reported (`cuda:0 (NVIDIA H200)`, `cpu`).
-pub trait Baselines: Send + Sync {
-    fn reference_ms(&self, problem: &str, device: &str) -> Option<f64>;
-}
-
-/// No committed baselines.
-pub struct NoBaselines;
-impl Baselines for NoBaselines {
-    fn reference_ms(&self, _: &str, _: &str) -> Option<f64> {
-        None
-    }
-}
-
 /// Progress lines on stdout, folded into `::group::` blocks inside GitHub Actions.
 pub struct Progress {
     pub actions: bool,
@@ -135,7 +131,8 @@ pub struct Progress {
 pub struct Pipeline<'a> {
     pub linter: &'a dyn Linter,
     pub evaluator: &'a dyn Evaluator,
-    pub baselines: &'a dyn Baselines,
+    /// Timings committed on main (`Committed::default()`: none).
+    pub baselines: &'a Committed,
     pub policy: &'a Policy,
     pub acks: Acks,
     pub devices: Vec<Device>,
@@ -254,6 +251,7 @@ impl Pipeline<'_> {
                     job,
                     self.baselines,
                     invalid.contains(job.problem()),
+                    self.policy.regression_threshold * 100.0,
                 );
                 policy::judge(row, self.policy, &self.acks, &job.source);
                 let details = &row.outcome.details;
@@ -371,8 +369,9 @@ fn apply(
     row: &mut KernelRow,
     eval: Evaluation,
     job: &Job,
-    baselines: &dyn Baselines,
+    baselines: &Committed,
     reference_changed: bool,
+    threshold_pct: f64,
 ) {
     row.outcome = eval.outcome;
     if let Some(seed) = eval.seed {
@@ -408,43 +407,32 @@ fn apply(
                 job.problem()
             ),
         });
-    } else if let (Some(base_ref), Some(time)) = (
-        row.outcome
-            .details
-            .get("device")
-            .and_then(|d| d.as_str())
-            .and_then(|d| baselines.reference_ms(job.problem(), d)),
-        row.time_ms,
-    ) {
-        let ratio = time / base_ref;
-        let verdict = if ratio < 0.98 {
-            ComparisonVerdict::Faster
-        } else if ratio > 1.02 {
-            ComparisonVerdict::Slower
-        } else {
-            ComparisonVerdict::Same
-        };
-        row.vs_baseline = Some(ComparisonSummary {
-            ratio,
-            ci_lo: None,
-            ci_hi: None,
-            verdict,
-            against: None,
-        });
-        if let Some(live) = row.reference_ms {
-            let drift = live / base_ref - 1.0;
-            if drift.abs() > 0.10 {
-                row.flags.push(Flag {
-                    code: code::BASELINE_MISMATCH.into(),
-                    severity: Severity::Warning,
-                    message: format!(
-                        "the reference took {live:.4} ms here but {base_ref:.4} ms in the committed baseline ({:+.0}%): refresh the baseline or check the runner",
-                        drift * 100.0
-                    ),
-                });
-            }
-        }
+        return;
     }
+    let (Some(run), Some(problem_file)) = (&eval.run_key, &job.problem_file) else {
+        return;
+    };
+    let Ok(problem_source) = std::fs::read_to_string(problem_file) else {
+        return;
+    };
+    let problem_sha256 = kernelgate_model::hash::hashes(&problem_source).0;
+    let mut kernel_paths = vec![job.path()];
+    if let Some(from) = job.change.base_path.as_deref().filter(|b| *b != job.path()) {
+        kernel_paths.push(from);
+    }
+    let judged = baselines.judge(
+        &Live {
+            problem: job.problem(),
+            problem_sha256: &problem_sha256,
+            kernel_paths,
+            run,
+            candidate_ms: &eval.candidate_samples_ms,
+            reference_ms: &eval.reference_samples_ms,
+        },
+        threshold_pct,
+    );
+    row.vs_baseline = judged.vs_baseline;
+    row.flags.extend(judged.flags);
 }
 
 /// Line of `class ModelNew`, where runtime failures are annotated.
@@ -663,6 +651,9 @@ mod pipeline_tests {
         }
     }
 
+    static NO_BASELINES: std::sync::LazyLock<Committed> =
+        std::sync::LazyLock::new(Committed::default);
+
     fn pipeline<'a>(
         fake: &'a Fake,
         policy: &'a Policy,
@@ -673,7 +664,7 @@ mod pipeline_tests {
         Pipeline {
             linter: &Lint,
             evaluator: fake,
-            baselines: &NoBaselines,
+            baselines: &NO_BASELINES,
             policy,
             acks: Acks {
                 labels: labels.iter().map(|s| s.to_string()).collect(),
@@ -895,39 +886,126 @@ mod pipeline_tests {
         assert_eq!(*fake.seen_done.lock().unwrap(), vec![0, 1, 2, 3]);
     }
 
-    struct Fixed;
-    impl Baselines for Fixed {
-        fn reference_ms(&self, problem: &str, device: &str) -> Option<f64> {
-            (problem == "level1/3_ReLU" && device == "cuda:0 (NVIDIA H200)").then_some(2.0)
+    /// A problem file on disk and committed baseline files for it under a temp `timing/` dir:
+    /// the reference at 1.0 ms and main's `k/a.py` at 0.5 ms (40 samples each, +-0.2%).
+    fn committed(dir: &std::path::Path, key: &kernelgate_timing::HardwareKey) -> PathBuf {
+        use kernelgate_timing::baseline::{BaselineEntry, BaselineFile, Variant};
+        let problem = dir.join("3_ReLU.py");
+        std::fs::write(&problem, "import torch\nclass Model: pass\n").unwrap();
+        let sha = kernelgate_model::hash::hashes(&std::fs::read_to_string(&problem).unwrap()).0;
+        let entry = |variant, kernel: Option<&str>, ms: f64| {
+            let samples = around(ms);
+            BaselineEntry {
+                problem: "level1/3_ReLU".into(),
+                problem_sha256: sha.clone(),
+                variant,
+                kernel: kernel.map(str::to_string),
+                kernel_sha256: kernel.map(|_| "f".repeat(64)),
+                hardware: key.clone(),
+                l2: "cold".into(),
+                stats: kernelgate_timing::SeriesStats::from_samples(&samples).unwrap(),
+                samples_ms: samples,
+                commit: Some("c0ffee".into()),
+                recorded_at: 0,
+                work: None,
+            }
+        };
+        let hw = dir.join("timing").join("NVIDIA_H200");
+        let mut refs = BaselineFile::default();
+        refs.upsert(entry(Variant::Eager, None, 1.0));
+        refs.save(&hw.join("kernelgate_baselines.json")).unwrap();
+        let mut kernels = BaselineFile::default();
+        kernels.upsert(entry(Variant::Kernel, Some("k/a.py"), 0.5));
+        kernels.save(&hw.join("kernelgate_kernels.json")).unwrap();
+        problem
+    }
+
+    fn around(ms: f64) -> Vec<f64> {
+        (0..40)
+            .map(|i| ms * (1.0 + ((i % 5) as f64 - 2.0) * 0.001))
+            .collect()
+    }
+
+    fn h200() -> kernelgate_timing::HardwareKey {
+        kernelgate_timing::HardwareKey {
+            gpu: "NVIDIA H200".into(),
+            driver: "580.159.04".into(),
+            cuda: "13.0".into(),
+            torch: "2.11.0+cu130".into(),
+            precision: Precision::Fp32,
         }
     }
 
+    fn timed(candidate_ms: f64, reference_ms: f64) -> Evaluation {
+        let mut e = correct(reference_ms / candidate_ms);
+        e.run_key = Some(RunKey {
+            key: h200(),
+            l2: "cold".into(),
+        });
+        e.candidate_samples_ms = around(candidate_ms);
+        e.reference_samples_ms = around(reference_ms);
+        e
+    }
+
     #[test]
-    fn committed_baseline_gives_vs_main_and_checks_the_live_reference() {
-        let mut e = correct(2.0);
-        e.outcome.details = serde_json::json!({"device": "cuda:0 (NVIDIA H200)"});
-        let fake = Fake::new(vec![("k/a.py", e)]);
-        let plan =
-            Plan::from_jobs(changes(), vec![job("k/a.py", KernelStatus::Added, "")]).unwrap();
+    fn main_kernel_timing_gives_vs_baseline_and_a_regression_without_a_base_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let problem = committed(dir.path(), &h200());
+        let baselines = Committed::load_dir(&dir.path().join("timing"));
+        assert!(baselines.errors.is_empty(), "{:?}", baselines.errors);
+        // k/a.py: 12% slower than main's 0.5 ms, never re-run against its base version.
+        let fake = Fake::new(vec![
+            ("k/a.py", timed(0.56, 1.0)),
+            ("k/b.py", timed(0.5, 1.0)),
+        ]);
+        let mut jobs = vec![
+            job("k/a.py", KernelStatus::Modified, ""),
+            job("k/b.py", KernelStatus::Added, ""),
+        ];
+        for j in &mut jobs {
+            j.problem_file = Some(problem.clone());
+        }
+        let plan = Plan::from_jobs(changes(), jobs).unwrap();
         let policy = Policy::default();
         let out = tempfile::tempdir().unwrap();
         let mut p = pipeline(&fake, &policy, &[], vec![Device::Cuda(0)], out.path());
-        p.baselines = &Fixed;
+        p.baselines = &baselines;
         let report = p.run(&plan, Report::new(Default::default())).unwrap();
-        let r = row(&report, "k/a.py");
-        let vs = r.vs_baseline.as_ref().unwrap();
-        // 0.5 ms against a committed reference of 2.0 ms.
+
+        let a = row(&report, "k/a.py");
+        let vs = a.vs_baseline.as_ref().unwrap();
+        assert_eq!(vs.verdict, ComparisonVerdict::Slower, "{vs:?}");
+        assert!((vs.ratio - 1.12).abs() < 1e-9, "{vs:?}");
+        let against = vs.against.as_ref().unwrap();
+        assert_eq!(against.kind, kernelgate_report::BaselineKind::MainKernel);
         assert!(
-            (vs.ratio - 0.25).abs() < 1e-9 && vs.verdict == ComparisonVerdict::Faster,
-            "{vs:?}"
+            against.detail.contains("`k/a.py` on main (commit c0ffee"),
+            "{against:?}"
         );
-        // The live reference took 1.0 ms, half the committed 2.0 ms: stale baseline or odd runner.
+        assert_eq!(a.verdict, Verdict::Fail, "{:?}", a.reasons);
         assert!(
-            r.flags.iter().any(|f| f.code == code::BASELINE_MISMATCH),
+            a.reasons
+                .iter()
+                .any(|r| r.contains("12.0% slower than main")),
             "{:?}",
-            r.flags
+            a.reasons
         );
-        assert_eq!(r.verdict, Verdict::Warn);
+        assert!(
+            a.flags.is_empty(),
+            "fresh baseline, same key: {:?}",
+            a.flags
+        );
+
+        // k/b.py has no accepted timing on main: compared with the stored reference instead.
+        let b = row(&report, "k/b.py");
+        let vs = b.vs_baseline.as_ref().unwrap();
+        assert_eq!(
+            vs.against.as_ref().unwrap().kind,
+            kernelgate_report::BaselineKind::Reference
+        );
+        assert_eq!(vs.verdict, ComparisonVerdict::Faster);
+        assert!((vs.ratio - 0.5).abs() < 1e-9);
+        assert_eq!(b.verdict, Verdict::Pass, "{:?}", b.reasons);
     }
 
     #[test]
