@@ -219,6 +219,59 @@ fn pointer_keyed_static_cache_is_output_aliased() {
     );
 }
 
+/// `kernelgate eval` with timing on (the timed-call checks run), CPU, JSON.
+fn eval_timed(problem: &str, kernel: &str) -> (i32, Value) {
+    let out = cli()
+        .args([
+            "eval",
+            "--problem",
+            &fixture(problem),
+            "--kernel",
+            &fixture(kernel),
+        ])
+        .args(["--device", "cpu", "--format", "json"])
+        .args(["--extensions-dir", &ext_dir()])
+        .output()
+        .expect("run kernelgate");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON from kernelgate eval ({e}); stderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), v)
+}
+
+#[test]
+fn pointer_cache_switched_on_only_while_timed_is_caught_in_the_timing_loop() {
+    // Honest through every correctness trial; the timed calls see refreshed inputs.
+    let (code, v) = eval_timed("problems/relu.py", "kernels/ptr_cache_when_timed.py");
+    assert_eq!(code, 1, "{v:#}");
+    let kind = v["outcome"]["kind"].as_str().unwrap();
+    assert!(
+        kind == "incorrect" || kind == "output_aliased",
+        "{kind}: {v:#}"
+    );
+    let msg = v["outcome"]["message"].as_str().unwrap();
+    assert!(msg.contains("while being timed"), "{msg}");
+}
+
+#[test]
+fn cheating_only_while_timed_is_incorrect() {
+    let (code, v) = eval_timed("problems/relu.py", "kernels/phase_detect.py");
+    assert_kind(&v, code, "incorrect");
+    assert!(
+        v["outcome"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a timed call of candidate"),
+        "{v:#}"
+    );
+    // The same kernel passes every correctness trial: only the timed-call check sees it.
+    let (code, v) = eval("problems/relu.py", "kernels/phase_detect.py");
+    assert_kind(&v, code, "passed");
+}
+
 #[test]
 fn correct_for_two_calls_then_wrong_is_incorrect() {
     let (code, v) = eval("problems/relu.py", "kernels/first_n_correct.py");
@@ -454,4 +507,98 @@ fn seed_42_gives_kernelbench_inputs_on_cpu() {
             .contains("differs from KernelBench"),
         "{v:#}"
     );
+}
+
+// ---- plausibility ---------------------------------------------------------------------------
+
+#[test]
+fn timing_reports_the_problems_work_and_no_floor_on_the_cpu() {
+    let args = [
+        "eval",
+        "--problem",
+        &fixture("problems/relu.py"),
+        "--kernel",
+        &fixture("kernels/python_relu.py"),
+        "--device",
+        "cpu",
+        "--seed",
+        "1",
+    ];
+    let out = cli()
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_kind(&v, out.status.code().unwrap(), "passed");
+    // relu.py: one 16 x 1024 fp32 input read, one output of the same shape written.
+    assert_eq!(v["work"]["input_bytes"], 16 * 1024 * 4, "{:#}", v["work"]);
+    assert_eq!(v["work"]["output_bytes"], 16 * 1024 * 4, "{:#}", v["work"]);
+    // CPU jobs skip the FLOP count (it would import torch._dynamo for a floor never computed).
+    assert!(v["work"]["flops"].is_null(), "{:#}", v["work"]);
+    assert!(v["floor_ms"].is_null(), "{v:#}");
+    assert!(v["timing"]["floor"].is_null(), "{:#}", v["timing"]);
+    assert!(!has_finding(&v, "timing/below-physical-floor"), "{v:#}");
+
+    let out = cli().args(args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("floor none: the CPU has no datasheet bandwidth (65536 B in, 65536 B out, FLOPs not counted)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn correctness_only_runs_count_no_work() {
+    let (code, v) = eval("problems/relu.py", "kernels/python_relu.py");
+    assert_kind(&v, code, "passed");
+    assert!(v["work"].is_null(), "{v:#}");
+    assert!(!v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["name"] == "work"));
+}
+
+#[test]
+fn excessive_speedup_is_a_warning_in_eval() {
+    let out = cli()
+        .args([
+            "eval",
+            "--problem",
+            &fixture("problems/slow_relu.py"),
+            "--kernel",
+            &fixture("kernels/python_relu.py"),
+        ])
+        .args(["--device", "cpu", "--seed", "1", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // A warning: the run still passes (exit 0); `kernelgate pr` leaves the flag to its policy.
+    assert_kind(&v, out.status.code().unwrap(), "passed");
+    let f = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "timing/excessive-speedup")
+        .unwrap_or_else(|| panic!("no excessive-speedup finding: {v:#}"));
+    assert_eq!(f["severity"], "warning");
+    assert!(
+        f["message"].as_str().unwrap().contains("exceeds 10x"),
+        "{f:#}"
+    );
+    // The honest relu against the plain relu problem is not flagged.
+    let out = cli()
+        .args([
+            "eval",
+            "--problem",
+            &fixture("problems/relu.py"),
+            "--kernel",
+            &fixture("kernels/python_relu.py"),
+        ])
+        .args(["--device", "cpu", "--seed", "1", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!has_finding(&v, "timing/excessive-speedup"), "{v:#}");
 }
