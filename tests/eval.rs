@@ -219,6 +219,59 @@ fn pointer_keyed_static_cache_is_output_aliased() {
     );
 }
 
+/// `kernelgate eval` with timing on (the timed-call checks run), CPU, JSON.
+fn eval_timed(problem: &str, kernel: &str) -> (i32, Value) {
+    let out = cli()
+        .args([
+            "eval",
+            "--problem",
+            &fixture(problem),
+            "--kernel",
+            &fixture(kernel),
+        ])
+        .args(["--device", "cpu", "--format", "json"])
+        .args(["--extensions-dir", &ext_dir()])
+        .output()
+        .expect("run kernelgate");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON from kernelgate eval ({e}); stderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), v)
+}
+
+#[test]
+fn pointer_cache_switched_on_only_while_timed_is_caught_in_the_timing_loop() {
+    // Honest through every correctness trial; the timed calls see refreshed inputs.
+    let (code, v) = eval_timed("problems/relu.py", "kernels/ptr_cache_when_timed.py");
+    assert_eq!(code, 1, "{v:#}");
+    let kind = v["outcome"]["kind"].as_str().unwrap();
+    assert!(
+        kind == "incorrect" || kind == "output_aliased",
+        "{kind}: {v:#}"
+    );
+    let msg = v["outcome"]["message"].as_str().unwrap();
+    assert!(msg.contains("while being timed"), "{msg}");
+}
+
+#[test]
+fn cheating_only_while_timed_is_incorrect() {
+    let (code, v) = eval_timed("problems/relu.py", "kernels/phase_detect.py");
+    assert_kind(&v, code, "incorrect");
+    assert!(
+        v["outcome"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a timed call of candidate"),
+        "{v:#}"
+    );
+    // The same kernel passes every correctness trial: only the timed-call check sees it.
+    let (code, v) = eval("problems/relu.py", "kernels/phase_detect.py");
+    assert_kind(&v, code, "passed");
+}
+
 #[test]
 fn correct_for_two_calls_then_wrong_is_incorrect() {
     let (code, v) = eval("problems/relu.py", "kernels/first_n_correct.py");

@@ -6,7 +6,9 @@ set, in a fresh random order (A B / B A ...), the input set rotating from round 
 stops when the 95% confidence interval of the median of every series is within
 `cfg["ci_target_pct"]` percent (half-width), or the budget runs out, always between
 `min_samples` and `max_samples`. A random share of timed outputs is re-verified (`verify` raises
-on a wrong one), at least one per series. The clock is the Rust `Timer` (driver events), so
+on a wrong one), at least one per series. Before a call picked for verification, `refresh(i)`
+(when given) refills input set `i` with fresh values in place, outside the timed region, so a
+result cached by pointer, `id()` or shape from an earlier call is caught as wrong. The clock is the Rust `Timer` (driver events), so
 nothing a candidate patches in Python changes what is measured.
 
 `baseline(job_json)` times a problem's reference (eager, or `torch.compile`d) for
@@ -100,7 +102,7 @@ def make_timer(cfg):
     return kernelgate_harness.Timer("cpu", cfg.get("l2", "cold"))
 
 
-def measure(callables, n_input_sets, timer, cfg, verify=None):
+def measure(callables, n_input_sets, timer, cfg, verify=None, refresh=None):
     """Times every callable; returns {name: [{"ms", "trailing_sync_ms", "wall_ms", "input_set"}]}."""
     if not callables:
         raise ValueError("measure() needs at least one callable")
@@ -141,11 +143,15 @@ def measure(callables, n_input_sets, timer, cfg, verify=None):
             order = names[:]
             rng.shuffle(order)
             for name in order:
+                # Decided before the call: the candidate cannot tell a checked call from another.
+                check = verify is not None and rng.random() < verify_share
+                if check and refresh is not None:
+                    refresh(i)
                 ms, trailing, wall, out = timed(name, i)
                 samples[name].append(
                     {"ms": ms, "trailing_sync_ms": trailing, "wall_ms": wall, "input_set": i}
                 )
-                if verify is not None and rng.random() < verify_share:
+                if check:
                     verify(name, i, out)
                     verified[name] += 1
                 del out
@@ -162,6 +168,8 @@ def measure(callables, n_input_sets, timer, cfg, verify=None):
             for name in names:
                 if verified[name] == 0:
                     i = rng.randrange(n_input_sets)
+                    if refresh is not None:
+                        refresh(i)
                     _, _, _, out = timed(name, i)
                     verify(name, i, out)
     finally:

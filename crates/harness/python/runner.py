@@ -23,6 +23,7 @@ _listdir = os.listdir
 _format_exc = traceback.format_exc
 _isinstance = isinstance
 _type = type
+_urandom = os.urandom
 
 TAIL = 4000
 
@@ -151,6 +152,8 @@ class Runner:
             else:
                 raw = get_inputs()
             return [process(x) for x in raw]
+
+        self.gen_inputs = gen_inputs
 
         with torch.no_grad():
             self.set_seed(seed)
@@ -777,28 +780,47 @@ class Runner:
         if base is not None:
             callables["base"] = caller(base)
 
+        def refresh(i):
+            # New values in the same buffers: a cache keyed by pointer, id() or shape now returns
+            # a stale result, and the check below sees it.
+            s = int.from_bytes(_urandom(4), "little")
+            fresh = self.gen_inputs(s)
+            for old, new in zip(sets[i], fresh):
+                if _isinstance(old, T.Tensor) and _isinstance(new, T.Tensor) and old.shape == new.shape and old.dtype == new.dtype:
+                    old.copy_(new)
+            del fresh
+            refs[i] = self.reference(ref_model, sets[i], s)
+
+        # Outputs of checked calls stay referenced, so the allocator cannot hand their memory out
+        # again: a later output in the same memory was kept and returned by the candidate.
+        kept = {name: {} for name in callables}
+
         def verify(name, i, out):
             if name == "reference":
                 return
             outs = self.as_list(out)
-            bad = self.structural(outs, refs[i], sets[i], [], i) or (
+            earlier = [t for j, ts in kept[name].items() for t in ts]
+            bad = self.structural(outs, refs[i], sets[i], earlier, i) or (
                 None if not self.mismatch(outs, refs[i]) else {"kind": "incorrect"}
             )
             if bad:
+                aliased = bad.get("kind") == "output_aliased"
                 raise _Stop(
                     {
-                        "kind": "incorrect",
-                        "message": f"a timed call of {name} on input set {i} returned a wrong result: the kernel "
-                        "behaves differently while being timed",
+                        "kind": "output_aliased" if aliased else "incorrect",
+                        "message": f"a timed call of {name} on input set {i} returned "
+                        + ("memory it returned from an earlier timed call (a cached result)" if aliased else "a wrong result")
+                        + ": the kernel behaves differently while being timed",
                         "trials": [],
                         "phase": "timing",
                     }
                 )
+            kept[name][i] = [o for o in outs if _isinstance(o, T.Tensor)]
 
         cfg = dict(self.job["timing"])
         cfg["device"] = "cuda" if self.dev.type == "cuda" else "cpu"
         try:
-            samples = self.kg_timing.measure(callables, n_sets, self.timer, cfg, verify)
+            samples = self.kg_timing.measure(callables, n_sets, self.timer, cfg, verify, refresh)
         except _Stop:
             raise
         except BaseException as e:
