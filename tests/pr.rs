@@ -571,3 +571,197 @@ fn publishes_a_check_run_opened_at_the_start_and_completed_at_the_end() {
         .unwrap()
         .contains("verdict=fail\n"));
 }
+
+/// Both keyed baseline files under `results/timing/<this CPU>/`.
+fn keyed_files(repo: &Path) -> (PathBuf, PathBuf) {
+    let timing = repo.join("results/timing");
+    let dirs: Vec<PathBuf> = std::fs::read_dir(&timing)
+        .unwrap_or_else(|e| panic!("{}: {e}", timing.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "one hardware folder: {dirs:?}");
+    (
+        dirs[0].join("kernelgate_baselines.json"),
+        dirs[0].join("kernelgate_kernels.json"),
+    )
+}
+
+fn edit_entries(path: &Path, edit: impl Fn(&mut Value)) {
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for e in v["entries"].as_array_mut().unwrap() {
+        edit(e);
+    }
+    std::fs::write(path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+/// `report.json` and `comment.md` of `kernelgate pr` on the CPU.
+fn pr_report(repo: &Path, base: &str, head: &str) -> (Value, String) {
+    let out = tempfile::tempdir().unwrap();
+    let run = kernelgate(
+        repo,
+        &[
+            "pr",
+            "--base",
+            base,
+            "--head",
+            head,
+            "--device",
+            "cpu",
+            "--out",
+            out.path().to_str().unwrap(),
+            "--ack-label",
+            "kernelgate:ack-speedup",
+        ],
+        &[],
+    );
+    assert!(matches!(run.status.code(), Some(0 | 1)), "{}", text(&run));
+    let report =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap())
+            .unwrap();
+    let comment = std::fs::read_to_string(out.path().join("comment.md")).unwrap();
+    (report, comment)
+}
+
+fn baseline_flags(r: &Value) -> Vec<String> {
+    r["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "baseline_mismatch")
+        .map(|f| f["message"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `kernelgate baseline --kernels` on main records the references and the accepted kernels;
+/// `kernelgate pr` then compares each changed kernel with main's timing of it (read from the
+/// base commit), and refuses when the key or the problem's hash differ.
+#[test]
+fn keyed_baselines_from_main_give_vs_main_and_refuse_other_keys_and_changed_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q"]);
+    for p in ["3_ReLU.py", "5_Sigmoid.py"] {
+        write(d, &format!("KernelBench/level1/{p}"), &small_problem(p));
+    }
+    write(d, "kernelgate.toml", CONFIG);
+    write(d, "kernels/level1/3_ReLU/cpp.py", &kernel("relu", 6));
+    write(d, "kernels/level1/5_Sigmoid/cpp.py", &kernel("sigmoid", 1));
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "kernels"]);
+
+    // The refresh step of the workflow on main.
+    let b = kernelgate(d, &["baseline", "--kernels", "--device", "cpu"], &[]);
+    assert_eq!(b.status.code(), Some(0), "{}", text(&b));
+    let (refs, kernels) = keyed_files(d);
+    let k: Value = serde_json::from_str(&std::fs::read_to_string(&kernels).unwrap()).unwrap();
+    let mut paths: Vec<&str> = k["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kernel"].as_str().unwrap())
+        .collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            "kernels/level1/3_ReLU/cpp.py",
+            "kernels/level1/5_Sigmoid/cpp.py"
+        ]
+    );
+    assert!(refs.is_file());
+    git(d, &["add", "results"]);
+    git(d, &["commit", "-q", "-m", "Refresh timing baselines"]);
+    let base = git(d, &["rev-parse", "HEAD"]);
+
+    git(d, &["checkout", "-q", "-b", "feature"]);
+    write(d, "kernels/level1/3_ReLU/cpp.py", &kernel("relu", 1));
+    write(d, "kernels/level1/5_Sigmoid/cpp.py", &kernel("sigmoid", 6));
+    // The pull request also "improves" main's recorded timing of the sigmoid: never read.
+    edit_entries(&kernels, |e| {
+        for s in e["samples_ms"].as_array_mut().unwrap() {
+            *s = Value::from(s.as_f64().unwrap() * 100.0);
+        }
+        e["stats"]["median"] = Value::from(e["stats"]["median"].as_f64().unwrap() * 100.0);
+    });
+    git(d, &["commit", "-q", "-am", "head"]);
+    let head = git(d, &["rev-parse", "HEAD"]);
+
+    let (report, comment) = pr_report(d, &base, &head);
+    assert!(comment.contains("vs main's kernel"), "{comment}");
+    for (path, want, ratio_ok) in [
+        (
+            "kernels/level1/3_ReLU/cpp.py",
+            "faster",
+            (|r: f64| r < 0.6) as fn(f64) -> bool,
+        ),
+        ("kernels/level1/5_Sigmoid/cpp.py", "slower", |r: f64| {
+            r > 1.5
+        }),
+    ] {
+        let r = row(&report, path);
+        let vs = &r["vs_baseline"];
+        assert_eq!(vs["against"]["kind"], "main_kernel", "{path}: {r:#}");
+        assert!(
+            vs["against"]["detail"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("`{path}` on main")),
+            "{vs:#}"
+        );
+        let ratio = vs["ratio"].as_f64().unwrap();
+        assert!(ratio_ok(ratio), "{path}: six passes vs one: {vs:#}");
+        // A busy machine may have drifted since the baseline run: then the live reference is
+        // flagged stale and the comparison says invalid instead of deciding anything.
+        let flags = baseline_flags(r);
+        if flags.is_empty() {
+            assert_eq!(vs["verdict"], want, "{path}: {vs:#}");
+        } else {
+            assert!(
+                flags.iter().all(|f| f.contains("live reference")),
+                "{flags:?}"
+            );
+            assert_eq!(vs["verdict"], "invalid", "{path}: {vs:#}");
+        }
+    }
+
+    // main moves on: the runner's torch was upgraded for the ReLU entries and the sigmoid
+    // problem was edited after its baselines were recorded.
+    git(d, &["checkout", "-q", "main"]);
+    for f in [&refs, &kernels] {
+        edit_entries(f, |e| {
+            if e["problem"] == "level1/3_ReLU" {
+                e["hardware"]["torch"] = Value::from("0.0.1");
+            } else {
+                e["problem_sha256"] = Value::from("0".repeat(64));
+            }
+        });
+    }
+    git(d, &["commit", "-q", "-am", "older baselines"]);
+    let base2 = git(d, &["rev-parse", "HEAD"]);
+    let (report, _) = pr_report(d, &base2, &head);
+
+    let relu = row(&report, "kernels/level1/3_ReLU/cpp.py");
+    assert_eq!(relu["vs_baseline"]["verdict"], "invalid", "{relu:#}");
+    assert_eq!(relu["vs_baseline"]["ratio"], Value::Null);
+    let flags = baseline_flags(relu);
+    assert_eq!(flags.len(), 1, "{flags:?}");
+    assert!(
+        flags[0].contains("torch `0.0.1` vs")
+            && flags[0].contains("refusing to compare")
+            && flags[0].contains("kernelgate baseline --kernels --problem level1/3_ReLU"),
+        "{}",
+        flags[0]
+    );
+    assert_eq!(relu["verdict"], "warn", "{}", reasons(relu));
+
+    let sigmoid = row(&report, "kernels/level1/5_Sigmoid/cpp.py");
+    assert_eq!(sigmoid["vs_baseline"]["verdict"], "invalid", "{sigmoid:#}");
+    let flags = baseline_flags(sigmoid);
+    assert_eq!(flags.len(), 1, "{flags:?}");
+    assert!(
+        flags[0].contains("another version of the problem")
+            && flags[0].contains("000000000000 then"),
+        "{}",
+        flags[0]
+    );
+}

@@ -388,6 +388,15 @@ fn time_kernels(
     }
     let path = dir.join(KERNELS_FILE);
     let mut file = BaselineFile::load_or_default(&path)?;
+    // One torch extensions folder for every kernel of the run (kernels sharing a source compile
+    // once); TORCH_EXTENSIONS_DIR, torch's own variable, keeps them across runs.
+    let scratch = tempfile::Builder::new()
+        .prefix("kernelgate-ext-")
+        .tempdir()?;
+    let extensions = std::env::var_os("TORCH_EXTENSIONS_DIR")
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| scratch.path().to_path_buf());
     let mut failed = 0;
     let mut wrote = false;
     for k in kernels.iter().filter(|k| k.precision == key.precision) {
@@ -411,6 +420,7 @@ fn time_kernels(
         spec.compile_timeout = Duration::from_secs(cfg.harness.compile_timeout_s);
         spec.run_timeout = Duration::from_secs(cfg.harness.run_timeout_s);
         spec.memory_limit_mb = cfg.harness.memory_limit_mb;
+        spec.extensions_dir = Some(extensions.clone());
         if !key.cuda.is_empty() && key.cuda != "none" {
             spec.device = Device::Cuda;
         } else {
