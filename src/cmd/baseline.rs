@@ -427,6 +427,18 @@ fn time_kernels(
             spec.device = Device::Cpu;
         }
         let r = kernelgate_eval::run_job(&spec);
+        // CPU-only C++ kernels run on the CPU even on a GPU runner: record them under the key
+        // of where they ran, as `kernelgate pr` looks them up.
+        let kernel_key = match (r.device.as_deref(), r.torch.as_deref()) {
+            (Some("cpu"), Some(torch)) if key.cuda != "none" => {
+                let python = spec
+                    .python
+                    .clone()
+                    .unwrap_or_else(|| kernelgate_eval::find_python(Path::new(".")));
+                kernelgate::pr::adapters::hardware_key("cpu", torch, k.precision, &python)
+            }
+            _ => key.clone(),
+        };
         let samples = r.timing.as_ref().and_then(|t| t.samples.get("candidate"));
         let ms: Vec<f64> = samples
             .map(|s| s.iter().map(|x| x.ms).collect())
@@ -460,7 +472,7 @@ fn time_kernels(
             variant: Variant::Kernel,
             kernel: Some(k.path.display().to_string()),
             kernel_sha256: Some(kernelgate_model::hash::hashes(&source).0),
-            hardware: key.clone(),
+            hardware: kernel_key,
             l2: l2.to_string(),
             stats,
             samples_ms: ms,

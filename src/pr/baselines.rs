@@ -208,7 +208,7 @@ impl Committed {
             l2: &live.run.l2,
         };
         let mut stale = false;
-        let vs_reference = match self.references.lookup(&q) {
+        let vs_reference = match same_device(self.references.lookup(&q), key) {
             Lookup::Match(e) => {
                 if let Ok(Staleness::Stale { message, .. }) =
                     stale_check(live.reference_ms, e, threshold_pct)
@@ -258,7 +258,7 @@ impl Committed {
                 kernel: Some(path),
                 ..q
             };
-            match self.kernels.lookup(&q) {
+            match same_device(self.kernels.lookup(&q), key) {
                 Lookup::Missing => continue,
                 Lookup::Match(e) => {
                     let source = BaselineSource {
@@ -323,6 +323,16 @@ impl Committed {
         compare_with_kb(live.candidate_ms, kb, threshold_pct)
             .ok()
             .map(|v| summary(v, *stale, source))
+    }
+}
+
+/// Entries of another device are another runner's baselines, not stale ones of this runner
+/// (a CPU-only kernel on a GPU runner, a repository timed on several GPU types): no comparison
+/// and no flag. Other versions on the same device are refused with a flag.
+fn same_device<'a>(found: Lookup<'a>, key: &HardwareKey) -> Lookup<'a> {
+    match found {
+        Lookup::KeyMismatch { entry, .. } if entry.hardware.gpu != key.gpu => Lookup::Missing,
+        other => other,
     }
 }
 
@@ -621,6 +631,21 @@ mod tests {
                 assert!(f.message.contains("--precision bf16"), "{}", f.message);
             }
         }
+    }
+
+    #[test]
+    fn another_device_is_another_runner_not_a_mismatch() {
+        let (_d, c) = loaded(key());
+        let cpu = run_key(HardwareKey {
+            gpu: "AMD EPYC 7B13 64-Core Processor".into(),
+            driver: "none".into(),
+            cuda: "none".into(),
+            ..key()
+        });
+        assert_eq!(
+            judge(&c, &cpu, SHA, &around(0.5, 40), &around(1.0, 40)),
+            Judged::default()
+        );
     }
 
     #[test]
