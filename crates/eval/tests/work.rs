@@ -58,3 +58,20 @@ fn cpu_jobs_count_bytes_but_no_flops_by_default() {
     assert_eq!(w.input_bytes, (32 * 64 + 64 * 16) * 4);
     assert_eq!(w.flops, None);
 }
+
+#[test]
+fn flops_of_layers_and_tuple_outputs() {
+    let mut s = spec(
+        "problems/small_linear_conv.py",
+        "kernels/python_linear_conv.py",
+    );
+    s.count_flops = Some(true);
+    let r = run_job(&s);
+    assert!(r.passed(), "{:?}\n{}", r.outcome, r.stderr_tail);
+    let w = r.work.expect("work reported");
+    // Inputs 32 x 64 and 2 x 3 x 16 x 16; outputs 32 x 16 and 2 x 8 x 14 x 14 (fp32).
+    assert_eq!(w.input_bytes, (32 * 64 + 2 * 3 * 16 * 16) * 4);
+    assert_eq!(w.output_bytes, (32 * 16 + 2 * 8 * 14 * 14) * 4);
+    // Linear: 2 * 32 * 64 * 16; conv: 2 * (2 * 8 * 14 * 14 outputs) * (3 * 3 * 3 taps); ReLU: 0.
+    assert_eq!(w.flops, Some(2 * 32 * 64 * 16 + 2 * (2 * 8 * 14 * 14) * 27));
+}
