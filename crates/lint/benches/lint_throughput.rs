@@ -68,6 +68,41 @@ fn main() {
     };
     row("lint_file (everything)", &files, mb, &full);
     row("Python parse + Python rules", &files, mb, &python_only);
+    // Phases of the embedded C++/CUDA part, on sources extracted once up front.
+    let extracted: Vec<Vec<kernelgate_lint::embedded::EmbeddedSource>> = files
+        .iter()
+        .map(|f| match ruff_python_parser::parse_module(f) {
+            Ok(p) => kernelgate_lint::embedded::extract(p.syntax(), f),
+            Err(_) => Vec::new(),
+        })
+        .collect();
+    let cpp_bytes: usize = extracted.iter().flatten().map(|e| e.text.len()).sum();
+    println!(
+        "(embedded C++/CUDA: {:.2} MB in {} sources)",
+        cpp_bytes as f64 / 1e6,
+        extracted.iter().flatten().count()
+    );
+    let extract = |_i: usize, f: &String| match ruff_python_parser::parse_module(f) {
+        Ok(p) => kernelgate_lint::embedded::extract(p.syntax(), f).len(),
+        Err(_) => 0,
+    };
+    let ts_parse = |i: usize, _f: &String| {
+        extracted[i]
+            .iter()
+            .filter_map(|e| kernelgate_lint::cpp::parse(&e.text))
+            .count()
+    };
+    let cpp_rules = |i: usize, f: &String| {
+        let path = format!("bench/{i}.py");
+        let ctx = Context::new(&path, f, Precision::Fp32, None);
+        extracted[i]
+            .iter()
+            .map(|e| kernelgate_lint::cpp::check(e, &ctx).len())
+            .sum()
+    };
+    row("ruff parse + embedded extract", &files, mb, &extract);
+    row("tree-sitter parse (extracted)", &files, mb, &ts_parse);
+    row("C++ rules incl. parse (extr.)", &files, mb, &cpp_rules);
 }
 
 fn row(name: &str, files: &[String], mb: f64, f: &dyn Fn(usize, &String) -> usize) {

@@ -13,11 +13,73 @@ use names::*;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
-use tree_sitter::{Node, Parser, Tree};
+use tree_sitter::{Node, Parser, Tree, TreeCursor};
 
 thread_local! {
     // One parser per thread: creating one costs more than parsing a small kernel.
     static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
+}
+
+/// Field names the rules ask for, in the order of [`Tables::fields`].
+const FIELDS: [&str; 15] = [
+    "argument",
+    "arguments",
+    "body",
+    "declarator",
+    "field",
+    "function",
+    "left",
+    "name",
+    "parameters",
+    "path",
+    "right",
+    "scope",
+    "type",
+    "value",
+    "operator",
+];
+
+/// Node kind names by kind id and field ids by name, looked up once: `Node::kind` measures and
+/// UTF-8-checks a C string on every call and `child_by_field_name` compares the name against
+/// every field of the grammar, which together cost more than the rules themselves.
+struct Tables {
+    kinds: Vec<&'static str>,
+    fields: [u16; FIELDS.len()],
+}
+
+static TABLES: std::sync::LazyLock<Tables> = std::sync::LazyLock::new(|| {
+    let lang: tree_sitter::Language = tree_sitter_cuda::LANGUAGE.into();
+    let kinds = (0..lang.node_kind_count() as u16)
+        .map(|id| lang.node_kind_for_id(id).unwrap_or(""))
+        .collect();
+    let fields = FIELDS.map(|f| lang.field_id_for_name(f).map_or(0, |id| id.get()));
+    Tables { kinds, fields }
+});
+
+/// Fast `kind()` and `child_by_field_name()` through [`TABLES`].
+trait NodeExt<'t> {
+    fn kind_fast(&self) -> &'static str;
+    fn field(&self, name: &str) -> Option<Node<'t>>;
+}
+
+impl<'t> NodeExt<'t> for Node<'t> {
+    #[inline]
+    fn kind_fast(&self) -> &'static str {
+        TABLES
+            .kinds
+            .get(self.kind_id() as usize)
+            .copied()
+            .unwrap_or("")
+    }
+
+    #[inline]
+    fn field(&self, name: &str) -> Option<Node<'t>> {
+        match FIELDS.iter().position(|f| *f == name) {
+            Some(i) if TABLES.fields[i] != 0 => self.child_by_field_id(TABLES.fields[i]),
+            // A name outside the table: the slow path, still correct.
+            _ => self.child_by_field_name(name),
+        }
+    }
 }
 
 /// Parses C++/CUDA text with tree-sitter-cuda (the C++ grammar does not know `<<<...>>>`).
@@ -145,6 +207,8 @@ struct Analyzer<'t> {
     using_torch: bool,
     pybind_exports: Vec<String>,
     unqualified_ops: Vec<(String, Range<usize>)>,
+    /// Spare tree cursors: `Node::walk` allocates, and the walk needs one per level.
+    cursors: Vec<TreeCursor<'t>>,
 }
 
 const METADATA_METHODS: [&str; 20] = [
@@ -183,6 +247,18 @@ impl<'t> Analyzer<'t> {
             using_torch: false,
             pybind_exports: Vec::new(),
             unqualified_ops: Vec::new(),
+            cursors: Vec::new(),
+        }
+    }
+
+    /// A cursor from the spare ones (give it back with `self.cursors.push`).
+    fn cursor(&mut self, node: Node<'t>) -> TreeCursor<'t> {
+        match self.cursors.pop() {
+            Some(mut c) => {
+                c.reset(node);
+                c
+            }
+            None => node.walk(),
         }
     }
 
@@ -198,7 +274,7 @@ impl<'t> Analyzer<'t> {
     }
 
     fn visit(&mut self, node: Node<'t>) {
-        match node.kind() {
+        match node.kind_fast() {
             "comment"
             | "string_literal"
             | "raw_string_literal"
@@ -219,11 +295,8 @@ impl<'t> Analyzer<'t> {
             "call_expression" => self.call(node),
             "declaration" => self.declaration(node),
             "assignment_expression" => {
-                if let (Some(l), Some(r)) = (
-                    node.child_by_field_name("left"),
-                    node.child_by_field_name("right"),
-                ) {
-                    if l.kind() == "identifier" {
+                if let (Some(l), Some(r)) = (node.field("left"), node.field("right")) {
+                    if l.kind_fast() == "identifier" {
                         self.state.inits.insert(self.t(l).to_string(), r);
                     } else {
                         self.record_write(l);
@@ -231,8 +304,8 @@ impl<'t> Analyzer<'t> {
                 }
             }
             "update_expression" => {
-                if let Some(a) = node.child_by_field_name("argument") {
-                    if a.kind() != "identifier" {
+                if let Some(a) = node.field("argument") {
+                    if a.kind_fast() != "identifier" {
                         self.record_write(a);
                     }
                 }
@@ -246,16 +319,17 @@ impl<'t> Analyzer<'t> {
             }
             _ => {}
         }
-        let mut c = node.walk();
+        let mut c = self.cursor(node);
         for child in node.children(&mut c) {
             self.visit(child);
         }
+        self.cursors.push(c);
     }
 
     fn visit_template_args(&mut self, node: Node<'t>) {
-        let mut c = node.walk();
+        let mut c = self.cursor(node);
         for child in node.children(&mut c) {
-            match child.kind() {
+            match child.kind_fast() {
                 "template_argument_list" => self.visit(child),
                 "qualified_identifier"
                 | "template_type"
@@ -264,11 +338,12 @@ impl<'t> Analyzer<'t> {
                 _ => {}
             }
         }
+        self.cursors.push(c);
     }
 
     /// The name of a callee or type without template arguments: `at::cuda::getStreamFromPool`.
     fn qualname(&self, n: Node<'t>) -> Option<String> {
-        match n.kind() {
+        match n.kind_fast() {
             "identifier"
             | "type_identifier"
             | "field_identifier"
@@ -276,10 +351,10 @@ impl<'t> Analyzer<'t> {
             | "primitive_type" => Some(self.t(n).to_string()),
             "qualified_identifier" => {
                 let scope = n
-                    .child_by_field_name("scope")
+                    .field("scope")
                     .and_then(|s| self.qualname(s))
                     .unwrap_or_default();
-                let name = self.qualname(n.child_by_field_name("name")?)?;
+                let name = self.qualname(n.field("name")?)?;
                 Some(if scope.is_empty() {
                     format!("::{name}")
                 } else {
@@ -287,7 +362,7 @@ impl<'t> Analyzer<'t> {
                 })
             }
             "template_function" | "template_type" | "template_method" => {
-                self.qualname(n.child_by_field_name("name")?)
+                self.qualname(n.field("name")?)
             }
             _ => None,
         }
@@ -296,7 +371,7 @@ impl<'t> Analyzer<'t> {
     fn name(&mut self, node: Node<'t>, kind: NameKind) {
         // Plain names are slices of the text; only qualified names are assembled.
         let owned;
-        let q: &str = if node.kind() == "qualified_identifier" {
+        let q: &str = if node.kind_fast() == "qualified_identifier" {
             let Some(x) = self.qualname(node) else { return };
             owned = x;
             &owned
@@ -306,7 +381,7 @@ impl<'t> Analyzer<'t> {
         if let Some((code, msg)) = classify(q, kind) {
             self.flag(code, node.byte_range(), msg);
         }
-        if node.kind() == "identifier" {
+        if node.kind_fast() == "identifier" {
             if self.macros.contains_key(q) {
                 self.macro_use(node, q);
             }
@@ -320,18 +395,18 @@ impl<'t> Analyzer<'t> {
     /// write it?
     fn empty_use(&mut self, node: Node<'t>, name: &str) {
         let parent = node.parent();
-        let pk = parent.map(|p| p.kind()).unwrap_or("");
+        let pk = parent.map(|p| p.kind_fast()).unwrap_or("");
         let mut written = true;
         let mut returned = false;
         if pk == "return_statement" {
             written = false;
             returned = true;
         } else if pk == "init_declarator"
-            && parent.and_then(|p| p.child_by_field_name("declarator")) == Some(node)
+            && parent.and_then(|p| p.field("declarator")) == Some(node)
         {
             written = false;
         } else if pk == "field_expression" {
-            let field = parent.and_then(|p| p.child_by_field_name("field"));
+            let field = parent.and_then(|p| p.field("field"));
             let m = field.and_then(|f| self.qualname(f)).unwrap_or_default();
             if METADATA_METHODS.contains(&m.as_str()) {
                 written = false;
@@ -342,14 +417,14 @@ impl<'t> Analyzer<'t> {
             let mut in_return = false;
             let mut in_launch_or_call = false;
             while let Some(x) = p {
-                match x.kind() {
+                match x.kind_fast() {
                     "return_statement" => {
                         in_return = true;
                         break;
                     }
                     "call_expression" => {
                         let f = x
-                            .child_by_field_name("function")
+                            .field("function")
                             .and_then(|f| self.qualname(f))
                             .unwrap_or_default();
                         if !f.ends_with("make_tuple")
@@ -381,7 +456,7 @@ impl<'t> Analyzer<'t> {
         let m = &self.macros[name];
         // For a function-like macro take the argument list that follows.
         let span = match (&m.params, node.parent()) {
-            (Some(_), Some(p)) if p.kind() == "call_expression" => p.byte_range(),
+            (Some(_), Some(p)) if p.kind_fast() == "call_expression" => p.byte_range(),
             _ => node.byte_range(),
         };
         let toks: Vec<_> = tokenize(&self.text[span.clone()])
@@ -424,7 +499,7 @@ impl<'t> Analyzer<'t> {
     }
 
     fn include(&mut self, node: Node<'t>) {
-        let Some(path) = node.child_by_field_name("path") else {
+        let Some(path) = node.field("path") else {
             return;
         };
         let p = self.t(path).trim_matches(['<', '>', '"']);
@@ -450,19 +525,19 @@ impl<'t> Analyzer<'t> {
     }
 
     fn define(&mut self, node: Node<'t>) {
-        let Some(name) = node.child_by_field_name("name") else {
+        let Some(name) = node.field("name") else {
             return;
         };
         let name = self.t(name).to_string();
-        let params = node.child_by_field_name("parameters").map(|p| {
+        let params = node.field("parameters").map(|p| {
             let mut c = p.walk();
             p.named_children(&mut c)
-                .filter(|x| x.kind() == "identifier")
+                .filter(|x| x.kind_fast() == "identifier")
                 .map(|x| self.t(x).to_string())
                 .collect::<Vec<_>>()
         });
         let (body, body_at) = node
-            .child_by_field_name("value")
+            .field("value")
             .map_or((String::new(), node.end_byte()), |v| {
                 (self.t(v).to_string(), v.start_byte())
             });
@@ -524,54 +599,50 @@ impl<'t> Analyzer<'t> {
     fn function(&mut self, node: Node<'t>) {
         let mut kind = FuncKind::Host;
         let (mut device, mut host) = (false, false);
-        let mut c = node.walk();
+        let mut c = self.cursor(node);
         for ch in node.children(&mut c) {
-            match ch.kind() {
+            match ch.kind_fast() {
                 "__global__" => kind = FuncKind::Global,
                 "__device__" => device = true,
                 "__host__" => host = true,
                 _ => {}
             }
         }
+        self.cursors.push(c);
         if kind == FuncKind::Host && device && !host {
             kind = FuncKind::Device;
         }
         // Find the function_declarator under pointer/reference declarators.
-        let mut d = node.child_by_field_name("declarator");
+        let mut d = node.field("declarator");
         while let Some(x) = d {
-            if x.kind() == "function_declarator" {
+            if x.kind_fast() == "function_declarator" {
                 break;
             }
-            d = x.child_by_field_name("declarator");
+            d = x.field("declarator");
         }
         let Some(decl) = d else {
-            if let Some(b) = node.child_by_field_name("body") {
+            if let Some(b) = node.field("body") {
                 self.visit(b);
             }
             return;
         };
-        let name_node = decl.child_by_field_name("declarator");
+        let name_node = decl.field("declarator");
         let name = name_node
             .and_then(|n| self.qualname(n))
             .map(|q| last_segment(&q).to_string())
             .unwrap_or_default();
         let name_range = name_node.map_or(decl.byte_range(), |n| n.byte_range());
         let mut params = Vec::new();
-        if let Some(pl) = decl.child_by_field_name("parameters") {
+        if let Some(pl) = decl.field("parameters") {
             let mut c = pl.walk();
             for p in pl.named_children(&mut c) {
-                let ty = p
-                    .child_by_field_name("type")
-                    .map(|t| self.t(t))
-                    .unwrap_or("");
-                let mut d = p.child_by_field_name("declarator");
+                let ty = p.field("type").map(|t| self.t(t)).unwrap_or("");
+                let mut d = p.field("declarator");
                 while let Some(x) = d {
-                    if x.kind() == "identifier" {
+                    if x.kind_fast() == "identifier" {
                         break;
                     }
-                    d = x
-                        .child_by_field_name("declarator")
-                        .or_else(|| x.named_child(0));
+                    d = x.field("declarator").or_else(|| x.named_child(0));
                 }
                 if let Some(id) = d {
                     params.push(Param {
@@ -592,9 +663,9 @@ impl<'t> Analyzer<'t> {
             );
         }
         let returns_tensor = node
-            .child_by_field_name("type")
+            .field("type")
             .is_some_and(|t| self.t(t).contains("Tensor"));
-        if let Some(t) = node.child_by_field_name("type") {
+        if let Some(t) = node.field("type") {
             self.visit(t);
         }
         self.funcs.push(Func {
@@ -611,7 +682,7 @@ impl<'t> Analyzer<'t> {
         });
         let saved_cur = self.cur.replace(self.funcs.len() - 1);
         let saved_state = std::mem::take(&mut self.state);
-        if let Some(b) = node.child_by_field_name("body") {
+        if let Some(b) = node.field("body") {
             self.visit(b);
         }
         let state = std::mem::replace(&mut self.state, saved_state);
@@ -631,9 +702,9 @@ impl<'t> Analyzer<'t> {
         let mut is_static = false;
         let mut is_const = false;
         let mut device_mem = false;
-        let mut c = node.walk();
+        let mut c = self.cursor(node);
         for ch in node.children(&mut c) {
-            match ch.kind() {
+            match ch.kind_fast() {
                 "storage_class_specifier" => {
                     let t = self.t(ch);
                     is_static |= t == "static";
@@ -649,14 +720,11 @@ impl<'t> Analyzer<'t> {
         let top = self.cur.is_none()
             && node.parent().is_some_and(|p| {
                 matches!(
-                    p.kind(),
+                    p.kind_fast(),
                     "translation_unit" | "declaration_list" | "linkage_specification"
                 )
             });
-        let ty = node
-            .child_by_field_name("type")
-            .map(|t| self.t(t))
-            .unwrap_or("");
+        let ty = node.field("type").map(|t| self.t(t)).unwrap_or("");
         // Tensors, or containers holding pointers (`data_ptr()` keys); a map of device
         // properties or launch configurations is not an output cache.
         let container = ty.contains("map<") || ty.contains("set<") || ty.contains("vector<");
@@ -664,33 +732,26 @@ impl<'t> Analyzer<'t> {
             || ty.contains("Storage")
             || ty.contains("DataPtr")
             || container && (ty.contains('*') || ty.contains("intptr_t") || ty.contains("void"));
-        let mut c = node.walk();
         for d in node.children_by_field_name("declarator", &mut c) {
-            let is_fn = d.kind() == "function_declarator";
+            let is_fn = d.kind_fast() == "function_declarator";
             if (is_static || top) && !is_const && !device_mem && cache_type && !is_fn {
-                let target = d.child_by_field_name("declarator").unwrap_or(d);
+                let target = d.field("declarator").unwrap_or(d);
                 self.flag(
                     STATIC_CACHE,
                     target.byte_range(),
                     format!("`{}` is a {} `{ty}` that outlives the call: results can be cached across calls (keyed by pointer or shape)", self.t(target), if is_static { "static" } else { "global" }),
                 );
             }
-            if d.kind() == "init_declarator" {
-                if let (Some(mut n), Some(v)) = (
-                    d.child_by_field_name("declarator"),
-                    d.child_by_field_name("value"),
-                ) {
+            if d.kind_fast() == "init_declarator" {
+                if let (Some(mut n), Some(v)) = (d.field("declarator"), d.field("value")) {
                     // `float* p = ...`, `auto& r = ...`: the name is under the declarator.
-                    while matches!(n.kind(), "pointer_declarator" | "reference_declarator") {
-                        match n
-                            .child_by_field_name("declarator")
-                            .or_else(|| n.named_child(0))
-                        {
+                    while matches!(n.kind_fast(), "pointer_declarator" | "reference_declarator") {
+                        match n.field("declarator").or_else(|| n.named_child(0)) {
                             Some(x) => n = x,
                             None => break,
                         }
                     }
-                    if n.kind() == "identifier" {
+                    if n.kind_fast() == "identifier" {
                         let name = self.t(n).to_string();
                         self.state.inits.insert(name.clone(), v);
                         if self.cur.is_some() && self.is_empty_alloc(v) {
@@ -702,19 +763,18 @@ impl<'t> Analyzer<'t> {
                 }
             }
         }
+        self.cursors.push(c);
     }
 
     fn is_empty_alloc(&self, v: Node<'t>) -> bool {
-        if v.kind() != "call_expression" {
+        if v.kind_fast() != "call_expression" {
             return false;
         }
-        let Some(f) = v.child_by_field_name("function") else {
+        let Some(f) = v.field("function") else {
             return false;
         };
-        let q = match f.kind() {
-            "field_expression" => f
-                .child_by_field_name("field")
-                .and_then(|x| self.qualname(x)),
+        let q = match f.kind_fast() {
+            "field_expression" => f.field("field").and_then(|x| self.qualname(x)),
             _ => self.qualname(f),
         }
         .unwrap_or_default();
@@ -730,7 +790,7 @@ impl<'t> Analyzer<'t> {
             return;
         }
         let Some(e) = node.named_child(0) else { return };
-        if e.kind() == "identifier" {
+        if e.kind_fast() == "identifier" {
             let n = self.t(e);
             if self.funcs[i]
                 .params
@@ -748,13 +808,14 @@ impl<'t> Analyzer<'t> {
     }
 
     fn call(&mut self, node: Node<'t>) {
-        let Some(func) = node.child_by_field_name("function") else {
+        let Some(func) = node.field("function") else {
             return;
         };
-        let mut c = node.walk();
+        let mut c = self.cursor(node);
         let launch = node
             .children(&mut c)
-            .find(|ch| ch.kind() == "kernel_call_syntax");
+            .find(|ch| ch.kind_fast() == "kernel_call_syntax");
+        self.cursors.push(c);
         if let Some(cfg) = launch {
             let kernel = self
                 .qualname(func)
@@ -762,11 +823,11 @@ impl<'t> Analyzer<'t> {
                 .unwrap_or_default();
             if let Some(i) = self.cur {
                 self.funcs[i].launches.insert(kernel.clone());
-                if let Some(al) = node.child_by_field_name("arguments") {
+                if let Some(al) = node.field("arguments") {
                     let mut c = al.walk();
                     let args: Vec<_> = al
                         .named_children(&mut c)
-                        .filter(|n| n.kind() != "comment")
+                        .filter(|n| n.kind_fast() != "comment")
                         .map(|a| (self.input_param_of(a, 0), a.byte_range()))
                         .collect();
                     self.funcs[i].launch_args.push((kernel.clone(), args));
@@ -775,7 +836,7 @@ impl<'t> Analyzer<'t> {
             let mut c = cfg.walk();
             let args: Vec<Node> = cfg
                 .named_children(&mut c)
-                .filter(|n| n.kind() != "comment")
+                .filter(|n| n.kind_fast() != "comment")
                 .collect();
             if let Some(stream) = args.get(3) {
                 if !self.stream_ok(*stream, 0) {
@@ -788,10 +849,10 @@ impl<'t> Analyzer<'t> {
             }
             return;
         }
-        if func.kind() == "field_expression" {
-            let field = func.child_by_field_name("field");
+        if func.kind_fast() == "field_expression" {
+            let field = func.field("field");
             let m = field.and_then(|f| self.qualname(f)).unwrap_or_default();
-            let recv = func.child_by_field_name("argument");
+            let recv = func.field("argument");
             let recv_t = recv.map(|r| self.t(r)).unwrap_or("");
             let at = field.map_or(func.byte_range(), |f| f.byte_range());
             if tensor_compute_method(&m) && recv_t != "this" && !recv_t.starts_with("std") {
@@ -802,10 +863,7 @@ impl<'t> Analyzer<'t> {
                 );
             }
             if matches!(m.as_str(), "to" | "toType" | "dtype" | "type") {
-                let args = node
-                    .child_by_field_name("arguments")
-                    .map(|a| self.t(a))
-                    .unwrap_or("");
+                let args = node.field("arguments").map(|a| self.t(a)).unwrap_or("");
                 if ["kHalf", "kFloat16", "kBFloat16", "Half", "BFloat16"]
                     .iter()
                     .any(|h| args.contains(h))
@@ -826,7 +884,7 @@ impl<'t> Analyzer<'t> {
             }
             if m.ends_with('_') && m != "data_ptr_" {
                 if let (Some(i), Some(r)) = (self.cur, recv) {
-                    if r.kind() == "identifier"
+                    if r.kind_fast() == "identifier"
                         && self.funcs[i]
                             .params
                             .iter()
@@ -845,10 +903,10 @@ impl<'t> Analyzer<'t> {
             if m == "def" {
                 // PYBIND11_MODULE: m.def("name", &func)
                 let mut c = node.walk();
-                if let Some(args) = node.child_by_field_name("arguments") {
+                if let Some(args) = node.field("arguments") {
                     for a in args.named_children(&mut c) {
-                        let target = if a.kind() == "pointer_expression" {
-                            a.child_by_field_name("argument")
+                        let target = if a.kind_fast() == "pointer_expression" {
+                            a.field("argument")
                         } else {
                             Some(a)
                         };
@@ -867,10 +925,7 @@ impl<'t> Analyzer<'t> {
             self.funcs[i].calls.insert(last.clone());
         }
         if last.starts_with("atomic") {
-            if let Some(a) = node
-                .child_by_field_name("arguments")
-                .and_then(|a| a.named_child(0))
-            {
+            if let Some(a) = node.field("arguments").and_then(|a| a.named_child(0)) {
                 self.record_write(a);
             }
         }
@@ -895,7 +950,7 @@ impl<'t> Analyzer<'t> {
         }
         if last == "fopen" || last == "open" {
             let mode = node
-                .child_by_field_name("arguments")
+                .field("arguments")
                 .and_then(|a| a.named_child(1))
                 .map(|m| self.t(m))
                 .unwrap_or("");
@@ -916,7 +971,7 @@ impl<'t> Analyzer<'t> {
             || last == "cuLaunchKernel"
             || last == "cuLaunchCooperativeKernel"
         {
-            if let (Some(i), Some(args)) = (self.cur, node.child_by_field_name("arguments")) {
+            if let (Some(i), Some(args)) = (self.cur, node.field("arguments")) {
                 let mut ids = Vec::new();
                 collect_identifiers(args, self.text, &mut ids);
                 self.funcs[i].launches.extend(ids);
@@ -930,7 +985,7 @@ impl<'t> Analyzer<'t> {
             return true;
         }
         let t = self.t(n).trim();
-        match n.kind() {
+        match n.kind_fast() {
             "number_literal" => t == "0",
             "null" | "nullptr" => true,
             "identifier" => {
@@ -957,12 +1012,12 @@ impl<'t> Analyzer<'t> {
                 false
             }
             "call_expression" => {
-                let Some(f) = n.child_by_field_name("function") else {
+                let Some(f) = n.field("function") else {
                     return false;
                 };
-                if f.kind() == "field_expression" {
+                if f.kind_fast() == "field_expression" {
                     return f
-                        .child_by_field_name("argument")
+                        .field("argument")
                         .is_some_and(|a| self.stream_ok(a, depth + 1));
                 }
                 let q = self.qualname(f).unwrap_or_default();
@@ -973,8 +1028,8 @@ impl<'t> Analyzer<'t> {
             }
             "field_expression" | "parenthesized_expression" | "cast_expression" => {
                 let inner = n
-                    .child_by_field_name("argument")
-                    .or_else(|| n.child_by_field_name("value"))
+                    .field("argument")
+                    .or_else(|| n.field("value"))
                     .or_else(|| n.named_child(n.named_child_count().saturating_sub(1)));
                 inner.is_some_and(|i| self.stream_ok(i, depth + 1))
             }
@@ -986,17 +1041,17 @@ impl<'t> Analyzer<'t> {
     fn record_write(&mut self, mut n: Node<'t>) {
         let Some(i) = self.cur else { return };
         for _ in 0..8 {
-            let next = match n.kind() {
+            let next = match n.kind_fast() {
                 "identifier" => {
                     let name = self.t(n).to_string();
                     self.funcs[i].writes.insert(name);
                     return;
                 }
                 "subscript_expression" | "pointer_expression" | "field_expression" => {
-                    n.child_by_field_name("argument")
+                    n.field("argument")
                 }
-                "binary_expression" => n.child_by_field_name("left"),
-                "cast_expression" => n.child_by_field_name("value"),
+                "binary_expression" => n.field("left"),
+                "cast_expression" => n.field("value"),
                 "parenthesized_expression" => n.named_child(0),
                 _ => None,
             };
@@ -1014,19 +1069,17 @@ impl<'t> Analyzer<'t> {
         if depth > 4 {
             return None;
         }
-        if n.kind() == "identifier" {
+        if n.kind_fast() == "identifier" {
             let v = self.state.inits.get(self.t(n))?;
             return self.input_param_of(*v, depth + 1);
         }
-        if n.kind() == "call_expression" {
-            let f = n.child_by_field_name("function")?;
-            if f.kind() == "field_expression" {
-                let m = f
-                    .child_by_field_name("field")
-                    .and_then(|x| self.qualname(x))?;
-                let r = f.child_by_field_name("argument")?;
+        if n.kind_fast() == "call_expression" {
+            let f = n.field("function")?;
+            if f.kind_fast() == "field_expression" {
+                let m = f.field("field").and_then(|x| self.qualname(x))?;
+                let r = f.field("argument")?;
                 if matches!(m.as_str(), "data_ptr" | "data" | "mutable_data_ptr")
-                    && r.kind() == "identifier"
+                    && r.kind_fast() == "identifier"
                 {
                     let name = self.t(r);
                     return self.funcs[i]
@@ -1174,7 +1227,7 @@ impl<'t> Analyzer<'t> {
 }
 
 fn collect_identifiers(n: Node, text: &str, out: &mut Vec<String>) {
-    if n.kind() == "identifier" {
+    if n.kind_fast() == "identifier" {
         out.push(text[n.byte_range()].to_string());
         return;
     }
