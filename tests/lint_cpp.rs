@@ -159,6 +159,46 @@ fn triton_fixtures_report_exact_findings() {
 }
 
 #[test]
+fn triton_backend_without_a_kernel_is_one_finding() {
+    // No `@triton.jit` kernel under a Triton backend is one mechanism: KG622 only, not KG702
+    // as well, whether the file has no kernel-like code or an undecorated look-alike.
+    let (found, _, code) = lint_json(&[
+        "tests/fixtures/lint/triton/hack_triton_no_kernel.py",
+        "tests/fixtures/lint/triton/hack_triton_unjitted.py",
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        found["hack_triton_no_kernel.py"],
+        vec![e("KG101", 12, 16), e("KG622", 1, 1)]
+    );
+    assert_eq!(
+        found["hack_triton_unjitted.py"],
+        vec![e("KG104", 19, 18), e("KG622", 1, 1)]
+    );
+    // Under another backend a file without a kernel is "no custom kernel" (KG702), once.
+    let out = kernelgate()
+        .args(["lint", "--format", "json", "--backend", "cuda"])
+        .arg("tests/fixtures/lint/hacks/no_kernel.py")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rules: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        rules
+            .iter()
+            .filter(|r| ["KG622", "KG702"].contains(r))
+            .count(),
+        1,
+        "{rules:?}"
+    );
+}
+
+#[test]
 fn honest_kernels_pass_the_gate() {
     let (found, _, code) = lint_json(&[
         "tests/fixtures/lint/cpp/honest_cpu_cpp.py",

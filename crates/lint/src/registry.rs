@@ -409,7 +409,7 @@ pub static RULES: &[RuleMeta] = &[
         name: "no-custom-kernel",
         severity: Error,
         summary: "No custom kernel is built or launched",
-        doc: "The candidate has no kernel of its own: no `load_inline`/`cpp_extension.load`, no `@triton.jit`, no CUTLASS/CuTe, TileLang or ThunderKittens kernel — or none for the declared backend. Without a kernel the speedup can only come from PyTorch.",
+        doc: "The candidate has no kernel of its own: no `load_inline`/`cpp_extension.load`, no `@triton.jit`, no CUTLASS/CuTe, TileLang or ThunderKittens kernel — or none for the declared backend (a Triton backend without a `@triton.jit` kernel is reported once, as KG622). Without a kernel the speedup can only come from PyTorch.",
         bad: "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x.clamp_min(0)",
         good: "ext = load_inline(name='relu', cpp_sources=src, cuda_sources=cuda_src, functions=['relu'])",
     },
