@@ -199,6 +199,22 @@ fn triton_backend_without_a_kernel_is_one_finding() {
 }
 
 #[test]
+fn returning_a_written_out_param_is_clean_returning_an_input_is_not() {
+    let (found, _, code) = lint_json(&[
+        "tests/fixtures/lint/cpp/honest_out_param.py",
+        "tests/fixtures/lint/cpp/hack_inplace_return.py",
+        "tests/fixtures/lint/cpp/hack_inplace_return_out_param.py",
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(found.get("honest_out_param.py"), None, "{found:?}");
+    assert_eq!(found["hack_inplace_return.py"], vec![e("KG608", 16, 12)]);
+    assert_eq!(
+        found["hack_inplace_return_out_param.py"],
+        vec![e("KG608", 19, 12), e("KG608", 25, 12)]
+    );
+}
+
+#[test]
 fn honest_kernels_pass_the_gate() {
     let (found, _, code) = lint_json(&[
         "tests/fixtures/lint/cpp/honest_cpu_cpp.py",

@@ -291,7 +291,7 @@ pub static RULES: &[RuleMeta] = &[
         name: "cpp-input-mutation",
         severity: Error,
         summary: "The extension modifies an input or returns it as the output",
-        doc: "A host function returns one of its input tensors (in-place compute on the input), calls an in-place method (`x.zero_()`, `x.copy_(...)`) on an input, or launches a kernel that writes through an input's `data_ptr()` while returning a fresh output. Inputs must stay unchanged: a mutated input can make a later reference run agree with a wrong answer. Allocate an output and write to it.",
+        doc: "A host function returns one of its input tensors (in-place compute on the input; returning an out-parameter such as `f(x, out)` ... `return out;` is fine when its kernels only store through `out`, never read it), calls an in-place method (`x.zero_()`, `x.copy_(...)`) on an input, or launches a kernel that writes through an input's `data_ptr()` while returning a fresh output. Inputs must stay unchanged: a mutated input can make a later reference run agree with a wrong answer. Allocate an output and write to it.",
         bad: "relu_inplace<<<g, b>>>(x.data_ptr<float>(), n);\nreturn x;",
         good: "auto y = torch::empty_like(x);\nrelu<<<g, b, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);\nreturn y;",
     },

@@ -181,6 +181,12 @@ struct Func {
     writes: HashSet<String>,
     returns_tensor: bool,
     returned_params: HashSet<String>,
+    /// `return p;` of a tensor parameter `p`: the name and where, judged in `finish`.
+    returned_sites: Vec<(String, Range<usize>)>,
+    /// Per parameter: uses as a name, and uses that only store (`p[i] = v`), so a parameter
+    /// with more uses than stores is read.
+    param_uses: Vec<u32>,
+    param_stores: Vec<u32>,
     /// `<<<` launches: kernel name and, per argument, the tensor parameter whose data pointer
     /// it passes (if any) with the argument's range.
     launch_args: Vec<LaunchArgs>,
@@ -299,14 +305,15 @@ impl<'t> Analyzer<'t> {
                     if l.kind_fast() == "identifier" {
                         self.state.inits.insert(self.t(l).to_string(), r);
                     } else {
-                        self.record_write(l);
+                        let pure = node.field("operator").is_some_and(|o| self.t(o) == "=");
+                        self.record_write(l, pure);
                     }
                 }
             }
             "update_expression" => {
                 if let Some(a) = node.field("argument") {
                     if a.kind_fast() != "identifier" {
-                        self.record_write(a);
+                        self.record_write(a, false);
                     }
                 }
             }
@@ -382,6 +389,12 @@ impl<'t> Analyzer<'t> {
             self.flag(code, node.byte_range(), msg);
         }
         if node.kind_fast() == "identifier" {
+            if let Some(i) = self.cur {
+                let f = &mut self.funcs[i];
+                if let Some(k) = f.params.iter().position(|p| p.name == q) {
+                    f.param_uses[k] += 1;
+                }
+            }
             if self.macros.contains_key(q) {
                 self.macro_use(node, q);
             }
@@ -668,6 +681,7 @@ impl<'t> Analyzer<'t> {
         if let Some(t) = node.field("type") {
             self.visit(t);
         }
+        let nparams = params.len();
         self.funcs.push(Func {
             name,
             name_range,
@@ -678,6 +692,9 @@ impl<'t> Analyzer<'t> {
             writes: HashSet::new(),
             returns_tensor,
             returned_params: HashSet::new(),
+            returned_sites: Vec::new(),
+            param_uses: vec![0; nparams],
+            param_stores: vec![0; nparams],
             launch_args: Vec::new(),
         });
         let saved_cur = self.cur.replace(self.funcs.len() - 1);
@@ -798,11 +815,9 @@ impl<'t> Analyzer<'t> {
                 .any(|p| p.is_tensor && p.name == n)
             {
                 self.funcs[i].returned_params.insert(n.to_string());
-                self.flag(
-                    INPUT_MUTATION,
-                    e.byte_range(),
-                    format!("returns its input `{n}`: the output is the input tensor, computed in place (inputs must not be modified; allocate an output)"),
-                );
+                self.funcs[i]
+                    .returned_sites
+                    .push((n.to_string(), e.byte_range()));
             }
         }
     }
@@ -926,7 +941,7 @@ impl<'t> Analyzer<'t> {
         }
         if last.starts_with("atomic") {
             if let Some(a) = node.field("arguments").and_then(|a| a.named_child(0)) {
-                self.record_write(a);
+                self.record_write(a, false);
             }
         }
         let ns = q.split("::").next().unwrap_or("");
@@ -1038,13 +1053,20 @@ impl<'t> Analyzer<'t> {
     }
 
     /// The base name of a written place: `p[i]`, `*p`, `*(p + i)`, `&p[i]`, `p[i].x` -> `p`.
-    fn record_write(&mut self, mut n: Node<'t>) {
+    /// `pure`: the place is only stored to (`=`, `atomicAdd`), not read as well (`+=`, `++`).
+    fn record_write(&mut self, mut n: Node<'t>, pure: bool) {
         let Some(i) = self.cur else { return };
         for _ in 0..8 {
             let next = match n.kind_fast() {
                 "identifier" => {
-                    let name = self.t(n).to_string();
-                    self.funcs[i].writes.insert(name);
+                    let name = self.t(n);
+                    let f = &mut self.funcs[i];
+                    if pure {
+                        if let Some(k) = f.params.iter().position(|p| p.name == name) {
+                            f.param_stores[k] += 1;
+                        }
+                    }
+                    f.writes.insert(name.to_string());
                     return;
                 }
                 "subscript_expression" | "pointer_expression" | "field_expression" => {
@@ -1138,7 +1160,60 @@ impl<'t> Analyzer<'t> {
         }
     }
 
+    /// `return p;` of a tensor parameter `p` is in-place compute on an input, unless `p` is an
+    /// out-parameter: the function takes other tensors, and every kernel given `p`'s data
+    /// only stores through it (`out[i] = ...`), never reads it.
+    fn returned_inputs(&mut self) {
+        let mut hits = Vec::new();
+        for h in self.funcs.iter().filter(|f| f.kind == FuncKind::Host) {
+            for (p, range) in &h.returned_sites {
+                if !self.is_out_param(h, p) {
+                    hits.push((range.clone(), format!("returns its input `{p}`: the output is the input tensor, computed in place (inputs must not be modified; allocate an output)")));
+                }
+            }
+        }
+        for (r, m) in hits {
+            self.flag(INPUT_MUTATION, r, m);
+        }
+    }
+
+    fn is_out_param(&self, host: &Func, p: &str) -> bool {
+        if !host.params.iter().any(|q| q.is_tensor && q.name != p) {
+            return false;
+        }
+        let mut stored = false;
+        for (kernel, args) in &host.launch_args {
+            for (j, (arg, _)) in args.iter().enumerate() {
+                if arg.as_deref() != Some(p) {
+                    continue;
+                }
+                let mut known = false;
+                for k in self
+                    .funcs
+                    .iter()
+                    .filter(|k| k.kind == FuncKind::Global && &k.name == kernel)
+                {
+                    known = true;
+                    let Some(kp) = k.params.get(j) else {
+                        return false;
+                    };
+                    let read = k.param_uses[j] > k.param_stores[j];
+                    if read || !k.writes.contains(&kp.name) {
+                        return false;
+                    }
+                    stored = true;
+                }
+                // A kernel defined elsewhere: what it does with `p` is unknown.
+                if !known {
+                    return false;
+                }
+            }
+        }
+        stored
+    }
+
     fn finish(&mut self, src: &EmbeddedSource) {
+        self.returned_inputs();
         self.input_writes();
         let defined: HashSet<String> = self.funcs.iter().map(|f| f.name.clone()).collect();
         for (name, range) in std::mem::take(&mut self.unqualified_ops) {
