@@ -3,7 +3,8 @@
 #   1. CV of the median over 20 repeated measurements of three bundled kernels;
 #   2. A/A comparisons (a kernel against itself) and an injected ~3% slowdown;
 #   3. the side-stream hack against honest kernels (trailing synchronisation);
-#   4. `kernelgate baseline` (eager and --compile) writing results/timing/<HARDWARE>/.
+#   4. `kernelgate baseline` (eager and --compile) writing results/timing/<HARDWARE>/;
+#   5. `kernelgate baseline --kernels`: the bundled kernels' accepted timings.
 # Raw samples go to $OUT/proof.json; the statistics are done by the Rust crate afterwards:
 #   cargo run -p kernelgate-timing --example gpu_report -- <dir with proof.json>
 # Needs: target/device/{kernelgate,libkernelgate_harness.so} carried, python3 with torch.
@@ -20,13 +21,17 @@ export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/kg-ext} MAX_JOBS=8
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >>"$OUT/log.txt" 2>&1
 T0=$SECONDS
 
-# Compile the CUDA kernel in the background (niced) while the eager baselines run.
-nice -n 19 python3 -c "import importlib.util as u; s=u.spec_from_file_location('k','kernels/level2/1_Matmul_ReLU_Add/cuda.py'); m=u.module_from_spec(s); s.loader.exec_module(m)" \
-  >>"$OUT/precompile.txt" 2>&1 &
-PRE=$!
+# Compile every bundled C++/CUDA kernel in the background (niced, in parallel) while the eager
+# baselines run: step 5 (`baseline --kernels`) and the proof below find them built.
+PRE=()
+for k in kernels/*/*/cuda.py kernels/*/*/cpp.py; do
+  nice -n 19 python3 -c "import importlib.util as u, sys; s=u.spec_from_file_location('k', sys.argv[1]); m=u.module_from_spec(s); s.loader.exec_module(m)" "$k" \
+    >>"$OUT/precompile.txt" 2>&1 &
+  PRE+=($!)
+done
 timeout 100 "$BIN" baseline --device cuda --timeout 95 >>"$OUT/log.txt" 2>&1
 echo "baseline eager rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/log.txt"
-wait $PRE; echo "precompile rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/log.txt"
+wait "${PRE[@]}"; echo "precompile rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/log.txt"
 
 timeout 120 python3 - "$OUT/proof.json" <<'PY' 2>&1 | tee -a "$OUT/log.txt"
 import importlib.util, json, sys, time
@@ -148,6 +153,9 @@ echo "proof rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/log.txt"
 REM=$((280 - (SECONDS - T0)))
 [ $REM -gt 20 ] && timeout $REM "$BIN" baseline --device cuda --compile-only --timeout $((REM - 8)) >>"$OUT/log.txt" 2>&1
 echo "baseline --compile-only rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/log.txt"
+# 5. The accepted kernels of this checkout (what a workflow on main records), through the harness.
+timeout 240 "$BIN" baseline --device cuda --kernels --timeout 230 >>"$OUT/log.txt" 2>&1
+echo "baseline --kernels rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/log.txt"
 mkdir -p "$OUT/results"
 cp results/timing/NVIDIA_H200*/*.json "$OUT/results/" 2>/dev/null
 ls results/timing/ >>"$OUT/log.txt" 2>&1
