@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Keyed baselines on a GPU machine, in one call: `kernelgate baseline --kernels` on the demo
-# repository's base commit (as the baselines workflow on main does), committed, then
-# `kernelgate pr` on its head. Prints every row's vs_baseline and baseline_mismatch flags, and
+# Keyed baselines on a GPU machine, in one call: `kernelgate baseline --kernels` on a main made
+# of the demo's base and its CUDA ReLU (as the baselines workflow on main does), committed, then
+# `kernelgate pr` on a pull request touching that kernel. Prints every row's vs_baseline and baseline_mismatch flags, and
 # the hardware keys stored, so a key the gate builds differently from the one the baseline
 # command wrote (driver, CUDA, torch strings) shows up as a refused comparison.
 # Usage:   bash scripts/gpu-baselines-pr.sh
@@ -34,19 +34,26 @@ export TORCH_EXTENSIONS_DIR="$work/ext"
 
 KG_DEMO_GPU=1 bash scripts/demo/make-repo.sh "$repo" >"$work/make.log" 2>&1
 g() { git -C "$repo" -c commit.gpgsign=false -c core.hooksPath=/dev/null "$@"; }
+# main: the demo's base plus its CUDA ReLU as an accepted kernel.
 g checkout -q -B mainline demo-base
+g checkout demo-head -- kernels/level1/3_ReLU/cuda.py
+g commit -q -m "Accept the CUDA ReLU"
 
-timeout 110 "$BIN" --repo "$repo" baseline --kernels --device cuda \
-  --problem level1/3_ReLU --problem level1/7_Softmax >"$work/baseline.log" 2>&1
+timeout 150 "$BIN" --repo "$repo" baseline --kernels --device cuda \
+  --problem level1/3_ReLU >"$work/baseline.log" 2>&1
 echo "baseline --kernels: exit $?, $((SECONDS - T0)) s" | tee -a "$summary"
 tail -n 12 "$work/baseline.log" >>"$summary"
 g add results
 g commit -q -m "Refresh timing baselines"
 base=$(g rev-parse HEAD)
-head=$(g rev-parse demo-head)
+# The pull request touches the CUDA ReLU outside its CUDA source (the extension is reused).
+g checkout -q -b feature
+echo "# touched by the pull request" >>"$repo/kernels/level1/3_ReLU/cuda.py"
+g commit -q -am "Touch the CUDA ReLU"
+head=$(g rev-parse HEAD)
 
 t=$SECONDS
-timeout 170 "$BIN" --repo "$repo" pr --base "$base" --head "$head" --out "$work/pr" \
+timeout 120 "$BIN" --repo "$repo" pr --base "$base" --head "$head" --out "$work/pr" \
   --publish files --device cuda >"$work/pr.log" 2>&1
 echo "pr: exit $?, $((SECONDS - t)) s" | tee -a "$summary"
 
