@@ -360,7 +360,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     }
     if failed > 0 {
         eprintln!(
-            "{failed} reference(s) failed to time; their previous baselines, if any, are kept"
+            "{failed} reference(s) or kernel(s) failed to time; their previous baselines, if any, are kept"
         );
         return Ok(1);
     }

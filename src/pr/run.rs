@@ -245,6 +245,7 @@ impl Pipeline<'_> {
             for (i, device, eval) in rx {
                 let job = &jobs[i];
                 let row = &mut report.kernels[i];
+                let run_key = eval.run_key.clone();
                 apply(
                     row,
                     eval,
@@ -267,6 +268,15 @@ impl Pipeline<'_> {
                     details.get("torch").and_then(|t| t.as_str()),
                 ) {
                     hw.torch = t.to_string();
+                }
+                // Driver and CUDA of the first GPU job (CPU jobs say `none`).
+                if let Some(k) = run_key.filter(|k| k.key.cuda != "none") {
+                    if hw.driver.is_empty() {
+                        hw.driver = k.key.driver;
+                    }
+                    if hw.cuda.is_empty() {
+                        hw.cuda = k.key.cuda;
+                    }
                 }
                 if let Some(seed) = row.outcome.details.get("seed").and_then(|s| s.as_u64()) {
                     report.run.seed.get_or_insert(seed);
@@ -1006,6 +1016,11 @@ mod pipeline_tests {
         assert_eq!(vs.verdict, ComparisonVerdict::Faster);
         assert!((vs.ratio - 0.5).abs() < 1e-9);
         assert_eq!(b.verdict, Verdict::Pass, "{:?}", b.reasons);
+        let hw = &report.run.hardware;
+        assert_eq!(
+            (hw.driver.as_str(), hw.cuda.as_str()),
+            ("580.159.04", "13.0")
+        );
     }
 
     #[test]
