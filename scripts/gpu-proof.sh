@@ -6,9 +6,13 @@
 #   timing  the timing method's figures (CV of the median, A/A false alarms, detection of an
 #           injected 3% slowdown, side stream vs honest kernels) and `kernelgate baseline`
 #           (eager and torch.compile) into results/timing/<HARDWARE>/: scripts/gpu-timing.sh;
+#   bench   only the phase table of one eval at KernelBench's ReLU size (part of eval);
+#   keys    keyed baselines through `kernelgate pr`: `baseline --kernels` on a main, then a PR
+#           judged against main's kernel timing (scripts/gpu-baselines-pr.sh);
 #   pr      `kernelgate pr --device cuda` on the demo repository with its CUDA kernels, on one GPU
 #           and, where the machine has more, on all of them; the verdicts of the two runs compared.
-# Usage:   STAGES="eval timing pr" bash scripts/gpu-proof.sh   (the default runs all three)
+# Usage:   STAGES="eval timing keys pr" bash scripts/gpu-proof.sh   (the default runs all four;
+#          one call of at most 10 minutes holds about two of them)
 # Needs:   target/device/{kernelgate,libkernelgate_harness.so}
 #          (cargo build --profile device -p kernelgate -p kernelgate-harness), python3 with torch,
 #          nvcc and ninja on PATH, git.
@@ -20,7 +24,7 @@ cd "$root"
 OUT=${OUT:-$root/kg-gpu-proof}
 mkdir -p "$OUT"
 work=$(mktemp -d)
-stages=${STAGES:-eval timing pr}
+stages=${STAGES:-eval timing keys pr}
 export KERNELGATE_BIN=${KERNELGATE_BIN:-$root/target/device/kernelgate}
 export KERNELGATE_HARNESS=${KERNELGATE_HARNESS:-$root/target/device/libkernelgate_harness.so}
 export KERNELGATE_PYTHON=${KERNELGATE_PYTHON:-python3}
@@ -48,12 +52,29 @@ if [[ " $stages " == *" eval "* ]]; then
   echo "eval stage: $((SECONDS - t)) s, $(grep -c '^OK ' "$work/eval/summary.txt") OK, $(grep -c '^BAD' "$work/eval/summary.txt") BAD" | tee -a "$summary"
 fi
 
+if [[ " $stages " == *" bench "* ]] && [[ " $stages " != *" eval "* ]]; then
+  stage "bench: phase table of one eval at KernelBench's ReLU size (scripts/gpu-eval.sh)"
+  t=$SECONDS
+  OUT="$work/eval" ONLY=none PRECOMPILE=honest_relu_cuda KERNELGATE_BIN="$KERNELGATE_BIN" \
+    bash scripts/gpu-eval.sh >"$work/eval.log" 2>&1
+  cat "$work/eval/bench.txt" >>"$summary" 2>/dev/null
+  echo "bench stage: $((SECONDS - t)) s" | tee -a "$summary"
+fi
+
 if [[ " $stages " == *" timing "* ]]; then
   stage "timing: method figures and baselines (scripts/gpu-timing.sh)"
   t=$SECONDS
   OUT="$work/timing" bash scripts/gpu-timing.sh >"$work/timing.log" 2>&1
   tail -n 60 "$work/timing/log.txt" >>"$summary" 2>/dev/null
   echo "timing stage: $((SECONDS - t)) s" | tee -a "$summary"
+fi
+
+if [[ " $stages " == *" keys "* ]]; then
+  stage "keys: keyed baselines through kernelgate pr (scripts/gpu-baselines-pr.sh)"
+  t=$SECONDS
+  OUT="$work/keys" KERNELGATE_BIN="$KERNELGATE_BIN" bash scripts/gpu-baselines-pr.sh >"$work/keys.log" 2>&1
+  cat "$work/keys/summary.txt" >>"$summary" 2>/dev/null
+  echo "keys stage: $((SECONDS - t)) s" | tee -a "$summary"
 fi
 
 if [[ " $stages " == *" pr "* ]]; then
