@@ -1,9 +1,48 @@
 #!/usr/bin/env bash
 # Lint throughput on one core: 1,000 generated KernelBench-size candidates through `lint_file`
 # (parse + Python rules + embedded C++/CUDA + Triton + suppressions). Target: >= 5 MB/s.
+#
+#   scripts/bench-lint.sh          this checkout
+#   scripts/bench-lint.sh REV      also the linter at git revision REV, alternating runs of the
+#                                  two on the same files (this checkout's fixtures), so a
+#                                  before/after comes from one run on one machine
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo bench -q -p kernelgate-lint --bench lint_throughput --no-run
+root=$PWD
 pin=()
 if command -v taskset >/dev/null; then pin=(taskset -c 0); fi
-"${pin[@]}" cargo bench -q -p kernelgate-lint --bench lint_throughput
+
+bench_exe() { # build the bench in directory $1 with target dir $2, copy the executable to $3
+  local exe
+  exe=$( (cd "$1" && CARGO_TARGET_DIR="$2" cargo bench -p kernelgate-lint \
+    --bench lint_throughput --no-run 2>&1) | sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)
+  [[ $exe = /* ]] || exe="$1/$exe"
+  cp "$exe" "$3"
+}
+
+mkdir -p target/bench-base
+if [[ $# -eq 0 ]]; then
+  bench_exe "$root" "$root/target" target/bench-base/lint_throughput-new
+  exec "${pin[@]}" target/bench-base/lint_throughput-new
+fi
+
+rev=$(git rev-parse --short "$1")
+base="$root/target/bench-base/$rev"
+if [[ ! -d $base ]]; then
+  mkdir -p "$base"
+  git archive "$rev" | tar -x -C "$base"
+fi
+# The current bench source (it uses only the crate's public API), built against REV's linter.
+cp crates/lint/benches/lint_throughput.rs "$base/crates/lint/benches/lint_throughput.rs"
+old="target/bench-base/lint_throughput-$rev"
+new=target/bench-base/lint_throughput-new
+# REV builds in a target dir of its own (the first build compiles the dependencies, minutes):
+# in one target dir both would build to the same artifact, which cargo may think fresh.
+bench_exe "$base" "$root/target/bench-base/target" "$old"
+bench_exe "$root" "$root/target" "$new"
+for round in 1 2 3; do
+  echo "== round $round: $rev (before)"
+  KG_BENCH_ROOT="$root" "${pin[@]}" "$old"
+  echo "== round $round: working tree (after)"
+  KG_BENCH_ROOT="$root" "${pin[@]}" "$new"
+done

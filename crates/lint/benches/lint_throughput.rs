@@ -1,6 +1,7 @@
 //! Throughput of `lint_file` on one core: 1,000 generated KernelBench-size candidates (variants
 //! of the lint fixtures and the bundled kernels), printed as a table. Run with
-//! `scripts/bench-lint.sh` or `cargo bench -p kernelgate-lint --bench lint_throughput`.
+//! `scripts/bench-lint.sh` or `cargo bench -p kernelgate-lint --bench lint_throughput`;
+//! `scripts/bench-lint.sh REV` compares with the linter at git revision REV in the same run.
 
 use kernelgate_lint::{lint_file, Context, LintOptions, Precision};
 use std::path::{Path, PathBuf};
@@ -22,7 +23,11 @@ fn py_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // KG_BENCH_ROOT: lint the templates of another checkout (the A/B run of
+    // `scripts/bench-lint.sh REV` builds REV's linter and feeds both the same files).
+    let root = std::env::var_os("KG_BENCH_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."));
     let mut templates = Vec::new();
     for d in [
         "kernels",
