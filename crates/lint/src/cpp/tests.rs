@@ -240,3 +240,48 @@ fn kernels_writing_through_input_pointers_are_input_mutation() {
     let honest = py.replace("wp, y.data_ptr", "y.data_ptr<float>(), y.data_ptr");
     assert_eq!(run(&honest, Precision::Fp32), vec![]);
 }
+
+/// One CUDA extension with `kernel` and the host function `host`, as a `.py`.
+fn out_param_case(kernel: &str, host: &str) -> Vec<(&'static str, u32, u32)> {
+    let py = format!(
+        "from torch.utils.cpp_extension import load_inline\nsrc = \"\"\"\n{kernel}\n{host}\n\"\"\"\next = load_inline('e', cpp_sources='', cuda_sources=src, functions=['f'])\n"
+    );
+    run(&py, Precision::Fp32)
+        .into_iter()
+        .filter(|f| f.0 == INPUT_MUTATION)
+        .collect()
+}
+
+#[test]
+fn returning_an_out_param_is_clean_only_when_its_kernels_just_store() {
+    let store = "__global__ void k(const float* x, float* o, int n) { int i = threadIdx.x; if (i < n) o[i] = x[i]; }";
+    let host = "torch::Tensor f(torch::Tensor x, torch::Tensor out) {\n  k<<<1, 32>>>(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());\n  return out;\n}";
+    assert_eq!(out_param_case(store, host), vec![]);
+    // Through a local pointer, and `*p = v` stores count too.
+    let deref = "__global__ void k(const float* x, float* o, int n) { *(o + threadIdx.x) = x[threadIdx.x]; }";
+    let local = "torch::Tensor f(torch::Tensor x, torch::Tensor out) {\n  float* op = out.data_ptr<float>();\n  k<<<1, 32>>>(x.data_ptr<float>(), op, x.numel());\n  return out;\n}";
+    assert_eq!(out_param_case(deref, local), vec![]);
+    // `+=` reads the old contents: the returned tensor is an input that was modified.
+    let acc =
+        "__global__ void k(const float* x, float* o, int n) { o[threadIdx.x] += x[threadIdx.x]; }";
+    assert_eq!(out_param_case(acc, host), vec![(INPUT_MUTATION, 6, 10)]);
+    // Read and written (in place), or passed where it is read.
+    let inplace = "__global__ void k(const float* x, float* o, int n) { o[threadIdx.x] = o[threadIdx.x] * x[0]; }";
+    assert_eq!(out_param_case(inplace, host), vec![(INPUT_MUTATION, 6, 10)]);
+    let swapped = "torch::Tensor f(torch::Tensor x, torch::Tensor out) {\n  k<<<1, 32>>>(out.data_ptr<float>(), x.data_ptr<float>(), x.numel());\n  return out;\n}";
+    let found = out_param_case(store, swapped);
+    assert!(found.contains(&(INPUT_MUTATION, 6, 10)), "{found:?}");
+    // Never given to a kernel, or given to one defined elsewhere: nothing shows it is written.
+    let unlaunched = "torch::Tensor f(torch::Tensor x, torch::Tensor out) {\n  return out;\n}";
+    assert_eq!(
+        out_param_case(store, unlaunched),
+        vec![(INPUT_MUTATION, 5, 10)]
+    );
+    let external = "torch::Tensor f(torch::Tensor x, torch::Tensor out) {\n  other<<<1, 32>>>(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());\n  return out;\n}";
+    let found = out_param_case(store, external);
+    assert!(found.contains(&(INPUT_MUTATION, 6, 10)), "{found:?}");
+    // The only tensor parameter is never an out-parameter.
+    let single = "torch::Tensor f(torch::Tensor out) {\n  k<<<1, 32>>>(out.data_ptr<float>(), out.data_ptr<float>(), out.numel());\n  return out;\n}";
+    let found = out_param_case(store, single);
+    assert!(found.contains(&(INPUT_MUTATION, 6, 10)), "{found:?}");
+}
