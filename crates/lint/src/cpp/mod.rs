@@ -44,16 +44,73 @@ const FIELDS: [&str; 15] = [
 /// every field of the grammar, which together cost more than the rules themselves.
 struct Tables {
     kinds: Vec<&'static str>,
+    /// What [`Analyzer::enter`] does with a node, by kind id.
+    classes: Vec<NodeClass>,
     fields: [u16; FIELDS.len()],
+}
+
+/// The node kinds [`Analyzer::enter`] acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NodeClass {
+    Other,
+    /// Comments and strings: words in them are not code.
+    Skip,
+    Include,
+    Define,
+    Function,
+    Asm,
+    Qualified,
+    Identifier,
+    TypeIdentifier,
+    FieldIdentifier,
+    Call,
+    Declaration,
+    Assignment,
+    Update,
+    Return,
+    Using,
+}
+
+impl NodeClass {
+    fn of(kind: &str) -> NodeClass {
+        match kind {
+            "comment"
+            | "string_literal"
+            | "raw_string_literal"
+            | "char_literal"
+            | "concatenated_string"
+            | "system_lib_string" => NodeClass::Skip,
+            "preproc_include" => NodeClass::Include,
+            "preproc_def" | "preproc_function_def" => NodeClass::Define,
+            "function_definition" => NodeClass::Function,
+            "gnu_asm_expression" => NodeClass::Asm,
+            "qualified_identifier" => NodeClass::Qualified,
+            "identifier" => NodeClass::Identifier,
+            "type_identifier" => NodeClass::TypeIdentifier,
+            "field_identifier" => NodeClass::FieldIdentifier,
+            "call_expression" => NodeClass::Call,
+            "declaration" => NodeClass::Declaration,
+            "assignment_expression" => NodeClass::Assignment,
+            "update_expression" => NodeClass::Update,
+            "return_statement" => NodeClass::Return,
+            "using_declaration" => NodeClass::Using,
+            _ => NodeClass::Other,
+        }
+    }
 }
 
 static TABLES: std::sync::LazyLock<Tables> = std::sync::LazyLock::new(|| {
     let lang: tree_sitter::Language = tree_sitter_cuda::LANGUAGE.into();
-    let kinds = (0..lang.node_kind_count() as u16)
+    let kinds: Vec<&'static str> = (0..lang.node_kind_count() as u16)
         .map(|id| lang.node_kind_for_id(id).unwrap_or(""))
         .collect();
+    let classes = kinds.iter().map(|k| NodeClass::of(k)).collect();
     let fields = FIELDS.map(|f| lang.field_id_for_name(f).map_or(0, |id| id.get()));
-    Tables { kinds, fields }
+    Tables {
+        kinds,
+        classes,
+        fields,
+    }
 });
 
 /// Fast `kind()` and `child_by_field_name()` through [`TABLES`].
@@ -299,40 +356,41 @@ impl<'t> Analyzer<'t> {
     /// The rules for one node; false when its children must not be walked (they were handled
     /// here, or are comments and strings).
     fn enter(&mut self, node: Node<'t>) -> bool {
-        match node.kind_fast() {
-            "comment"
-            | "string_literal"
-            | "raw_string_literal"
-            | "char_literal"
-            | "concatenated_string"
-            | "system_lib_string" => return false,
-            "preproc_include" => {
+        let class = TABLES
+            .classes
+            .get(node.kind_id() as usize)
+            .copied()
+            .unwrap_or(NodeClass::Other);
+        match class {
+            NodeClass::Other => {}
+            NodeClass::Skip => return false,
+            NodeClass::Include => {
                 self.include(node);
                 return false;
             }
-            "preproc_def" | "preproc_function_def" => {
+            NodeClass::Define => {
                 self.define(node);
                 return false;
             }
-            "function_definition" => {
+            NodeClass::Function => {
                 self.function(node);
                 return false;
             }
-            "gnu_asm_expression" => {
+            NodeClass::Asm => {
                 self.asm(node);
                 return false;
             }
-            "qualified_identifier" => {
+            NodeClass::Qualified => {
                 self.name(node, NameKind::Type);
                 self.visit_template_args(node);
                 return false;
             }
-            "identifier" => self.name(node, NameKind::Value),
-            "type_identifier" => self.name(node, NameKind::Type),
-            "field_identifier" => self.name(node, NameKind::Field),
-            "call_expression" => self.call(node),
-            "declaration" => self.declaration(node),
-            "assignment_expression" => {
+            NodeClass::Identifier => self.name(node, NameKind::Value),
+            NodeClass::TypeIdentifier => self.name(node, NameKind::Type),
+            NodeClass::FieldIdentifier => self.name(node, NameKind::Field),
+            NodeClass::Call => self.call(node),
+            NodeClass::Declaration => self.declaration(node),
+            NodeClass::Assignment => {
                 if let (Some(l), Some(r)) = (node.field("left"), node.field("right")) {
                     if l.kind_fast() == "identifier" {
                         self.state.inits.insert(self.t(l).to_string(), r);
@@ -342,21 +400,20 @@ impl<'t> Analyzer<'t> {
                     }
                 }
             }
-            "update_expression" => {
+            NodeClass::Update => {
                 if let Some(a) = node.field("argument") {
                     if a.kind_fast() != "identifier" {
                         self.record_write(a, false);
                     }
                 }
             }
-            "return_statement" => self.ret(node),
-            "using_declaration" => {
+            NodeClass::Return => self.ret(node),
+            NodeClass::Using => {
                 let t = self.t(node);
                 if t.contains("namespace torch") || t.contains("namespace at") {
                     self.using_torch = true;
                 }
             }
-            _ => {}
         }
         true
     }

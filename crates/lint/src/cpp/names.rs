@@ -35,6 +35,10 @@ pub enum NameKind {
 /// Classifies a (possibly qualified) name that is banned wherever it appears in code.
 /// Precision names are returned too; the caller drops them on fp16/bf16 problems.
 pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
+    // Most names are short locals (`i`, `n`, `idx`); every name below has 4+ characters.
+    if q.len() < 4 {
+        return None;
+    }
     let q = q.trim_start_matches("::");
     let last = last_segment(q);
     if kind == NameKind::Field {
