@@ -257,11 +257,11 @@ impl Pipeline<'_> {
                 policy::judge(row, self.policy, &self.acks, &job.source);
                 let details = &row.outcome.details;
                 let hw = &mut report.run.hardware;
-                if let (true, Some(d)) = (
-                    hw.gpu.is_empty(),
-                    details.get("device").and_then(|d| d.as_str()),
-                ) {
-                    hw.gpu = d.to_string();
+                // The first GPU job names the hardware; a CPU job only until one arrives.
+                if let Some(d) = details.get("device").and_then(|d| d.as_str()) {
+                    if hw.gpu.is_empty() || (hw.gpu == "cpu" && d != "cpu") {
+                        hw.gpu = d.to_string();
+                    }
                 }
                 if let (true, Some(t)) = (
                     hw.torch.is_empty(),

@@ -257,7 +257,11 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
         ext_dir.display().to_string(),
     )];
     if let Some(gpu) = spec.gpu {
-        env.push(("CUDA_VISIBLE_DEVICES".into(), gpu.to_string()));
+        let parent = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+        env.push((
+            "CUDA_VISIBLE_DEVICES".into(),
+            visible_device(parent.as_deref(), gpu),
+        ));
     }
     if !may_use_gpu {
         // Keep a CPU job off the GPU even where one exists.
@@ -374,7 +378,7 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
             }
         }
     };
-    result.device = r.device;
+    result.device = r.device.map(|d| slot_label(&d, spec.gpu));
     result.torch = r.torch;
     result.work = r.work;
     result.phases = r
@@ -424,6 +428,29 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
         result.timing = Some(timing);
     }
     r.outcome
+}
+
+/// What the child's `CUDA_VISIBLE_DEVICES` must say for GPU `index` of this process: the
+/// index-th entry of our own list when one is set (CUDA renumbers visible GPUs from 0, so `2,3`
+/// makes GPU 1 the physical GPU 3, or a UUID), else the index itself.
+fn visible_device(parent: Option<&str>, index: u32) -> String {
+    parent
+        .and_then(|list| {
+            list.split(',')
+                .map(str::trim)
+                .take_while(|e| !e.is_empty() && *e != "-1")
+                .nth(index as usize)
+        })
+        .map(str::to_string)
+        .unwrap_or_else(|| index.to_string())
+}
+
+/// The runner sees its one GPU as `cuda:0`; the report names the GPU of this process it ran on.
+fn slot_label(device: &str, gpu: Option<u32>) -> String {
+    match (gpu, device.strip_prefix("cuda:0")) {
+        (Some(i), Some(rest)) if i > 0 => format!("cuda:{i}{rest}"),
+        _ => device.to_string(),
+    }
 }
 
 /// The GPU name inside a runner device label (`cuda:0 (NVIDIA H200)` -> `NVIDIA H200`); `None`
@@ -686,6 +713,34 @@ mod tests {
         assert!(r.work.is_none() && r.timing.is_none());
         let r = run("not json", L2Mode::Cold);
         assert_eq!(r.outcome.kind(), "harness_error");
+    }
+
+    #[test]
+    fn a_job_on_gpu_n_sees_the_nth_visible_gpu() {
+        assert_eq!(visible_device(None, 1), "1");
+        assert_eq!(visible_device(Some(""), 0), "0");
+        assert_eq!(visible_device(Some("2,3"), 0), "2");
+        assert_eq!(visible_device(Some("2, 3"), 1), "3");
+        assert_eq!(visible_device(Some("GPU-aa,GPU-bb"), 1), "GPU-bb");
+        // Fewer entries than the index: the index (CUDA then reports no device, an outcome).
+        assert_eq!(visible_device(Some("5"), 1), "1");
+    }
+
+    #[test]
+    fn the_label_names_the_gpu_slot_the_job_ran_on() {
+        assert_eq!(
+            slot_label("cuda:0 (NVIDIA H200)", Some(1)),
+            "cuda:1 (NVIDIA H200)"
+        );
+        assert_eq!(
+            slot_label("cuda:0 (NVIDIA H200)", Some(0)),
+            "cuda:0 (NVIDIA H200)"
+        );
+        assert_eq!(
+            slot_label("cuda:0 (NVIDIA H200)", None),
+            "cuda:0 (NVIDIA H200)"
+        );
+        assert_eq!(slot_label("cpu", Some(1)), "cpu");
     }
 
     #[test]
