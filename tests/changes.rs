@@ -1,36 +1,14 @@
 //! Change detection on real git repositories built in temp dirs.
 
+mod common;
+use common::{git, write};
+
 use kernelgate::pr::changes::{detect, ChangeSet, FileStatus, KernelStatus};
 use kernelgate::pr::git::{Git, GitError};
 use kernelgate::pr::layout::Layout;
 use kernelgate::pr::plan::Plan;
 use kernelgate::pr::shard::Shard;
 use std::path::Path;
-use std::process::Command;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn write(dir: &Path, path: &str, text: &str) {
-    let p = dir.join(path);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
 
 fn commit(dir: &Path, msg: &str) -> String {
     git(dir, &["add", "-A"]);

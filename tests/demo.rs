@@ -6,14 +6,13 @@
 //! which `scripts/test.sh` runs first) and a Python with torch (`scripts/setup-python.sh`).
 //! A few minutes on two cores: every kernel is compiled by torch.
 
+mod common;
+use common::root;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn python() -> PathBuf {
     if let Some(p) = std::env::var_os("KERNELGATE_PYTHON").filter(|p| !p.is_empty()) {

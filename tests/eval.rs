@@ -5,14 +5,13 @@
 //! which `scripts/test.sh` does) and a Python with torch (`KERNELGATE_PYTHON` or `.venv`).
 //! C++ fixtures share one torch extensions cache under `target/` so reruns skip compiling.
 
+mod common;
+use common::{python, root};
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn fixture(rel: &str) -> String {
     root()
@@ -20,12 +19,6 @@ fn fixture(rel: &str) -> String {
         .join(rel)
         .display()
         .to_string()
-}
-
-fn python() -> PathBuf {
-    std::env::var_os("KERNELGATE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv/bin/python"))
 }
 
 fn cli() -> Command {
@@ -47,8 +40,9 @@ fn ext_dir() -> String {
     d.display().to_string()
 }
 
-/// Runs `kernelgate eval --format json` and returns (exit code, parsed JSON).
-fn eval_with(problem: &str, kernel: &str, extra: &[&str], env: &[(&str, &str)]) -> (i32, Value) {
+/// Runs `kernelgate eval --device cpu --format json` on two fixtures with `args` and `env`;
+/// returns (exit code, parsed JSON).
+fn eval_json(problem: &str, kernel: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, Value) {
     let mut cmd = cli();
     cmd.args([
         "eval",
@@ -57,17 +51,9 @@ fn eval_with(problem: &str, kernel: &str, extra: &[&str], env: &[(&str, &str)]) 
         "--kernel",
         &fixture(kernel),
     ])
-    .args([
-        "--device",
-        "cpu",
-        "--seed",
-        "42",
-        "--no-timing",
-        "--format",
-        "json",
-    ])
+    .args(["--device", "cpu", "--format", "json"])
     .args(["--extensions-dir", &ext_dir()])
-    .args(extra);
+    .args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -80,6 +66,21 @@ fn eval_with(problem: &str, kernel: &str, extra: &[&str], env: &[(&str, &str)]) 
         )
     });
     (out.status.code().unwrap_or(-1), v)
+}
+
+/// Correctness only, KernelBench's seed 42.
+fn eval_with(problem: &str, kernel: &str, extra: &[&str], env: &[(&str, &str)]) -> (i32, Value) {
+    eval_json(
+        problem,
+        kernel,
+        &[&["--seed", "42", "--no-timing"], extra].concat(),
+        env,
+    )
+}
+
+/// With timing (the timed-call checks run), seed 1.
+fn eval_timed(problem: &str, kernel: &str, extra: &[&str]) -> (i32, Value) {
+    eval_json(problem, kernel, &[&["--seed", "1"], extra].concat(), &[])
 }
 
 fn eval(problem: &str, kernel: &str) -> (i32, Value) {
@@ -219,33 +220,10 @@ fn pointer_keyed_static_cache_is_output_aliased() {
     );
 }
 
-/// `kernelgate eval` with timing on (the timed-call checks run), CPU, JSON.
-fn eval_timed(problem: &str, kernel: &str) -> (i32, Value) {
-    let out = cli()
-        .args([
-            "eval",
-            "--problem",
-            &fixture(problem),
-            "--kernel",
-            &fixture(kernel),
-        ])
-        .args(["--device", "cpu", "--format", "json"])
-        .args(["--extensions-dir", &ext_dir()])
-        .output()
-        .expect("run kernelgate");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no JSON from kernelgate eval ({e}); stderr:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap_or(-1), v)
-}
-
 #[test]
 fn pointer_cache_switched_on_only_while_timed_is_caught_in_the_timing_loop() {
     // Honest through every correctness trial; the timed calls see refreshed inputs.
-    let (code, v) = eval_timed("problems/relu.py", "kernels/ptr_cache_when_timed.py");
+    let (code, v) = eval_timed("problems/relu.py", "kernels/ptr_cache_when_timed.py", &[]);
     assert_eq!(code, 1, "{v:#}");
     let kind = v["outcome"]["kind"].as_str().unwrap();
     assert!(
@@ -258,7 +236,7 @@ fn pointer_cache_switched_on_only_while_timed_is_caught_in_the_timing_loop() {
 
 #[test]
 fn cheating_only_while_timed_is_incorrect() {
-    let (code, v) = eval_timed("problems/relu.py", "kernels/phase_detect.py");
+    let (code, v) = eval_timed("problems/relu.py", "kernels/phase_detect.py", &[]);
     assert_kind(&v, code, "incorrect");
     assert!(
         v["outcome"]["message"]
@@ -449,21 +427,13 @@ fn table_output_names_the_outcome() {
 
 #[test]
 fn timing_interleaves_reference_candidate_and_base() {
-    let mut cmd = cli();
-    let out = cmd
-        .args([
-            "eval",
-            "--problem",
-            &fixture("problems/relu.py"),
-            "--kernel",
-            &fixture("kernels/python_relu.py"),
-        ])
-        .args(["--base-kernel", &fixture("kernels/python_relu.py")])
-        .args(["--device", "cpu", "--seed", "1", "--format", "json"])
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_kind(&v, out.status.code().unwrap(), "passed");
+    let base = fixture("kernels/python_relu.py");
+    let (code, v) = eval_timed(
+        "problems/relu.py",
+        "kernels/python_relu.py",
+        &["--base-kernel", &base],
+    );
+    assert_kind(&v, code, "passed");
     let t = &v["timing"];
     for series in ["reference", "candidate", "base"] {
         let n = t["samples"][series].as_array().map(Vec::len).unwrap_or(0);
@@ -524,13 +494,8 @@ fn timing_reports_the_problems_work_and_no_floor_on_the_cpu() {
         "--seed",
         "1",
     ];
-    let out = cli()
-        .args(args)
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_kind(&v, out.status.code().unwrap(), "passed");
+    let (code, v) = eval_timed("problems/relu.py", "kernels/python_relu.py", &[]);
+    assert_kind(&v, code, "passed");
     // relu.py: one 16 x 1024 fp32 input read, one output of the same shape written.
     assert_eq!(v["work"]["input_bytes"], 16 * 1024 * 4, "{:#}", v["work"]);
     assert_eq!(v["work"]["output_bytes"], 16 * 1024 * 4, "{:#}", v["work"]);
@@ -562,20 +527,9 @@ fn correctness_only_runs_count_no_work() {
 
 #[test]
 fn excessive_speedup_is_a_warning_in_eval() {
-    let out = cli()
-        .args([
-            "eval",
-            "--problem",
-            &fixture("problems/slow_relu.py"),
-            "--kernel",
-            &fixture("kernels/python_relu.py"),
-        ])
-        .args(["--device", "cpu", "--seed", "1", "--format", "json"])
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, v) = eval_timed("problems/slow_relu.py", "kernels/python_relu.py", &[]);
     // A warning: the run still passes (exit 0); `kernelgate pr` leaves the flag to its policy.
-    assert_kind(&v, out.status.code().unwrap(), "passed");
+    assert_kind(&v, code, "passed");
     let f = v["findings"]
         .as_array()
         .unwrap()
@@ -588,17 +542,6 @@ fn excessive_speedup_is_a_warning_in_eval() {
         "{f:#}"
     );
     // The honest relu against the plain relu problem is not flagged.
-    let out = cli()
-        .args([
-            "eval",
-            "--problem",
-            &fixture("problems/relu.py"),
-            "--kernel",
-            &fixture("kernels/python_relu.py"),
-        ])
-        .args(["--device", "cpu", "--seed", "1", "--format", "json"])
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (_, v) = eval_timed("problems/relu.py", "kernels/python_relu.py", &[]);
     assert!(!has_finding(&v, "timing/excessive-speedup"), "{v:#}");
 }

@@ -2,12 +2,10 @@
 //! honest fixture and the bundled kernels are clean, and the formats, exit codes, suppressions,
 //! severity overrides and generated docs behave.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
+use common::root;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use std::process::Command;
 
 fn kernelgate(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_kernelgate"))

@@ -1,14 +1,13 @@
 //! `kernelgate problems` and `kernelgate kernels` on the bundled tree and on small repositories
 //! built per test: every mapping rule, every mapping error, config errors, dataset exports.
 
+mod common;
+use common::{root, write};
+
 use kernelgate_model::hash;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 struct Out {
     code: i32,
@@ -33,12 +32,6 @@ fn kernelgate(repo: &Path, args: &[&str]) -> Out {
 fn json(out: &Out) -> Value {
     serde_json::from_str(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", out.stdout, out.stderr))
-}
-
-fn write(dir: &Path, rel: &str, text: &str) {
-    let p = dir.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
 }
 
 const CPP_KERNEL: &str = "from torch.utils.cpp_extension import load_inline\nm = load_inline(name='m', cpp_sources='', functions=['f'])\n";

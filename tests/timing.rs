@@ -2,20 +2,13 @@
 //! extension's `kg_timing` and real torch. Needs `cargo build -p kernelgate-harness` first
 //! (scripts/test.sh does it) and a Python with torch (`KERNELGATE_PYTHON` or `.venv`).
 
+mod common;
+use common::{python, root};
+
 use kernelgate_timing::baseline::{BASELINES_FILE, KB_EAGER_FILE, KERNELS_FILE};
 use kernelgate_timing::{BaselineFile, KbFile, Variant};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn python() -> PathBuf {
-    std::env::var_os("KERNELGATE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv/bin/python"))
-}
 
 /// A scratch copy of the fixture repository (baselines are written into it).
 fn scratch_repo() -> tempfile::TempDir {

