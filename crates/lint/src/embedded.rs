@@ -9,7 +9,7 @@
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{self as ast, Expr, ModModule, Operator, Stmt};
 use ruff_text_size::Ranged;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -342,7 +342,7 @@ pub(crate) fn collect_aliases(body: &[Stmt]) -> HashMap<String, String> {
             }
         }
     }
-    let mut v = V(HashMap::new());
+    let mut v = V(HashMap::default());
     v.visit_body(body);
     v.0
 }
@@ -407,7 +407,7 @@ impl<'s> Walker<'s> {
             aliases,
             base_dir,
             collect,
-            env: HashMap::new(),
+            env: HashMap::default(),
             final_env: None,
             out: Vec::new(),
             depth: 0,

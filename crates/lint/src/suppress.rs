@@ -6,7 +6,8 @@ use crate::rule::{LineIndex, RawFinding};
 use kernelgate_model::{Backend, Precision};
 use ruff_python_ast::token::{TokenKind, Tokens};
 use ruff_text_size::Ranged;
-use std::collections::{BTreeSet, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeSet;
 
 const MARKER: &str = "kernelgate:";
 

@@ -9,7 +9,7 @@ use kernelgate_model::{Backend, Precision};
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{Expr, ModModule, Stmt, StmtFunctionDef};
 use ruff_text_size::Ranged;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::ops::Range;
 
 pub const DECOY: &str = "KG620";
@@ -112,7 +112,7 @@ pub fn check_triton(module: &ModModule, _source: &str, ctx: &Context) -> Vec<Raw
             launched.insert(a.as_str());
         }
         // Kernels handed to a wrapper as values: `launch(kernel, ...)` are names too.
-        let mut reported = HashSet::new();
+        let mut reported = HashSet::default();
         for k in &ks {
             if !launched.contains(k.name.as_str())
                 && !self_bound(module, &k.name, &r.self_attrs)
@@ -130,7 +130,7 @@ pub fn check_triton(module: &ModModule, _source: &str, ctx: &Context) -> Vec<Raw
         }
     }
     if ctx.precision == Precision::Fp32 {
-        let mut lines = HashSet::new();
+        let mut lines = HashSet::default();
         for k in ks.iter().filter_map(|k| k.def) {
             let mut p = PrecisionFinder {
                 aliases: &aliases,

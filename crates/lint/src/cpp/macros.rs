@@ -1,7 +1,7 @@
 //! Just enough of the C preprocessor to see through macros: tokens of a macro body (comments and
 //! string literals dropped), object- and function-like expansion, `##` pasting.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -229,7 +229,7 @@ mod tests {
 
     #[test]
     fn pasting_through_nested_macros() {
-        let mut macros = HashMap::new();
+        let mut macros = HashMap::default();
         macros.insert("CAT".into(), m(Some(&["a", "b"]), "a##b"));
         macros.insert("MK".into(), m(None, "CAT(cudaStream, Create)"));
         let toks = tokenize("MK(&s);");

@@ -10,7 +10,7 @@
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{Expr, ModModule, Operator, Stmt};
 use ruff_text_size::Ranged;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::ops::Range;
 
 /// Builtins that matter to the rules; an unshadowed use resolves to `builtins.<name>`.

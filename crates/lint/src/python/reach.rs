@@ -14,7 +14,8 @@
 
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{Expr, ExprCall, ModModule, Stmt, StmtClassDef, StmtFunctionDef};
-use std::collections::{BTreeSet, HashSet};
+use rustc_hash::FxHashSet as HashSet;
+use std::collections::BTreeSet;
 
 /// The code reachable from `ModelNew.forward`.
 #[derive(Debug, Default)]
@@ -53,7 +54,7 @@ pub fn find_method<'a>(
     class: &'a StmtClassDef,
     name: &str,
 ) -> Option<(&'a StmtFunctionDef, &'a StmtClassDef)> {
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     find_method_rec(module, class, name, &mut seen)
 }
 
@@ -185,8 +186,8 @@ pub fn reachable(module: &ModModule) -> Reachability<'_> {
         }
     }
     // `self.attr = SomeClass(...)` anywhere in a class: calling `self.attr(...)` runs it.
-    let mut seen: HashSet<*const StmtFunctionDef> = HashSet::new();
-    let mut classes_done: HashSet<String> = HashSet::new();
+    let mut seen: HashSet<*const StmtFunctionDef> = HashSet::default();
+    let mut classes_done: HashSet<String> = HashSet::default();
     while let Some((f, owner)) = queue.pop() {
         if !seen.insert(f as *const _) {
             continue;

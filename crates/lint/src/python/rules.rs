@@ -17,7 +17,8 @@ use kernelgate_model::{Backend, Precision};
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{Expr, ExprCall, ModModule, Operator, Stmt, StmtFunctionDef};
 use ruff_text_size::Ranged;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::collections::BTreeSet;
 
 pub struct Checker<'a, 'c> {
     pub module: &'a ModModule,
@@ -44,9 +45,9 @@ impl<'a, 'c> Checker<'a, 'c> {
             ctx,
             names,
             reach,
-            ext_objects: HashSet::new(),
-            ext_functions: HashSet::new(),
-            layers: HashMap::new(),
+            ext_objects: HashSet::default(),
+            ext_functions: HashSet::default(),
+            layers: HashMap::default(),
             module_names: module
                 .body
                 .iter()
@@ -174,7 +175,7 @@ impl<'a, 'c> Checker<'a, 'c> {
         }
         let module = self.module;
         // Twice, so `self.ext = ext` after `ext = load_inline(...)` is seen whatever the order.
-        let mut builders = HashSet::new();
+        let mut builders = HashSet::default();
         for _ in 0..2 {
             let mut b = B { c: self, builders };
             for s in &module.body {
@@ -571,14 +572,14 @@ impl<'a, 'c> Checker<'a, 'c> {
                         .filter(|n| n != "self")
                         .collect()
                 } else {
-                    HashSet::new()
+                    HashSet::default()
                 };
                 let mut v = CacheVisitor {
                     c: self,
                     tensor_params,
-                    locals: HashMap::new(),
+                    locals: HashMap::default(),
                     shape_probes: Vec::new(),
-                    returned: HashSet::new(),
+                    returned: HashSet::default(),
                 };
                 for s in &f.body {
                     v.visit_stmt(s);
@@ -647,7 +648,7 @@ impl<'a, 'c> Checker<'a, 'c> {
             let globals = global_names(f);
             let mut v = LiveVisitor {
                 c: self,
-                local_layers: HashSet::new(),
+                local_layers: HashSet::default(),
                 globals,
                 counters: Vec::new(),
                 tests: Vec::new(),
@@ -657,7 +658,7 @@ impl<'a, 'c> Checker<'a, 'c> {
             tests.extend(v.tests);
         }
         let counter_names: HashMap<String, std::ops::Range<usize>> = counters.into_iter().collect();
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         for (name, r) in tests {
             if let Some(inc) = counter_names.get(&name) {
                 if seen.insert(name.clone()) {
@@ -730,7 +731,7 @@ impl<'a, 'c> Checker<'a, 'c> {
             None => {}
             Some(class) => {
                 for base in class.bases() {
-                    if self.inherits_reference(base, &mut HashSet::new()) {
+                    if self.inherits_reference(base, &mut HashSet::default()) {
                         self.push("KG203", range(base), "`ModelNew` inherits from the reference `Model`: its PyTorch code runs instead of a kernel");
                     }
                 }
@@ -820,7 +821,7 @@ impl<'a, 'c> Checker<'a, 'c> {
             let from_reference = class
                 .bases()
                 .iter()
-                .any(|b| self.inherits_reference(b, &mut HashSet::new()));
+                .any(|b| self.inherits_reference(b, &mut HashSet::default()));
             let assigned = class.body.iter().any(|s| matches!(s, Stmt::Assign(a) if a.targets.iter().any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == "forward"))));
             if !inherited && !from_reference && !assigned {
                 self.push(
@@ -1026,7 +1027,7 @@ fn key_of(e: &Expr) -> Option<String> {
 }
 
 fn global_names(f: &StmtFunctionDef) -> HashSet<String> {
-    let mut out = HashSet::new();
+    let mut out = HashSet::default();
     for s in &f.body {
         if let Stmt::Global(g) = s {
             out.extend(g.names.iter().map(|n| n.to_string()));
