@@ -357,8 +357,10 @@ pub(crate) fn qualname(expr: &Expr, aliases: &HashMap<String, String>) -> Option
                 .unwrap_or_else(|| n.id.to_string()),
         ),
         Expr::Attribute(a) => {
-            let base = qualname(&a.value, aliases)?;
-            Some(format!("{base}.{}", a.attr.as_str()))
+            let mut q = qualname(&a.value, aliases)?;
+            q.push('.');
+            q.push_str(a.attr.as_str());
+            Some(q)
         }
         _ => None,
     }

@@ -462,6 +462,16 @@ impl<'t> Analyzer<'t> {
             | "field_identifier"
             | "namespace_identifier"
             | "primitive_type" => Some(self.t(n).to_string()),
+            // Written without spaces, comments or template arguments (`at::cuda::f`), the
+            // name is its own text.
+            "qualified_identifier"
+                if self
+                    .t(n)
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':') =>
+            {
+                Some(self.t(n).to_string())
+            }
             "qualified_identifier" => {
                 let scope = n
                     .field("scope")

@@ -87,9 +87,12 @@ impl Names {
                     self.star.first().map(|m| format!("{m}.{id}"))
                 }
             }
-            Expr::Attribute(a) => self
-                .qualify(&a.value)
-                .map(|p| format!("{p}.{}", a.attr.as_str())),
+            Expr::Attribute(a) => {
+                let mut p = self.qualify(&a.value)?;
+                p.push('.');
+                p.push_str(a.attr.as_str());
+                Some(p)
+            }
             Expr::Call(c) => {
                 let f = self.qualify(&c.func)?;
                 let arg0 = c.arguments.args.first();
