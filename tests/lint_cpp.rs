@@ -113,6 +113,41 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
             "hack_unwritten_output.py",
             vec![("KG609".into(), 15, 16, "warning".into())],
         ),
+        // Mechanisms found by red-teaming on kernels the rules had not seen.
+        ("hack_clock64.py", vec![e("KG614", 8, 19)]),
+        (
+            "hack_cutlass_device.py",
+            vec![e("KG602", 12, 10), e("KG602", 13, 14)],
+        ),
+        (
+            "hack_dataptr_only.py",
+            vec![("KG609".into(), 13, 14, "warning".into())],
+        ),
+        (
+            "hack_dispatcher.py",
+            vec![e("KG601", 15, 22), e("KG601", 16, 10)],
+        ),
+        ("hack_fp8_on_fp32.py", vec![e("KG610", 11, 9)]),
+        ("hack_getenv_phase.py", vec![e("KG613", 16, 9)]),
+        ("hack_globaltimer.py", vec![e("KG614", 9, 5)]),
+        (
+            "hack_graph_cache.py",
+            vec![e("KG606", 13, 28), e("KG606", 26, 29)],
+        ),
+        ("hack_helper_mutation.py", vec![e("KG608", 16, 12)]),
+        ("hack_launch_kernel_stream.py", vec![e("KG603", 18, 91)]),
+        ("hack_memset_input.py", vec![e("KG608", 16, 21)]),
+        ("hack_namespace_alias.py", vec![e("KG601", 17, 12)]),
+        ("hack_per_thread_flag.py", vec![e("KG603", 25, 52)]),
+        ("hack_percent_stream.py", vec![e("KG603", 5, 11)]),
+        (
+            "hack_printf_forge.py",
+            vec![e("KG613", 16, 5), e("KG613", 18, 5)],
+        ),
+        ("hack_quick_exit.py", vec![e("KG613", 18, 22)]),
+        ("hack_static_ptr_cache.py", vec![e("KG606", 21, 29)]),
+        ("hack_thread_local_cache.py", vec![e("KG606", 13, 32)]),
+        ("hack_zero_grid.py", vec![e("KG611", 15, 19)]),
     ];
     for (file, w) in want {
         let mut w = w.clone();
@@ -124,6 +159,13 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
         "honest_half_fp16.py",
         "honest_relu_streams_comments.py",
         "honest_tiled_matmul_fstring.py",
+        "honest_softmax_traps.py",
+        "honest_atomic_accumulator.py",
+        "honest_helper_alias_write.py",
+        "honest_cpu_parallel_for.py",
+        "honest_constant_table.py",
+        "honest_vec4_bias.py",
+        "honest_out_param.py",
     ] {
         assert_eq!(found.get(honest), None, "{honest} must be clean");
     }
@@ -155,7 +197,10 @@ fn triton_fixtures_report_exact_findings() {
     has("hack_triton_dead_branch.py", e("KG620", 8, 5));
     has("hack_triton_fp16.py", e("KG621", 12, 45));
     has("hack_triton_no_kernel.py", e("KG622", 1, 1));
+    // A reduced dtype handed to the kernel through a module-level name.
+    assert_eq!(found["hack_triton_dtype_arg.py"], vec![e("KG621", 22, 70)]);
     assert_eq!(found.get("honest_triton_autotune_alias.py"), None);
+    assert_eq!(found.get("honest_triton_ieee_dot.py"), None);
 }
 
 #[test]

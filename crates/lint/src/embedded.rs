@@ -58,6 +58,9 @@ pub struct EmbeddedSource {
     /// `cpp_sources=`/`cuda_sources=` arguments (or list items) whose text is not statically
     /// known (read from a file, decoded at run time, ...): `.py` ranges of those expressions.
     pub unresolved: Vec<Range<usize>>,
+    /// Compiler flags (`extra_cuda_cflags=["--default-stream", "per-thread"]`) that move every
+    /// launch off the legacy default stream: `.py` ranges of those flags.
+    pub per_thread_stream_flags: Vec<Range<usize>>,
 }
 
 impl EmbeddedSource {
@@ -127,6 +130,7 @@ impl EmbeddedSource {
             loader: Loader::Inline,
             missing_files: Vec::new(),
             unresolved: Vec::new(),
+            per_thread_stream_flags: Vec::new(),
         }
     }
 }
@@ -487,7 +491,14 @@ impl<'s> Walker<'s> {
             Expr::List(l) => Value::List(l.elts.iter().map(|x| self.eval(x)).collect()),
             Expr::Tuple(l) => Value::List(l.elts.iter().map(|x| self.eval(x)).collect()),
             Expr::BinOp(b) if b.op == Operator::Mod => match self.eval(&b.left) {
-                Value::Str(t) => Value::Str(percent_format(&t)),
+                Value::Str(t) => {
+                    let values = match (b.right.as_ref(), self.eval(&b.right)) {
+                        (Expr::Tuple(_), Value::List(items)) => items,
+                        (_, v @ Value::Str(_)) => vec![v],
+                        _ => Vec::new(),
+                    };
+                    Value::Str(percent_format(&t, &values))
+                }
                 _ => Value::Unknown,
             },
             Expr::BinOp(b) if b.op == Operator::Add => {
@@ -681,6 +692,7 @@ impl<'s> Walker<'s> {
             loader,
             missing_files: Vec::new(),
             unresolved: Vec::new(),
+            per_thread_stream_flags: Vec::new(),
         };
         let mut text = Text::default();
         let push_part = |text: &mut Text,
@@ -711,6 +723,17 @@ impl<'s> Walker<'s> {
                 Value::Unknown => vec![],
             }
         };
+        for kw in ["extra_cuda_cflags", "extra_cflags"] {
+            if let Some(e) = args.find_keyword(kw) {
+                for t in strings(self.eval(&e.value)) {
+                    if t.s.contains("per-thread") || t.s.contains("PER_THREAD_DEFAULT_STREAM") {
+                        let at = t.map.first().copied().unwrap_or(es.call.start as u32) as usize;
+                        let end = t.map.last().map_or(at, |&m| m as usize + 1);
+                        es.per_thread_stream_flags.push(at..end.max(at + 1));
+                    }
+                }
+            }
+        }
         match loader {
             Loader::Inline => {
                 for (kw, pos, lang) in [
@@ -869,7 +892,8 @@ fn replace(base: &Text, from: &str, to: &Text) -> Text {
 
 /// `"..." % args`: `%%` is `%`, every conversion (`%s`, `%d`, `%(name)s`, `%5.2f`) becomes
 /// [`PLACEHOLDER`].
-fn percent_format(base: &Text) -> Text {
+fn percent_format(base: &Text, values: &[Value]) -> Text {
+    let mut next_value = values.iter();
     let b = base.s.as_bytes();
     let mut out = Text::default();
     let mut i = 0;
@@ -892,7 +916,12 @@ fn percent_format(base: &Text) -> Text {
         while j < b.len() && !b[j].is_ascii_alphabetic() {
             j += 1;
         }
-        out.push_fixed(PLACEHOLDER, base.map[i] as usize);
+        // `%s` of a known string is filled in (`%(name)s` and other conversions are not).
+        let plain = b.get(i + 1) == Some(&b's');
+        match next_value.next() {
+            Some(Value::Str(v)) if plain => out.append(v),
+            _ => out.push_fixed(PLACEHOLDER, base.map[i] as usize),
+        }
         i = (j + 1).min(b.len());
     }
     out

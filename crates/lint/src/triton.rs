@@ -131,6 +131,25 @@ pub fn check_triton(module: &ModModule, _source: &str, ctx: &Context) -> Vec<Raw
     }
     if ctx.precision == Precision::Fp32 {
         let mut lines = HashSet::default();
+        // A reduced dtype handed to a kernel as a launch argument (`DT=tl.bfloat16`, or a
+        // module-level name bound to one) is a cast inside the kernel.
+        let names: HashSet<&str> = ks.iter().map(|k| k.name.as_str()).collect();
+        let mut l = LaunchDtypes {
+            aliases: &aliases,
+            kernels: &names,
+            low_names: low_dtype_names(&module.body, &aliases),
+            hits: Vec::new(),
+        };
+        l.visit_body(&module.body);
+        for (range, what, kernel) in l.hits {
+            if lines.insert(ctx.lines.line_of(range.start)) {
+                out.push(RawFinding::new(
+                    PRECISION,
+                    range,
+                    format!("`{what}` is passed to Triton kernel `{kernel}`: it computes in reduced precision on an fp32 problem"),
+                ));
+            }
+        }
         for k in ks.iter().filter_map(|k| k.def) {
             let mut p = PrecisionFinder {
                 aliases: &aliases,
@@ -184,6 +203,75 @@ fn self_bound(
     };
     f.visit_body(&c.body);
     f.attrs.iter().any(|a| self_attrs.contains(a))
+}
+
+/// The reduced-precision Triton dtype an expression names (`tl.float16`), if any.
+fn low_dtype(e: &Expr, aliases: &HashMap<String, String>) -> Option<String> {
+    let Expr::Attribute(a) = e else { return None };
+    let low = matches!(
+        a.attr.as_str(),
+        "float16" | "bfloat16" | "float8e4nv" | "float8e5" | "float8e4b15"
+    );
+    let q = qualname(e, aliases)?;
+    (low && q.starts_with("triton.language")).then(|| q.replacen("triton.language", "tl", 1))
+}
+
+/// Module-level names bound to a reduced-precision Triton dtype (`LOW = tl.bfloat16`).
+fn low_dtype_names(body: &[Stmt], aliases: &HashMap<String, String>) -> HashMap<String, String> {
+    let mut out = HashMap::default();
+    for s in body {
+        if let Stmt::Assign(a) = s {
+            if let ([Expr::Name(n)], Some(d)) = (a.targets.as_slice(), low_dtype(&a.value, aliases))
+            {
+                out.insert(n.id.to_string(), d);
+            }
+        }
+    }
+    out
+}
+
+struct LaunchDtypes<'b> {
+    aliases: &'b HashMap<String, String>,
+    kernels: &'b HashSet<&'b str>,
+    low_names: HashMap<String, String>,
+    hits: Vec<(Range<usize>, String, String)>,
+}
+
+impl<'a> Visitor<'a> for LaunchDtypes<'_> {
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if let Expr::Call(c) = expr {
+            // `kernel[grid](...)`
+            let kernel = match c.func.as_ref() {
+                Expr::Subscript(s) => match s.value.as_ref() {
+                    Expr::Name(n) if self.kernels.contains(n.id.as_str()) => Some(n.id.to_string()),
+                    _ => None,
+                },
+                _ => None,
+            };
+            if let Some(kernel) = kernel {
+                let values = c
+                    .arguments
+                    .args
+                    .iter()
+                    .chain(c.arguments.keywords.iter().map(|k| &k.value));
+                for v in values {
+                    let low = match v {
+                        Expr::Name(n) => self.low_names.get(n.id.as_str()).cloned(),
+                        other => low_dtype(other, self.aliases),
+                    };
+                    if let Some(what) = low {
+                        let r = v.range();
+                        self.hits.push((
+                            r.start().to_usize()..r.end().to_usize(),
+                            what,
+                            kernel.clone(),
+                        ));
+                    }
+                }
+            }
+        }
+        visitor::walk_expr(self, expr);
+    }
 }
 
 struct PrecisionFinder<'b> {
@@ -328,6 +416,8 @@ mod fixture_tests {
             ("hack_triton_dead_branch.py", &[(DECOY, 8, 5)]),
             ("hack_triton_fp16.py", &[(PRECISION, 12, 45)]),
             ("hack_triton_no_kernel.py", &[(NO_KERNEL, 1, 1)]),
+            ("hack_triton_dtype_arg.py", &[(PRECISION, 22, 70)]),
+            ("honest_triton_ieee_dot.py", &[]),
         ];
         for (name, want) in table {
             assert_eq!(run_fixture(name), want.to_vec(), "{name}");

@@ -69,6 +69,7 @@ enum NodeClass {
     Update,
     Return,
     Using,
+    NsAlias,
 }
 
 impl NodeClass {
@@ -94,6 +95,7 @@ impl NodeClass {
             "update_expression" => NodeClass::Update,
             "return_statement" => NodeClass::Return,
             "using_declaration" => NodeClass::Using,
+            "namespace_alias_definition" => NodeClass::NsAlias,
             _ => NodeClass::Other,
         }
     }
@@ -198,6 +200,13 @@ pub fn check(src: &EmbeddedSource, ctx: &Context) -> Vec<RawFinding> {
             "the C++/CUDA sources passed here are not statically known (read or decoded at run time), so they were not checked; pass string literals or module-level strings".into(),
         ));
     }
+    for r in &src.per_thread_stream_flags {
+        out.push((
+            STREAM,
+            r.clone(),
+            "`--default-stream per-thread` moves every launch off the stream the harness times (each host thread gets its own stream); remove the flag and launch on `at::cuda::getCurrentCUDAStream()`".into(),
+        ));
+    }
     let mut raws: Vec<RawFinding> = out
         .drain(..)
         .map(|(code, range, message)| RawFinding::new(code, range, message))
@@ -209,6 +218,7 @@ pub fn check(src: &EmbeddedSource, ctx: &Context) -> Vec<RawFinding> {
         return raws;
     };
     let mut a = Analyzer::new(&src.text, ctx.precision);
+    a.backend = ctx.backend;
     a.visit(tree.root_node());
     a.finish(src);
 
@@ -268,6 +278,10 @@ struct Func {
     /// `<<<` launches: kernel name and, per argument, the tensor parameter whose data pointer
     /// it passes (if any) with the argument's range.
     launch_args: Vec<LaunchArgs>,
+    /// Calls of other functions (helpers, `cudaMemset`) given an input's data pointer.
+    helper_calls: Vec<LaunchArgs>,
+    /// (callee, argument index, own parameter index): a parameter handed on as is.
+    param_passes: Vec<(String, usize, usize)>,
 }
 
 type LaunchArgs = (String, Vec<(Option<String>, Range<usize>)>);
@@ -278,6 +292,8 @@ struct FnState<'t> {
     inits: HashMap<String, Node<'t>>,
     /// name -> (range of the allocation call, written?, returned?)
     empties: HashMap<String, (Range<usize>, bool, bool)>,
+    /// `float* p = out.data_ptr<float>()`: uses of `p` are uses of `out`.
+    ptr_aliases: HashMap<String, String>,
 }
 
 struct Analyzer<'t> {
@@ -291,6 +307,11 @@ struct Analyzer<'t> {
     using_torch: bool,
     pybind_exports: Vec<String>,
     unqualified_ops: Vec<(String, Range<usize>)>,
+    /// `namespace F = torch::nn::functional;` aliases.
+    ns_aliases: HashMap<String, String>,
+    /// Static or namespace-level pointers: memory that outlives a call.
+    static_ptrs: HashSet<String>,
+    backend: Option<kernelgate_model::Backend>,
     /// Spare tree cursors: `Node::walk` allocates, and the walk needs one per level.
     cursors: Vec<TreeCursor<'t>>,
 }
@@ -331,6 +352,9 @@ impl<'t> Analyzer<'t> {
             using_torch: false,
             pybind_exports: Vec::new(),
             unqualified_ops: Vec::new(),
+            ns_aliases: HashMap::default(),
+            static_ptrs: HashSet::default(),
+            backend: None,
             cursors: Vec::new(),
         }
     }
@@ -418,6 +442,18 @@ impl<'t> Analyzer<'t> {
                     } else {
                         let pure = node.field("operator").is_some_and(|o| self.t(o) == "=");
                         self.record_write(l, pure);
+                        // `config.stream = s` for `cudaLaunchKernelEx`.
+                        let field = (l.kind_fast() == "field_expression")
+                            .then(|| l.field("field"))
+                            .flatten()
+                            .map(|f| self.t(f));
+                        if matches!(field, Some("stream" | "hStream")) && !self.stream_ok(r, 0) {
+                            self.flag(
+                                STREAM,
+                                r.byte_range(),
+                                format!("the launch configuration's stream is `{}`, not `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(r)),
+                            );
+                        }
                     }
                 }
             }
@@ -434,6 +470,21 @@ impl<'t> Analyzer<'t> {
                 if t.contains("namespace torch") || t.contains("namespace at") {
                     self.using_torch = true;
                 }
+            }
+            NodeClass::NsAlias => {
+                // `namespace F = torch::nn::functional;`: `F::gelu` is `torch::nn::functional::gelu`.
+                let name = node.field("name").map(|n| self.t(n).to_string());
+                let mut c = self.cursor(node);
+                let target = node
+                    .named_children(&mut c)
+                    .filter(|ch| Some(self.t(*ch)) != name.as_deref())
+                    .last()
+                    .map(|t| self.t(t).split_whitespace().collect::<String>());
+                self.cursors.push(c);
+                if let (Some(n), Some(t)) = (name, target) {
+                    self.ns_aliases.insert(n, t);
+                }
+                return false;
             }
         }
         true
@@ -456,6 +507,19 @@ impl<'t> Analyzer<'t> {
 
     /// The name of a callee or type without template arguments: `at::cuda::getStreamFromPool`.
     fn qualname(&self, n: Node<'t>) -> Option<String> {
+        let q = self.qualname_raw(n)?;
+        if self.ns_aliases.is_empty() {
+            return Some(q);
+        }
+        let (head, rest) = q.split_once("::").unwrap_or((q.as_str(), ""));
+        Some(match self.ns_aliases.get(head) {
+            Some(full) if rest.is_empty() => full.clone(),
+            Some(full) => format!("{full}::{rest}"),
+            None => q,
+        })
+    }
+
+    fn qualname_raw(&self, n: Node<'t>) -> Option<String> {
         match n.kind_fast() {
             "identifier"
             | "type_identifier"
@@ -504,6 +568,12 @@ impl<'t> Analyzer<'t> {
         if let Some((code, msg)) = classify(q, kind) {
             self.flag(code, node.byte_range(), msg);
         }
+        if q.starts_with("cutlass::")
+            && (q.contains("::gemm::device") || q.contains("::conv::device"))
+            && self.backend != Some(kernelgate_model::Backend::Cute)
+        {
+            self.flag(VENDOR, node.byte_range(), format!("`{q}` is CUTLASS's prebuilt device-level operator: the library's kernel does the work, not the candidate's own"));
+        }
         if node.kind_fast() == "identifier" {
             if let Some(i) = self.cur {
                 let f = &mut self.funcs[i];
@@ -516,6 +586,8 @@ impl<'t> Analyzer<'t> {
             }
             if self.state.empties.contains_key(q) {
                 self.empty_use(node, q);
+            } else if let Some(orig) = self.state.ptr_aliases.get(q).cloned() {
+                self.empty_use(node, &orig);
             }
         }
     }
@@ -534,11 +606,39 @@ impl<'t> Analyzer<'t> {
             && parent.and_then(|p| p.field("declarator")) == Some(node)
         {
             written = false;
+        } else if pk == "cast_expression"
+            && parent
+                .and_then(|p| p.field("type"))
+                .is_some_and(|t| self.t(t).trim() == "void")
+        {
+            // `(void)p;` silences a warning; it writes nothing.
+            written = false;
         } else if pk == "field_expression" {
             let field = parent.and_then(|p| p.field("field"));
             let m = field.and_then(|f| self.qualname(f)).unwrap_or_default();
             if METADATA_METHODS.contains(&m.as_str()) {
                 written = false;
+            }
+            // `float* p = out.data_ptr<float>();`: the pointer is the output from here on.
+            if matches!(m.as_str(), "data_ptr" | "data" | "mutable_data_ptr") {
+                let call = parent.and_then(|p| p.parent());
+                let decl = call.and_then(|c| c.parent());
+                if let (Some(c), Some(d)) = (call, decl) {
+                    if c.kind_fast() == "call_expression"
+                        && d.kind_fast() == "init_declarator"
+                        && d.field("value") == Some(c)
+                    {
+                        let mut n = d.field("declarator");
+                        while let Some(x) = n.filter(|x| x.kind_fast() == "pointer_declarator") {
+                            n = x.field("declarator");
+                        }
+                        if let Some(id) = n.filter(|x| x.kind_fast() == "identifier") {
+                            let alias = self.t(id).to_string();
+                            self.state.ptr_aliases.insert(alias, name.to_string());
+                            written = false;
+                        }
+                    }
+                }
             }
         } else if matches!(pk, "initializer_list" | "argument_list") {
             // `return {out, ...}` or `std::make_tuple(out, ...)` in a return: returned, not written.
@@ -639,6 +739,8 @@ impl<'t> Analyzer<'t> {
         .iter()
         .any(|v| file.starts_with(v))
             || p.contains("cutlass/library/")
+            || (p.contains("cutlass/gemm/device/") || p.contains("cutlass/conv/device/"))
+                && self.backend != Some(kernelgate_model::Backend::Cute)
             || p.contains("ATen/cuda/CUDABlas")
             || p.contains("ATen/cudnn/");
         if vendor {
@@ -658,6 +760,12 @@ impl<'t> Analyzer<'t> {
             return;
         };
         let name = self.t(name).to_string();
+        if let Some((code, msg)) = classify(&name, NameKind::Value) {
+            let r = node
+                .field("name")
+                .map_or(node.byte_range(), |n| n.byte_range());
+            self.flag(code, r, format!("{msg} (defined as a macro)"));
+        }
         let params = node.field("parameters").map(|p| {
             let mut c = p.walk();
             p.named_children(&mut c)
@@ -716,7 +824,19 @@ impl<'t> Analyzer<'t> {
 
     fn asm(&mut self, node: Node<'t>) {
         let t = self.t(node);
-        if t.contains("tf32") || t.contains(".f16") || t.contains(".bf16") {
+        if t.contains("globaltimer") || t.contains("%clock") {
+            self.flag(
+                TIMER,
+                node.byte_range(),
+                "inline PTX reads a clock register (`%globaltimer`, `%clock`): a kernel that reads the time can tell timed calls from checked ones".into(),
+            );
+        }
+        if t.contains("tf32")
+            || t.contains(".f16")
+            || t.contains(".bf16")
+            || t.contains(".e4m3")
+            || t.contains(".e5m2")
+        {
             self.flag(
                 PRECISION,
                 node.byte_range(),
@@ -812,6 +932,8 @@ impl<'t> Analyzer<'t> {
             param_uses: vec![0; nparams],
             param_stores: vec![0; nparams],
             launch_args: Vec::new(),
+            helper_calls: Vec::new(),
+            param_passes: Vec::new(),
         });
         let saved_cur = self.cur.replace(self.funcs.len() - 1);
         let saved_state = std::mem::take(&mut self.state);
@@ -840,7 +962,7 @@ impl<'t> Analyzer<'t> {
             match ch.kind_fast() {
                 "storage_class_specifier" => {
                     let t = self.t(ch);
-                    is_static |= t == "static";
+                    is_static |= t == "static" || t == "thread_local";
                     is_const |= t == "extern";
                 }
                 "type_qualifier" => {
@@ -861,12 +983,31 @@ impl<'t> Analyzer<'t> {
         // Tensors, or containers holding pointers (`data_ptr()` keys); a map of device
         // properties or launch configurations is not an output cache.
         let container = ty.contains("map<") || ty.contains("set<") || ty.contains("vector<");
+        // A captured CUDA graph replays the pointers of the call that captured it.
         let cache_type = ty.contains("Tensor")
             || ty.contains("Storage")
             || ty.contains("DataPtr")
+            || ty.contains("cudaGraphExec_t")
+            || ty.contains("CUgraphExec")
+            || ty.contains("CUDAGraph")
             || container && (ty.contains('*') || ty.contains("intptr_t") || ty.contains("void"));
         for d in node.children_by_field_name("declarator", &mut c) {
             let is_fn = d.kind_fast() == "function_declarator";
+            if (is_static || top) && !is_const && !device_mem && !is_fn {
+                // Device memory kept across calls; judged where it is handed out as a tensor.
+                let mut n = d;
+                if n.kind_fast() == "init_declarator" {
+                    n = n.field("declarator").unwrap_or(n);
+                }
+                if n.kind_fast() == "pointer_declarator" {
+                    if let Some(id) = n
+                        .field("declarator")
+                        .filter(|x| x.kind_fast() == "identifier")
+                    {
+                        self.static_ptrs.insert(self.t(id).to_string());
+                    }
+                }
+            }
             if (is_static || top) && !is_const && !device_mem && cache_type && !is_fn {
                 let target = d.field("declarator").unwrap_or(d);
                 self.flag(
@@ -952,6 +1093,7 @@ impl<'t> Analyzer<'t> {
                 .qualname(func)
                 .map(|q| last_segment(&q).to_string())
                 .unwrap_or_default();
+            self.record_param_passes(&kernel, node);
             if let Some(i) = self.cur {
                 self.funcs[i].launches.insert(kernel.clone());
                 if let Some(al) = node.field("arguments") {
@@ -969,6 +1111,17 @@ impl<'t> Analyzer<'t> {
                 .named_children(&mut c)
                 .filter(|n| n.kind_fast() != "comment")
                 .collect();
+            let empty = |n: &Node<'t>| {
+                let t: String = self.t(*n).split_whitespace().collect();
+                matches!(t.as_str(), "0" | "dim3(0)" | "dim3(0,0,0)" | "dim3(0,1,1)")
+            };
+            if let Some(z) = args.iter().take(2).find(|n| empty(n)) {
+                self.flag(
+                    DECOY,
+                    z.byte_range(),
+                    format!("kernel `{kernel}` is launched with an empty grid or block (`{}`): it runs no threads and does no work", self.t(*z)),
+                );
+            }
             if let Some(stream) = args.get(3) {
                 if !self.stream_ok(*stream, 0) {
                     self.flag(
@@ -1055,6 +1208,7 @@ impl<'t> Analyzer<'t> {
         if let Some(i) = self.cur {
             self.funcs[i].calls.insert(last.clone());
         }
+        self.plain_call(node, &q, &last);
         if last.starts_with("atomic") {
             if let Some(a) = node.field("arguments").and_then(|a| a.named_child(0)) {
                 self.record_write(a, false);
@@ -1107,7 +1261,142 @@ impl<'t> Analyzer<'t> {
                 collect_identifiers(args, self.text, &mut ids);
                 self.funcs[i].launches.extend(ids);
             }
+            let at = match last.as_str() {
+                "cudaLaunchKernel" | "cudaLaunchCooperativeKernel" => Some(5),
+                "cuLaunchKernel" | "cuLaunchCooperativeKernel" => Some(8),
+                _ => None,
+            };
+            if let Some(s) = at.and_then(|k| node.field("arguments")?.named_child(k)) {
+                if !self.stream_ok(s, 0) {
+                    self.flag(
+                        STREAM,
+                        s.byte_range(),
+                        format!("`{last}` launches on stream `{}`, not on `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(s)),
+                    );
+                }
+            }
         }
+    }
+
+    /// Rules for a call of a plain (possibly qualified) function name.
+    fn plain_call(&mut self, node: Node<'t>, q: &str, last: &str) {
+        let args = node.field("arguments");
+        let arg0 = args.and_then(|a| a.named_child(0));
+        if last == "from_blob" {
+            if let Some(a) = arg0.filter(|a| self.static_ptrs.contains(self.t(*a))) {
+                self.flag(
+                    STATIC_CACHE,
+                    a.byte_range(),
+                    format!("`{q}` wraps `{}`, memory kept in a static or global pointer: the result outlives the call and can be returned again without computing", self.t(a)),
+                );
+            }
+        }
+        if clock_call(last) && !(last == "clock" && q.contains("::")) {
+            self.flag(
+                TIMER,
+                node.field("function").map_or(node.byte_range(), |f| f.byte_range()),
+                format!("`{q}()` reads the clock: a kernel that times itself can behave differently when the harness times it"),
+            );
+        }
+        if last == "exit" && arg0.is_some_and(|a| matches!(self.t(a), "0" | "EXIT_SUCCESS")) {
+            self.flag(
+                SANDBOX,
+                node.byte_range(),
+                "`exit(0)` from inside the extension ends the process with success before the harness checks anything".into(),
+            );
+        }
+        if matches!(last, "printf" | "fprintf" | "puts" | "fputs" | "dprintf") {
+            let text = args.map(|a| self.t(a)).unwrap_or("");
+            if result_like(text) {
+                self.flag(
+                    SANDBOX,
+                    node.byte_range(),
+                    format!(
+                        "`{last}` prints result-like text that could forge the harness's verdict"
+                    ),
+                );
+            }
+        }
+        // A plain function given an input's data pointer may write it (a helper that launches
+        // a kernel, `cudaMemset`); judged in `finish`.
+        if !q.contains("::") || q.starts_with("std::") {
+            self.record_param_passes(last, node);
+            if let (Some(i), Some(al)) = (self.cur, args) {
+                let mut c = al.walk();
+                let list: Vec<_> = al
+                    .named_children(&mut c)
+                    .filter(|n| n.kind_fast() != "comment")
+                    .map(|a| (self.input_param_of(a, 0), a.byte_range()))
+                    .collect();
+                if list.iter().any(|(p, _)| p.is_some()) {
+                    self.funcs[i].helper_calls.push((last.to_string(), list));
+                }
+            }
+        }
+    }
+
+    /// Parameters of the current function handed on as is to `callee` (`launch(p, n)`).
+    fn record_param_passes(&mut self, callee: &str, call: Node<'t>) {
+        let (Some(i), Some(al)) = (self.cur, call.field("arguments")) else {
+            return;
+        };
+        if self.funcs[i].params.is_empty() {
+            return;
+        }
+        let mut c = self.cursor(al);
+        let mut passes = Vec::new();
+        for (k, a) in al
+            .named_children(&mut c)
+            .filter(|n| n.kind_fast() != "comment")
+            .enumerate()
+        {
+            let mut a = a;
+            // `(float*)p`, `reinterpret_cast<float4*>(p)`, `p + off`
+            for _ in 0..3 {
+                a = match a.kind_fast() {
+                    "cast_expression" => a.field("value").unwrap_or(a),
+                    "binary_expression" => a.field("left").unwrap_or(a),
+                    "call_expression" => a
+                        .field("arguments")
+                        .and_then(|x| x.named_child(0))
+                        .filter(|_| self.t(a).contains("_cast<"))
+                        .unwrap_or(a),
+                    _ => break,
+                };
+            }
+            if a.kind_fast() == "identifier" {
+                let t = self.t(a);
+                if let Some(j) = self.funcs[i].params.iter().position(|p| p.name == t) {
+                    passes.push((callee.to_string(), k, j));
+                }
+            }
+        }
+        self.cursors.push(c);
+        self.funcs[i].param_passes.extend(passes);
+    }
+
+    /// Whether a function named `callee` writes through its argument `k` (a kernel storing
+    /// through the pointer, a helper handing it to one, `cudaMemset`/`cudaMemcpy` into it).
+    fn writes_arg(&self, callee: &str, k: usize, depth: u32) -> bool {
+        if k == 0
+            && (callee.starts_with("cudaMemset")
+                || callee.starts_with("cuMemset")
+                || callee.starts_with("cuMemcpy")
+                || callee.starts_with("cudaMemcpy") && !callee.contains("ToSymbol"))
+        {
+            return true;
+        }
+        if depth > 4 {
+            return false;
+        }
+        self.funcs.iter().filter(|f| f.name == callee).any(|f| {
+            if f.kind == FuncKind::Global {
+                return f.params.get(k).is_some_and(|p| f.writes.contains(&p.name));
+            }
+            f.param_passes
+                .iter()
+                .any(|(c, m, j)| *j == k && self.writes_arg(c, *m, depth + 1))
+        })
     }
 
     /// Is this `<<<..., stream>>>` argument the current (or default) stream?
@@ -1244,30 +1533,19 @@ impl<'t> Analyzer<'t> {
             .iter()
             .filter(|f| f.kind == FuncKind::Host && f.returns_tensor);
         for host in hosts {
-            for (kernel, args) in &host.launch_args {
-                let kernels = self
-                    .funcs
-                    .iter()
-                    .filter(|k| k.kind == FuncKind::Global && &k.name == kernel);
-                for k in kernels {
-                    for (j, (p, range)) in args.iter().enumerate() {
-                        let Some(p) = p else { continue };
-                        if host.returned_params.contains(p) {
-                            continue;
-                        }
-                        let Some(kp) = k.params.get(j).filter(|kp| k.writes.contains(&kp.name))
-                        else {
-                            continue;
-                        };
-                        hits.push((
-                            range.clone(),
-                            format!(
-                                "kernel `{kernel}` writes through `{}` (its parameter `{}`), the data of input `{p}`: inputs must not be modified",
-                                &self.text[range.clone()],
-                                kp.name
-                            ),
-                        ));
+            for (callee, args) in host.launch_args.iter().chain(&host.helper_calls) {
+                for (j, (p, range)) in args.iter().enumerate() {
+                    let Some(p) = p else { continue };
+                    if host.returned_params.contains(p) || !self.writes_arg(callee, j, 0) {
+                        continue;
                     }
+                    hits.push((
+                        range.clone(),
+                        format!(
+                            "`{callee}` writes through `{}`, the data of input `{p}`: inputs must not be modified",
+                            &self.text[range.clone()],
+                        ),
+                    ));
                 }
             }
         }
@@ -1415,6 +1693,18 @@ impl<'t> Analyzer<'t> {
             self.flag(DECOY, r, m);
         }
     }
+}
+
+/// Text printed the way a harness or leaderboard prints results (`correct=True`,
+/// `"speedup": 12`); prose is not result-like.
+fn result_like(text: &str) -> bool {
+    static RESULT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r#"(?i)\b(correct(ness)?|speedup|runtime(_ms)?|elapsed(_ms)?|passed|allclose|max_diff|avg_diff|time_ms|mean_ms|verdict|fast_[0-9p]+|compiled)\b\\?["']?\s*[:=]"#,
+        )
+        .expect("static regex")
+    });
+    RESULT.is_match(text)
 }
 
 fn collect_identifiers(n: Node, text: &str, out: &mut Vec<String>) {

@@ -41,6 +41,15 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
     }
     let q = q.trim_start_matches("::");
     let last = last_segment(q);
+    // The PyTorch dispatcher calls any ATen op by its schema name (`aten::mm`).
+    if matches!(last, "findSchemaOrThrow" | "findSchema" | "callBoxed")
+        || q.split("::").any(|s| s == "Dispatcher") && kind != NameKind::Field
+    {
+        return Some((
+            TORCH_OP,
+            format!("`{q}` calls an ATen op through the PyTorch dispatcher; compute it in your own kernel"),
+        ));
+    }
     if kind == NameKind::Field {
         return match last {
             "accessPolicyWindow" | "hitProp" | "hitRatio" | "missProp" => Some((
@@ -80,6 +89,7 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
                 | "OptionalCUDAStreamGuard"
                 | "cudaStreamNonBlocking"
                 | "CU_STREAM_PER_THREAD"
+                | "CUDA_API_PER_THREAD_DEFAULT_STREAM"
         )
     {
         return Some((
@@ -118,6 +128,14 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
             format!("`{q}` keeps data persisting in L2 across the harness's cache flush"),
         ));
     }
+    // `std::chrono::steady_clock` and friends: host code reading the clock to tell timed
+    // calls from checked ones.
+    if last.ends_with("_clock") && q.contains("chrono") {
+        return Some((
+            TIMER,
+            format!("`{q}` reads the clock: code that times itself can behave differently when the harness times it"),
+        ));
+    }
     if matches!(last, "ofstream" | "fstream") && q.starts_with("std::") {
         return Some((
             SANDBOX,
@@ -136,6 +154,17 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
 fn is_precision_name(q: &str, last: &str, kind: NameKind) -> bool {
     if matches!(last, "half" | "half2" | "bfloat16") {
         return kind == NameKind::Type;
+    }
+    // fp8/fp6/fp4 types and conversions (`__nv_fp8_e4m3`, `__nv_cvt_float_to_fp8`).
+    if last.starts_with("__nv_fp8")
+        || last.starts_with("__nv_fp6")
+        || last.starts_with("__nv_fp4")
+        || last.starts_with("__nv_cvt_")
+    {
+        return true;
+    }
+    if last.starts_with("Float8_") {
+        return q.starts_with("at::") || q.starts_with("c10::") || q.starts_with("torch::");
     }
     if matches!(last, "Half" | "BFloat16") {
         // `ScalarType::Half` names a dtype (dispatch, checks); `at::Half` is the type.
@@ -206,6 +235,10 @@ pub fn torch_allowed(last: &str) -> bool {
             | "typeMetaToScalarType"
             | "getCurrentCUDAStream"
             | "getDefaultCUDAStream"
+            // Side streams are KG603's, not an ATen op.
+            | "getStreamFromPool"
+            | "getStreamFromExternal"
+            | "setCurrentCUDAStream"
             | "CUDAGuard"
             | "OptionalCUDAGuard"
             | "DeviceGuard"
@@ -368,6 +401,31 @@ pub fn sandbox_call(last: &str) -> bool {
             | "ofstream"
             | "fstream"
             | "socket"
+            // Exits that skip the interpreter's shutdown (a forged clean exit) and reads of
+            // the environment (phase detection).
+            | "_exit"
+            | "_Exit"
+            | "quick_exit"
+            | "getenv"
+            | "secure_getenv"
+    )
+}
+
+/// Clock reads in device or host code (`clock64()`, `clock_gettime`): a kernel that reads the
+/// time can tell timed calls from checked ones.
+pub fn clock_call(last: &str) -> bool {
+    matches!(
+        last,
+        "clock"
+            | "clock64"
+            | "__clock64"
+            | "__globaltimer"
+            | "globaltimer"
+            | "clock_gettime"
+            | "gettimeofday"
+            | "timespec_get"
+            | "cudaEventElapsedTime"
+            | "cuEventElapsedTime"
     )
 }
 
