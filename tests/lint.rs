@@ -101,7 +101,7 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
         "hacks/lazy_tensor.py",
         &[("KG405", 17), ("KG405", 19), ("KG405", 25)],
     ),
-    ("hacks/memoized.py", &[("KG406", 18)]),
+    ("hacks/memoized.py", &[("KG406", 22)]),
     (
         "hacks/precision_downgrade.py",
         &[("KG501", 19), ("KG501", 20), ("KG501", 21)],
@@ -143,6 +143,60 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
     ),
     ("hacks/stored_output.py", &[("KG202", 22)]),
     ("hacks/getattr_method.py", &[("KG104", 19)]),
+    (
+        "hacks/inplace_and_dunder_methods.py",
+        &[("KG104", 24), ("KG104", 25)],
+    ),
+    (
+        "hacks/torch_dict_and_vf.py",
+        &[("KG101", 20), ("KG101", 21)],
+    ),
+    (
+        "hacks/content_key_cache.py",
+        &[("KG401", 20), ("KG401", 24)],
+    ),
+    ("hacks/memoized_output.py", &[("KG401", 22)]),
+    (
+        "hacks/weakref_cache.py",
+        &[("KG401", 15), ("KG401", 22), ("KG401", 24)],
+    ),
+    ("hacks/shape_cache_get.py", &[("KG401", 21), ("KG401", 25)]),
+    (
+        "hacks/env_phase_at_import.py",
+        &[("KG402", 23), ("KG402", 23)],
+    ),
+    (
+        "hacks/half_types_and_default_dtype.py",
+        &[("KG501", 16), ("KG501", 21), ("KG501", 22)],
+    ),
+    (
+        "hacks/tf32_flags_and_env.py",
+        &[("KG502", 17), ("KG502", 18), ("KG502", 23)],
+    ),
+    (
+        "hacks/forged_output_indirect.py",
+        &[("KG305", 22), ("KG305", 23), ("KG305", 24)],
+    ),
+    ("hacks/reference_alias.py", &[("KG203", 25)]),
+    (
+        "hacks/layer_subclass.py",
+        &[("KG102", 28), ("KG102", 29), ("KG102", 29)],
+    ),
+    (
+        "hacks/stored_op_wrappers.py",
+        &[("KG101", 20), ("KG101", 21), ("KG101", 25)],
+    ),
+    (
+        "hacks/live_through_values.py",
+        &[("KG104", 16), ("KG104", 20), ("KG104", 24)],
+    ),
+    (
+        "hacks/decorated_forward.py",
+        &[("KG101", 21), ("KG101", 27)],
+    ),
+    ("hacks/hidden_counters.py", &[("KG402", 26), ("KG402", 26)]),
+    ("hacks/clock_phase.py", &[("KG402", 25)]),
+    ("hacks/load_library.py", &[("KG306", 16)]),
 ];
 
 #[test]

@@ -34,6 +34,7 @@ const BUILTINS: &[&str] = &[
     "breakpoint",
     "__builtins__",
     "input",
+    "next",
 ];
 
 #[derive(Debug, Default)]
@@ -112,8 +113,29 @@ impl Names {
                         }
                     }
                     "functools.partial" => self.qualify(arg0?),
+                    // torch.__dict__.get("sigmoid")
+                    f if f.ends_with(".__dict__.get") => {
+                        let base = &f[..f.len() - ".__dict__.get".len()];
+                        Some(format!("{base}.{}", self.fold_str(arg0?)?))
+                    }
                     _ => None,
                 }
+            }
+            // torch.__dict__["sigmoid"], vars(torch)["sigmoid"]
+            Expr::Subscript(s) => {
+                let base = match s.value.as_ref() {
+                    Expr::Attribute(a) if a.attr.as_str() == "__dict__" => {
+                        self.qualify(&a.value)?
+                    }
+                    Expr::Call(c)
+                        if c.arguments.args.len() == 1
+                            && self.qualify(&c.func).as_deref() == Some("builtins.vars") =>
+                    {
+                        self.qualify(&c.arguments.args[0])?
+                    }
+                    _ => return None,
+                };
+                Some(format!("{base}.{}", self.fold_str(&s.slice)?))
             }
             _ => None,
         }

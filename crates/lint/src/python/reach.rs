@@ -188,12 +188,17 @@ pub fn reachable(module: &ModModule) -> Reachability<'_> {
     // `self.attr = SomeClass(...)` anywhere in a class: calling `self.attr(...)` runs it.
     let mut seen: HashSet<*const StmtFunctionDef> = HashSet::default();
     let mut classes_done: HashSet<String> = HashSet::default();
+    let mut values_done: HashSet<String> = HashSet::default();
     while let Some((f, owner)) = queue.pop() {
         if !seen.insert(f as *const _) {
             continue;
         }
         r.functions.push((f, owner));
         let mut c = Collector::default();
+        // A decorator runs around the function: `@with_epilogue` makes its wrapper live.
+        for d in &f.decorator_list {
+            c.visit_expr(&d.expression);
+        }
         walk_live(&mut c, &f.body);
         for call in &c.calls {
             if let Expr::Attribute(a) = call.func.as_ref() {
@@ -202,17 +207,27 @@ pub fn reachable(module: &ModModule) -> Reachability<'_> {
         }
         r.calls.extend(c.calls);
         // self.<attr>: a method of the owner, or an instance of a module-level class.
+        // Names a live value was built from: `self.post = _finish`, `STAGES = {"post": _epilogue}`,
+        // `self.act = partial(helper, ...)` make those functions live when the value is used.
+        let mut value_names: BTreeSet<String> = BTreeSet::new();
         if let Some(owner) = owner {
             for attr in &c.self_attrs {
                 if let Some((m, o)) = find_method(module, owner, attr) {
                     queue.push((m, Some(o)));
                 }
-                for class_name in self_attr_classes(owner, attr) {
-                    enqueue_class(module, &class_name, &mut queue, &mut classes_done);
+                for value in self_attr_values(owner, attr) {
+                    names_in(module, value, &mut value_names);
                 }
             }
         }
         for name in &c.names {
+            if values_done.insert(name.clone()) {
+                for value in module_values(module, name) {
+                    names_in(module, value, &mut value_names);
+                }
+            }
+        }
+        for name in c.names.iter().chain(value_names.iter()) {
             if let Some(func) = find_function(module, name) {
                 queue.push((func, None));
             }
@@ -242,22 +257,18 @@ fn enqueue_class<'a>(
     }
 }
 
-/// Class names assigned to `self.<attr>` (`self.attr = Name(...)`) in any method of `class`.
-fn self_attr_classes(class: &StmtClassDef, attr: &str) -> Vec<String> {
-    struct Finder<'s> {
+/// Values assigned to `self.<attr>` in any method of `class`, or to `<attr>` in its body.
+fn self_attr_values<'a>(class: &'a StmtClassDef, attr: &str) -> Vec<&'a Expr> {
+    struct Finder<'s, 'a> {
         attr: &'s str,
-        out: Vec<String>,
+        out: Vec<&'a Expr>,
     }
-    impl<'a> Visitor<'a> for Finder<'_> {
+    impl<'a> Visitor<'a> for Finder<'_, 'a> {
         fn visit_stmt(&mut self, stmt: &'a Stmt) {
             if let Stmt::Assign(a) = stmt {
                 let hits = a.targets.iter().any(|t| is_self_attr(t, self.attr));
                 if hits {
-                    if let Expr::Call(c) = a.value.as_ref() {
-                        if let Expr::Name(n) = c.func.as_ref() {
-                            self.out.push(n.id.to_string());
-                        }
-                    }
+                    self.out.push(&a.value);
                 }
             }
             visitor::walk_stmt(self, stmt);
@@ -268,9 +279,76 @@ fn self_attr_classes(class: &StmtClassDef, attr: &str) -> Vec<String> {
         out: Vec::new(),
     };
     for s in &class.body {
-        f.visit_stmt(s);
+        match s {
+            Stmt::Assign(a)
+                if a.targets
+                    .iter()
+                    .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == attr)) =>
+            {
+                f.out.push(&a.value)
+            }
+            _ => f.visit_stmt(s),
+        }
     }
     f.out
+}
+
+/// Values assigned to the module-level name `name`.
+fn module_values<'a>(module: &'a ModModule, name: &str) -> Vec<&'a Expr> {
+    module
+        .body
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Assign(a)
+                if a.targets
+                    .iter()
+                    .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == name)) =>
+            {
+                Some(a.value.as_ref())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Names a stored value can call later: names used as values (`fn` in `partial(fn)`, the
+/// values of a dict, a bare `_finish`) and classes instantiated (`Cls(...)`: calling the
+/// instance runs its `forward`). A function called while building the value ran then, at
+/// import or in `__init__`, not on the forward path.
+fn names_in(module: &ModModule, e: &Expr, out: &mut BTreeSet<String>) {
+    struct N<'o, 'm> {
+        module: &'m ModModule,
+        out: &'o mut BTreeSet<String>,
+    }
+    impl<'a> Visitor<'a> for N<'_, '_> {
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            match expr {
+                Expr::Name(n) if n.ctx.is_load() => {
+                    self.out.insert(n.id.to_string());
+                }
+                Expr::Call(c) => {
+                    match c.func.as_ref() {
+                        Expr::Name(n) => {
+                            if find_class(self.module, n.id.as_str()).is_some() {
+                                self.out.insert(n.id.to_string());
+                            }
+                        }
+                        other => self.visit_expr(other),
+                    }
+                    for a in c.arguments.args.iter() {
+                        self.visit_expr(a);
+                    }
+                    for k in c.arguments.keywords.iter() {
+                        self.visit_expr(&k.value);
+                    }
+                    return;
+                }
+                _ => {}
+            }
+            visitor::walk_expr(self, expr);
+        }
+    }
+    N { module, out }.visit_expr(e);
 }
 
 fn is_self_attr(e: &Expr, attr: &str) -> bool {

@@ -10,7 +10,7 @@
 use super::names::{range, under, Names};
 use super::reach::{find_class, find_method, walk_live, walk_stmt_live, Reachability};
 use super::tables::{
-    banned, nn_container, nn_layer, tamper_rule, torch_compute, SIZE_NAMES, TENSOR_COMPUTE,
+    banned, nn_container, nn_layer, tamper_rule, tensor_compute_method, torch_compute, SIZE_NAMES,
 };
 use crate::rule::{Context, RawFinding};
 use kernelgate_model::{Backend, Precision};
@@ -33,6 +33,10 @@ pub struct Checker<'a, 'c> {
     layers: HashMap<String, String>,
     /// Names assigned at module level (module state a counter can live in).
     module_names: HashSet<String>,
+    /// Module-level names assigned from `os.environ`/`os.getenv`/`sys.argv`.
+    env_names: HashSet<String>,
+    /// `Model` and module-level names bound to it (`_Base = Model`).
+    ref_names: HashSet<String>,
     pub out: Vec<RawFinding>,
 }
 
@@ -60,8 +64,11 @@ impl<'a, 'c> Checker<'a, 'c> {
                 })
                 .flatten()
                 .collect(),
+            env_names: HashSet::default(),
+            ref_names: reference_names(module),
             out: Vec::new(),
         };
+        c.env_names = c.module_env_names();
         c.collect_bindings();
         c
     }
@@ -71,6 +78,46 @@ impl<'a, 'c> Checker<'a, 'c> {
         self.live_pass();
         self.structure_pass();
         self.out
+    }
+
+    /// `_TIMING = os.environ.get("PHASE") == "timing"` at module level: a later branch on
+    /// `_TIMING` in `forward` reads the environment as surely as `os.environ` there would.
+    fn module_env_names(&self) -> HashSet<String> {
+        struct E<'n> {
+            names: &'n Names,
+            hit: bool,
+        }
+        impl<'v> Visitor<'v> for E<'_> {
+            fn visit_expr(&mut self, expr: &'v Expr) {
+                if matches!(expr, Expr::Attribute(_) | Expr::Name(_)) {
+                    if let Some(q) = self.names.qualify(expr) {
+                        if is_env_path(&q) {
+                            self.hit = true;
+                            return;
+                        }
+                    }
+                }
+                visitor::walk_expr(self, expr);
+            }
+        }
+        let mut out = HashSet::default();
+        for s in &self.module.body {
+            if let Stmt::Assign(a) = s {
+                let mut e = E {
+                    names: &self.names,
+                    hit: false,
+                };
+                e.visit_expr(&a.value);
+                if e.hit {
+                    for t in &a.targets {
+                        if let Expr::Name(n) = t {
+                            out.insert(n.id.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        out
     }
 
     fn push(&mut self, code: &'static str, r: std::ops::Range<usize>, msg: impl Into<String>) {
@@ -199,7 +246,15 @@ impl<'a, 'c> Checker<'a, 'c> {
 
     /// `Some(layer)` when the call constructs an nn compute layer (or a container holding one).
     fn layer_kind(&self, call: &ExprCall) -> Option<String> {
-        let q = self.names.qualify(&call.func)?;
+        let Some(q) = self.names.qualify(&call.func) else {
+            // `class Head(nn.Linear): pass` ... `Head(d, d)`
+            return match call.func.as_ref() {
+                Expr::Name(n) => {
+                    find_class(self.module, n.id.as_str()).and_then(|c| self.layer_base(c, 0))
+                }
+                _ => None,
+            };
+        };
         if nn_layer(&q) {
             return Some(q);
         }
@@ -223,6 +278,26 @@ impl<'a, 'c> Checker<'a, 'c> {
             return found;
         }
         None
+    }
+
+    /// The nn compute layer a class derives from, through module-level classes.
+    fn layer_base(&self, class: &ruff_python_ast::StmtClassDef, depth: u8) -> Option<String> {
+        if depth > 8 {
+            return None;
+        }
+        class
+            .bases()
+            .iter()
+            .find_map(|b| match self.names.qualify(b) {
+                Some(q) if nn_layer(&q) => Some(q),
+                Some(_) => None,
+                None => match b {
+                    Expr::Name(n) => find_class(self.module, n.id.as_str())
+                        .filter(|c| c.name.as_str() != class.name.as_str())
+                        .and_then(|c| self.layer_base(c, depth + 1)),
+                    _ => None,
+                },
+            })
     }
 
     // ---------------------------------------------------------------- whole file
@@ -254,16 +329,19 @@ impl<'a, 'c> Checker<'a, 'c> {
 
     /// A half-precision dtype expression.
     fn is_half_dtype(&self, e: &Expr) -> bool {
+        let low = |q: &str| {
+            let q = q.strip_prefix("torch.").unwrap_or(q);
+            let q = q.strip_prefix("cuda.").unwrap_or(q);
+            matches!(
+                q,
+                "float16" | "half" | "bfloat16" | "HalfTensor" | "BFloat16Tensor"
+            ) || q.starts_with("float8")
+                || q.starts_with("float4")
+        };
         if let Some(q) = self.names.qualify(e) {
-            return matches!(
-                q.as_str(),
-                "torch.float16" | "torch.half" | "torch.bfloat16"
-            );
+            return under(&q, "torch") && low(&q);
         }
-        matches!(
-            self.names.fold_str(e).as_deref(),
-            Some("float16" | "half" | "bfloat16" | "torch.float16" | "torch.bfloat16")
-        )
+        self.names.fold_str(e).as_deref().is_some_and(low)
     }
 
     fn root_banned(&self, e: &Expr) -> bool {
@@ -286,7 +364,72 @@ impl<'a, 'c> Checker<'a, 'c> {
         let q = self.names.qualify(&call.func);
         let args = &call.arguments.args;
         let fr = range(call.func.as_ref());
+        // `getattr(os, "_ex" + "it")(0)`, `__import__("subprocess").run`: the attribute walk
+        // never sees a banned function reached through a call.
+        if matches!(call.func.as_ref(), Expr::Call(_)) {
+            if let Some((code, msg)) = q.as_deref().and_then(banned) {
+                let shown = q.as_deref().unwrap_or_default();
+                self.push(code, fr.clone(), format!("{msg} (`{shown}`)"));
+            }
+        }
         match q.as_deref() {
+            Some("torch.set_default_dtype") if self.fp32() && !in_inputs_fn => {
+                if args.first().is_some_and(|a| self.is_half_dtype(a)) {
+                    self.push(
+                        "KG501",
+                        fr.clone(),
+                        "makes half precision the default dtype on an fp32 problem",
+                    );
+                }
+            }
+            Some(p)
+                if self.fp32()
+                    && (p == "os.putenv"
+                        || p == "os.environ.setdefault"
+                        || p == "os.environ.update") =>
+            {
+                let keys: Vec<&Expr> = match args.first() {
+                    Some(Expr::Dict(d)) => d.iter_keys().flatten().collect(),
+                    Some(k) => vec![k],
+                    None => call
+                        .arguments
+                        .keywords
+                        .iter()
+                        .filter(|k| k.arg.as_ref().is_some_and(|a| a.contains("TF32")))
+                        .map(|k| &k.value)
+                        .collect(),
+                };
+                let tf32 = keys.iter().any(|k| self.tf32_env_key(k))
+                    || call
+                        .arguments
+                        .keywords
+                        .iter()
+                        .any(|k| k.arg.as_ref().is_some_and(|a| a.contains("TF32")));
+                if tf32 {
+                    self.push(
+                        "KG502",
+                        range(call),
+                        "sets a TF32 override in the environment on an fp32 problem",
+                    );
+                }
+            }
+            Some(p) if self.fp32() && under(p, "torch.backends") => {
+                // torch.backends.cudnn.flags(allow_tf32=True)
+                for kw in call.arguments.keywords.iter() {
+                    let Some(arg) = kw.arg.as_ref() else { continue };
+                    if (arg.contains("tf32") || arg.contains("reduced_precision"))
+                        && super::reach::const_truth(&kw.value) != Some(false)
+                    {
+                        self.push(
+                            "KG502",
+                            range(kw),
+                            format!(
+                                "`{arg}=` enables reduced-precision (TF32) math on an fp32 problem"
+                            ),
+                        );
+                    }
+                }
+            }
             Some("builtins.setattr" | "builtins.delattr") if !args.is_empty() => {
                 if let Some(base) = self.names.qualify(&args[0]) {
                     match args.get(1).and_then(|a| self.names.fold_str(a)) {
@@ -453,6 +596,11 @@ impl<'a, 'c> Checker<'a, 'c> {
         }
     }
 
+    /// An environment variable that switches cuBLAS/PyTorch to TF32 for everyone.
+    fn tf32_env_key(&self, e: &Expr) -> bool {
+        self.names.fold_str(e).is_some_and(|k| k.contains("TF32"))
+    }
+
     fn tmp_like(&self, e: &Expr) -> bool {
         let t = self.text(e).to_ascii_lowercase();
         t.contains("tmp")
@@ -502,6 +650,22 @@ impl<'a, 'c> Checker<'a, 'c> {
             Some(s) => s,
             None => match e {
                 Expr::FString(_) => self.text(e).to_string(),
+                // "%s: %s" % ("speedup", 42) and "{}: {}".format("speedup", 42)
+                Expr::BinOp(b) if b.op == Operator::Mod => {
+                    let items: Vec<&Expr> = match b.right.as_ref() {
+                        Expr::Tuple(t) => t.elts.iter().collect(),
+                        other => vec![other],
+                    };
+                    self.format_like(&b.left, &items, '%')
+                }
+                Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "format") =>
+                {
+                    let Expr::Attribute(a) = c.func.as_ref() else {
+                        return false;
+                    };
+                    let items: Vec<&Expr> = c.arguments.args.iter().collect();
+                    self.format_like(&a.value, &items, '{')
+                }
                 Expr::Call(c) => {
                     return self
                         .names
@@ -520,6 +684,39 @@ impl<'a, 'c> Checker<'a, 'c> {
             .expect("static regex")
         });
         RESULT.is_match(&text) || text.trim_start().starts_with('{')
+    }
+
+    /// A format template with its placeholders filled from `items` (folded strings, or the
+    /// argument's source text): enough to see the key/value shape of a result line.
+    fn format_like(&self, template: &Expr, items: &[&Expr], open: char) -> String {
+        let Some(t) = self.names.fold_str(template) else {
+            return String::new();
+        };
+        let mut vals = items.iter().map(|i| {
+            self.names
+                .fold_str(i)
+                .unwrap_or_else(|| self.text(*i).to_string())
+        });
+        let mut out = String::with_capacity(t.len());
+        let mut chars = t.chars().peekable();
+        while let Some(ch) = chars.next() {
+            if ch != open {
+                out.push(ch);
+                continue;
+            }
+            // Skip the conversion spec: `%-8.3f` / `{0:>8}`.
+            let close = if open == '%' { None } else { Some('}') };
+            while let Some(&n) = chars.peek() {
+                chars.next();
+                match close {
+                    Some(c) if n == c => break,
+                    None if n.is_ascii_alphabetic() => break,
+                    _ => {}
+                }
+            }
+            out.push_str(&vals.next().unwrap_or_default());
+        }
+        out
     }
 
     /// Assignment/setattr/del of a module attribute.
@@ -635,14 +832,28 @@ impl<'a, 'c> Checker<'a, 'c> {
                 if q.as_deref()
                     .is_some_and(|q| matches!(q, "functools.lru_cache" | "functools.cache"))
                 {
-                    self.push(
-                        "KG406",
-                        range(d),
-                        format!(
-                            "`{}` is memoised: repeated inputs return stored outputs",
-                            f.name
+                    // Memoising what computes outputs is an output cache; memoising a kernel
+                    // build or a launch configuration is fine; anything else is worth a look.
+                    let entry = matches!(f.name.as_str(), "forward" | "__call__");
+                    match (entry, self.memo_kind(f)) {
+                        (true, _) | (_, Memo::Output) => self.push(
+                            "KG401",
+                            range(d),
+                            format!(
+                                "`{}` is memoised and computes outputs: repeated inputs return stored results",
+                                f.name
+                            ),
                         ),
-                    );
+                        (false, Memo::Unknown) => self.push(
+                            "KG406",
+                            range(d),
+                            format!(
+                                "`{}` is memoised: repeated inputs return stored outputs",
+                                f.name
+                            ),
+                        ),
+                        (false, Memo::Config) => {}
+                    }
                 }
             }
             let globals = global_names(f);
@@ -653,12 +864,21 @@ impl<'a, 'c> Checker<'a, 'c> {
                 counters: Vec::new(),
                 tests: Vec::new(),
             };
+            for d in &f.decorator_list {
+                // `@torch.compile` on a live function runs Inductor's kernels.
+                v.visit_expr(&d.expression);
+            }
             walk_live(&mut v, &f.body);
             counters.extend(v.counters);
             tests.extend(v.tests);
         }
         let counter_names: HashMap<String, std::ops::Range<usize>> = counters.into_iter().collect();
         let mut seen = HashSet::default();
+        for (name, r) in &tests {
+            if self.env_names.contains(name) && seen.insert(name.clone()) {
+                self.push("KG402", r.clone(), format!("branches on `{name}`, read from the environment or argv at import: behaviour can depend on the harness's phase"));
+            }
+        }
         for (name, r) in tests {
             if let Some(inc) = counter_names.get(&name) {
                 if seen.insert(name.clone()) {
@@ -667,6 +887,73 @@ impl<'a, 'c> Checker<'a, 'c> {
                 }
             }
         }
+    }
+
+    /// What a memoised function's calls say about what it returns.
+    fn memo_kind(&self, f: &StmtFunctionDef) -> Memo {
+        self.memo_kind_at(f, 0)
+    }
+
+    fn memo_kind_at(&self, f: &StmtFunctionDef, depth: u8) -> Memo {
+        let mut calls = Vec::new();
+        struct C<'o, 'a> {
+            out: &'o mut Vec<&'a ExprCall>,
+        }
+        impl<'a> Visitor<'a> for C<'_, 'a> {
+            fn visit_expr(&mut self, expr: &'a Expr) {
+                if let Expr::Call(c) = expr {
+                    self.out.push(c);
+                }
+                visitor::walk_expr(self, expr);
+            }
+        }
+        let mut v = C { out: &mut calls };
+        for s in &f.body {
+            v.visit_stmt(s);
+        }
+        let mut kind = Memo::Config;
+        for call in calls {
+            if self.is_ext_builder(call) {
+                continue;
+            }
+            match call.func.as_ref() {
+                // kernel[grid](...)
+                Expr::Subscript(_) => return Memo::Output,
+                Expr::Attribute(a) => {
+                    let m = a.attr.as_str();
+                    if let Some(q) = self.names.qualify(&call.func) {
+                        if torch_compute(&q) {
+                            return Memo::Output;
+                        }
+                    } else if self.is_ext_call_target(&a.value, m) || tensor_compute_method(m) {
+                        return Memo::Output;
+                    } else if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") {
+                        kind = Memo::Unknown;
+                    }
+                }
+                Expr::Name(n) => {
+                    if let Some(q) = self.names.qualify(&call.func) {
+                        if torch_compute(&q) {
+                            return Memo::Output;
+                        }
+                    } else if find_class(self.module, n.id.as_str()).is_some() {
+                        kind = Memo::Unknown;
+                    } else if let Some(g) = self.module.body.iter().rev().find_map(|s| match s {
+                        Stmt::FunctionDef(d) if d.name.as_str() == n.id.as_str() => Some(d),
+                        _ => None,
+                    }) {
+                        // A helper that launches makes the memoised function an output cache.
+                        match (depth < 4).then(|| self.memo_kind_at(g, depth + 1)) {
+                            Some(Memo::Output) => return Memo::Output,
+                            Some(Memo::Config) => {}
+                            _ => kind = Memo::Unknown,
+                        }
+                    }
+                }
+                _ => kind = Memo::Unknown,
+            }
+        }
+        kind
     }
 
     /// Functions compiled for the GPU by a DSL (Triton, CuTe, TileLang, Numba): their bodies are kernels.
@@ -764,6 +1051,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                         "`ModelNew` uses the reference `Model`: the reference's PyTorch code runs",
                     );
                 }
+                self.check_layer_base(class);
                 self.check_forward(class);
             }
         }
@@ -773,7 +1061,7 @@ impl<'a, 'c> Checker<'a, 'c> {
 
     fn is_reference(&self, e: &Expr) -> bool {
         match e {
-            Expr::Name(n) => n.id.as_str() == "Model",
+            Expr::Name(n) => self.ref_names.contains(n.id.as_str()),
             Expr::Attribute(a) => a.attr.as_str() == "Model",
             // ModelNew = type("ModelNew", (Model,), {})
             Expr::Call(_) => {
@@ -809,6 +1097,49 @@ impl<'a, 'c> Checker<'a, 'c> {
             }
         }
         false
+    }
+
+    /// `class ModelNew(nn.Linear)`: the layer's forward runs when ModelNew has none or calls
+    /// `super().forward(...)`.
+    fn check_layer_base(&mut self, class: &'a ruff_python_ast::StmtClassDef) {
+        let Some(layer) = self.layer_base(class, 0) else {
+            return;
+        };
+        struct S {
+            hits: Vec<std::ops::Range<usize>>,
+        }
+        impl<'v> Visitor<'v> for S {
+            fn visit_expr(&mut self, expr: &'v Expr) {
+                if let Expr::Call(c) = expr {
+                    if let Expr::Attribute(a) = c.func.as_ref() {
+                        let sup = matches!(a.value.as_ref(), Expr::Call(s) if matches!(s.func.as_ref(), Expr::Name(n) if n.id.as_str() == "super"));
+                        if sup && matches!(a.attr.as_str(), "forward" | "__call__" | "_call_impl") {
+                            self.hits.push(range(c.func.as_ref()));
+                        }
+                    }
+                }
+                visitor::walk_expr(self, expr);
+            }
+        }
+        let mut v = S { hits: Vec::new() };
+        for s in &class.body {
+            v.visit_stmt(s);
+        }
+        let own_forward = class
+            .body
+            .iter()
+            .any(|s| matches!(s, Stmt::FunctionDef(f) if f.name.as_str() == "forward"));
+        if !own_forward {
+            let at = class
+                .bases()
+                .first()
+                .map(range)
+                .unwrap_or(range(&class.name));
+            self.push("KG102", at, format!("`ModelNew` inherits `forward` from the PyTorch layer `{layer}`: PyTorch computes it"));
+        }
+        for r in v.hits {
+            self.push("KG102", r, format!("`super()` runs the forward of the PyTorch layer `{layer}`: pass its weights to your kernel instead"));
+        }
     }
 
     fn check_forward(&mut self, class: &'a ruff_python_ast::StmtClassDef) {
@@ -999,6 +1330,75 @@ impl<'a, 'c> Checker<'a, 'c> {
     }
 }
 
+/// `Model` and the module-level names that alias it through assignment chains.
+fn reference_names(module: &ModModule) -> HashSet<String> {
+    let mut out: HashSet<String> = HashSet::default();
+    out.insert("Model".to_string());
+    loop {
+        let before = out.len();
+        for s in &module.body {
+            if let Stmt::Assign(a) = s {
+                let is_ref = match a.value.as_ref() {
+                    Expr::Name(n) => out.contains(n.id.as_str()),
+                    Expr::Attribute(at) => at.attr.as_str() == "Model",
+                    _ => false,
+                };
+                if is_ref {
+                    for t in &a.targets {
+                        if let Expr::Name(n) = t {
+                            if n.id.as_str() != "ModelNew" {
+                                out.insert(n.id.to_string());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if out.len() == before {
+            return out;
+        }
+    }
+}
+
+fn is_env_path(q: &str) -> bool {
+    under(q, "os.environ")
+        || under(q, "os.environb")
+        || under(q, "sys.argv")
+        || under(q, "sys.orig_argv")
+        || q == "os.getenv"
+        || q == "os.getenvb"
+}
+
+/// Clocks: reading one on the forward path lets behaviour depend on elapsed time.
+fn is_clock(q: &str) -> bool {
+    let Some(f) = q.strip_prefix("time.") else {
+        return matches!(q, "datetime.datetime.now" | "datetime.datetime.utcnow");
+    };
+    matches!(
+        f,
+        "time"
+            | "time_ns"
+            | "perf_counter"
+            | "perf_counter_ns"
+            | "monotonic"
+            | "monotonic_ns"
+            | "process_time"
+            | "process_time_ns"
+            | "thread_time"
+            | "thread_time_ns"
+    )
+}
+
+/// What a memoised function returns, judged by what it calls.
+enum Memo {
+    /// It launches kernels or PyTorch ops: its results are outputs.
+    Output,
+    /// It builds extensions or computes configuration only.
+    Config,
+    /// It calls code of this file whose nature is not obvious.
+    Unknown,
+}
+
 fn collect_calls<'a>(e: &'a Expr, out: &mut Vec<&'a ExprCall>) {
     struct C<'o, 'a> {
         out: &'o mut Vec<&'a ExprCall>,
@@ -1053,7 +1453,7 @@ struct RefUses<'x, 'a, 'c> {
 impl<'a> Visitor<'a> for RefUses<'_, '_, '_> {
     fn visit_expr(&mut self, expr: &'a Expr) {
         if let Expr::Name(n) = expr {
-            if n.id.as_str() == "Model" && n.ctx.is_load() {
+            if self.c.ref_names.contains(n.id.as_str()) && n.ctx.is_load() {
                 self.hits.push(range(expr));
             }
         }
@@ -1153,10 +1553,23 @@ impl<'a> Visitor<'a> for FileVisitor<'_, 'a, '_> {
                 // `self.act = lambda t: torch.relu(t)` runs on the forward path through `self.act(x)`.
                 let mut calls = Vec::new();
                 collect_calls(&l.body, &mut calls);
+                let params: HashSet<&str> = l
+                    .parameters
+                    .as_deref()
+                    .map(|p| p.iter().map(|p| p.name().as_str()).collect())
+                    .unwrap_or_default();
                 for call in calls {
                     if let Some(q) = self.c.names.qualify(&call.func) {
                         if torch_compute(&q) {
                             self.c.push("KG101", range(call.func.as_ref()), format!("a lambda calls the PyTorch compute op `{q}` instead of your kernel"));
+                        }
+                    } else if let Expr::Attribute(a) = call.func.as_ref() {
+                        // `lambda t: t.sigmoid()`: a tensor method on the lambda's argument.
+                        let m = a.attr.as_str();
+                        let on_param = matches!(a.value.as_ref(), Expr::Name(n) if params.contains(n.id.as_str()));
+                        if on_param && tensor_compute_method(m) && !self.c.ext_functions.contains(m)
+                        {
+                            self.c.push("KG104", range(&a.attr), format!("a lambda calls the tensor compute method `.{m}()` instead of your kernel"));
                         }
                     }
                 }
@@ -1227,6 +1640,17 @@ impl<'a> FileVisitor<'_, 'a, '_> {
             Expr::Tuple(tu) => tu.elts.iter().for_each(|e| self.target(e, None)),
             // torch.nn.functional.__dict__["relu"] = ...
             Expr::Subscript(sub) => {
+                if self.c.fp32()
+                    && value.is_some()
+                    && self.c.names.qualify(&sub.value).as_deref() == Some("os.environ")
+                    && self.c.tf32_env_key(&sub.slice)
+                {
+                    self.c.push(
+                        "KG502",
+                        range(t),
+                        "sets a TF32 override in the environment on an fp32 problem",
+                    );
+                }
                 if let Expr::Attribute(d) = sub.value.as_ref() {
                     if d.attr.as_str() == "__dict__" {
                         if let Some(base) = self.c.names.qualify(&d.value) {
@@ -1262,6 +1686,20 @@ impl<'a> FileVisitor<'_, 'a, '_> {
                 if let Some(q) = self.c.names.qualify(v) {
                     if torch_compute(&q) {
                         self.c.push("KG101", range(v), format!("stores the PyTorch compute op `{q}` to call it later instead of your kernel"));
+                    }
+                }
+            }
+            // `partial(F.leaky_relu, ...)`, `staticmethod(F.relu)`: the op is still what runs.
+            Expr::Call(c) => {
+                let wrapper = match self.c.names.qualify(&c.func) {
+                    Some(q) => q == "functools.partial",
+                    None => {
+                        matches!(c.func.as_ref(), Expr::Name(n) if matches!(n.id.as_str(), "staticmethod" | "classmethod"))
+                    }
+                };
+                if wrapper {
+                    if let Some(a) = c.arguments.args.first() {
+                        self.stored_torch_ops(a);
                     }
                 }
             }
@@ -1306,9 +1744,9 @@ impl<'a> CacheVisitor<'_, 'a, '_> {
                     Expr::Call(c) => {
                         if let Expr::Attribute(a) = c.func.as_ref() {
                             match a.attr.as_str() {
-                                "data_ptr" | "untyped_storage" | "storage" | "storage_offset" => {
-                                    self.identity = true
-                                }
+                                // Identity, or a content fingerprint (`x.flatten()[:16].tolist()`).
+                                "data_ptr" | "untyped_storage" | "storage" | "storage_offset"
+                                | "tolist" | "item" | "tobytes" | "numpy" => self.identity = true,
                                 "size" | "stride" => self.shape = true,
                                 _ => {}
                             }
@@ -1403,11 +1841,23 @@ impl<'a> Visitor<'a> for CacheVisitor<'_, 'a, '_> {
                         self.returned.insert(k);
                     }
                     if let Expr::Name(n) = v {
-                        // `out = cache[key]; return out`
-                        if let Some(Expr::Subscript(s)) = self.locals.get(n.id.as_str()).copied() {
-                            if let Some(k) = key_of(&s.value) {
-                                self.returned.insert(k);
-                            }
+                        // `out = cache[key]; return out`, `out = cache.get(key); return out`
+                        let stored = match self.locals.get(n.id.as_str()).copied() {
+                            Some(Expr::Subscript(s)) => Some(s.value.as_ref()),
+                            Some(Expr::Call(c)) => match c.func.as_ref() {
+                                Expr::Attribute(a)
+                                    if matches!(a.attr.as_str(), "get" | "setdefault" | "pop") =>
+                                {
+                                    Some(a.value.as_ref())
+                                }
+                                _ => None,
+                            },
+                            _ => None,
+                        };
+                        if let Some(k) =
+                            stored.and_then(|c| key_of(c).or_else(|| self.c.names.qualify(c)))
+                        {
+                            self.returned.insert(k);
                         }
                     }
                 }
@@ -1467,7 +1917,14 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
     fn layer_target(&self, e: &Expr) -> Option<String> {
         match e {
             Expr::Subscript(s) => self.layer_target(&s.value),
-            Expr::Attribute(a) if a.attr.as_str() == "forward" => self.layer_target(&a.value),
+            Expr::Attribute(a)
+                if matches!(
+                    a.attr.as_str(),
+                    "forward" | "__call__" | "_call_impl" | "_wrapped_call_impl"
+                ) =>
+            {
+                self.layer_target(&a.value)
+            }
             Expr::Call(c) => self.c.layer_kind(c),
             Expr::Name(n) if self.local_layers.contains(n.id.as_str()) => Some(n.id.to_string()),
             other => key_of(other).and_then(|k| self.c.layers.get(&k).cloned()),
@@ -1484,6 +1941,21 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
             Expr::Subscript(s) => self
                 .counter_key(&s.value)
                 .or_else(|| self.module_level(&s.value)),
+            _ => None,
+        }
+    }
+
+    /// `getattr(self, "calls", 0)` as the key `self.calls`.
+    fn getattr_self_key(&self, e: &Expr) -> Option<String> {
+        let Expr::Call(c) = e else { return None };
+        if self.c.names.qualify(&c.func).as_deref() != Some("builtins.getattr") {
+            return None;
+        }
+        let args = &c.arguments.args;
+        match args.first() {
+            Some(Expr::Name(n)) if n.id.as_str() == "self" => {
+                Some(format!("self.{}", self.c.names.fold_str(args.get(1)?)?))
+            }
             _ => None,
         }
     }
@@ -1537,7 +2009,8 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
             Stmt::Assign(a) => {
                 // self.calls = self.calls + 1
                 if let (Some(t), Expr::BinOp(b)) = (a.targets.first(), a.value.as_ref()) {
-                    if let (Some(k), Some(k2)) = (self.counter_key(t), key_of(&b.left)) {
+                    let left = key_of(&b.left).or_else(|| self.getattr_self_key(&b.left));
+                    if let (Some(k), Some(k2)) = (self.counter_key(t), left) {
                         if k == k2 {
                             self.counters.push((k, range(stmt)));
                         }
@@ -1581,6 +2054,15 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
             }
             Expr::If(i) => self.record_test(&i.test),
             Expr::Call(call) => self.check_live_call(call),
+            Expr::Name(n) if n.ctx.is_load() && self.c.names.binding(n.id.as_str()).is_some() => {
+                // `from os import environ as E` ... `"X" in E`
+                if let Some(q) = self.c.names.binding(n.id.as_str()) {
+                    if is_env_path(q) && q != "os.getenv" && q != "os.getenvb" {
+                        let q = q.to_string();
+                        self.c.push("KG402", range(expr), format!("reads `{q}` on the forward path: behaviour can depend on the harness's phase"));
+                    }
+                }
+            }
             Expr::Attribute(_) | Expr::Subscript(_) => {
                 if let Some(q) = self.c.names.qualify(expr) {
                     if under(&q, "os.environ") || under(&q, "os.environb") || under(&q, "sys.argv")
@@ -1606,9 +2088,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
                 let obj = &call.arguments.args[0];
                 if self.c.names.qualify(obj).is_none() {
                     if let Some(m) = self.c.names.fold_str(&call.arguments.args[1]) {
-                        if TENSOR_COMPUTE.contains(&m.as_str())
-                            && !self.c.is_ext_call_target(obj, &m)
-                        {
+                        if tensor_compute_method(&m) && !self.c.is_ext_call_target(obj, &m) {
                             self.c.push("KG104", range(call), format!("`getattr(..., \"{m}\")` fetches a tensor compute method on the forward path"));
                         }
                     }
@@ -1635,6 +2115,18 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
                 self.c.push("KG101", fr.clone(), format!("{shown} runs a PyTorch compute op on the forward path instead of your kernel"));
             } else if q == "os.getenv" || q == "os.environ.get" {
                 self.c.push("KG402", fr.clone(), format!("reads `{q}` on the forward path: behaviour can depend on the harness's phase"));
+            } else if is_clock(q) {
+                self.c.push("KG402", fr.clone(), format!("reads the clock (`{q}`) on the forward path: behaviour can depend on when it is called"));
+            } else if q == "builtins.next" {
+                // `next(self._calls)` on an `itertools.count()` is a call counter.
+                if let Some(k) = call
+                    .arguments
+                    .args
+                    .first()
+                    .and_then(|a| self.counter_key(a))
+                {
+                    self.counters.push((k, range(call)));
+                }
             }
         }
         if let Some(layer) = self.layer_target(&call.func) {
@@ -1658,7 +2150,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
             let args_ok = m != "log" || call.arguments.is_empty();
             if plain_receiver
                 && args_ok
-                && TENSOR_COMPUTE.contains(&m)
+                && tensor_compute_method(m)
                 && !self.c.is_ext_call_target(recv, m)
             {
                 self.c.push(

@@ -182,6 +182,7 @@ pub fn torch_compute(path: &str) -> bool {
         "torch.func",
         "torch.vmap",
         "torch.compile",
+        "torch._VF",
     ]
     .iter()
     .any(|p| under(path, p))
@@ -196,7 +197,7 @@ pub fn torch_compute(path: &str) -> bool {
     }
     // `torch.Tensor.add(x, y)` is compute; `torch.Tensor.size` is metadata.
     if let Some(m) = path.strip_prefix("torch.Tensor.") {
-        return TENSOR_COMPUTE.contains(&m);
+        return tensor_compute_method(m);
     }
     let rest = &path["torch.".len().min(path.len())..];
     let first = rest.split('.').next().unwrap_or("");
@@ -273,6 +274,94 @@ pub fn nn_container(path: &str) -> bool {
         "torch.nn.Sequential" | "torch.nn.ModuleList" | "torch.nn.ModuleDict"
     )
 }
+
+/// Is `m` a tensor method that runs a PyTorch kernel: a compute method, its in-place form
+/// (`x.add_(b)`, `y.rsqrt_()`), or an arithmetic dunder called by name (`y.__mul__(2)`).
+/// `add` alone is left out (sets have it too); `add_` is a tensor's.
+pub fn tensor_compute_method(m: &str) -> bool {
+    if TENSOR_COMPUTE.contains(&m) {
+        return true;
+    }
+    if let Some(stem) = m.strip_prefix("__").and_then(|d| d.strip_suffix("__")) {
+        let stem = stem
+            .strip_prefix('i')
+            .filter(|s| ARITH_DUNDERS.contains(s))
+            .or_else(|| stem.strip_prefix('r').filter(|s| ARITH_DUNDERS.contains(s)))
+            .unwrap_or(stem);
+        return ARITH_DUNDERS.contains(&stem);
+    }
+    match m.strip_suffix('_') {
+        Some(stem) if !stem.ends_with('_') => {
+            TENSOR_COMPUTE.contains(&stem) || INPLACE_ONLY.contains(&stem)
+        }
+        _ => false,
+    }
+}
+
+/// Arithmetic dunders (also in their `__i*__`/`__r*__` forms).
+const ARITH_DUNDERS: &[&str] = &[
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "neg", "abs", "and", "or",
+    "xor", "lshift", "rshift",
+];
+
+/// Stems whose in-place form (`x.add_(...)`) is compute although the stem alone is ambiguous.
+const INPLACE_ONLY: &[&str] = &[
+    "add",
+    "rsqrt",
+    "reciprocal",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "frac",
+    "sign",
+    "erf",
+    "erfinv",
+    "expm1",
+    "log1p",
+    "log2",
+    "log10",
+    "sin",
+    "cos",
+    "tan",
+    "atan",
+    "asin",
+    "acos",
+    "sinh",
+    "cosh",
+    "square",
+    "lerp",
+    "fmod",
+    "remainder",
+    "addcmul",
+    "addcdiv",
+    "addmm",
+    "baddbmm",
+    "addbmm",
+    "addmv",
+    "addr",
+    "logit",
+    "nan_to_num",
+    "tril",
+    "triu",
+    "cumprod",
+    "scatter_reduce",
+    "index_reduce",
+    "true_divide",
+    "divide",
+    "multiply",
+    "subtract",
+    "hardtanh",
+    "leaky_relu",
+    "elu",
+    "selu",
+    "celu",
+    "silu",
+    "mish",
+    "gelu",
+    "hardswish",
+    "hardsigmoid",
+];
 
 /// Tensor methods that run a PyTorch kernel. `add` is left out (sets have it too).
 pub const TENSOR_COMPUTE: &[&str] = &[
@@ -571,6 +660,26 @@ pub fn banned(path: &str) -> Option<(&'static str, &'static str)> {
             "writing to stderr can forge result lines",
         ),
         (
+            "sys.stdout.buffer",
+            "KG305",
+            "writing to stdout's raw buffer can forge result lines",
+        ),
+        (
+            "sys.stderr.buffer",
+            "KG305",
+            "writing to stderr's raw buffer can forge result lines",
+        ),
+        (
+            "sys.stdout.writelines",
+            "KG305",
+            "writing to stdout can forge result lines",
+        ),
+        (
+            "sys.stderr.writelines",
+            "KG305",
+            "writing to stderr can forge result lines",
+        ),
+        (
             "sys.__stdout__",
             "KG305",
             "the raw stdout can forge result lines",
@@ -701,6 +810,21 @@ pub fn banned(path: &str) -> Option<(&'static str, &'static str)> {
         ("http.client", "KG306", "network access from a kernel"),
         ("ftplib", "KG306", "network access from a kernel"),
         ("pty", "KG306", "`pty` starts terminals"),
+        (
+            "torch.ops.load_library",
+            "KG306",
+            "loads a prebuilt native library whose code the gate cannot review",
+        ),
+        (
+            "torch.classes.load_library",
+            "KG306",
+            "loads a prebuilt native library whose code the gate cannot review",
+        ),
+        (
+            "weakref",
+            "KG401",
+            "weak references keep tensors between calls keyed by identity: an output cache",
+        ),
         ("unittest.mock", "KG303", "`mock` patches library functions"),
         ("mock", "KG303", "`mock` patches library functions"),
         // threads
