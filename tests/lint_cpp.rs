@@ -57,7 +57,7 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
     let want: &[(&str, Vec<Expected>)] = &[
         (
             "hack_aten_op.py",
-            vec![e("KG601", 17, 14), e("KG601", 18, 18)],
+            vec![e("KG601", 17, 14), e("KG601", 18, 14)],
         ),
         (
             "hack_cublas.py",
@@ -117,7 +117,7 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
         ("hack_clock64.py", vec![e("KG614", 8, 19)]),
         (
             "hack_cutlass_device.py",
-            vec![e("KG602", 12, 10), e("KG602", 13, 14)],
+            vec![e("KG602", 13, 10), e("KG602", 14, 14)],
         ),
         (
             "hack_dataptr_only.py",
@@ -148,6 +148,27 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
         ("hack_static_ptr_cache.py", vec![e("KG606", 21, 29)]),
         ("hack_thread_local_cache.py", vec![e("KG606", 13, 32)]),
         ("hack_zero_grid.py", vec![e("KG611", 15, 19)]),
+        ("hack_cout_forge.py", vec![e("KG613", 17, 5)]),
+        (
+            "hack_cub_device.py",
+            vec![e("KG602", 12, 5), e("KG602", 14, 5)],
+        ),
+        ("hack_graph_side_stream.py", vec![e("KG603", 21, 24)]),
+        (
+            "hack_if0_decoy.py",
+            vec![
+                e("KG611", 7, 17),
+                ("KG609".into(), 13, 14, "warning".into()),
+            ],
+        ),
+        ("hack_raw_fd_write.py", vec![e("KG613", 18, 5)]),
+        ("hack_struct_cache.py", vec![e("KG606", 16, 14)]),
+        (
+            "hack_tensor_arithmetic.py",
+            vec![e("KG601", 16, 25), e("KG601", 17, 14)],
+        ),
+        ("hack_thrust.py", vec![e("KG602", 14, 5)]),
+        ("hack_torch_nn_module.py", vec![e("KG601", 13, 12)]),
     ];
     for (file, w) in want {
         let mut w = w.clone();
@@ -166,6 +187,9 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
         "honest_constant_table.py",
         "honest_vec4_bias.py",
         "honest_out_param.py",
+        "honest_cutlass_gemm.py",
+        "honest_block_reduce.py",
+        "honest_launch_api.py",
     ] {
         assert_eq!(found.get(honest), None, "{honest} must be clean");
     }

@@ -21,7 +21,7 @@ thread_local! {
 }
 
 /// Field names the rules ask for, in the order of [`Tables::fields`].
-const FIELDS: [&str; 15] = [
+const FIELDS: [&str; 17] = [
     "argument",
     "arguments",
     "body",
@@ -37,6 +37,8 @@ const FIELDS: [&str; 15] = [
     "type",
     "value",
     "operator",
+    "condition",
+    "alternative",
 ];
 
 /// Node kind names by kind id and field ids by name, looked up once: `Node::kind` measures and
@@ -70,6 +72,10 @@ enum NodeClass {
     Return,
     Using,
     NsAlias,
+    If,
+    PreprocIf,
+    Binary,
+    FieldDecl,
 }
 
 impl NodeClass {
@@ -96,6 +102,10 @@ impl NodeClass {
             "return_statement" => NodeClass::Return,
             "using_declaration" => NodeClass::Using,
             "namespace_alias_definition" => NodeClass::NsAlias,
+            "if_statement" => NodeClass::If,
+            "preproc_if" => NodeClass::PreprocIf,
+            "binary_expression" => NodeClass::Binary,
+            "field_declaration" => NodeClass::FieldDecl,
             _ => NodeClass::Other,
         }
     }
@@ -294,6 +304,8 @@ struct FnState<'t> {
     empties: HashMap<String, (Range<usize>, bool, bool)>,
     /// `float* p = out.data_ptr<float>()`: uses of `p` are uses of `out`.
     ptr_aliases: HashMap<String, String>,
+    /// Locals holding tensors (`torch::Tensor t`, `auto y = torch::empty(...)`).
+    tensor_locals: HashSet<String>,
 }
 
 struct Analyzer<'t> {
@@ -309,6 +321,10 @@ struct Analyzer<'t> {
     unqualified_ops: Vec<(String, Range<usize>)>,
     /// `namespace F = torch::nn::functional;` aliases.
     ns_aliases: HashMap<String, String>,
+    /// Structs and classes with a tensor member.
+    tensor_structs: HashSet<String>,
+    /// A CUTLASS or CuTe header is included: its kernels are the extension's own.
+    uses_cutlass: bool,
     /// Static or namespace-level pointers: memory that outlives a call.
     static_ptrs: HashSet<String>,
     backend: Option<kernelgate_model::Backend>,
@@ -353,6 +369,8 @@ impl<'t> Analyzer<'t> {
             pybind_exports: Vec::new(),
             unqualified_ops: Vec::new(),
             ns_aliases: HashMap::default(),
+            tensor_structs: HashSet::default(),
+            uses_cutlass: false,
             static_ptrs: HashSet::default(),
             backend: None,
             cursors: Vec::new(),
@@ -438,6 +456,10 @@ impl<'t> Analyzer<'t> {
             NodeClass::Assignment => {
                 if let (Some(l), Some(r)) = (node.field("left"), node.field("right")) {
                     if l.kind_fast() == "identifier" {
+                        let compound = node.field("operator").is_some_and(|o| self.t(o) != "=");
+                        if compound && self.is_tensor_name(self.t(l)) {
+                            self.flag(TORCH_OP, node.byte_range(), format!("`{}` is tensor arithmetic: an ATen kernel does the work inside the extension", self.t(node)));
+                        }
                         self.state.inits.insert(self.t(l).to_string(), r);
                     } else {
                         let pure = node.field("operator").is_some_and(|o| self.t(o) == "=");
@@ -469,6 +491,38 @@ impl<'t> Analyzer<'t> {
                 let t = self.t(node);
                 if t.contains("namespace torch") || t.contains("namespace at") {
                     self.using_torch = true;
+                }
+            }
+            NodeClass::If | NodeClass::PreprocIf => {
+                // `if (0)`, `if (false)`, `#if 0`: code that never runs launches nothing.
+                let dead = node.field("condition").is_some_and(|c| {
+                    let t = self
+                        .t(c)
+                        .trim_matches(|ch: char| ch == '(' || ch == ')' || ch.is_whitespace());
+                    matches!(t, "0" | "false")
+                });
+                if dead {
+                    if let Some(a) = node.field("alternative") {
+                        self.visit(a);
+                    }
+                    return false;
+                }
+            }
+            NodeClass::Binary => self.binary(node),
+            NodeClass::FieldDecl => {
+                // A struct holding tensors: a static or global instance of it is a cache.
+                let ty = node.field("type").map(|t| self.t(t)).unwrap_or("");
+                if ty.contains("Tensor") || ty.contains("Storage") || ty.contains("DataPtr") {
+                    let mut p = node.parent();
+                    while let Some(x) = p {
+                        if matches!(x.kind_fast(), "struct_specifier" | "class_specifier") {
+                            if let Some(n) = x.field("name") {
+                                self.tensor_structs.insert(self.t(n).to_string());
+                            }
+                            break;
+                        }
+                        p = x.parent();
+                    }
                 }
             }
             NodeClass::NsAlias => {
@@ -570,7 +624,7 @@ impl<'t> Analyzer<'t> {
         }
         if q.starts_with("cutlass::")
             && (q.contains("::gemm::device") || q.contains("::conv::device"))
-            && self.backend != Some(kernelgate_model::Backend::Cute)
+            && self.library_ops_banned()
         {
             self.flag(VENDOR, node.byte_range(), format!("`{q}` is CUTLASS's prebuilt device-level operator: the library's kernel does the work, not the candidate's own"));
         }
@@ -659,6 +713,7 @@ impl<'t> Analyzer<'t> {
                         if !f.ends_with("make_tuple")
                             && !f.ends_with("tuple")
                             && !f.ends_with("vector")
+                            && f != "std::move"
                         {
                             in_launch_or_call = true;
                         }
@@ -733,6 +788,9 @@ impl<'t> Analyzer<'t> {
         };
         let p = self.t(path).trim_matches(['<', '>', '"']);
         let file = p.rsplit('/').next().unwrap_or(p);
+        if p.starts_with("cutlass/") || p.starts_with("cute/") {
+            self.uses_cutlass = true;
+        }
         let vendor = [
             "cublas", "cudnn", "cufft", "cusparse", "cusolver", "cutensor",
         ]
@@ -740,7 +798,7 @@ impl<'t> Analyzer<'t> {
         .any(|v| file.starts_with(v))
             || p.contains("cutlass/library/")
             || (p.contains("cutlass/gemm/device/") || p.contains("cutlass/conv/device/"))
-                && self.backend != Some(kernelgate_model::Backend::Cute)
+                && self.library_ops_banned()
             || p.contains("ATen/cuda/CUDABlas")
             || p.contains("ATen/cudnn/");
         if vendor {
@@ -990,7 +1048,9 @@ impl<'t> Analyzer<'t> {
             || ty.contains("cudaGraphExec_t")
             || ty.contains("CUgraphExec")
             || ty.contains("CUDAGraph")
+            || self.tensor_structs.contains(ty.trim())
             || container && (ty.contains('*') || ty.contains("intptr_t") || ty.contains("void"));
+        let is_auto = ty.trim() == "auto";
         for d in node.children_by_field_name("declarator", &mut c) {
             let is_fn = d.kind_fast() == "function_declarator";
             if (is_static || top) && !is_const && !device_mem && !is_fn {
@@ -1008,7 +1068,31 @@ impl<'t> Analyzer<'t> {
                     }
                 }
             }
-            if (is_static || top) && !is_const && !device_mem && cache_type && !is_fn {
+            // `static auto cache = std::unordered_map<void*, torch::Tensor>();`
+            let auto_cache = is_auto
+                && d.kind_fast() == "init_declarator"
+                && d.field("value").is_some_and(|v| {
+                    let t = self.t(v);
+                    t.contains("Tensor")
+                        && [
+                            "map<",
+                            "set<",
+                            "vector<",
+                            "optional<",
+                            "tuple<",
+                            "pair<",
+                            "Tensor()",
+                            "Tensor{",
+                        ]
+                        .iter()
+                        .any(|c| t.contains(c))
+                });
+            if (is_static || top)
+                && !is_const
+                && !device_mem
+                && (cache_type || auto_cache)
+                && !is_fn
+            {
                 let target = d.field("declarator").unwrap_or(d);
                 self.flag(
                     STATIC_CACHE,
@@ -1028,6 +1112,9 @@ impl<'t> Analyzer<'t> {
                     if n.kind_fast() == "identifier" {
                         let name = self.t(n).to_string();
                         self.state.inits.insert(name.clone(), v);
+                        if self.cur.is_some() && (ty.contains("Tensor") || self.is_empty_alloc(v)) {
+                            self.state.tensor_locals.insert(name.clone());
+                        }
                         if self.cur.is_some() && self.is_empty_alloc(v) {
                             self.state
                                 .empties
@@ -1278,6 +1365,62 @@ impl<'t> Analyzer<'t> {
         }
     }
 
+    /// A tensor-valued name in the current host function: a tensor parameter or local.
+    fn is_tensor_name(&self, name: &str) -> bool {
+        let Some(i) = self.cur else { return false };
+        self.funcs[i].kind == FuncKind::Host
+            && (self.state.tensor_locals.contains(name)
+                || self.funcs[i]
+                    .params
+                    .iter()
+                    .any(|p| p.is_tensor && p.name == name))
+    }
+
+    /// `a * b` on tensors runs ATen kernels; `std::cout << "correct: ..."` forges output.
+    fn binary(&mut self, node: Node<'t>) {
+        let (Some(l), Some(r), Some(op)) = (
+            node.field("left"),
+            node.field("right"),
+            node.field("operator"),
+        ) else {
+            return;
+        };
+        let op_range = op.byte_range();
+        let op = self.t(op);
+        if matches!(op, "+" | "-" | "*" | "/" | "%") {
+            let tensor = [l, r]
+                .iter()
+                .any(|x| x.kind_fast() == "identifier" && self.is_tensor_name(self.t(*x)));
+            if tensor {
+                // At the operator, so an op call inside an operand keeps its own finding.
+                self.flag(
+                    TORCH_OP,
+                    op_range,
+                    format!("`{}` is tensor arithmetic: an ATen kernel does the work inside the extension; compute it in your own kernel", self.t(node)),
+                );
+            }
+        } else if op == "<<"
+            && matches!(
+                r.kind_fast(),
+                "string_literal" | "raw_string_literal" | "concatenated_string"
+            )
+            && result_like(self.t(r))
+        {
+            self.flag(
+                SANDBOX,
+                node.byte_range(),
+                "printing result-like text from inside the extension could forge the harness's verdict".into(),
+            );
+        }
+    }
+
+    /// CUTLASS's prebuilt device-level operators are a library call when the kernel declares
+    /// a backend other than CUTLASS/CuTe; with no declared backend they are a CUTLASS kernel.
+    fn library_ops_banned(&self) -> bool {
+        self.backend
+            .is_some_and(|b| b != kernelgate_model::Backend::Cute)
+    }
+
     /// Rules for a call of a plain (possibly qualified) function name.
     fn plain_call(&mut self, node: Node<'t>, q: &str, last: &str) {
         let args = node.field("arguments");
@@ -1303,6 +1446,39 @@ impl<'t> Analyzer<'t> {
                 SANDBOX,
                 node.byte_range(),
                 "`exit(0)` from inside the extension ends the process with success before the harness checks anything".into(),
+            );
+        }
+        // Async copies, graph launches and host callbacks on another stream escape the timing.
+        let stream_arg = match last {
+            "cudaGraphLaunch" | "cuGraphLaunch" => Some(1),
+            "cudaLaunchHostFunc" | "cuLaunchHostFunc" | "cudaStreamBeginCapture" => Some(0),
+            "cudaMemsetAsync" => Some(3),
+            "cudaMemcpyAsync" => Some(4),
+            _ => None,
+        };
+        if let Some(s) = stream_arg.and_then(|k| args?.named_child(k)) {
+            if !self.stream_ok(s, 0) {
+                self.flag(
+                    STREAM,
+                    s.byte_range(),
+                    format!("`{last}` runs on stream `{}`, not on `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(s)),
+                );
+            }
+        }
+        if matches!(last, "write" | "fwrite")
+            && args
+                .and_then(|a| a.named_child(if last == "write" { 0 } else { 3 }))
+                .is_some_and(|a| {
+                    matches!(
+                        self.t(a),
+                        "1" | "2" | "STDOUT_FILENO" | "STDERR_FILENO" | "stdout" | "stderr"
+                    )
+                })
+        {
+            self.flag(
+                SANDBOX,
+                node.byte_range(),
+                format!("`{last}` writes raw bytes to stdout/stderr from inside the extension: output can be forged this way"),
             );
         }
         if matches!(last, "printf" | "fprintf" | "puts" | "fputs" | "dprintf") {
@@ -1619,7 +1795,7 @@ impl<'t> Analyzer<'t> {
             .filter(|&i| self.funcs[i].kind == FuncKind::Global)
             .collect();
         if kernels.is_empty() {
-            if src.has_cuda() {
+            if src.has_cuda() && !self.uses_cutlass {
                 let at = src
                     .parts
                     .iter()

@@ -50,6 +50,14 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
             format!("`{q}` calls an ATen op through the PyTorch dispatcher; compute it in your own kernel"),
         ));
     }
+    // `torch::nn::Linear`, `torch::nn::init::*`: PyTorch modules run PyTorch kernels
+    // (`torch::nn::functional::*` calls are judged as calls).
+    if q.starts_with("torch::nn::") && !q.starts_with("torch::nn::functional") {
+        return Some((
+            TORCH_OP,
+            format!("`{q}` is a PyTorch module or op inside the extension; compute it in your own kernel"),
+        ));
+    }
     if kind == NameKind::Field {
         return match last {
             "accessPolicyWindow" | "hitProp" | "hitRatio" | "missProp" => Some((
@@ -75,6 +83,31 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
         )
     {
         return Some((VENDOR, format!("`{q}` calls a vendor library (cuBLAS/cuDNN/...) instead of the candidate's own kernel")));
+    }
+    // Device-wide CUB and Thrust algorithms launch the library's kernels (block- and
+    // warp-level CUB primitives inside the candidate's kernel are fine).
+    if q.starts_with("cub::Device")
+        || q.contains("::cub::Device")
+        || q.starts_with("thrust::")
+            && matches!(
+                last,
+                "reduce"
+                    | "reduce_by_key"
+                    | "transform"
+                    | "transform_reduce"
+                    | "sort"
+                    | "sort_by_key"
+                    | "stable_sort"
+                    | "inclusive_scan"
+                    | "exclusive_scan"
+                    | "inner_product"
+                    | "for_each"
+                    | "max_element"
+                    | "min_element"
+                    | "count"
+            )
+    {
+        return Some((VENDOR, format!("`{q}` runs a library algorithm (CUB/Thrust device-wide) instead of the candidate's own kernel")));
     }
     if last.starts_with("cudaStreamCreate")
         || last.starts_with("cuStreamCreate")

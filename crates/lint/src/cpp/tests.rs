@@ -56,7 +56,7 @@ type Case = (&'static str, &'static [(&'static str, u32, u32)]);
 #[test]
 fn hack_fixtures_report_exact_positions() {
     let table: &[Case] = &[
-        ("hack_aten_op.py", &[(TORCH_OP, 17, 14), (TORCH_OP, 18, 18)]),
+        ("hack_aten_op.py", &[(TORCH_OP, 17, 14), (TORCH_OP, 18, 14)]),
         (
             "hack_cublas.py",
             &[
