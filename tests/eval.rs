@@ -265,6 +265,38 @@ fn finishing_on_a_background_thread_is_incorrect() {
 }
 
 #[test]
+fn a_process_that_leaves_the_job_group_is_killed_and_fails_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("stray.pid");
+    let (code, v) = eval_with(
+        "problems/relu.py",
+        "kernels/stray_daemon.py",
+        &[],
+        &[("KG_TEST_STRAY_PIDFILE", pidfile.to_str().unwrap())],
+    );
+    // Its numbers are right; what it left running is not.
+    assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
+    assert!(has_finding(&v, "eval/stray-process"), "{v:#}");
+    assert_eq!(code, 1, "{v:#}");
+    let pid = std::fs::read_to_string(&pidfile).expect("the daemon started and wrote its pid");
+    let stat = format!("/proc/{}/stat", pid.trim());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // Gone, or a zombie waiting for init to reap it: not running either way.
+    while std::fs::read_to_string(&stat).is_ok_and(|s| !s.contains(") Z ")) {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon {} still runs",
+            pid.trim()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // An honest kernel leaves nothing behind and gets no such finding.
+    let (code, v) = eval("problems/relu.py", "kernels/python_relu.py");
+    assert_kind(&v, code, "passed");
+    assert!(!has_finding(&v, "eval/stray-process"), "{v:#}");
+}
+
+#[test]
 fn relu_as_identity_passes_the_benchmark_but_is_flagged_on_shifted_inputs() {
     let (code, v) = eval("problems/relu.py", "kernels/relu_identity.py");
     assert_kind(&v, code, "passed");

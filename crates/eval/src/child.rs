@@ -8,6 +8,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::outcome::ExitInfo;
@@ -51,6 +52,9 @@ pub struct Report {
     pub phase: Option<String>,
     pub stdout_tail: String,
     pub stderr_tail: String,
+    /// Processes of this job still running outside its process group when it ended (they left
+    /// with `setsid`/`setpgid`); they were killed.
+    pub strays: usize,
 }
 
 /// Environment variables the child never sees: CI tokens and anything named like a secret.
@@ -88,6 +92,9 @@ pub fn run(launch: Launch<'_>) -> std::io::Result<Report> {
         .into();
 
     let key: [u8; 32] = rand::random();
+    // Every process of this job inherits the tag, so strays are found wherever they went.
+    let tag = hex::encode(rand::random::<[u8; 8]>());
+    become_subreaper();
     let mut cmd = Command::new(launch.python);
     cmd.arg("-c")
         .arg("import kernelgate_harness as h; h.main()")
@@ -121,6 +128,7 @@ pub fn run(launch: Launch<'_>) -> std::io::Result<Report> {
     for (k, v) in &launch.env {
         cmd.env(k, v);
     }
+    cmd.env(JOB_TAG_VAR, &tag);
     let limit = launch.memory_limit_bytes;
     let rlimit_as = launch.rlimit_as;
     // SAFETY: only async-signal-safe calls (setrlimit, prctl) between fork and exec.
@@ -140,8 +148,12 @@ pub fn run(launch: Launch<'_>) -> std::io::Result<Report> {
             Ok(())
         });
     }
+    // Held across the spawn: a concurrent job's sweep must not see this group before it is live.
+    let mut live = LIVE_GROUPS.lock().unwrap_or_else(|e| e.into_inner());
     let mut child = cmd.spawn()?;
     let pgid = child.id() as i32;
+    live.push(pgid);
+    drop(live);
     {
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let mut msg = hex::encode(key);
@@ -197,6 +209,11 @@ pub fn run(launch: Launch<'_>) -> std::io::Result<Report> {
     };
     // Whatever the candidate left behind (compilers, daemons) goes with the job.
     kill_group(pgid);
+    LIVE_GROUPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|g| *g != pgid);
+    let strays = kill_strays(pgid, &tag);
 
     let ended = match ended {
         Some(e) => e,
@@ -211,7 +228,103 @@ pub fn run(launch: Launch<'_>) -> std::io::Result<Report> {
         phase,
         stdout_tail: tail(&stdout_path),
         stderr_tail: tail(&stderr_path),
+        strays,
     })
+}
+
+/// The environment variable that tags every process of one job.
+const JOB_TAG_VAR: &str = "KERNELGATE_JOB";
+
+/// Process groups of the jobs running now (`pr` runs one job per GPU at once): their members
+/// are not strays.
+static LIVE_GROUPS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// Makes this process the subreaper of what it spawns: a candidate's process that leaves its
+/// group (`setsid`) and is orphaned is re-parented here instead of to init, so the sweep after
+/// the job finds it even if it cleared its environment.
+fn become_subreaper() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    // SAFETY: prctl with integer arguments only.
+    ONCE.call_once(|| unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    });
+}
+
+/// One line of `/proc/<pid>/stat`: state, parent and process group.
+fn proc_stat(pid: i32) -> Option<(char, i32, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold anything: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut f = rest.split(' ');
+    let state = f.next()?.chars().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    let pgrp = f.next()?.parse().ok()?;
+    Some((state, ppid, pgrp))
+}
+
+/// The job tag in a process's environment: `Some("")` when it has none, `None` when unreadable.
+fn proc_tag(pid: i32) -> Option<String> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{JOB_TAG_VAR}=");
+    Some(
+        env.split(|b| *b == 0)
+            .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .unwrap_or_default(),
+    )
+}
+
+/// Kills and reaps what the job left running outside its process group after the group was
+/// killed: processes carrying its tag anywhere, and untagged orphans re-parented to us from a
+/// group that is neither ours nor a running job's. Returns how many were still running
+/// outside the job's group (zombies and the group's own dying members do not count).
+fn kill_strays(job_pgid: i32, tag: &str) -> usize {
+    // SAFETY: getpid/getpgrp have no memory effects.
+    let (me, my_pgid) = unsafe { (libc::getpid(), libc::getpgrp()) };
+    let mut escaped = std::collections::HashSet::new();
+    for _round in 0..100 {
+        let live = LIVE_GROUPS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut found = false;
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return 0;
+        };
+        for e in entries.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let Some((state, ppid, pgrp)) = proc_stat(pid) else {
+                continue;
+            };
+            let ours = match proc_tag(pid) {
+                Some(t) if t == tag => true,
+                // Another job's process, or one of ours (git) in our own group.
+                Some(t) if !t.is_empty() => false,
+                _ => ppid == me && pgrp != my_pgid && !live.contains(&pgrp),
+            };
+            if !ours || pid == me {
+                continue;
+            }
+            found = true;
+            if state != 'Z' && pgrp != job_pgid {
+                escaped.insert(pid);
+            }
+            // SAFETY: signalling and reaping a process of this job; ESRCH/ECHILD are fine.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                if ppid == me {
+                    libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG);
+                }
+            }
+        }
+        if !found {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    escaped.len()
 }
 
 fn kill_group(pgid: i32) {

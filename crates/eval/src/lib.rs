@@ -359,12 +359,33 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
             traceback: String::new(),
         },
     };
+    if report.strays > 0 {
+        // Work that outlives the job can run on the GPU during the next candidate's timing.
+        result.findings.push(Finding {
+            file: result.kernel.clone(),
+            line: 0,
+            column: 0,
+            end_line: 0,
+            end_column: 0,
+            rule: RULE_STRAY_PROCESS.into(),
+            severity: Severity::Error,
+            message: format!(
+                "{} process(es) of the candidate left the job's process group (setsid/setpgid) and \
+                 were still running when it ended; they were killed. A candidate must not leave \
+                 processes behind",
+                report.strays
+            ),
+        });
+    }
     result.phases.push(Phase {
         name: "job_wall".into(),
         ms: started.elapsed().as_secs_f64() * 1000.0,
     });
     Ok(())
 }
+
+/// Runtime finding: processes of the candidate outlived its job outside the job's group.
+pub const RULE_STRAY_PROCESS: &str = "eval/stray-process";
 
 /// Takes the runner's (authenticated) result into `result` and returns the outcome: runtime
 /// findings, timing comparisons, the escaped-work and physical-floor checks.
