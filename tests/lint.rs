@@ -197,6 +197,25 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
     ("hacks/hidden_counters.py", &[("KG402", 26), ("KG402", 26)]),
     ("hacks/clock_phase.py", &[("KG402", 25)]),
     ("hacks/load_library.py", &[("KG306", 16)]),
+    (
+        "hacks/tensor_operators.py",
+        &[
+            ("KG104", 24),
+            ("KG104", 25),
+            ("KG104", 26),
+            ("KG104", 26),
+            ("KG104", 28),
+            ("KG104", 28),
+        ],
+    ),
+    ("hacks/numpy_on_host.py", &[("KG104", 21)]),
+    ("hacks/identity_reuse.py", &[("KG401", 25), ("KG401", 25)]),
+    ("hacks/compute_once.py", &[("KG401", 24)]),
+    ("hacks/modelnew_patched.py", &[("KG101", 18)]),
+    ("hacks/class_swap.py", &[("KG203", 23), ("KG203", 28)]),
+    ("hacks/half_indirect.py", &[("KG501", 18), ("KG501", 20)]),
+    ("hacks/graph_replay.py", &[("KG403", 24)]),
+    ("hacks/process_spawn.py", &[("KG306", 20)]),
 ];
 
 #[test]

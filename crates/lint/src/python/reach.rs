@@ -185,10 +185,54 @@ pub fn reachable(module: &ModModule) -> Reachability<'_> {
             queue.push((f, Some(owner)));
         }
     }
+    // What else decides what `ModelNew(...)(x)` runs: class decorators, a metaclass, and
+    // module-level `ModelNew.forward = f` / `setattr(ModelNew, "forward", f)`.
+    let mut outer: BTreeSet<String> = BTreeSet::new();
+    for d in &model_new.decorator_list {
+        let e = match &d.expression {
+            Expr::Call(c) => c.func.as_ref(),
+            e => e,
+        };
+        names_in(module, e, &mut outer);
+    }
+    for k in model_new.keywords() {
+        names_in(module, &k.value, &mut outer);
+    }
+    for s in &module.body {
+        match s {
+            Stmt::Assign(a)
+                if a.targets.iter().any(|t| {
+                    matches!(t, Expr::Attribute(at) if matches!(at.value.as_ref(), Expr::Name(n) if n.id.as_str() == "ModelNew"))
+                }) =>
+            {
+                names_in(module, &a.value, &mut outer)
+            }
+            Stmt::Expr(e) => {
+                if let Expr::Call(c) = e.value.as_ref() {
+                    let args = &c.arguments.args;
+                    if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "setattr")
+                        && args.len() == 3
+                        && matches!(&args[0], Expr::Name(n) if n.id.as_str() == "ModelNew")
+                    {
+                        names_in(module, &args[2], &mut outer);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    for name in &outer {
+        if let Some(func) = find_function(module, name) {
+            queue.push((func, None));
+        }
+    }
     // `self.attr = SomeClass(...)` anywhere in a class: calling `self.attr(...)` runs it.
     let mut seen: HashSet<*const StmtFunctionDef> = HashSet::default();
     let mut classes_done: HashSet<String> = HashSet::default();
     let mut values_done: HashSet<String> = HashSet::default();
+    for name in &outer {
+        enqueue_class(module, name, &mut queue, &mut classes_done);
+    }
     while let Some((f, owner)) = queue.pop() {
         if !seen.insert(f as *const _) {
             continue;
@@ -249,7 +293,7 @@ fn enqueue_class<'a>(
         return;
     }
     if let Some(class) = find_class(module, name) {
-        for m in ["__init__", "forward", "__call__", "apply"] {
+        for m in ["__init__", "__new__", "forward", "__call__", "apply"] {
             if let Some((f, o)) = find_method(module, class, m) {
                 queue.push((f, Some(o)));
             }

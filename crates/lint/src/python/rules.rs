@@ -517,54 +517,62 @@ impl<'a, 'c> Checker<'a, 'c> {
             }
             _ => {}
         }
-        // Method-style calls.
+        // Method-style calls, also through `getattr(x, "ha" + "lf")()`.
+        let method: Option<(&Expr, String, std::ops::Range<usize>)> = match call.func.as_ref() {
+            Expr::Attribute(a) => Some((a.value.as_ref(), a.attr.to_string(), range(&a.attr))),
+            Expr::Call(g)
+                if g.arguments.args.len() >= 2
+                    && self.names.qualify(&g.func).as_deref() == Some("builtins.getattr") =>
+            {
+                self.names
+                    .fold_str(&g.arguments.args[1])
+                    .map(|m| (&g.arguments.args[0], m, range(g)))
+            }
+            _ => None,
+        };
+        if let Some((recv, m, at)) = &method {
+            let m = m.as_str();
+            let recv_is_module = self.names.qualify(recv).is_some();
+            if !recv_is_module && self.fp32() && !in_inputs_fn {
+                let half = matches!(m, "half" | "bfloat16") && args.is_empty();
+                let to_half =
+                    matches!(m, "to" | "type") && args.iter().any(|x| self.is_half_dtype(x));
+                if half || to_half {
+                    self.push(
+                        "KG501",
+                        at.clone(),
+                        format!("`.{m}(...)` converts to half precision on an fp32 problem"),
+                    );
+                }
+            }
+        }
         if let Expr::Attribute(a) = call.func.as_ref() {
             let m = a.attr.as_str();
             let recv_is_module = self.names.qualify(&a.value).is_some();
-            if !recv_is_module {
-                if self.fp32() && !in_inputs_fn {
-                    let half = matches!(m, "half" | "bfloat16") && args.is_empty();
-                    let to_half =
-                        matches!(m, "to" | "type") && args.iter().any(|x| self.is_half_dtype(x));
-                    if half || to_half {
-                        let at = range(&a.attr);
-                        self.push(
-                            "KG501",
-                            at,
-                            format!("`.{m}(...)` converts to half precision on an fp32 problem"),
-                        );
-                    }
-                }
-                if matches!(
-                    m,
-                    "write_text"
-                        | "write_bytes"
-                        | "symlink_to"
-                        | "unlink"
-                        | "rmdir"
-                        | "rename"
-                        | "replace"
-                ) && matches!(
+            if !recv_is_module
+                && matches!(
                     m,
                     "write_text" | "write_bytes" | "symlink_to" | "unlink" | "rmdir"
-                ) && !self.tmp_like(&a.value)
-                {
-                    self.push(
-                        "KG306",
-                        range(&a.attr),
-                        format!("`.{m}()` writes or deletes files outside a temporary directory"),
-                    );
-                }
+                )
+                && !self.tmp_like(&a.value)
+            {
+                self.push(
+                    "KG306",
+                    range(&a.attr),
+                    format!("`.{m}()` writes or deletes files outside a temporary directory"),
+                );
             }
         }
         for kw in call.arguments.keywords.iter() {
             let Some(arg) = kw.arg.as_ref() else { continue };
             match arg.as_str() {
-                "dtype" if self.fp32() && !in_inputs_fn && self.is_half_dtype(&kw.value) => {
+                "dtype" | "cast_inputs"
+                    if self.fp32() && !in_inputs_fn && self.is_half_dtype(&kw.value) =>
+                {
                     self.push(
                         "KG501",
                         range(kw),
-                        "`dtype=` half precision on an fp32 problem",
+                        format!("`{arg}=` half precision on an fp32 problem"),
                     );
                 }
                 "stream" if !self.current_stream(&kw.value) => {
@@ -816,11 +824,19 @@ impl<'a, 'c> Checker<'a, 'c> {
     // ---------------------------------------------------------------- live code
 
     fn live_pass(&mut self) {
-        let functions: Vec<&'a StmtFunctionDef> =
-            self.reach.functions.iter().map(|(f, _)| *f).collect();
+        let functions: Vec<(&'a StmtFunctionDef, bool)> = self
+            .reach
+            .functions
+            .iter()
+            .map(|(f, owner)| {
+                let entry = matches!(f.name.as_str(), "forward" | "__call__")
+                    && owner.is_some_and(|o| o.name.as_str() == "ModelNew");
+                (*f, entry)
+            })
+            .collect();
         let mut counters: Vec<(String, std::ops::Range<usize>)> = Vec::new();
         let mut tests: Vec<(String, std::ops::Range<usize>)> = Vec::new();
-        for f in functions {
+        for (f, entry) in functions {
             if self.gpu_dsl(f) {
                 continue;
             }
@@ -863,6 +879,12 @@ impl<'a, 'c> Checker<'a, 'c> {
                 globals,
                 counters: Vec::new(),
                 tests: Vec::new(),
+                tensors: if entry {
+                    tensor_params(f)
+                } else {
+                    HashSet::default()
+                },
+                tensor_lists: HashSet::default(),
             };
             for d in &f.decorator_list {
                 // `@torch.compile` on a live function runs Inductor's kernels.
@@ -1053,6 +1075,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                 }
                 self.check_layer_base(class);
                 self.check_forward(class);
+                self.check_compute_once(class);
             }
         }
         self.check_inputs();
@@ -1139,6 +1162,123 @@ impl<'a, 'c> Checker<'a, 'c> {
         }
         for r in v.hits {
             self.push("KG102", r, format!("`super()` runs the forward of the PyTorch layer `{layer}`: pass its weights to your kernel instead"));
+        }
+    }
+
+    /// `if self.out is None: self.out = ext.run(x)` ... `return self.out`: the first call's
+    /// result is returned for every later input. (A buffer allocated once and written by a
+    /// kernel every call is fine: its value is an allocation, not a computation.)
+    fn check_compute_once(&mut self, class: &'a ruff_python_ast::StmtClassDef) {
+        let Some(forward) = class.body.iter().rev().find_map(|s| match s {
+            Stmt::FunctionDef(f) if f.name.as_str() == "forward" => Some(f),
+            _ => None,
+        }) else {
+            return;
+        };
+        let params = tensor_params(forward);
+        struct V<'x, 'a, 'c> {
+            c: &'x Checker<'a, 'c>,
+            params: &'x HashSet<String>,
+            /// (stored key, range of the assignment) made under a test on that key.
+            guarded: Vec<(String, std::ops::Range<usize>)>,
+            returned: HashSet<String>,
+        }
+        impl<'a> Visitor<'a> for V<'_, 'a, '_> {
+            fn visit_stmt(&mut self, stmt: &'a Stmt) {
+                match stmt {
+                    Stmt::If(i) => {
+                        let mut tested = Vec::new();
+                        struct K<'o> {
+                            out: &'o mut Vec<String>,
+                        }
+                        impl<'v> Visitor<'v> for K<'_> {
+                            fn visit_expr(&mut self, e: &'v Expr) {
+                                if let Some(k) = key_of(e) {
+                                    self.out.push(k);
+                                }
+                                visitor::walk_expr(self, e);
+                            }
+                        }
+                        K { out: &mut tested }.visit_expr(&i.test);
+                        for s in &i.body {
+                            if let Stmt::Assign(a) = s {
+                                for t in &a.targets {
+                                    let Some(k) = key_of(t).filter(|k| k.starts_with("self."))
+                                    else {
+                                        continue;
+                                    };
+                                    if tested.contains(&k) && self.computes_from_inputs(&a.value) {
+                                        self.guarded.push((k, range(s)));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    Stmt::Return(r) => {
+                        if let Some(k) = r.value.as_deref().and_then(key_of) {
+                            self.returned.insert(k);
+                        }
+                    }
+                    _ => {}
+                }
+                visitor::walk_stmt(self, stmt);
+            }
+        }
+        impl V<'_, '_, '_> {
+            /// A call that is not an allocation and takes one of the inputs.
+            fn computes_from_inputs(&self, e: &Expr) -> bool {
+                let Expr::Call(c) = e else { return false };
+                if self
+                    .c
+                    .names
+                    .qualify(&c.func)
+                    .is_some_and(|q| !torch_compute(&q))
+                {
+                    return false;
+                }
+                let mut uses = false;
+                struct U<'p> {
+                    params: &'p HashSet<String>,
+                    hit: &'p mut bool,
+                }
+                impl<'v> Visitor<'v> for U<'_> {
+                    fn visit_expr(&mut self, e: &'v Expr) {
+                        if let Expr::Name(n) = e {
+                            if self.params.contains(n.id.as_str()) {
+                                *self.hit = true;
+                            }
+                        }
+                        visitor::walk_expr(self, e);
+                    }
+                }
+                let mut u = U {
+                    params: self.params,
+                    hit: &mut uses,
+                };
+                for a in c.arguments.args.iter() {
+                    u.visit_expr(a);
+                }
+                uses
+            }
+        }
+        let mut v = V {
+            c: self,
+            params: &params,
+            guarded: Vec::new(),
+            returned: HashSet::default(),
+        };
+        for s in &forward.body {
+            v.visit_stmt(s);
+        }
+        let (guarded, returned) = (v.guarded, v.returned);
+        for (k, r) in guarded {
+            if returned.contains(&k) {
+                self.push(
+                    "KG401",
+                    r,
+                    format!("`{k}` is computed once and returned for every later input: an output cache"),
+                );
+            }
         }
     }
 
@@ -1911,9 +2051,165 @@ struct LiveVisitor<'x, 'a, 'c> {
     globals: HashSet<String>,
     counters: Vec<(String, std::ops::Range<usize>)>,
     tests: Vec<(String, std::ops::Range<usize>)>,
+    /// Local names known to hold tensors: `forward`'s inputs, extension results, allocations
+    /// and views of those.
+    tensors: HashSet<String>,
+    /// Local names holding lists of such tensors (`parts = [ext.run(c) for c in ...]`).
+    tensor_lists: HashSet<String>,
 }
 
+/// `forward`'s parameters that carry tensors: not `self`, not annotated as a Python scalar,
+/// without a non-`None` default (`_memo={}`, `dim=1`).
+fn tensor_params(f: &StmtFunctionDef) -> HashSet<String> {
+    f.parameters
+        .iter_non_variadic_params()
+        .filter(|p| p.parameter.name.as_str() != "self")
+        .filter(|p| p.default.as_deref().is_none_or(|d| d.is_none_literal_expr()))
+        .filter(|p| {
+            !p.parameter.annotation.as_deref().is_some_and(|a| {
+                matches!(a, Expr::Name(n) if matches!(n.id.as_str(), "int" | "float" | "bool" | "str"))
+            })
+        })
+        .map(|p| p.parameter.name.to_string())
+        .collect()
+}
+
+/// Tensor methods that return a view or a copy of the same values (the result is a tensor).
+const TENSOR_LAYOUT: &[&str] = &[
+    "view",
+    "view_as",
+    "reshape",
+    "reshape_as",
+    "contiguous",
+    "flatten",
+    "permute",
+    "transpose",
+    "t",
+    "clone",
+    "detach",
+    "to",
+    "float",
+    "squeeze",
+    "unsqueeze",
+    "expand",
+    "expand_as",
+    "narrow",
+    "select",
+    "cuda",
+];
+
 impl<'a> LiveVisitor<'_, 'a, '_> {
+    /// Does this expression evaluate to a tensor we know of?
+    fn is_tensor(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Name(n) => self.tensors.contains(n.id.as_str()),
+            Expr::Subscript(s) => self.is_tensor(&s.value),
+            Expr::BinOp(b) => self.tensor_operand(&b.left) || self.tensor_operand(&b.right),
+            Expr::UnaryOp(u) => self.is_tensor(&u.operand),
+            Expr::Call(c) => match c.func.as_ref() {
+                Expr::Attribute(a) => {
+                    if let Some(q) = self.c.names.qualify(&c.func) {
+                        let f = q.strip_prefix("torch.").unwrap_or("");
+                        under(&q, "torch")
+                            && (f.starts_with("empty")
+                                || f.starts_with("zeros")
+                                || f.starts_with("ones")
+                                || f.starts_with("full"))
+                    } else if self.c.is_ext_call_target(&a.value, a.attr.as_str()) {
+                        true
+                    } else {
+                        TENSOR_LAYOUT.contains(&a.attr.as_str()) && self.is_tensor(&a.value)
+                    }
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    /// An operand that makes an operator a PyTorch kernel: a known tensor, a comparison or
+    /// negation of one.
+    fn tensor_operand(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Compare(c) => {
+                self.is_tensor(&c.left) || c.comparators.iter().any(|x| self.is_tensor(x))
+            }
+            Expr::UnaryOp(u) => self.is_tensor(&u.operand),
+            other => self.is_tensor(other),
+        }
+    }
+
+    fn operator_finding(&mut self, r: std::ops::Range<usize>, op: &str) {
+        self.c.push(
+            "KG104",
+            r,
+            format!("`{op}` on a tensor runs a PyTorch kernel on the forward path instead of your kernel"),
+        );
+    }
+
+    /// The source position of the operator between two operands.
+    fn op_range(&self, left: &Expr, right: &Expr, whole: &Expr) -> std::ops::Range<usize> {
+        let (l, r) = (usize::from(left.end()), usize::from(right.start()));
+        let between = &self.c.ctx.source[l..r];
+        match between.find(|c: char| !c.is_whitespace() && c != ')' && c != '(') {
+            Some(i) => {
+                let len = between[i..]
+                    .find(|c: char| c.is_whitespace() || c == '(' || c.is_alphanumeric())
+                    .unwrap_or(1)
+                    .max(1);
+                l + i..l + i + len
+            }
+            None => range(whole),
+        }
+    }
+
+    /// Identity of an input compared with stored state: `x.data_ptr() == self.last_ptr`,
+    /// `x is self._x`. The stored result is returned when the same tensor comes back.
+    fn identity_compare(&mut self, c: &'a ruff_python_ast::ExprCompare) {
+        let all: Vec<&Expr> = std::iter::once(c.left.as_ref())
+            .chain(c.comparators.iter())
+            .collect();
+        let identity = |e: &Expr| -> bool {
+            let mut found = false;
+            let mut calls = Vec::new();
+            collect_calls(e, &mut calls);
+            for call in calls {
+                if let Expr::Attribute(a) = call.func.as_ref() {
+                    if matches!(a.attr.as_str(), "data_ptr" | "untyped_storage" | "storage") {
+                        found = true;
+                    }
+                }
+                if matches!(
+                    self.c.names.qualify(&call.func).as_deref(),
+                    Some("builtins.id")
+                ) {
+                    found = true;
+                }
+            }
+            found
+        };
+        let is_ops = c.ops.iter().all(|o| {
+            matches!(
+                o,
+                ruff_python_ast::CmpOp::Is | ruff_python_ast::CmpOp::IsNot
+            )
+        });
+        let input = all.iter().any(|e| {
+            identity(e)
+                || (is_ops && matches!(e, Expr::Name(n) if self.tensors.contains(n.id.as_str())))
+        });
+        let stored = all.iter().any(|e| {
+            key_of(e).is_some_and(|k| k.starts_with("self."))
+                || matches!(e, Expr::Name(n) if self.globals.contains(n.id.as_str()) || self.c.module_names.contains(n.id.as_str()))
+        });
+        if input && stored {
+            self.c.push(
+                "KG401",
+                range(c),
+                "compares an input's identity with one seen before: the stored result can be returned for a repeated tensor",
+            );
+        }
+    }
     fn layer_target(&self, e: &Expr) -> Option<String> {
         match e {
             Expr::Subscript(s) => self.layer_target(&s.value),
@@ -1999,6 +2295,10 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
                         range(stmt),
                         "`@=` multiplies tensors with PyTorch's matmul",
                     );
+                } else if self.is_tensor(&a.target) {
+                    let r = self.op_range(&a.target, &a.value, &a.target);
+                    let op = format!("{}=", a.op.as_str());
+                    self.operator_finding(r, &op);
                 }
                 if matches!(a.op, Operator::Add | Operator::Sub) {
                     if let Some(k) = self.counter_key(&a.target) {
@@ -2007,6 +2307,24 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
                 }
             }
             Stmt::Assign(a) => {
+                if let [Expr::Name(n)] = a.targets.as_slice() {
+                    let id = n.id.to_string();
+                    let list = match a.value.as_ref() {
+                        Expr::ListComp(l) => self.is_tensor(&l.elt),
+                        Expr::List(l) => {
+                            !l.elts.is_empty() && l.elts.iter().all(|e| self.is_tensor(e))
+                        }
+                        _ => false,
+                    };
+                    if self.is_tensor(&a.value) {
+                        self.tensors.insert(id.clone());
+                    } else {
+                        self.tensors.remove(&id);
+                    }
+                    if list {
+                        self.tensor_lists.insert(id);
+                    }
+                }
                 // self.calls = self.calls + 1
                 if let (Some(t), Expr::BinOp(b)) = (a.targets.first(), a.value.as_ref()) {
                     let left = key_of(&b.left).or_else(|| self.getattr_self_key(&b.left));
@@ -2053,6 +2371,41 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
                 );
             }
             Expr::If(i) => self.record_test(&i.test),
+            Expr::BinOp(b) if self.tensor_operand(&b.left) || self.tensor_operand(&b.right) => {
+                let r = self.op_range(&b.left, &b.right, expr);
+                self.operator_finding(r, b.op.as_str());
+            }
+            Expr::UnaryOp(u)
+                if matches!(
+                    u.op,
+                    ruff_python_ast::UnaryOp::USub | ruff_python_ast::UnaryOp::Invert
+                ) && self.is_tensor(&u.operand) =>
+            {
+                let s = usize::from(expr.start());
+                self.operator_finding(s..s + 1, u.op.as_str());
+            }
+            Expr::Compare(c) => {
+                self.identity_compare(c);
+                let ordering = c.ops.iter().any(|o| {
+                    !matches!(
+                        o,
+                        ruff_python_ast::CmpOp::Is
+                            | ruff_python_ast::CmpOp::IsNot
+                            | ruff_python_ast::CmpOp::In
+                            | ruff_python_ast::CmpOp::NotIn
+                    )
+                });
+                if ordering
+                    && (self.is_tensor(&c.left) || c.comparators.iter().any(|x| self.is_tensor(x)))
+                {
+                    let first = c
+                        .comparators
+                        .first()
+                        .map(|r| self.op_range(&c.left, r, expr));
+                    let op = c.ops.first().map(|o| o.as_str()).unwrap_or("==");
+                    self.operator_finding(first.unwrap_or_else(|| range(expr)), op);
+                }
+            }
             Expr::Call(call) => self.check_live_call(call),
             Expr::Name(n) if n.ctx.is_load() && self.c.names.binding(n.id.as_str()).is_some() => {
                 // `from os import environ as E` ... `"X" in E`
@@ -2094,6 +2447,34 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
                     }
                 }
             }
+            if let Some(op) = q.strip_prefix("operator.") {
+                let arith = matches!(
+                    op.trim_matches('_'),
+                    "add"
+                        | "iadd"
+                        | "sub"
+                        | "isub"
+                        | "mul"
+                        | "imul"
+                        | "truediv"
+                        | "itruediv"
+                        | "floordiv"
+                        | "pow"
+                        | "ipow"
+                        | "neg"
+                        | "abs"
+                        | "mod"
+                        | "lt"
+                        | "le"
+                        | "gt"
+                        | "ge"
+                        | "eq"
+                        | "ne"
+                );
+                if arith && call.arguments.args.iter().any(|a| self.tensor_operand(a)) {
+                    self.operator_finding(fr.clone(), q);
+                }
+            }
             if matches!(
                 q.as_str(),
                 "operator.matmul" | "operator.imatmul" | "operator.__matmul__"
@@ -2127,6 +2508,38 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
                 {
                     self.counters.push((k, range(call)));
                 }
+            }
+        }
+        if let Expr::Name(n) = call.func.as_ref() {
+            // sum(parts), abs(y): Python builtins on tensors dispatch to PyTorch's kernels.
+            let builtin =
+                q.is_none()
+                    && matches!(
+                        n.id.as_str(),
+                        "sum" | "abs" | "pow" | "round" | "max" | "min"
+                    )
+                    && !self.c.module.body.iter().any(
+                        |s| matches!(s, Stmt::FunctionDef(d) if d.name.as_str() == n.id.as_str()),
+                    );
+            let on_tensors = call.arguments.args.iter().any(|a| {
+                self.is_tensor(a)
+                    || matches!(a, Expr::Name(m) if self.tensor_lists.contains(m.id.as_str()))
+            });
+            if builtin && on_tensors {
+                let name = n.id.to_string();
+                self.operator_finding(fr.clone(), &format!("{name}()"));
+            }
+        }
+        if let Expr::Attribute(a) = call.func.as_ref() {
+            if a.attr.as_str() == "numpy"
+                && call.arguments.is_empty()
+                && self.c.names.qualify(&a.value).is_none()
+            {
+                self.c.push(
+                    "KG104",
+                    range(&a.attr),
+                    "`.numpy()` moves the tensor to NumPy on the forward path: the host computes, not your kernel",
+                );
             }
         }
         if let Some(layer) = self.layer_target(&call.func) {

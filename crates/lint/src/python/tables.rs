@@ -920,6 +920,11 @@ pub fn banned(path: &str) -> Option<(&'static str, &'static str)> {
             "CUDA graphs replay work outside the timed stream",
         ),
         (
+            "torch.cuda.make_graphed_callables",
+            "KG403",
+            "CUDA graphs replay work outside the timed stream",
+        ),
+        (
             "torch.cuda.graph",
             "KG403",
             "CUDA graphs replay work outside the timed stream",
@@ -946,6 +951,12 @@ pub fn banned(path: &str) -> Option<(&'static str, &'static str)> {
             "a dispatch mode intercepts every op",
         ),
     ];
+    // Every member of the exec/spawn families (`os.execvpe`, `os.spawnlp`, `os.posix_spawnp`).
+    if let Some(f) = path.strip_prefix("os.") {
+        if f.starts_with("exec") || f.starts_with("spawn") || f.starts_with("posix_spawn") {
+            return Some(("KG306", "`os.exec*`/`os.spawn*` start or replace processes"));
+        }
+    }
     // The longest matching prefix wins: `builtins.exec` is obfuscation, `builtins` introspection;
     // a builtin function (`builtins.print`) is not the `builtins` module.
     TABLE
