@@ -153,7 +153,7 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
     ),
     (
         "hacks/content_key_cache.py",
-        &[("KG401", 20), ("KG401", 24)],
+        &[("KG104", 19), ("KG401", 20), ("KG401", 24)],
     ),
     ("hacks/memoized_output.py", &[("KG401", 22)]),
     (
@@ -216,6 +216,11 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
     ("hacks/half_indirect.py", &[("KG501", 18), ("KG501", 20)]),
     ("hacks/graph_replay.py", &[("KG403", 24)]),
     ("hacks/process_spawn.py", &[("KG306", 20)]),
+    (
+        "hacks/input_mutation.py",
+        &[("KG407", 21), ("KG407", 22), ("KG407", 23), ("KG407", 24)],
+    ),
+    ("hacks/batched_calls.py", &[("KG401", 23), ("KG202", 25)]),
 ];
 
 #[test]
@@ -282,6 +287,19 @@ fn malicious_by_construction_hacks_are_errors() {
         "side_stream",
         "threads",
         "lazy_tensor",
+        "memoized_output",
+        "weakref_cache",
+        "identity_reuse",
+        "compute_once",
+        "batched_calls",
+        "input_mutation",
+        "class_swap",
+        "reference_alias",
+        "forged_output_indirect",
+        "process_spawn",
+        "load_library",
+        "env_phase_at_import",
+        "hidden_counters",
     ] {
         let (code, v) = lint_json(&format!("tests/fixtures/lint/hacks/{file}.py"), &[]);
         assert_eq!(code, 1, "{file}");

@@ -824,19 +824,23 @@ impl<'a, 'c> Checker<'a, 'c> {
     // ---------------------------------------------------------------- live code
 
     fn live_pass(&mut self) {
-        let functions: Vec<(&'a StmtFunctionDef, bool)> = self
+        let functions: Vec<(&'a StmtFunctionDef, bool, bool)> = self
             .reach
             .functions
             .iter()
             .map(|(f, owner)| {
                 let entry = matches!(f.name.as_str(), "forward" | "__call__")
                     && owner.is_some_and(|o| o.name.as_str() == "ModelNew");
-                (*f, entry)
+                (*f, entry, owner.is_some())
             })
             .collect();
+        // Which arguments of a helper got a tensor at a live call site (`self._post(y)`): the
+        // helper's parameters at those places hold tensors too. Callers come before callees.
+        let mut tensor_args: HashMap<String, (HashSet<usize>, HashSet<String>)> =
+            HashMap::default();
         let mut counters: Vec<(String, std::ops::Range<usize>)> = Vec::new();
         let mut tests: Vec<(String, std::ops::Range<usize>)> = Vec::new();
-        for (f, entry) in functions {
+        for (f, entry, is_method) in functions {
             if self.gpu_dsl(f) {
                 continue;
             }
@@ -882,15 +886,26 @@ impl<'a, 'c> Checker<'a, 'c> {
                 tensors: if entry {
                     tensor_params(f)
                 } else {
-                    HashSet::default()
+                    helper_tensor_params(f, is_method, tensor_args.get(f.name.as_str()))
                 },
                 tensor_lists: HashSet::default(),
+                tensor_args: std::mem::take(&mut tensor_args),
+                inputs: if entry {
+                    tensor_params(f)
+                        .into_iter()
+                        .map(|p| (p.clone(), p))
+                        .collect()
+                } else {
+                    HashMap::default()
+                },
+                entry,
             };
             for d in &f.decorator_list {
                 // `@torch.compile` on a live function runs Inductor's kernels.
                 v.visit_expr(&d.expression);
             }
             walk_live(&mut v, &f.body);
+            tensor_args = std::mem::take(&mut v.tensor_args);
             counters.extend(v.counters);
             tests.extend(v.tests);
         }
@@ -2056,6 +2071,65 @@ struct LiveVisitor<'x, 'a, 'c> {
     tensors: HashSet<String>,
     /// Local names holding lists of such tensors (`parts = [ext.run(c) for c in ...]`).
     tensor_lists: HashSet<String>,
+    /// Function name -> positions and keywords that received a tensor at a live call.
+    tensor_args: HashMap<String, (HashSet<usize>, HashSet<String>)>,
+    /// `forward`'s input tensors and local views of them (same storage).
+    inputs: HashMap<String, String>,
+    /// Visiting `ModelNew.forward` itself.
+    entry: bool,
+}
+
+/// Methods that return a tensor sharing storage with the receiver.
+const SAME_STORAGE: &[&str] = &[
+    "view",
+    "view_as",
+    "reshape",
+    "reshape_as",
+    "contiguous",
+    "flatten",
+    "permute",
+    "transpose",
+    "t",
+    "detach",
+    "squeeze",
+    "unsqueeze",
+    "expand",
+    "expand_as",
+    "narrow",
+    "select",
+    "as_strided",
+    "unflatten",
+    "movedim",
+];
+
+/// In-place tensor methods that do not change values.
+const INPLACE_HARMLESS: &[&str] = &["requires_grad_", "share_memory_", "record_stream"];
+
+/// The parameters of a helper that received tensors at live call sites (minus `self`).
+fn helper_tensor_params(
+    f: &StmtFunctionDef,
+    is_method: bool,
+    seen: Option<&(HashSet<usize>, HashSet<String>)>,
+) -> HashSet<String> {
+    let Some((pos, kw)) = seen else {
+        return HashSet::default();
+    };
+    let scalar = |p: &ruff_python_ast::Parameter| {
+        p.annotation.as_deref().is_some_and(|a| {
+            matches!(a, Expr::Name(n) if matches!(n.id.as_str(), "int" | "float" | "bool" | "str"))
+        })
+    };
+    f.parameters
+        .posonlyargs
+        .iter()
+        .chain(f.parameters.args.iter())
+        .skip(is_method as usize)
+        .enumerate()
+        .filter(|(i, p)| {
+            (pos.contains(i) || kw.contains(p.parameter.name.as_str())) && !scalar(&p.parameter)
+        })
+        .map(|(_, p)| p.parameter.name.to_string())
+        .collect()
 }
 
 /// `forward`'s parameters that carry tensors: not `self`, not annotated as a Python scalar,
@@ -2124,6 +2198,45 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
                 _ => false,
             },
             _ => false,
+        }
+    }
+
+    /// The input an expression's storage belongs to (`x`, `x[0]`, `x.view(-1)`, `x.data`).
+    fn input_root(&self, e: &Expr) -> Option<String> {
+        match e {
+            Expr::Name(n) => self.inputs.get(n.id.as_str()).cloned(),
+            Expr::Subscript(s) => self.input_root(&s.value),
+            Expr::Attribute(a) if matches!(a.attr.as_str(), "data" | "T" | "mT") => {
+                self.input_root(&a.value)
+            }
+            Expr::Call(c) => match c.func.as_ref() {
+                Expr::Attribute(a) if SAME_STORAGE.contains(&a.attr.as_str()) => {
+                    self.input_root(&a.value)
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    fn mutation(&mut self, r: std::ops::Range<usize>, input: &str, how: &str) {
+        self.c.push(
+            "KG407",
+            r,
+            format!("{how} writes into the input `{input}`: inputs must stay unchanged; write to a fresh output"),
+        );
+    }
+
+    /// A write through an assignment target: `x[...] = v`, `x.data = v`, `x += v`.
+    fn target_mutation(&mut self, t: &Expr, how: &str) {
+        let root = match t {
+            Expr::Subscript(s) => self.input_root(&s.value),
+            Expr::Attribute(a) if a.attr.as_str() == "data" => self.input_root(&a.value),
+            Expr::Name(_) if how.ends_with('=') && how != "=" => self.input_root(t),
+            _ => None,
+        };
+        if let Some(input) = root {
+            self.mutation(range(t), &input, how);
         }
     }
 
@@ -2300,6 +2413,17 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
                     let op = format!("{}=", a.op.as_str());
                     self.operator_finding(r, &op);
                 }
+                if a.op != Operator::MatMult {
+                    let how = format!("`{}=`", a.op.as_str());
+                    match a.target.as_ref() {
+                        Expr::Name(_) => {
+                            if let Some(input) = self.input_root(&a.target) {
+                                self.mutation(range(a.target.as_ref()), &input, &how);
+                            }
+                        }
+                        t => self.target_mutation(t, &how),
+                    }
+                }
                 if matches!(a.op, Operator::Add | Operator::Sub) {
                     if let Some(k) = self.counter_key(&a.target) {
                         self.counters.push((k, range(stmt)));
@@ -2307,6 +2431,22 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
                 }
             }
             Stmt::Assign(a) => {
+                for t in &a.targets {
+                    self.target_mutation(t, "an assignment");
+                    // `self._pending = x` / `self.saved.append(x)` keep an input beyond the call.
+                    if key_of(t).is_some_and(|k| k.starts_with("self.")) {
+                        if let Some(input) = self.input_root(&a.value) {
+                            self.c.push("KG401", range(stmt), format!("keeps the input `{input}` in `{}` across calls: later calls can return or batch stored work", self.c.text(t)));
+                        }
+                    }
+                }
+                if let [Expr::Name(n)] = a.targets.as_slice() {
+                    if let Some(origin) = self.input_root(&a.value) {
+                        self.inputs.insert(n.id.to_string(), origin);
+                    } else {
+                        self.inputs.remove(n.id.as_str());
+                    }
+                }
                 if let [Expr::Name(n)] = a.targets.as_slice() {
                     let id = n.id.to_string();
                     let list = match a.value.as_ref() {
@@ -2350,6 +2490,21 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
             }
             Stmt::If(s) => self.record_test(&s.test),
             Stmt::While(s) => self.record_test(&s.test),
+            Stmt::Return(r) if self.entry => {
+                // `return torch.empty_like(x)`: an output nothing wrote (stale memory, or the
+                // previous result the allocator hands back).
+                if let Some(Expr::Call(c)) = r.value.as_deref() {
+                    let q = self.c.names.qualify(&c.func);
+                    if q.as_deref().is_some_and(|q| {
+                        matches!(
+                            q,
+                            "torch.empty" | "torch.empty_like" | "torch.empty_strided"
+                        )
+                    }) {
+                        self.c.push("KG202", range(c), "`forward` returns a fresh `torch.empty` that no kernel wrote: its contents are whatever the allocator left there");
+                    }
+                }
+            }
             Stmt::FunctionDef(f) if self.c.gpu_dsl(f) => return,
             _ => {}
         }
@@ -2434,6 +2589,30 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
 impl<'a> LiveVisitor<'_, 'a, '_> {
     fn check_live_call(&mut self, call: &'a ExprCall) {
         let q = self.c.names.qualify(&call.func);
+        let callee = match call.func.as_ref() {
+            Expr::Name(n) if q.is_none() => Some(n.id.to_string()),
+            Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
+                Some(a.attr.to_string())
+            }
+            _ => None,
+        };
+        if let Some(callee) = callee {
+            for (i, a) in call.arguments.args.iter().enumerate() {
+                if self.is_tensor(a) {
+                    self.tensor_args
+                        .entry(callee.clone())
+                        .or_default()
+                        .0
+                        .insert(i);
+                }
+            }
+            for k in call.arguments.keywords.iter() {
+                if let Some(arg) = k.arg.as_ref().filter(|_| self.is_tensor(&k.value)) {
+                    let e = self.tensor_args.entry(callee.clone()).or_default();
+                    e.1.insert(arg.to_string());
+                }
+            }
+        }
         let fr = range(call.func.as_ref());
         if let Some(q) = &q {
             if q == "builtins.getattr" && call.arguments.args.len() >= 2 {
@@ -2531,14 +2710,30 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
             }
         }
         if let Expr::Attribute(a) = call.func.as_ref() {
-            if a.attr.as_str() == "numpy"
+            let m = a.attr.as_str();
+            if m.ends_with('_') && !m.ends_with("__") && !INPLACE_HARMLESS.contains(&m) {
+                if let Some(input) = self.input_root(&a.value) {
+                    self.mutation(range(call), &input, &format!("`.{m}()`"));
+                }
+            }
+            if matches!(m, "append" | "extend" | "insert" | "add" | "appendleft")
+                && key_of(&a.value).is_some_and(|k| k.starts_with("self."))
+            {
+                if let Some(input) = call.arguments.args.iter().find_map(|x| self.input_root(x)) {
+                    let holder = self.c.text(a.value.as_ref());
+                    self.c.push("KG401", range(call), format!("keeps the input `{input}` in `{holder}` across calls: later calls can return or batch stored work"));
+                }
+            }
+        }
+        if let Expr::Attribute(a) = call.func.as_ref() {
+            if matches!(a.attr.as_str(), "numpy" | "tolist")
                 && call.arguments.is_empty()
                 && self.c.names.qualify(&a.value).is_none()
             {
                 self.c.push(
                     "KG104",
                     range(&a.attr),
-                    "`.numpy()` moves the tensor to NumPy on the forward path: the host computes, not your kernel",
+                    format!("`.{}()` moves the tensor to the host on the forward path: the host computes, not your kernel", a.attr),
                 );
             }
         }
