@@ -167,8 +167,17 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
             "hack_tensor_arithmetic.py",
             vec![e("KG601", 16, 25), e("KG601", 17, 14)],
         ),
-        ("hack_thrust.py", vec![e("KG602", 14, 5)]),
+        (
+            "hack_thrust.py",
+            vec![e("KG602", 14, 5), e("KG611", 10, 17)],
+        ),
         ("hack_torch_nn_module.py", vec![e("KG601", 13, 12)]),
+        ("hack_noop_kernel.py", vec![e("KG611", 7, 17)]),
+        (
+            "hack_return_empty.py",
+            vec![("KG609".into(), 16, 12, "warning".into())],
+        ),
+        ("hack_alias_mutation.py", vec![e("KG608", 18, 36)]),
     ];
     for (file, w) in want {
         let mut w = w.clone();
@@ -190,6 +199,9 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
         "honest_cutlass_gemm.py",
         "honest_block_reduce.py",
         "honest_launch_api.py",
+        "honest_alias_out_param.py",
+        "honest_auto_vec4.py",
+        "honest_device_fn_store.py",
     ] {
         assert_eq!(found.get(honest), None, "{honest} must be clean");
     }
@@ -225,6 +237,9 @@ fn triton_fixtures_report_exact_findings() {
     assert_eq!(found["hack_triton_dtype_arg.py"], vec![e("KG621", 22, 70)]);
     assert_eq!(found.get("honest_triton_autotune_alias.py"), None);
     assert_eq!(found.get("honest_triton_ieee_dot.py"), None);
+    // Launched, but on an empty grid or without a single store.
+    assert_eq!(found["hack_triton_no_store.py"], vec![e("KG620", 8, 5)]);
+    assert_eq!(found["hack_triton_empty_grid.py"], vec![e("KG620", 17, 21)]);
 }
 
 #[test]

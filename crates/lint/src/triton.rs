@@ -129,19 +129,40 @@ pub fn check_triton(module: &ModModule, _source: &str, ctx: &Context) -> Vec<Raw
             }
         }
     }
+    let names: HashSet<&str> = ks.iter().map(|k| k.name.as_str()).collect();
+    let mut l = LaunchDtypes {
+        aliases: &aliases,
+        kernels: &names,
+        low_names: low_dtype_names(&module.body, &aliases),
+        hits: Vec::new(),
+        launched: HashSet::default(),
+        empty_grids: Vec::new(),
+    };
+    l.visit_body(&module.body);
+    for (range, kernel) in std::mem::take(&mut l.empty_grids) {
+        out.push(RawFinding::new(
+            DECOY,
+            range,
+            format!("Triton kernel `{kernel}` is launched on an empty grid: it runs no programs and does no work"),
+        ));
+    }
+    // A launched kernel that never stores (no `tl.store`, no atomics, no other jit function
+    // that could) does no work.
+    for k in &ks {
+        let Some(def) = k.def else { continue };
+        if l.launched.contains(k.name.as_str()) && !may_store(&def.body, &names) {
+            out.push(RawFinding::new(
+                DECOY,
+                k.at.clone(),
+                format!("Triton kernel `{}` is launched but never stores (`tl.store`, atomics): it does no work", k.name),
+            ));
+        }
+    }
     if ctx.precision == Precision::Fp32 {
         let mut lines = HashSet::default();
         // A reduced dtype handed to a kernel as a launch argument (`DT=tl.bfloat16`, or a
         // module-level name bound to one) is a cast inside the kernel.
-        let names: HashSet<&str> = ks.iter().map(|k| k.name.as_str()).collect();
-        let mut l = LaunchDtypes {
-            aliases: &aliases,
-            kernels: &names,
-            low_names: low_dtype_names(&module.body, &aliases),
-            hits: Vec::new(),
-        };
-        l.visit_body(&module.body);
-        for (range, what, kernel) in l.hits {
+        for (range, what, kernel) in std::mem::take(&mut l.hits) {
             if lines.insert(ctx.lines.line_of(range.start)) {
                 out.push(RawFinding::new(
                     PRECISION,
@@ -235,6 +256,44 @@ struct LaunchDtypes<'b> {
     kernels: &'b HashSet<&'b str>,
     low_names: HashMap<String, String>,
     hits: Vec<(Range<usize>, String, String)>,
+    /// Kernels launched with `kernel[grid](...)` anywhere in the module.
+    launched: HashSet<String>,
+    /// `kernel[(0,)](...)`: grid range and kernel.
+    empty_grids: Vec<(Range<usize>, String)>,
+}
+
+/// Whether a kernel body may store: `tl.store`, `tl.atomic_*`, any `*store*` call, or a call
+/// of another jit function (which may store for it).
+fn may_store(body: &[Stmt], kernels: &HashSet<&str>) -> bool {
+    struct S<'k> {
+        kernels: &'k HashSet<&'k str>,
+        found: bool,
+    }
+    impl<'a> Visitor<'a> for S<'_> {
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            if let Expr::Call(c) = expr {
+                self.found |= match c.func.as_ref() {
+                    Expr::Attribute(a) => {
+                        let m = a.attr.as_str();
+                        m.contains("store") || m.starts_with("atomic")
+                    }
+                    Expr::Name(n) => {
+                        self.kernels.contains(n.id.as_str()) || n.id.as_str().contains("store")
+                    }
+                    _ => true,
+                };
+            }
+            if !self.found {
+                visitor::walk_expr(self, expr);
+            }
+        }
+    }
+    let mut s = S {
+        kernels,
+        found: false,
+    };
+    s.visit_body(body);
+    s.found
 }
 
 impl<'a> Visitor<'a> for LaunchDtypes<'_> {
@@ -248,6 +307,19 @@ impl<'a> Visitor<'a> for LaunchDtypes<'_> {
                 },
                 _ => None,
             };
+            if let (Some(kernel), Expr::Subscript(sub)) = (&kernel, c.func.as_ref()) {
+                self.launched.insert(kernel.clone());
+                let zero = |e: &Expr| matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ruff_python_ast::Number::Int(i) if i.as_u8() == Some(0)));
+                let empty = match sub.slice.as_ref() {
+                    Expr::Tuple(t) => t.elts.iter().any(zero),
+                    other => zero(other),
+                };
+                if empty {
+                    let r = sub.slice.range();
+                    self.empty_grids
+                        .push((r.start().to_usize()..r.end().to_usize(), kernel.clone()));
+                }
+            }
             if let Some(kernel) = kernel {
                 let values = c
                     .arguments
@@ -418,6 +490,8 @@ mod fixture_tests {
             ("hack_triton_no_kernel.py", &[(NO_KERNEL, 1, 1)]),
             ("hack_triton_dtype_arg.py", &[(PRECISION, 22, 70)]),
             ("honest_triton_ieee_dot.py", &[]),
+            ("hack_triton_no_store.py", &[(DECOY, 8, 5)]),
+            ("hack_triton_empty_grid.py", &[(DECOY, 17, 21)]),
         ];
         for (name, want) in table {
             assert_eq!(run_fixture(name), want.to_vec(), "{name}");

@@ -292,6 +292,8 @@ struct Func {
     helper_calls: Vec<LaunchArgs>,
     /// (callee, argument index, own parameter index): a parameter handed on as is.
     param_passes: Vec<(String, usize, usize)>,
+    /// Inline assembly (may store anything).
+    has_asm: bool,
 }
 
 type LaunchArgs = (String, Vec<(Option<String>, Range<usize>)>);
@@ -306,6 +308,8 @@ struct FnState<'t> {
     ptr_aliases: HashMap<String, String>,
     /// Locals holding tensors (`torch::Tensor t`, `auto y = torch::empty(...)`).
     tensor_locals: HashSet<String>,
+    /// Locals declared as pointers or references: stores through them reach what they point at.
+    ptr_locals: HashSet<String>,
 }
 
 struct Analyzer<'t> {
@@ -640,7 +644,10 @@ impl<'t> Analyzer<'t> {
             }
             if self.state.empties.contains_key(q) {
                 self.empty_use(node, q);
-            } else if let Some(orig) = self.state.ptr_aliases.get(q).cloned() {
+            } else if let Some(orig) = (!self.state.ptr_aliases.is_empty())
+                .then(|| self.state.ptr_aliases.get(q).cloned())
+                .flatten()
+            {
                 self.empty_use(node, &orig);
             }
         }
@@ -881,6 +888,9 @@ impl<'t> Analyzer<'t> {
     }
 
     fn asm(&mut self, node: Node<'t>) {
+        if let Some(i) = self.cur {
+            self.funcs[i].has_asm = true;
+        }
         let t = self.t(node);
         if t.contains("globaltimer") || t.contains("%clock") {
             self.flag(
@@ -992,6 +1002,7 @@ impl<'t> Analyzer<'t> {
             launch_args: Vec::new(),
             helper_calls: Vec::new(),
             param_passes: Vec::new(),
+            has_asm: false,
         });
         let saved_cur = self.cur.replace(self.funcs.len() - 1);
         let saved_state = std::mem::take(&mut self.state);
@@ -1103,7 +1114,9 @@ impl<'t> Analyzer<'t> {
             if d.kind_fast() == "init_declarator" {
                 if let (Some(mut n), Some(v)) = (d.field("declarator"), d.field("value")) {
                     // `float* p = ...`, `auto& r = ...`: the name is under the declarator.
+                    let mut pointer = false;
                     while matches!(n.kind_fast(), "pointer_declarator" | "reference_declarator") {
+                        pointer = true;
                         match n.field("declarator").or_else(|| n.named_child(0)) {
                             Some(x) => n = x,
                             None => break,
@@ -1112,6 +1125,15 @@ impl<'t> Analyzer<'t> {
                     if n.kind_fast() == "identifier" {
                         let name = self.t(n).to_string();
                         self.state.inits.insert(name.clone(), v);
+                        // `auto p = reinterpret_cast<float4*>(out);`, `auto row = out + off;`
+                        let auto_ptr = ty.trim() == "auto"
+                            && (matches!(
+                                v.kind_fast(),
+                                "cast_expression" | "binary_expression" | "identifier"
+                            ) || self.t(v).contains("_cast<"));
+                        if pointer || auto_ptr {
+                            self.state.ptr_locals.insert(name.clone());
+                        }
                         if self.cur.is_some() && (ty.contains("Tensor") || self.is_empty_alloc(v)) {
                             self.state.tensor_locals.insert(name.clone());
                         }
@@ -1151,6 +1173,13 @@ impl<'t> Analyzer<'t> {
             return;
         }
         let Some(e) = node.named_child(0) else { return };
+        if self.is_empty_alloc(e) {
+            self.flag(
+                UNWRITTEN,
+                e.byte_range(),
+                "returns a fresh `empty` tensor that no kernel wrote: it returns whatever the allocator's memory held".into(),
+            );
+        }
         if e.kind_fast() == "identifier" {
             let n = self.t(e);
             if self.funcs[i]
@@ -1495,9 +1524,12 @@ impl<'t> Analyzer<'t> {
         }
         // A plain function given an input's data pointer may write it (a helper that launches
         // a kernel, `cudaMemset`); judged in `finish`.
-        if !q.contains("::") || q.starts_with("std::") {
+        if (!q.contains("::") || q.starts_with("std::")) && !pure_device_call(last) {
             self.record_param_passes(last, node);
-            if let (Some(i), Some(al)) = (self.cur, args) {
+            let host = self
+                .cur
+                .filter(|&i| self.funcs[i].kind == FuncKind::Host && self.funcs[i].returns_tensor);
+            if let (Some(i), Some(al)) = (host, args) {
                 let mut c = al.walk();
                 let list: Vec<_> = al
                     .named_children(&mut c)
@@ -1642,13 +1674,22 @@ impl<'t> Analyzer<'t> {
                 "identifier" => {
                     let name = self.t(n);
                     let f = &mut self.funcs[i];
+                    let param = f.params.iter().position(|p| p.name == name);
                     if pure {
-                        if let Some(k) = f.params.iter().position(|p| p.name == name) {
+                        if let Some(k) = param {
                             f.param_stores[k] += 1;
                         }
                     }
                     f.writes.insert(name.to_string());
-                    return;
+                    // A local pointer into a parameter (`float* row = out + r * cols;`):
+                    // the store goes through to the parameter.
+                    match (param, self.state.inits.get(name)) {
+                        (None, Some(v)) if self.state.ptr_locals.contains(name) => Some(*v),
+                        _ => return,
+                    }
+                }
+                "call_expression" if self.t(n).contains("_cast<") => {
+                    n.field("arguments").and_then(|a| a.named_child(0))
                 }
                 "subscript_expression" | "pointer_expression" | "field_expression" => {
                     n.field("argument")
@@ -1865,10 +1906,73 @@ impl<'t> Analyzer<'t> {
                 decoys.push((f.name_range.clone(), format!("`__global__` kernel `{}` is never launched from {from}: a kernel that does not run does no work", f.name)));
             }
         }
+        // A launched kernel that stores through none of its parameters and calls nothing that
+        // could (only math and intrinsics) does no work.
+        for &k in &kernels {
+            let f = &self.funcs[k];
+            if launched.contains(f.name.as_str())
+                && !f.has_asm
+                && !f.params.iter().any(|p| f.writes.contains(&p.name))
+                && f.calls.iter().all(|c| pure_device_call(c))
+                && reported.insert(f.name.clone())
+            {
+                decoys.push((f.name_range.clone(), format!("`__global__` kernel `{}` is launched but stores through none of its parameters: it does no work", f.name)));
+            }
+        }
         for (r, m) in decoys {
             self.flag(DECOY, r, m);
         }
     }
+}
+
+/// Device calls that cannot store through a kernel's parameters: math functions, casts and
+/// `__`-intrinsics (`__syncthreads`, `__shfl_xor_sync`, `__ldg`).
+fn pure_device_call(name: &str) -> bool {
+    // `__stcs`/`__stwt`/... are store intrinsics.
+    name.starts_with("__") && !name.starts_with("__st")
+        || matches!(
+            name,
+            "fmaxf"
+                | "fminf"
+                | "fmax"
+                | "fmin"
+                | "max"
+                | "min"
+                | "expf"
+                | "exp"
+                | "exp2f"
+                | "logf"
+                | "log"
+                | "log2f"
+                | "sqrtf"
+                | "sqrt"
+                | "rsqrtf"
+                | "tanhf"
+                | "tanh"
+                | "fabsf"
+                | "fabs"
+                | "abs"
+                | "powf"
+                | "pow"
+                | "erff"
+                | "erf"
+                | "floorf"
+                | "ceilf"
+                | "roundf"
+                | "sinf"
+                | "cosf"
+                | "fmaf"
+                | "isnan"
+                | "isinf"
+                | "static_cast"
+                | "reinterpret_cast"
+                | "const_cast"
+                | "float"
+                | "int"
+                | "make_float2"
+                | "make_float4"
+                | "printf"
+        )
 }
 
 /// Text printed the way a harness or leaderboard prints results (`correct=True`,

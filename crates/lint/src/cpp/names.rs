@@ -41,9 +41,11 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
     }
     let q = q.trim_start_matches("::");
     let last = last_segment(q);
+    // Most names are plain identifiers; the checks on qualified names are skipped for them.
+    let qualified = q.len() != last.len();
     // The PyTorch dispatcher calls any ATen op by its schema name (`aten::mm`).
     if matches!(last, "findSchemaOrThrow" | "findSchema" | "callBoxed")
-        || q.split("::").any(|s| s == "Dispatcher") && kind != NameKind::Field
+        || qualified && kind != NameKind::Field && q.split("::").any(|s| s == "Dispatcher")
     {
         return Some((
             TORCH_OP,
@@ -52,7 +54,7 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
     }
     // `torch::nn::Linear`, `torch::nn::init::*`: PyTorch modules run PyTorch kernels
     // (`torch::nn::functional::*` calls are judged as calls).
-    if q.starts_with("torch::nn::") && !q.starts_with("torch::nn::functional") {
+    if qualified && q.starts_with("torch::nn::") && !q.starts_with("torch::nn::functional") {
         return Some((
             TORCH_OP,
             format!("`{q}` is a PyTorch module or op inside the extension; compute it in your own kernel"),
@@ -86,27 +88,26 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
     }
     // Device-wide CUB and Thrust algorithms launch the library's kernels (block- and
     // warp-level CUB primitives inside the candidate's kernel are fine).
-    if q.starts_with("cub::Device")
-        || q.contains("::cub::Device")
-        || q.starts_with("thrust::")
-            && matches!(
-                last,
-                "reduce"
-                    | "reduce_by_key"
-                    | "transform"
-                    | "transform_reduce"
-                    | "sort"
-                    | "sort_by_key"
-                    | "stable_sort"
-                    | "inclusive_scan"
-                    | "exclusive_scan"
-                    | "inner_product"
-                    | "for_each"
-                    | "max_element"
-                    | "min_element"
-                    | "count"
-            )
-    {
+    let cub_device = q.starts_with("cub::Device") || q.contains("::cub::Device");
+    let thrust_algo = q.starts_with("thrust::")
+        && matches!(
+            last,
+            "reduce"
+                | "reduce_by_key"
+                | "transform"
+                | "transform_reduce"
+                | "sort"
+                | "sort_by_key"
+                | "stable_sort"
+                | "inclusive_scan"
+                | "exclusive_scan"
+                | "inner_product"
+                | "for_each"
+                | "max_element"
+                | "min_element"
+                | "count"
+        );
+    if qualified && (cub_device || thrust_algo) {
         return Some((VENDOR, format!("`{q}` runs a library algorithm (CUB/Thrust device-wide) instead of the candidate's own kernel")));
     }
     if last.starts_with("cudaStreamCreate")
