@@ -899,6 +899,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                     HashMap::default()
                 },
                 entry,
+                body: &f.body,
             };
             for d in &f.decorator_list {
                 // `@torch.compile` on a live function runs Inductor's kernels.
@@ -2077,6 +2078,8 @@ struct LiveVisitor<'x, 'a, 'c> {
     inputs: HashMap<String, String>,
     /// Visiting `ModelNew.forward` itself.
     entry: bool,
+    /// The body of the function being visited.
+    body: &'a [Stmt],
 }
 
 /// Methods that return a tensor sharing storage with the receiver.
@@ -2199,6 +2202,44 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
             },
             _ => false,
         }
+    }
+
+    /// Is `offset` inside an `if` that tests for an empty input (`if x.numel() == 0:`)? An
+    /// empty output is then the right answer, not an unwritten one.
+    fn under_empty_input_guard(&self, offset: usize) -> bool {
+        struct G<'s> {
+            src: &'s str,
+            offset: usize,
+            found: bool,
+        }
+        impl<'v> Visitor<'v> for G<'_> {
+            fn visit_stmt(&mut self, stmt: &'v Stmt) {
+                if let Stmt::If(i) = stmt {
+                    let in_body = i
+                        .body
+                        .first()
+                        .zip(i.body.last())
+                        .is_some_and(|(a, b)| (usize::from(a.start())..usize::from(b.end())).contains(&self.offset));
+                    if in_body {
+                        let t = &self.src[range(i.test.as_ref())];
+                        let t: String = t.chars().filter(|c| !c.is_whitespace()).collect();
+                        if t.contains("==0") || t.contains("<=0") || t.contains("<1") {
+                            self.found = true;
+                        }
+                    }
+                }
+                visitor::walk_stmt(self, stmt);
+            }
+        }
+        let mut g = G {
+            src: self.c.ctx.source,
+            offset,
+            found: false,
+        };
+        for s in self.body {
+            g.visit_stmt(s);
+        }
+        g.found
     }
 
     /// The input an expression's storage belongs to (`x`, `x[0]`, `x.view(-1)`, `x.data`).
@@ -2495,12 +2536,12 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
                 // previous result the allocator hands back).
                 if let Some(Expr::Call(c)) = r.value.as_deref() {
                     let q = self.c.names.qualify(&c.func);
-                    if q.as_deref().is_some_and(|q| {
-                        matches!(
-                            q,
-                            "torch.empty" | "torch.empty_like" | "torch.empty_strided"
-                        )
-                    }) {
+                    let empty_input = self.under_empty_input_guard(usize::from(stmt.start()));
+                    if !empty_input
+                        && q.as_deref().is_some_and(|q| {
+                            matches!(q, "torch.empty" | "torch.empty_like" | "torch.empty_strided")
+                        })
+                    {
                         self.c.push("KG202", range(c), "`forward` returns a fresh `torch.empty` that no kernel wrote: its contents are whatever the allocator left there");
                     }
                 }
