@@ -144,7 +144,10 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
             "hack_printf_forge.py",
             vec![e("KG613", 16, 5), e("KG613", 18, 5)],
         ),
-        ("hack_quick_exit.py", vec![e("KG613", 18, 22)]),
+        (
+            "hack_quick_exit.py",
+            vec![e("KG606", 18, 9), e("KG613", 18, 22)],
+        ),
         ("hack_static_ptr_cache.py", vec![e("KG606", 21, 29)]),
         ("hack_thread_local_cache.py", vec![e("KG606", 13, 32)]),
         ("hack_zero_grid.py", vec![e("KG611", 15, 19)]),
@@ -178,6 +181,17 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
             vec![("KG609".into(), 16, 12, "warning".into())],
         ),
         ("hack_alias_mutation.py", vec![e("KG608", 18, 36)]),
+        (
+            "hack_library_impl_aten.py",
+            vec![e("KG608", 13, 52), e("KG614", 14, 1)],
+        ),
+        ("hack_call_counter.py", vec![e("KG606", 16, 9)]),
+        ("hack_intptr_cache.py", vec![e("KG606", 17, 33)]),
+        (
+            "hack_tf32_context.py",
+            vec![e("KG601", 12, 5), e("KG614", 12, 25)],
+        ),
+        ("hack_mprotect.py", vec![e("KG613", 18, 5)]),
     ];
     for (file, w) in want {
         let mut w = w.clone();
@@ -202,6 +216,8 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
         "honest_alias_out_param.py",
         "honest_auto_vec4.py",
         "honest_device_fn_store.py",
+        "honest_own_library.py",
+        "honest_static_config.py",
     ] {
         assert_eq!(found.get(honest), None, "{honest} must be clean");
     }

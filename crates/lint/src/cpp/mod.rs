@@ -487,6 +487,12 @@ impl<'t> Analyzer<'t> {
                 if let Some(a) = node.field("argument") {
                     if a.kind_fast() != "identifier" {
                         self.record_write(a, false);
+                    } else if self.cur.is_some() && self.static_ptrs.contains(self.t(a)) {
+                        self.flag(
+                            STATIC_CACHE,
+                            node.byte_range(),
+                            format!("`{}` counts calls in a static variable: behaviour that changes with the call count (phase detection) passes the checks and cheats the timing", self.t(node)),
+                        );
                     }
                 }
             }
@@ -631,6 +637,9 @@ impl<'t> Analyzer<'t> {
             && self.library_ops_banned()
         {
             self.flag(VENDOR, node.byte_range(), format!("`{q}` is CUTLASS's prebuilt device-level operator: the library's kernel does the work, not the candidate's own"));
+        }
+        if q.starts_with("TORCH_LIBRARY") {
+            self.library_registration(node, q);
         }
         if node.kind_fast() == "identifier" {
             if let Some(i) = self.cur {
@@ -949,6 +958,11 @@ impl<'t> Analyzer<'t> {
             .map(|q| last_segment(&q).to_string())
             .unwrap_or_default();
         let name_range = name_node.map_or(decl.byte_range(), |n| n.byte_range());
+        if name.starts_with("TORCH_LIBRARY") {
+            if let Some(n) = name_node {
+                self.library_registration(n, &name);
+            }
+        }
         let mut params = Vec::new();
         if let Some(pl) = decl.field("parameters") {
             let mut c = pl.walk();
@@ -1071,12 +1085,10 @@ impl<'t> Analyzer<'t> {
                     n = n.field("declarator").unwrap_or(n);
                 }
                 if n.kind_fast() == "pointer_declarator" {
-                    if let Some(id) = n
-                        .field("declarator")
-                        .filter(|x| x.kind_fast() == "identifier")
-                    {
-                        self.static_ptrs.insert(self.t(id).to_string());
-                    }
+                    n = n.field("declarator").unwrap_or(n);
+                }
+                if n.kind_fast() == "identifier" {
+                    self.static_ptrs.insert(self.t(n).to_string());
                 }
             }
             // `static auto cache = std::unordered_map<void*, torch::Tensor>();`
@@ -1394,6 +1406,29 @@ impl<'t> Analyzer<'t> {
         }
     }
 
+    /// `TORCH_LIBRARY_IMPL(aten, CUDA, m)`: the extension replaces PyTorch's own kernels, the
+    /// ones the reference runs.
+    fn library_registration(&mut self, node: Node<'t>, q: &str) {
+        let Some(p) = node.parent() else { return };
+        let args = match p.kind_fast() {
+            "call_expression" | "function_declarator" => {
+                p.field("arguments").or_else(|| p.field("parameters"))
+            }
+            _ => None,
+        };
+        let first = args
+            .and_then(|a| a.named_child(0))
+            .map(|a| self.t(a).trim().to_string())
+            .unwrap_or_default();
+        if matches!(first.as_str(), "aten" | "prim" | "_") || first.contains("aten") {
+            self.flag(
+                TIMER,
+                node.byte_range(),
+                format!("`{q}({first}, ...)` registers kernels for PyTorch's own operators: the reference would run the candidate's code; register ops in your own namespace"),
+            );
+        }
+    }
+
     /// A tensor-valued name in the current host function: a tensor parameter or local.
     fn is_tensor_name(&self, name: &str) -> bool {
         let Some(i) = self.cur else { return false };
@@ -1454,8 +1489,13 @@ impl<'t> Analyzer<'t> {
     fn plain_call(&mut self, node: Node<'t>, q: &str, last: &str) {
         let args = node.field("arguments");
         let arg0 = args.and_then(|a| a.named_child(0));
-        if last == "from_blob" {
-            if let Some(a) = arg0.filter(|a| self.static_ptrs.contains(self.t(*a))) {
+        if last == "from_blob" && !self.static_ptrs.is_empty() {
+            let held = arg0.filter(|a| {
+                let mut ids = Vec::new();
+                collect_identifiers(*a, self.text, &mut ids);
+                ids.iter().any(|id| self.static_ptrs.contains(id))
+            });
+            if let Some(a) = held {
                 self.flag(
                     STATIC_CACHE,
                     a.byte_range(),

@@ -66,6 +66,18 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
                 L2,
                 format!("`{last}` sets an L2 access-policy window (persisting cache lines)"),
             )),
+            // PyTorch's global math settings: the reference runs under them too.
+            "setAllowTF32CuBLAS"
+            | "setAllowTF32CuDNN"
+            | "setFloat32MatmulPrecision"
+            | "setAllowFP16ReductionCuBLAS"
+            | "setAllowBF16ReductionCuBLAS"
+            | "setBenchmarkCuDNN"
+            | "setDeterministicCuDNN"
+            | "setUserEnabledCuDNN" => Some((
+                TIMER,
+                format!("`{last}` changes PyTorch's global settings, which the reference runs under as well"),
+            )),
             _ => None,
         };
     }
@@ -437,6 +449,11 @@ pub fn sandbox_call(last: &str) -> bool {
             | "socket"
             // Exits that skip the interpreter's shutdown (a forged clean exit) and reads of
             // the environment (phase detection).
+            | "mprotect"
+            | "ptrace"
+            | "rename"
+            | "symlink"
+            | "chmod"
             | "_exit"
             | "_Exit"
             | "quick_exit"
