@@ -218,6 +218,8 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
         "honest_device_fn_store.py",
         "honest_own_library.py",
         "honest_static_config.py",
+        "honest_params_struct.py",
+        "honest_layernorm_rows.py",
     ] {
         assert_eq!(found.get(honest), None, "{honest} must be clean");
     }
@@ -253,6 +255,7 @@ fn triton_fixtures_report_exact_findings() {
     assert_eq!(found["hack_triton_dtype_arg.py"], vec![e("KG621", 22, 70)]);
     assert_eq!(found.get("honest_triton_autotune_alias.py"), None);
     assert_eq!(found.get("honest_triton_ieee_dot.py"), None);
+    assert_eq!(found.get("honest_triton_block_ptr.py"), None);
     // Launched, but on an empty grid or without a single store.
     assert_eq!(found["hack_triton_no_store.py"], vec![e("KG620", 8, 5)]);
     assert_eq!(found["hack_triton_empty_grid.py"], vec![e("KG620", 17, 21)]);

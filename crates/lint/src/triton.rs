@@ -490,6 +490,7 @@ mod fixture_tests {
             ("hack_triton_no_kernel.py", &[(NO_KERNEL, 1, 1)]),
             ("hack_triton_dtype_arg.py", &[(PRECISION, 22, 70)]),
             ("honest_triton_ieee_dot.py", &[]),
+            ("honest_triton_block_ptr.py", &[]),
             ("hack_triton_no_store.py", &[(DECOY, 8, 5)]),
             ("hack_triton_empty_grid.py", &[(DECOY, 17, 21)]),
         ];

@@ -1774,6 +1774,19 @@ impl<'t> Analyzer<'t> {
                 }
             }
         }
+        // Look through casts and pointer arithmetic only: in an aggregate (`Params p{x_ptr,
+        // out_ptr}`), a conditional or another call, which pointer ends up written is unknown.
+        match n.kind_fast() {
+            "initializer_list" | "conditional_expression" => return None,
+            "call_expression"
+                if !n
+                    .field("function")
+                    .is_some_and(|f| self.t(f).contains("_cast")) =>
+            {
+                return None
+            }
+            _ => {}
+        }
         let mut c = n.walk();
         let children: Vec<_> = n.named_children(&mut c).collect();
         children
