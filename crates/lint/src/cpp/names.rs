@@ -569,6 +569,47 @@ mod tests {
     }
 
     #[test]
+    fn red_team_names() {
+        let code = |q: &str, k: NameKind| classify(q, k).map(|c| c.0);
+        assert_eq!(code("__nv_fp8_e4m3", NameKind::Type), Some(PRECISION));
+        assert_eq!(code("c10::Float8_e4m3fn", NameKind::Type), Some(PRECISION));
+        assert_eq!(
+            code("c10::Dispatcher::singleton", NameKind::Type),
+            Some(TORCH_OP)
+        );
+        assert_eq!(code("findSchemaOrThrow", NameKind::Field), Some(TORCH_OP));
+        assert_eq!(code("torch::nn::Linear", NameKind::Type), Some(TORCH_OP));
+        assert_eq!(code("torch::nn::functional::relu", NameKind::Type), None);
+        assert_eq!(code("cub::DeviceReduce::Sum", NameKind::Type), Some(VENDOR));
+        assert_eq!(
+            code("cub::BlockReduce", NameKind::Type),
+            None,
+            "block primitives are the candidate's"
+        );
+        assert_eq!(code("thrust::transform", NameKind::Type), Some(VENDOR));
+        assert_eq!(code("thrust::device_ptr", NameKind::Type), None);
+        assert_eq!(
+            code("std::chrono::steady_clock", NameKind::Type),
+            Some(TIMER)
+        );
+        assert_eq!(code("setAllowTF32CuBLAS", NameKind::Field), Some(TIMER));
+        assert_eq!(
+            code("CUDA_API_PER_THREAD_DEFAULT_STREAM", NameKind::Value),
+            Some(STREAM)
+        );
+        assert!(sandbox_call("quick_exit") && sandbox_call("getenv") && sandbox_call("mprotect"));
+        assert!(
+            !sandbox_call("exit"),
+            "exit(1) on an error is honest; exit(0) is judged by its argument"
+        );
+        assert!(clock_call("clock64") && !clock_call("clock_rate"));
+        assert!(
+            torch_allowed("getStreamFromPool"),
+            "side streams are KG603's, not KG601's"
+        );
+    }
+
+    #[test]
     fn allowlists() {
         assert!(torch_allowed("empty_like"));
         assert!(torch_allowed("kFloat"));
