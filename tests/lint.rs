@@ -221,6 +221,21 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
         &[("KG407", 21), ("KG407", 22), ("KG407", 23), ("KG407", 24)],
     ),
     ("hacks/batched_calls.py", &[("KG401", 23), ("KG202", 25)]),
+    (
+        "hacks/stored_results_file.py",
+        &[("KG401", 21), ("KG401", 23)],
+    ),
+    ("hacks/reseed.py", &[("KG402", 19)]),
+    ("hacks/cupy_library.py", &[("KG101", 20)]),
+    (
+        "hacks/setattr_by_dunder.py",
+        &[("KG502", 16), ("KG301", 17)],
+    ),
+    ("hacks/class_counter.py", &[("KG402", 23)]),
+    (
+        "hacks/more_tensor_methods.py",
+        &[("KG104", 20), ("KG104", 20)],
+    ),
 ];
 
 #[test]
@@ -300,6 +315,9 @@ fn malicious_by_construction_hacks_are_errors() {
         "load_library",
         "env_phase_at_import",
         "hidden_counters",
+        "stored_results_file",
+        "setattr_by_dunder",
+        "class_counter",
     ] {
         let (code, v) = lint_json(&format!("tests/fixtures/lint/hacks/{file}.py"), &[]);
         assert_eq!(code, 1, "{file}");

@@ -52,17 +52,22 @@ impl<'a, 'c> Checker<'a, 'c> {
             ext_objects: HashSet::default(),
             ext_functions: HashSet::default(),
             layers: HashMap::default(),
+            // Module-level variables and classes: `ModelNew.calls += 1` is module state too.
             module_names: module
                 .body
                 .iter()
-                .filter_map(|s| match s {
-                    Stmt::Assign(a) => Some(a.targets.iter().filter_map(|t| match t {
-                        Expr::Name(n) => Some(n.id.to_string()),
-                        _ => None,
-                    })),
-                    _ => None,
+                .flat_map(|s| match s {
+                    Stmt::Assign(a) => a
+                        .targets
+                        .iter()
+                        .filter_map(|t| match t {
+                            Expr::Name(n) => Some(n.id.to_string()),
+                            _ => None,
+                        })
+                        .collect::<Vec<_>>(),
+                    Stmt::ClassDef(c) => vec![c.name.to_string()],
+                    _ => Vec::new(),
                 })
-                .flatten()
                 .collect(),
             env_names: HashSet::default(),
             ref_names: reference_names(module),
@@ -370,6 +375,35 @@ impl<'a, 'c> Checker<'a, 'c> {
             if let Some((code, msg)) = q.as_deref().and_then(banned) {
                 let shown = q.as_deref().unwrap_or_default();
                 self.push(code, fr.clone(), format!("{msg} (`{shown}`)"));
+            }
+        }
+        // `torch.backends.cuda.matmul.__setattr__("allow_tf32", True)`,
+        // `object.__setattr__(torch.cuda, "synchronize", f)`: setattr by another name.
+        if let Some(q) = q.as_deref() {
+            let target = if let Some(base) = q
+                .strip_suffix(".__setattr__")
+                .or_else(|| q.strip_suffix(".__delattr__"))
+            {
+                args.first()
+                    .and_then(|a| self.names.fold_str(a))
+                    .map(|attr| (format!("{base}.{attr}"), args.get(1)))
+            } else {
+                None
+            };
+            if let Some((path, value)) = target {
+                self.tamper(&path, range(call), value);
+            }
+        } else if let Expr::Attribute(a) = call.func.as_ref() {
+            if matches!(a.attr.as_str(), "__setattr__" | "__delattr__")
+                && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "object")
+            {
+                if let Some((base, attr)) = args
+                    .first()
+                    .and_then(|m| self.names.qualify(m))
+                    .zip(args.get(1).and_then(|a| self.names.fold_str(a)))
+                {
+                    self.tamper(&format!("{base}.{attr}"), range(call), args.get(2));
+                }
             }
         }
         match q.as_deref() {
@@ -1525,6 +1559,56 @@ fn is_env_path(q: &str) -> bool {
         || q == "os.getenvb"
 }
 
+fn is_seed(q: &str) -> bool {
+    matches!(
+        q,
+        "torch.manual_seed"
+            | "torch.seed"
+            | "torch.random.manual_seed"
+            | "torch.cuda.manual_seed"
+            | "torch.cuda.manual_seed_all"
+            | "torch.set_rng_state"
+            | "torch.cuda.set_rng_state"
+            | "random.seed"
+            | "numpy.random.seed"
+    )
+}
+
+/// CuPy's array functions call its own (cuBLAS, cuDNN, CUB) kernels; `RawKernel`,
+/// `RawModule`, `ElementwiseKernel`, `ReductionKernel` and conversions are how a candidate
+/// writes its own.
+fn cupy_compute(q: &str) -> bool {
+    let Some(f) = q.strip_prefix("cupy.") else {
+        return false;
+    };
+    let head = f.split('.').next().unwrap_or(f);
+    !matches!(
+        head,
+        "RawKernel"
+            | "RawModule"
+            | "ElementwiseKernel"
+            | "ReductionKernel"
+            | "asarray"
+            | "array"
+            | "from_dlpack"
+            | "fromDlpack"
+            | "empty"
+            | "empty_like"
+            | "zeros"
+            | "zeros_like"
+            | "ones"
+            | "full"
+            | "cuda"
+            | "dtype"
+            | "float32"
+            | "float16"
+            | "int32"
+            | "int64"
+            | "ndarray"
+            | "get_array_module"
+    )
+}
+
 /// Clocks: reading one on the forward path lets behaviour depend on elapsed time.
 fn is_clock(q: &str) -> bool {
     let Some(f) = q.strip_prefix("time.") else {
@@ -2215,11 +2299,9 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
         impl<'v> Visitor<'v> for G<'_> {
             fn visit_stmt(&mut self, stmt: &'v Stmt) {
                 if let Stmt::If(i) = stmt {
-                    let in_body = i
-                        .body
-                        .first()
-                        .zip(i.body.last())
-                        .is_some_and(|(a, b)| (usize::from(a.start())..usize::from(b.end())).contains(&self.offset));
+                    let in_body = i.body.first().zip(i.body.last()).is_some_and(|(a, b)| {
+                        (usize::from(a.start())..usize::from(b.end())).contains(&self.offset)
+                    });
                     if in_body {
                         let t = &self.src[range(i.test.as_ref())];
                         let t: String = t.chars().filter(|c| !c.is_whitespace()).collect();
@@ -2539,7 +2621,10 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
                     let empty_input = self.under_empty_input_guard(usize::from(stmt.start()));
                     if !empty_input
                         && q.as_deref().is_some_and(|q| {
-                            matches!(q, "torch.empty" | "torch.empty_like" | "torch.empty_strided")
+                            matches!(
+                                q,
+                                "torch.empty" | "torch.empty_like" | "torch.empty_strided"
+                            )
                         })
                     {
                         self.c.push("KG202", range(c), "`forward` returns a fresh `torch.empty` that no kernel wrote: its contents are whatever the allocator left there");
@@ -2716,6 +2801,14 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
                 self.c.push("KG101", fr.clone(), format!("{shown} runs a PyTorch compute op on the forward path instead of your kernel"));
             } else if q == "os.getenv" || q == "os.environ.get" {
                 self.c.push("KG402", fr.clone(), format!("reads `{q}` on the forward path: behaviour can depend on the harness's phase"));
+            } else if is_seed(q) {
+                self.c.push("KG402", fr.clone(), format!("`{q}` reseeds the random generator on the forward path: the harness's inputs can be regenerated and their outputs precomputed"));
+            } else if cupy_compute(q) {
+                self.c.push(
+                    "KG101",
+                    fr.clone(),
+                    format!("`{q}` computes with CuPy's library kernels instead of your kernel"),
+                );
             } else if is_clock(q) {
                 self.c.push("KG402", fr.clone(), format!("reads the clock (`{q}`) on the forward path: behaviour can depend on when it is called"));
             } else if q == "builtins.next" {

@@ -503,6 +503,29 @@ pub const TENSOR_COMPUTE: &[&str] = &[
     "scatter_reduce",
     "__matmul__",
     "__rmatmul__",
+    "sort",
+    "msort",
+    "kthvalue",
+    "unique",
+    "histc",
+    "bincount",
+    "gather",
+    "index_select",
+    "masked_select",
+    "lgamma",
+    "digamma",
+    "sinc",
+    "hypot",
+    "logcumsumexp",
+    "cummin",
+    "nansum",
+    "nanmean",
+    "count_nonzero",
+    "addcmul_",
+    "logical_not",
+    "bitwise_not",
+    "heaviside",
+    "xlogy",
 ];
 
 /// Module paths whose mere import (or any use) is banned, with rule and message.
@@ -576,6 +599,32 @@ pub fn banned(path: &str) -> Option<(&'static str, &'static str)> {
             "builtins.breakpoint",
             "KG304",
             "`breakpoint()` stops the harness",
+        ),
+        // stored results
+        (
+            "torch.load",
+            "KG401",
+            "loads stored tensors from disk: results can be precomputed instead of computed",
+        ),
+        (
+            "numpy.load",
+            "KG401",
+            "loads stored arrays from disk: results can be precomputed instead of computed",
+        ),
+        (
+            "pickle.load",
+            "KG401",
+            "loads stored objects from disk: results can be precomputed instead of computed",
+        ),
+        (
+            "joblib",
+            "KG401",
+            "loads stored objects from disk: results can be precomputed instead of computed",
+        ),
+        (
+            "shelve",
+            "KG401",
+            "a persistent store keeps results across runs",
         ),
         // obfuscation
         (
