@@ -192,6 +192,11 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
             vec![e("KG601", 12, 5), e("KG614", 12, 25)],
         ),
         ("hack_mprotect.py", vec![e("KG613", 18, 5)]),
+        // The CUDA comes from a module-level template function.
+        (
+            "hack_source_template_fn.py",
+            vec![e("KG601", 10, 63), e("KG611", 9, 17)],
+        ),
     ];
     for (file, w) in want {
         let mut w = w.clone();

@@ -399,6 +399,9 @@ struct Walker<'s> {
     final_env: Option<HashMap<String, Value>>,
     out: Vec<EmbeddedSource>,
     depth: u32,
+    /// Module-level functions whose body is one `return <expr>` (source templates):
+    /// parameter names and the returned expression.
+    templates: HashMap<String, (Vec<String>, Box<Expr>)>,
 }
 
 impl<'s> Walker<'s> {
@@ -417,6 +420,7 @@ impl<'s> Walker<'s> {
             final_env: None,
             out: Vec::new(),
             depth: 0,
+            templates: HashMap::default(),
         }
     }
 
@@ -544,6 +548,24 @@ impl<'s> Walker<'s> {
 
     fn eval_call(&self, c: &ast::ExprCall) -> Value {
         let args = &c.arguments;
+        if let Expr::Name(n) = c.func.as_ref() {
+            if let Some((params, body)) = self.templates.get(n.id.as_str()) {
+                // A source template: its returned expression with the arguments bound.
+                let mut w = Walker::new(self.source, self.aliases, self.base_dir, false);
+                w.env = self.final_env.clone().unwrap_or_else(|| self.env.clone());
+                w.templates = self.templates.clone();
+                w.depth = self.depth + 8;
+                for (k, p) in params.iter().enumerate() {
+                    let arg = args
+                        .args
+                        .get(k)
+                        .or_else(|| args.find_keyword(p).map(|kw| &kw.value));
+                    let v = arg.map_or(Value::Unknown, |a| self.eval(a));
+                    w.env.insert(p.clone(), v);
+                }
+                return w.eval(body);
+            }
+        }
         if let Expr::Attribute(a) = c.func.as_ref() {
             let method = a.attr.as_str();
             match method {
@@ -798,6 +820,22 @@ impl<'a> Visitor<'a> for Walker<'_> {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
         match stmt {
             Stmt::FunctionDef(f) => {
+                // `def make_source(op): return f"..."`: calls of it are evaluated.
+                let body: Vec<&Stmt> = f
+                    .body
+                    .iter()
+                    .filter(|s| !matches!(s, Stmt::Expr(e) if e.value.is_string_literal_expr()))
+                    .collect();
+                if let [Stmt::Return(ast::StmtReturn { value: Some(v), .. })] = body.as_slice() {
+                    let params = f
+                        .parameters
+                        .args
+                        .iter()
+                        .map(|p| p.parameter.name.to_string())
+                        .collect();
+                    self.templates
+                        .insert(f.name.to_string(), (params, v.clone()));
+                }
                 if !self.collect {
                     return;
                 }
