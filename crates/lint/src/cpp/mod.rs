@@ -1442,6 +1442,13 @@ impl<'t> Analyzer<'t> {
 
     /// `a * b` on tensors runs ATen kernels; `std::cout << "correct: ..."` forges output.
     fn binary(&mut self, node: Node<'t>) {
+        // Only host code handles tensors and streams; kernels are most of the expressions.
+        if !self
+            .cur
+            .is_some_and(|i| self.funcs[i].kind == FuncKind::Host)
+        {
+            return;
+        }
         let (Some(l), Some(r), Some(op)) = (
             node.field("left"),
             node.field("right"),
