@@ -236,6 +236,10 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
         "hacks/more_tensor_methods.py",
         &[("KG104", 20), ("KG104", 20)],
     ),
+    (
+        "hacks/main_guard_forced.py",
+        &[("KG201", 36), ("KG305", 39), ("KG305", 43), ("KG305", 44)],
+    ),
 ];
 
 #[test]

@@ -49,6 +49,11 @@ pub struct Names {
     shadowed: HashSet<String>,
     /// Modules star-imported (`from torch import *`): unknown names may come from them.
     star: Vec<String>,
+    /// Bodies of `if __name__ == "__main__":` blocks: they never run when the harness imports
+    /// the file (unless the file assigns `__name__`).
+    main_blocks: Vec<Range<usize>>,
+    /// The file assigns `__name__`, so a `__main__` guard proves nothing.
+    name_assigned: bool,
 }
 
 pub fn range(node: &impl Ranged) -> Range<usize> {
@@ -197,6 +202,11 @@ impl Names {
         }
     }
 
+    /// Is `offset` inside a `__main__` block that cannot run under the harness?
+    pub fn in_main_block(&self, offset: usize) -> bool {
+        !self.name_assigned && self.main_blocks.iter().any(|r| r.contains(&offset))
+    }
+
     /// The path bound to a plain name (imports and aliases only).
     pub fn binding(&self, name: &str) -> Option<&str> {
         self.bindings.get(name).map(String::as_str)
@@ -231,8 +241,39 @@ impl Builder<'_> {
     }
 }
 
+/// `if __name__ == "__main__":` (either operand order).
+pub fn is_main_guard(test: &Expr) -> bool {
+    let Expr::Compare(c) = test else { return false };
+    if c.ops.len() != 1 || c.ops[0] != ruff_python_ast::CmpOp::Eq {
+        return false;
+    }
+    let is = |e: &Expr, name: bool| match e {
+        Expr::Name(n) => name && n.id.as_str() == "__name__",
+        Expr::StringLiteral(s) => !name && s.value.to_str() == "__main__",
+        _ => false,
+    };
+    let (l, r) = (c.left.as_ref(), &c.comparators[0]);
+    (is(l, true) && is(r, false)) || (is(l, false) && is(r, true))
+}
+
 impl<'a> Visitor<'a> for Builder<'_> {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        if self.pass == 0 {
+            match stmt {
+                Stmt::If(i) if is_main_guard(&i.test) => self.names.main_blocks.push(range(stmt)),
+                Stmt::Assign(a)
+                    if a.targets
+                        .iter()
+                        .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == "__name__")) =>
+                {
+                    self.names.name_assigned = true
+                }
+                Stmt::AugAssign(a) if matches!(a.target.as_ref(), Expr::Name(n) if n.id.as_str() == "__name__") => {
+                    self.names.name_assigned = true
+                }
+                _ => {}
+            }
+        }
         match stmt {
             Stmt::Import(i) => {
                 for a in &i.names {

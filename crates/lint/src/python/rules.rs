@@ -310,6 +310,9 @@ impl<'a, 'c> Checker<'a, 'c> {
     fn file_pass(&mut self) {
         let sites = std::mem::take(&mut self.names.sites);
         for (path, r) in &sites {
+            if self.names.in_main_block(r.start) {
+                continue;
+            }
             if let Some((code, msg)) = banned(path) {
                 self.push(code, r.clone(), format!("{msg} (`{path}`)"));
             }
@@ -1716,6 +1719,10 @@ struct FileVisitor<'x, 'a, 'c> {
 
 impl<'a> Visitor<'a> for FileVisitor<'_, 'a, '_> {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        if matches!(stmt, Stmt::If(_)) && self.c.names.in_main_block(usize::from(stmt.start())) {
+            // A self-test under `if __name__ == "__main__":` never runs under the harness.
+            return;
+        }
         match stmt {
             Stmt::Try(t) if !t.handlers.is_empty() => {
                 let s = usize::from(t.start());
