@@ -240,6 +240,10 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
         "hacks/main_guard_forced.py",
         &[("KG201", 36), ("KG305", 39), ("KG305", 43), ("KG305", 44)],
     ),
+    (
+        "hacks/torch_op_as_value.py",
+        &[("KG101", 18), ("KG101", 20), ("KG104", 21)],
+    ),
 ];
 
 #[test]

@@ -937,6 +937,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                 },
                 entry,
                 body: &f.body,
+                handled: HashSet::default(),
             };
             for d in &f.decorator_list {
                 // `@torch.compile` on a live function runs Inductor's kernels.
@@ -2167,6 +2168,8 @@ struct LiveVisitor<'x, 'a, 'c> {
     tensor_args: HashMap<String, (HashSet<usize>, HashSet<String>)>,
     /// `forward`'s input tensors and local views of them (same storage).
     inputs: HashMap<String, String>,
+    /// Start offsets of call targets and arguments already judged by `check_live_call`.
+    handled: HashSet<usize>,
     /// Visiting `ModelNew.forward` itself.
     entry: bool,
     /// The body of the function being visited.
@@ -2695,6 +2698,13 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
                 }
             }
             Expr::Call(call) => self.check_live_call(call),
+            Expr::Attribute(_) | Expr::Name(_)
+                if !matches!(expr, Expr::Name(n) if !n.ctx.is_load())
+                    && !matches!(expr, Expr::Attribute(a) if !a.ctx.is_load())
+                    && self.value_ref(expr) =>
+            {
+                return;
+            }
             Expr::Name(n) if n.ctx.is_load() && self.c.names.binding(n.id.as_str()).is_some() => {
                 // `from os import environ as E` ... `"X" in E`
                 if let Some(q) = self.c.names.binding(n.id.as_str()) {
@@ -2720,8 +2730,43 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
 }
 
 impl<'a> LiveVisitor<'_, 'a, '_> {
+    /// A PyTorch op or tensor compute method referred to as a value on the forward path
+    /// (`(getattr(ext, "relu", None) or torch.relu)(x)`, `f = x.sigmoid; f()`): it is there
+    /// to be called. Returns true when reported.
+    fn value_ref(&mut self, expr: &'a Expr) -> bool {
+        if self.handled.contains(&usize::from(expr.start())) {
+            return false;
+        }
+        if let Some(q) = self.c.names.qualify(expr) {
+            if torch_compute(&q) {
+                self.c.push("KG101", range(expr), format!("refers to the PyTorch compute op `{q}` on the forward path, to call it instead of your kernel"));
+                return true;
+            }
+            return false;
+        }
+        if let Expr::Attribute(a) = expr {
+            let m = a.attr.as_str();
+            if tensor_compute_method(m) && self.is_tensor(&a.value) {
+                self.c.push("KG104", range(&a.attr), format!("takes the tensor compute method `.{m}` on the forward path, to call it instead of your kernel"));
+                return true;
+            }
+        }
+        false
+    }
+
     fn check_live_call(&mut self, call: &'a ExprCall) {
         let q = self.c.names.qualify(&call.func);
+        self.handled.insert(usize::from(call.func.start()));
+        for a in call
+            .arguments
+            .args
+            .iter()
+            .chain(call.arguments.keywords.iter().map(|k| &k.value))
+        {
+            if matches!(a, Expr::Attribute(_) | Expr::Name(_)) {
+                self.handled.insert(usize::from(a.start()));
+            }
+        }
         let callee = match call.func.as_ref() {
             Expr::Name(n) if q.is_none() => Some(n.id.to_string()),
             Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
