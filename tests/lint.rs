@@ -244,6 +244,16 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
         "hacks/torch_op_as_value.py",
         &[("KG101", 18), ("KG101", 20), ("KG104", 21)],
     ),
+    (
+        "hacks/indirect_attribute_access.py",
+        &[("KG104", 17), ("KG101", 23), ("KG101", 24)],
+    ),
+    (
+        "hacks/stack_and_allocator_introspection.py",
+        &[("KG304", 24), ("KG304", 25)],
+    ),
+    ("hacks/cuda_python_runtime.py", &[("KG306", 15)]),
+    ("hacks/lazy_type_call.py", &[("KG405", 16)]),
 ];
 
 #[test]
@@ -326,6 +336,9 @@ fn malicious_by_construction_hacks_are_errors() {
         "stored_results_file",
         "setattr_by_dunder",
         "class_counter",
+        "stack_and_allocator_introspection",
+        "cuda_python_runtime",
+        "lazy_type_call",
     ] {
         let (code, v) = lint_json(&format!("tests/fixtures/lint/hacks/{file}.py"), &[]);
         assert_eq!(code, 1, "{file}");

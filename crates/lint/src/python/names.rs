@@ -100,6 +100,16 @@ impl Names {
                 Some(p)
             }
             Expr::Call(c) => {
+                // operator.attrgetter("relu")(torch)
+                if let Expr::Call(g) = c.func.as_ref() {
+                    if self.qualify(&g.func).as_deref() == Some("operator.attrgetter")
+                        && g.arguments.args.len() == 1
+                    {
+                        let attr = self.fold_str(&g.arguments.args[0])?;
+                        let base = self.qualify(c.arguments.args.first()?)?;
+                        return Some(format!("{base}.{attr}"));
+                    }
+                }
                 let f = self.qualify(&c.func)?;
                 let arg0 = c.arguments.args.first();
                 match f.as_str() {
@@ -118,6 +128,11 @@ impl Names {
                         }
                     }
                     "functools.partial" => self.qualify(arg0?),
+                    // torch.__getattribute__("relu")
+                    f if f.ends_with(".__getattribute__") || f.ends_with(".__getattr__") => {
+                        let base = &f[..f.rfind('.').unwrap_or(0)];
+                        Some(format!("{base}.{}", self.fold_str(arg0?)?))
+                    }
                     // torch.__dict__.get("sigmoid")
                     f if f.ends_with(".__dict__.get") => {
                         let base = &f[..f.len() - ".__dict__.get".len()];
@@ -315,7 +330,8 @@ impl<'a> Visitor<'a> for Builder<'_> {
                         if let Some(path) = self.names.qualify(&a.value) {
                             // `x = torch.randn(...)` is a value, not an alias: only paths that
                             // came from attribute/name/getattr/import forms are aliases.
-                            if !matches!(a.value.as_ref(), Expr::Call(c) if !is_alias_call(&self.names.qualify(&c.func)))
+                            let attrgetter = |c: &ruff_python_ast::ExprCall| matches!(c.func.as_ref(), Expr::Call(g) if self.names.qualify(&g.func).as_deref() == Some("operator.attrgetter"));
+                            if !matches!(a.value.as_ref(), Expr::Call(c) if !is_alias_call(&self.names.qualify(&c.func)) && !attrgetter(c))
                             {
                                 self.bind(t.id.as_str(), path, range(a.value.as_ref()));
                                 return visitor::walk_stmt(self, stmt);

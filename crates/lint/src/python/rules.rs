@@ -409,7 +409,43 @@ impl<'a, 'c> Checker<'a, 'c> {
                 }
             }
         }
+        // type("Lazy", (torch.Tensor,), {...}): a tensor subclass built without `class`.
+        if matches!(call.func.as_ref(), Expr::Name(n) if n.id.as_str() == "type")
+            && q.is_none()
+            && args.len() == 3
+        {
+            let bases: Vec<&Expr> = match &args[1] {
+                Expr::Tuple(t) => t.elts.iter().collect(),
+                other => vec![other],
+            };
+            if bases.iter().any(|b| {
+                self.names.qualify(b).is_some_and(|q| {
+                    matches!(
+                        q.as_str(),
+                        "torch.Tensor" | "torch._C.TensorBase" | "torch._C._TensorBase"
+                    )
+                })
+            }) {
+                self.push(
+                    "KG405",
+                    range(call),
+                    "`type(...)` builds a `torch.Tensor` subclass: a lazy tensor can compute only when compared",
+                );
+            }
+        }
         match q.as_deref() {
+            Some("operator.methodcaller") => {
+                // methodcaller("sigmoid"): a tensor compute method packaged to be called later.
+                if let Some(m) = args.first().and_then(|a| self.names.fold_str(a)) {
+                    if tensor_compute_method(&m) && !self.ext_functions.contains(&m) {
+                        self.push(
+                            "KG104",
+                            fr.clone(),
+                            format!("`operator.methodcaller(\"{m}\")` packages a tensor compute method to call instead of your kernel"),
+                        );
+                    }
+                }
+            }
             Some("torch.set_default_dtype") if self.fp32() && !in_inputs_fn => {
                 if args.first().is_some_and(|a| self.is_half_dtype(a)) {
                     self.push(

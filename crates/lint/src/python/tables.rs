@@ -600,6 +600,87 @@ pub fn banned(path: &str) -> Option<(&'static str, &'static str)> {
             "KG304",
             "`breakpoint()` stops the harness",
         ),
+        (
+            "traceback.extract_stack",
+            "KG304",
+            "walking the call stack reveals the harness's frames",
+        ),
+        (
+            "traceback.walk_stack",
+            "KG304",
+            "walking the call stack reveals the harness's frames",
+        ),
+        (
+            "traceback.format_stack",
+            "KG304",
+            "walking the call stack reveals the harness's frames",
+        ),
+        (
+            "traceback.print_stack",
+            "KG304",
+            "walking the call stack reveals the harness's frames",
+        ),
+        (
+            "psutil",
+            "KG304",
+            "`psutil` inspects the harness's process and its command line",
+        ),
+        (
+            "torch.cuda.memory_snapshot",
+            "KG304",
+            "an allocator snapshot finds the harness's tensors",
+        ),
+        (
+            "torch.cuda.memory._snapshot",
+            "KG304",
+            "an allocator snapshot finds the harness's tensors",
+        ),
+        (
+            "torch.cuda.caching_allocator_alloc",
+            "KG304",
+            "raw allocator blocks can hold the harness's freed tensors",
+        ),
+        (
+            "torch.cuda.memory.caching_allocator_alloc",
+            "KG304",
+            "raw allocator blocks can hold the harness's freed tensors",
+        ),
+        // the CUDA runtime and vendor libraries from Python
+        (
+            "cuda.cudart",
+            "KG306",
+            "calls the CUDA runtime directly from Python, behind the kernel's back",
+        ),
+        (
+            "cuda.cuda",
+            "KG306",
+            "calls the CUDA driver directly from Python, behind the kernel's back",
+        ),
+        (
+            "cuda.bindings",
+            "KG306",
+            "calls the CUDA runtime/driver directly from Python, behind the kernel's back",
+        ),
+        (
+            "nvmath",
+            "KG101",
+            "`nvmath` computes with NVIDIA's library kernels instead of your kernel",
+        ),
+        (
+            "cupy.cuda.cublas",
+            "KG101",
+            "cuBLAS computes instead of your kernel",
+        ),
+        (
+            "cupy.cuda.cudnn",
+            "KG101",
+            "cuDNN computes instead of your kernel",
+        ),
+        (
+            "cupy.cublas",
+            "KG101",
+            "cuBLAS computes instead of your kernel",
+        ),
         // stored results
         (
             "torch.load",
