@@ -94,7 +94,10 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
         "hacks/shape_cache.py",
         &[("KG401", 23), ("KG401", 24), ("KG401", 25)],
     ),
-    ("hacks/phase_detection.py", &[("KG402", 26), ("KG402", 28)]),
+    (
+        "hacks/phase_detection.py",
+        &[("KG402", 26), ("KG402", 28), ("KG407", 29)],
+    ),
     ("hacks/side_stream.py", &[("KG403", 20), ("KG403", 23)]),
     ("hacks/threads.py", &[("KG404", 15), ("KG404", 16)]),
     (
@@ -218,7 +221,13 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
     ("hacks/process_spawn.py", &[("KG306", 20)]),
     (
         "hacks/input_mutation.py",
-        &[("KG407", 21), ("KG407", 22), ("KG407", 23), ("KG407", 24)],
+        &[
+            ("KG407", 21),
+            ("KG407", 22),
+            ("KG407", 23),
+            ("KG407", 24),
+            ("KG407", 25),
+        ],
     ),
     ("hacks/batched_calls.py", &[("KG401", 23), ("KG202", 25)]),
     (
@@ -254,6 +263,7 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
     ),
     ("hacks/cuda_python_runtime.py", &[("KG306", 15)]),
     ("hacks/lazy_type_call.py", &[("KG405", 16)]),
+    ("hacks/return_input_after_kernel.py", &[("KG407", 18)]),
 ];
 
 #[test]

@@ -1372,6 +1372,15 @@ impl<'a, 'c> Checker<'a, 'c> {
         }
     }
 
+    /// A body with no call at all (KG202 reports `return x` there).
+    fn calls_nothing(&self, body: &[Stmt]) -> bool {
+        let mut calls = CallCount(0);
+        for s in body {
+            calls.visit_stmt(s);
+        }
+        calls.0 == 0
+    }
+
     fn check_forward(&mut self, class: &'a ruff_python_ast::StmtClassDef) {
         let own = class.body.iter().rev().find_map(|s| match s {
             Stmt::FunctionDef(f) if f.name.as_str() == "forward" => Some(f),
@@ -2392,7 +2401,11 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
         self.c.push(
             "KG407",
             r,
-            format!("{how} writes into the input `{input}`: inputs must stay unchanged; write to a fresh output"),
+            if how == "returning it as the output" {
+                format!("`forward` returns its input `{input}` (or a view of it): the output aliases an input, so the work was done in place or not at all")
+            } else {
+                format!("{how} writes into the input `{input}`: inputs must stay unchanged; write to a fresh output")
+            },
         );
     }
 
@@ -2659,7 +2672,18 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
             }
             Stmt::If(s) => self.record_test(&s.test),
             Stmt::While(s) => self.record_test(&s.test),
-            Stmt::Return(r) if self.entry => {
+            Stmt::Return(r) if self.entry && !self.c.calls_nothing(self.body) => {
+                // `ext.relu_(x); return x`: the output is the input, computed in place.
+                let values: Vec<&Expr> = match r.value.as_deref() {
+                    Some(Expr::Tuple(t)) => t.elts.iter().collect(),
+                    Some(v) => vec![v],
+                    None => vec![],
+                };
+                for v in values {
+                    if let Some(input) = self.input_root(v) {
+                        self.mutation(range(v), &input, "returning it as the output");
+                    }
+                }
                 // `return torch.empty_like(x)`: an output nothing wrote (stale memory, or the
                 // previous result the allocator hands back).
                 if let Some(Expr::Call(c)) = r.value.as_deref() {
