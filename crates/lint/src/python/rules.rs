@@ -2673,8 +2673,11 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
             Stmt::If(s) => self.record_test(&s.test),
             Stmt::While(s) => self.record_test(&s.test),
             Stmt::Return(r) if self.entry && !self.c.calls_nothing(self.body) => {
-                // `ext.relu_(x); return x`: the output is the input, computed in place.
+                // `ext.relu_(x); return x`: the output is the input, computed in place. (Under
+                // `if x.numel() == 0:` the input is the right, empty, answer.)
+                let guarded = self.under_empty_input_guard(usize::from(stmt.start()));
                 let values: Vec<&Expr> = match r.value.as_deref() {
+                    _ if guarded => vec![],
                     Some(Expr::Tuple(t)) => t.elts.iter().collect(),
                     Some(v) => vec![v],
                     None => vec![],
