@@ -264,6 +264,10 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
     ("hacks/cuda_python_runtime.py", &[("KG306", 15)]),
     ("hacks/lazy_type_call.py", &[("KG405", 16)]),
     ("hacks/return_input_after_kernel.py", &[("KG407", 18)]),
+    (
+        "hacks/host_apply_and_functional.py",
+        &[("KG104", 20), ("KG101", 21)],
+    ),
 ];
 
 #[test]

@@ -189,6 +189,22 @@ pub fn torch_compute(path: &str) -> bool {
     {
         return true;
     }
+    // torch.functional re-exports compute (einsum, norm, stft, cdist) next to a few layout
+    // helpers.
+    if let Some(f) = path.strip_prefix("torch.functional.") {
+        return !matches!(
+            f,
+            "split"
+                | "broadcast_tensors"
+                | "broadcast_shapes"
+                | "meshgrid"
+                | "atleast_1d"
+                | "atleast_2d"
+                | "atleast_3d"
+                | "unravel_index"
+                | "block_diag"
+        );
+    }
     if TORCH_ALLOWED_NS.iter().any(|p| under(path, p)) {
         return false;
     }
@@ -307,6 +323,9 @@ const ARITH_DUNDERS: &[&str] = &[
 /// Stems whose in-place form (`x.add_(...)`) is compute although the stem alone is ambiguous.
 const INPLACE_ONLY: &[&str] = &[
     "add",
+    "apply",
+    "map",
+    "map2",
     "rsqrt",
     "reciprocal",
     "floor",
