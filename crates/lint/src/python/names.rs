@@ -432,8 +432,38 @@ mod tests {
             last_expr_path("import torch\nx = torch.randn(3)\nx.sum()"),
             None
         );
+        assert_eq!(
+            last_expr_path("import torch\ntorch.__dict__['sig' + 'moid'](x)").as_deref(),
+            Some("torch.sigmoid")
+        );
+        assert_eq!(
+            last_expr_path("import torch\nvars(torch)['tanh'](x)").as_deref(),
+            Some("torch.tanh")
+        );
+        assert_eq!(
+            last_expr_path("import torch, operator\nf = operator.attrgetter('exp')(torch)\nf(x)")
+                .as_deref(),
+            Some("torch.exp")
+        );
+        assert_eq!(
+            last_expr_path("import torch\ntorch.__getattribute__('ex' + 'p')(x)").as_deref(),
+            Some("torch.exp")
+        );
         assert_eq!(last_expr_path("def exec(x):\n    pass\nexec(1)"), None);
         assert_eq!(last_expr_path("exec(1)").as_deref(), Some("builtins.exec"));
+    }
+
+    #[test]
+    fn main_guard_is_recognised_only_while_name_is_not_assigned() {
+        let src = "import sys\nif __name__ == '__main__':\n    sys.exit(0)\n";
+        let parsed = ruff_python_parser::parse_module(src).unwrap();
+        let n = Names::build(parsed.syntax());
+        assert!(n.in_main_block(src.find("sys.exit").unwrap()));
+        assert!(!n.in_main_block(0));
+        let forced = format!("__name__ = '__main__'\n{src}");
+        let parsed = ruff_python_parser::parse_module(&forced).unwrap();
+        let n = Names::build(parsed.syntax());
+        assert!(!n.in_main_block(forced.find("sys.exit").unwrap()));
     }
 
     #[test]

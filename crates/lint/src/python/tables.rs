@@ -1236,7 +1236,42 @@ mod tests {
     }
 
     #[test]
+    fn in_place_and_dunder_forms_are_compute() {
+        for m in [
+            "relu_", "add_", "rsqrt_", "__mul__", "__rmul__", "__iadd__", "apply_",
+        ] {
+            assert!(tensor_compute_method(m), "{m}");
+        }
+        for m in [
+            "add",
+            "zero_",
+            "copy_",
+            "fill_",
+            "requires_grad_",
+            "__init__",
+            "view",
+            "contiguous",
+        ] {
+            assert!(!tensor_compute_method(m), "{m}");
+        }
+        assert!(torch_compute("torch._VF.tanh") && torch_compute("torch.functional.einsum"));
+        assert!(!torch_compute("torch.functional.split"));
+    }
+
+    #[test]
     fn banned_and_tampering_tables() {
+        assert_eq!(banned("os.posix_spawnp").map(|b| b.0), Some("KG306"));
+        assert_eq!(banned("os.execvpe").map(|b| b.0), Some("KG306"));
+        assert_eq!(
+            banned("weakref.WeakKeyDictionary").map(|b| b.0),
+            Some("KG401")
+        );
+        assert_eq!(banned("torch.load").map(|b| b.0), Some("KG401"));
+        assert_eq!(
+            banned("sys.stdout.buffer.write").map(|b| b.0),
+            Some("KG305")
+        );
+        assert_eq!(banned("os.path.exists"), None);
         assert_eq!(banned("subprocess.run").map(|b| b.0), Some("KG306"));
         assert_eq!(banned("sys.modules").map(|b| b.0), Some("KG304"));
         assert_eq!(banned("sys.path"), None);
