@@ -268,6 +268,7 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
         "hacks/host_apply_and_functional.py",
         &[("KG104", 20), ("KG101", 21)],
     ),
+    ("hacks/instance_forward.py", &[("KG101", 23)]),
 ];
 
 #[test]

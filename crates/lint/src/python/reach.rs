@@ -221,6 +221,20 @@ pub fn reachable(module: &ModModule) -> Reachability<'_> {
             _ => {}
         }
     }
+    // `self.forward = self._fast` in `__init__`: the instance attribute shadows the method.
+    for value in self_attr_values(model_new, "forward")
+        .into_iter()
+        .chain(self_attr_values(model_new, "__call__"))
+    {
+        names_in(module, value, &mut outer);
+        if let Expr::Attribute(a) = value {
+            if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") {
+                if let Some((f, o)) = find_method(module, model_new, a.attr.as_str()) {
+                    queue.push((f, Some(o)));
+                }
+            }
+        }
+    }
     for name in &outer {
         if let Some(func) = find_function(module, name) {
             queue.push((func, None));
