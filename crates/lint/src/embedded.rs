@@ -12,6 +12,7 @@ use ruff_text_size::Ranged;
 use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 /// Stand-in for an f-string / `.format` placeholder whose value is not known statically. It is an
 /// identifier, so it parses wherever C++ accepts a name, a type or a number.
@@ -154,7 +155,7 @@ pub fn extract_in(
     first.walk_module(&module.body);
     let final_env = first.env;
     let mut second = Walker::new(source, &aliases, base_dir, true);
-    second.final_env = Some(final_env);
+    second.final_env = Some(Rc::new(final_env));
     second.walk_module(&module.body);
     second.out
 }
@@ -395,8 +396,12 @@ struct Walker<'s> {
     aliases: &'s HashMap<String, String>,
     base_dir: Option<&'s Path>,
     collect: bool,
+    /// Names bound in the scope being walked.
     env: HashMap<String, Value>,
-    final_env: Option<HashMap<String, Value>>,
+    /// Enclosing scopes' names, innermost last: shared, not copied, per function and class body
+    /// (a module's values hold whole C++ sources).
+    outer: Vec<Rc<HashMap<String, Value>>>,
+    final_env: Option<Rc<HashMap<String, Value>>>,
     out: Vec<EmbeddedSource>,
     depth: u32,
     /// Module-level functions whose body is one `return <expr>` (source templates):
@@ -417,11 +422,19 @@ impl<'s> Walker<'s> {
             base_dir,
             collect,
             env: HashMap::default(),
+            outer: Vec::new(),
             final_env: None,
             out: Vec::new(),
             depth: 0,
             templates: HashMap::default(),
         }
+    }
+
+    /// A name's value in the innermost scope that binds it.
+    fn lookup(&self, name: &str) -> Option<&Value> {
+        self.env
+            .get(name)
+            .or_else(|| self.outer.iter().rev().find_map(|m| m.get(name)))
     }
 
     fn walk_module(&mut self, body: &[Stmt]) {
@@ -488,8 +501,7 @@ impl<'s> Walker<'s> {
                 Value::Str(t)
             }
             Expr::Name(n) => self
-                .env
-                .get(n.id.as_str())
+                .lookup(n.id.as_str())
                 .cloned()
                 .unwrap_or(Value::Unknown),
             Expr::List(l) => Value::List(l.elts.iter().map(|x| self.eval(x)).collect()),
@@ -552,7 +564,14 @@ impl<'s> Walker<'s> {
             if let Some((params, body)) = self.templates.get(n.id.as_str()) {
                 // A source template: its returned expression with the arguments bound.
                 let mut w = Walker::new(self.source, self.aliases, self.base_dir, false);
-                w.env = self.final_env.clone().unwrap_or_else(|| self.env.clone());
+                w.outer = match &self.final_env {
+                    Some(f) => vec![f.clone()],
+                    None => {
+                        let mut o = self.outer.clone();
+                        o.push(Rc::new(self.env.clone()));
+                        o
+                    }
+                };
                 w.templates = self.templates.clone();
                 w.depth = self.depth + 8;
                 for (k, p) in params.iter().enumerate() {
@@ -843,20 +862,25 @@ impl<'a> Visitor<'a> for Walker<'_> {
                     self.visit_expr(&d.expression);
                 }
                 // A body runs after the module: it sees the final module names, plus its own.
-                let saved =
-                    std::mem::replace(&mut self.env, self.final_env.clone().unwrap_or_default());
+                let saved_env = std::mem::take(&mut self.env);
+                let saved_outer =
+                    std::mem::replace(&mut self.outer, self.final_env.iter().cloned().collect());
                 self.depth += 1;
                 self.visit_body(&f.body);
                 self.depth -= 1;
-                self.env = saved;
+                self.env = saved_env;
+                self.outer = saved_outer;
             }
             Stmt::ClassDef(c) => {
                 if !self.collect {
                     return;
                 }
-                let saved = self.env.clone();
+                // Class attributes do not outlive the class body.
+                let enclosing = Rc::new(std::mem::take(&mut self.env));
+                self.outer.push(enclosing);
                 self.visit_body(&c.body);
-                self.env = saved;
+                let enclosing = self.outer.pop().expect("pushed above");
+                self.env = Rc::try_unwrap(enclosing).unwrap_or_else(|shared| (*shared).clone());
             }
             Stmt::Assign(a) => {
                 self.visit_expr(&a.value);
@@ -876,8 +900,7 @@ impl<'a> Visitor<'a> for Walker<'_> {
                 self.visit_expr(&a.value);
                 if let Expr::Name(n) = a.target.as_ref() {
                     let cur = self
-                        .env
-                        .get(n.id.as_str())
+                        .lookup(n.id.as_str())
                         .cloned()
                         .unwrap_or(Value::Unknown);
                     let new = match (a.op, cur, self.eval(&a.value)) {
