@@ -71,7 +71,7 @@ pub static RULES: &[RuleMeta] = &[
         name: "empty-forward",
         severity: Error,
         summary: "ModelNew.forward does nothing or is missing",
-        doc: "`ModelNew.forward` is `pass`, `...`, only a docstring, returns an input unchanged, or is not defined at all (then a base class's `forward` runs). A candidate must compute its output in its own `forward`.",
+        doc: "`ModelNew.forward` is `pass`, `...`, only a docstring, returns an input unchanged, returns a fresh `torch.empty`/`zeros`/`ones`/`full` that no kernel wrote (outside an empty-input guard such as `if x.numel() == 0:`), or is not defined at all (then a base class's `forward` runs). A candidate must compute its output in its own `forward`.",
         bad: "class ModelNew(nn.Module):\n    def forward(self, x):\n        pass",
         good: "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.relu(x)",
     },

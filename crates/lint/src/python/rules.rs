@@ -2692,15 +2692,18 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
                 if let Some(Expr::Call(c)) = r.value.as_deref() {
                     let q = self.c.names.qualify(&c.func);
                     let empty_input = self.under_empty_input_guard(usize::from(stmt.start()));
-                    if !empty_input
-                        && q.as_deref().is_some_and(|q| {
-                            matches!(
-                                q,
-                                "torch.empty" | "torch.empty_like" | "torch.empty_strided"
-                            )
-                        })
-                    {
-                        self.c.push("KG202", range(c), "`forward` returns a fresh `torch.empty` that no kernel wrote: its contents are whatever the allocator left there");
+                    match q.as_deref() {
+                        _ if empty_input => {}
+                        Some("torch.empty" | "torch.empty_like" | "torch.empty_strided") => {
+                            self.c.push("KG202", range(c), "`forward` returns a fresh `torch.empty` that no kernel wrote: its contents are whatever the allocator left there");
+                        }
+                        Some(
+                            "torch.zeros" | "torch.zeros_like" | "torch.ones" | "torch.ones_like"
+                            | "torch.full" | "torch.full_like",
+                        ) => {
+                            self.c.push("KG202", range(c), "`forward` returns a constant tensor that no kernel wrote: a trivial output that passes only a loose tolerance");
+                        }
+                        _ => {}
                     }
                 }
             }
