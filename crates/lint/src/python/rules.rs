@@ -981,6 +981,12 @@ impl<'a, 'c> Checker<'a, 'c> {
             }
             walk_live(&mut v, &f.body);
             tensor_args = std::mem::take(&mut v.tensor_args);
+            // A helper that bumps a counter is a counter itself: `if _tick() > 3:`.
+            if let Some((_, r)) = v.counters.first() {
+                let r = r.clone();
+                counters.push((f.name.to_string(), r.clone()));
+                counters.push((format!("self.{}", f.name), r));
+            }
             counters.extend(v.counters);
             tests.extend(v.tests);
         }
@@ -1718,8 +1724,11 @@ fn key_of(e: &Expr) -> Option<String> {
 fn global_names(f: &StmtFunctionDef) -> HashSet<String> {
     let mut out = HashSet::default();
     for s in &f.body {
-        if let Stmt::Global(g) = s {
-            out.extend(g.names.iter().map(|n| n.to_string()));
+        match s {
+            Stmt::Global(g) => out.extend(g.names.iter().map(|n| n.to_string())),
+            // A closure's `nonlocal n` outlives the call just like a global.
+            Stmt::Nonlocal(g) => out.extend(g.names.iter().map(|n| n.to_string())),
+            _ => {}
         }
     }
     out
