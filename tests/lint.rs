@@ -268,7 +268,7 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
         "hacks/host_apply_and_functional.py",
         &[("KG104", 20), ("KG101", 21)],
     ),
-    ("hacks/instance_forward.py", &[("KG101", 23)]),
+    ("hacks/instance_forward.py", &[("KG101", 24), ("KG101", 27)]),
     ("hacks/constant_output.py", &[("KG202", 20)]),
     ("hacks/counter_helpers.py", &[("KG402", 33), ("KG402", 33)]),
 ];

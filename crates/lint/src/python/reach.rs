@@ -329,6 +329,19 @@ fn self_attr_values<'a>(class: &'a StmtClassDef, attr: &str) -> Vec<&'a Expr> {
                     self.out.push(&a.value);
                 }
             }
+            // setattr(self, "attr", value)
+            if let Stmt::Expr(e) = stmt {
+                if let Expr::Call(c) = e.value.as_ref() {
+                    let args = &c.arguments.args;
+                    if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "setattr")
+                        && args.len() == 3
+                        && matches!(&args[0], Expr::Name(n) if n.id.as_str() == "self")
+                        && matches!(&args[1], Expr::StringLiteral(l) if l.value.to_str() == self.attr)
+                    {
+                        self.out.push(&args[2]);
+                    }
+                }
+            }
             visitor::walk_stmt(self, stmt);
         }
     }
