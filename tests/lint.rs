@@ -271,6 +271,7 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
     ("hacks/instance_forward.py", &[("KG101", 24), ("KG101", 27)]),
     ("hacks/constant_output.py", &[("KG202", 20)]),
     ("hacks/counter_helpers.py", &[("KG402", 33), ("KG402", 33)]),
+    ("hacks/load_code_from_file.py", &[("KG204", 18)]),
 ];
 
 #[test]

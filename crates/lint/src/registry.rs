@@ -89,7 +89,7 @@ pub static RULES: &[RuleMeta] = &[
         name: "dynamic-code",
         severity: Error,
         summary: "exec/eval/compile/__import__/dynamic getattr hides what runs",
-        doc: "`exec`, `eval` and `compile` run code the linter cannot see; `__import__`, `importlib.import_module` and `getattr` on a module with a name built at run time hide which module or function is used. Write the import or the call plainly. (`getattr(torch, \"mat\" + \"mul\")` is folded and checked as the call it names.)",
+        doc: "`exec`, `eval` and `compile` run code the linter cannot see, and so does loading another file's code (`importlib.util.spec_from_file_location`, `importlib.machinery`, `runpy`, `imp`); `__import__`, `importlib.import_module` and `getattr` on a module with a name built at run time hide which module or function is used. Write the import or the call plainly. (`getattr(torch, \"mat\" + \"mul\")` is folded and checked as the call it names.)",
         bad: "op = getattr(torch, name)\nexec(base64.b64decode(payload))",
         good: "import my_kernels\nout = my_kernels.run(x)",
     },

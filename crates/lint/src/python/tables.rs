@@ -750,6 +750,31 @@ pub fn banned(path: &str) -> Option<(&'static str, &'static str)> {
         ),
         ("runpy", "KG204", "`runpy` runs code the linter cannot see"),
         (
+            "importlib.util.spec_from_file_location",
+            "KG204",
+            "loads code from a file the gate does not lint",
+        ),
+        (
+            "importlib.util.spec_from_loader",
+            "KG204",
+            "loads code the gate does not lint",
+        ),
+        (
+            "importlib.machinery",
+            "KG204",
+            "loads code from a file the gate does not lint",
+        ),
+        (
+            "imp",
+            "KG204",
+            "`imp` loads code from a file the gate does not lint",
+        ),
+        (
+            "zipimport",
+            "KG204",
+            "`zipimport` loads code the gate does not lint",
+        ),
+        (
             "types.FunctionType",
             "KG204",
             "building functions from code objects hides what runs",
