@@ -234,7 +234,29 @@ pub fn torch_compute(path: &str) -> bool {
 }
 
 fn is_dtype(name: &str) -> bool {
+    // Dtypes (`uint32`, `float8_e4m3fnuz`, `complex32`, `qint8`, ...) and constants (`inf`, `pi`).
+    let families = [
+        "float", "int", "uint", "complex", "bfloat", "qint", "quint", "bits",
+    ];
+    if families.iter().any(|f| {
+        name.strip_prefix(f)
+            .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+    }) {
+        return true;
+    }
     matches!(
+        name,
+        "inf"
+            | "nan"
+            | "pi"
+            | "e"
+            | "newaxis"
+            | "chalf"
+            | "cfloat"
+            | "cdouble"
+            | "sparse_coo"
+            | "sparse_csr"
+    ) || matches!(
         name,
         "float"
             | "float32"
@@ -1281,6 +1303,15 @@ mod tests {
         }
         assert!(torch_compute("torch._VF.tanh") && torch_compute("torch.functional.einsum"));
         assert!(!torch_compute("torch.functional.split"));
+        for p in [
+            "torch.inf",
+            "torch.pi",
+            "torch.uint32",
+            "torch.float8_e4m3fnuz",
+            "torch.qint8",
+        ] {
+            assert!(!torch_compute(p), "{p}");
+        }
     }
 
     #[test]
