@@ -136,6 +136,8 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
         ),
         ("hack_helper_mutation.py", vec![e("KG608", 16, 12)]),
         ("hack_launch_kernel_stream.py", vec![e("KG603", 18, 91)]),
+        ("hack_cast_stream.py", vec![e("KG603", 16, 39)]),
+        ("hack_host_zeroes_input.py", vec![e("KG608", 13, 9)]),
         ("hack_memset_input.py", vec![e("KG608", 16, 21)]),
         ("hack_namespace_alias.py", vec![e("KG601", 17, 12)]),
         ("hack_per_thread_flag.py", vec![e("KG603", 25, 52)]),
@@ -225,6 +227,7 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
         "honest_static_config.py",
         "honest_params_struct.py",
         "honest_layernorm_rows.py",
+        "honest_stream_from_python.py",
     ] {
         assert_eq!(found.get(honest), None, "{honest} must be clean");
     }

@@ -290,6 +290,9 @@ struct Func {
     launch_args: Vec<LaunchArgs>,
     /// Calls of other functions (helpers, `cudaMemset`) given an input's data pointer.
     helper_calls: Vec<LaunchArgs>,
+    /// Stores written in host code through a tensor parameter's data pointer
+    /// (`float* a = x.data_ptr<float>(); a[i] = 0;`): the parameter and the store's range.
+    host_writes: Vec<(String, Range<usize>)>,
     /// (callee, argument index, own parameter index): a parameter handed on as is.
     param_passes: Vec<(String, usize, usize)>,
     /// Inline assembly (may store anything).
@@ -1015,6 +1018,7 @@ impl<'t> Analyzer<'t> {
             param_stores: vec![0; nparams],
             launch_args: Vec::new(),
             helper_calls: Vec::new(),
+            host_writes: Vec::new(),
             param_passes: Vec::new(),
             has_asm: false,
         });
@@ -1696,10 +1700,16 @@ impl<'t> Analyzer<'t> {
                         .is_some_and(|a| self.stream_ok(a, depth + 1));
                 }
                 let q = self.qualname(f).unwrap_or_default();
-                matches!(
-                    last_segment(&q),
-                    "getCurrentCUDAStream" | "getDefaultCUDAStream"
-                )
+                match last_segment(&q) {
+                    "getCurrentCUDAStream" | "getDefaultCUDAStream" => true,
+                    // `reinterpret_cast<cudaStream_t>(handle)`: the handle decides (a parameter
+                    // is the caller's, e.g. Python's `torch.cuda.current_stream().cuda_stream`).
+                    "reinterpret_cast" | "static_cast" | "const_cast" | "bit_cast" => n
+                        .field("arguments")
+                        .and_then(|a| a.named_child(0))
+                        .is_some_and(|a| self.stream_ok(a, depth + 1)),
+                    _ => false,
+                }
             }
             "field_expression" | "parenthesized_expression" | "cast_expression" => {
                 let inner = n
@@ -1716,6 +1726,7 @@ impl<'t> Analyzer<'t> {
     /// `pure`: the place is only stored to (`=`, `atomicAdd`), not read as well (`+=`, `++`).
     fn record_write(&mut self, mut n: Node<'t>, pure: bool) {
         let Some(i) = self.cur else { return };
+        let site = n.byte_range();
         for _ in 0..8 {
             let next = match n.kind_fast() {
                 "identifier" => {
@@ -1737,6 +1748,13 @@ impl<'t> Analyzer<'t> {
                 }
                 "call_expression" if self.t(n).contains("_cast<") => {
                     n.field("arguments").and_then(|a| a.named_child(0))
+                }
+                // Reached a tensor parameter's data pointer: host code stores into that tensor.
+                "call_expression" => {
+                    if let Some(p) = self.input_param_of(n, 0) {
+                        self.funcs[i].host_writes.push((p, site));
+                    }
+                    return;
                 }
                 "subscript_expression" | "pointer_expression" | "field_expression" => {
                     n.field("argument")
@@ -1810,6 +1828,17 @@ impl<'t> Analyzer<'t> {
             .iter()
             .filter(|f| f.kind == FuncKind::Host && f.returns_tensor);
         for host in hosts {
+            for (p, range) in &host.host_writes {
+                if !host.returned_params.contains(p) {
+                    hits.push((
+                        range.clone(),
+                        format!(
+                            "`{}` stores into the data of input `{p}`: inputs must not be modified",
+                            &self.text[range.clone()]
+                        ),
+                    ));
+                }
+            }
             for (callee, args) in host.launch_args.iter().chain(&host.helper_calls) {
                 for (j, (p, range)) in args.iter().enumerate() {
                     let Some(p) = p else { continue };
