@@ -1153,6 +1153,17 @@ pub fn banned(path: &str) -> Option<(&'static str, &'static str)> {
             return Some(("KG306", "`os.exec*`/`os.spawn*` start or replace processes"));
         }
     }
+    // Most paths (`torch.relu`, `self.w`) share no first segment with the table: skip the scan.
+    static ROOTS: std::sync::LazyLock<rustc_hash::FxHashSet<&'static str>> =
+        std::sync::LazyLock::new(|| {
+            TABLE
+                .iter()
+                .map(|(p, _, _)| p.split('.').next().unwrap_or(p))
+                .collect()
+        });
+    if !ROOTS.contains(path.split('.').next().unwrap_or(path)) {
+        return None;
+    }
     // The longest matching prefix wins: `builtins.exec` is obfuscation, `builtins` introspection;
     // a builtin function (`builtins.print`) is not the `builtins` module.
     TABLE
