@@ -452,7 +452,10 @@ impl<'t> Analyzer<'t> {
             }
             NodeClass::Qualified => {
                 self.name(node, NameKind::Type);
-                self.visit_template_args(node);
+                // Template arguments (`std::vector<torch::Tensor>`) hold names of their own.
+                if self.t(node).contains('<') {
+                    self.visit_template_args(node);
+                }
                 return false;
             }
             NodeClass::Identifier => self.name(node, NameKind::Value),
@@ -1067,18 +1070,22 @@ impl<'t> Analyzer<'t> {
                 )
             });
         let ty = node.field("type").map(|t| self.t(t)).unwrap_or("");
-        // Tensors, or containers holding pointers (`data_ptr()` keys); a map of device
-        // properties or launch configurations is not an output cache.
-        let container = ty.contains("map<") || ty.contains("set<") || ty.contains("vector<");
-        // A captured CUDA graph replays the pointers of the call that captured it.
-        let cache_type = ty.contains("Tensor")
-            || ty.contains("Storage")
-            || ty.contains("DataPtr")
-            || ty.contains("cudaGraphExec_t")
-            || ty.contains("CUgraphExec")
-            || ty.contains("CUDAGraph")
-            || self.tensor_structs.contains(ty.trim())
-            || container && (ty.contains('*') || ty.contains("intptr_t") || ty.contains("void"));
+        // Only what outlives the call can cache (most declarations are locals: skip the scans).
+        let persistent = (is_static || top) && !is_const && !device_mem;
+        let cache_type = persistent && {
+            // Tensors, or containers holding pointers (`data_ptr()` keys); a map of device
+            // properties or launch configurations is not an output cache.
+            let container = ty.contains("map<") || ty.contains("set<") || ty.contains("vector<");
+            // A captured CUDA graph replays the pointers of the call that captured it.
+            ty.contains("Tensor")
+                || ty.contains("Storage")
+                || ty.contains("DataPtr")
+                || ty.contains("cudaGraphExec_t")
+                || ty.contains("CUgraphExec")
+                || ty.contains("CUDAGraph")
+                || self.tensor_structs.contains(ty.trim())
+                || container && (ty.contains('*') || ty.contains("intptr_t") || ty.contains("void"))
+        };
         let is_auto = ty.trim() == "auto";
         for d in node.children_by_field_name("declarator", &mut c) {
             let is_fn = d.kind_fast() == "function_declarator";
@@ -1096,7 +1103,8 @@ impl<'t> Analyzer<'t> {
                 }
             }
             // `static auto cache = std::unordered_map<void*, torch::Tensor>();`
-            let auto_cache = is_auto
+            let auto_cache = persistent
+                && is_auto
                 && d.kind_fast() == "init_declarator"
                 && d.field("value").is_some_and(|v| {
                     let t = self.t(v);

@@ -1153,25 +1153,28 @@ pub fn banned(path: &str) -> Option<(&'static str, &'static str)> {
             return Some(("KG306", "`os.exec*`/`os.spawn*` start or replace processes"));
         }
     }
-    // Most paths (`torch.relu`, `self.w`) share no first segment with the table: skip the scan.
-    static ROOTS: std::sync::LazyLock<rustc_hash::FxHashSet<&'static str>> =
-        std::sync::LazyLock::new(|| {
-            TABLE
-                .iter()
-                .map(|(p, _, _)| p.split('.').next().unwrap_or(p))
-                .collect()
-        });
-    if !ROOTS.contains(path.split('.').next().unwrap_or(path)) {
-        return None;
+    // The longest listed prefix of the path wins (`builtins.exec` is obfuscation, `builtins`
+    // introspection): look up the path, then each shorter dotted prefix, instead of scanning.
+    static BY_PATH: std::sync::LazyLock<
+        rustc_hash::FxHashMap<&'static str, (&'static str, &'static str)>,
+    > = std::sync::LazyLock::new(|| {
+        let mut m = rustc_hash::FxHashMap::default();
+        for (p, r, msg) in TABLE {
+            m.entry(*p).or_insert((*r, *msg));
+        }
+        m
+    });
+    let mut prefix = path;
+    loop {
+        if let Some(hit) = BY_PATH.get(prefix) {
+            // A builtin function (`builtins.print`) is not the `builtins` module.
+            return (!(prefix == "builtins" && path != "builtins")).then_some(*hit);
+        }
+        match prefix.rfind('.') {
+            Some(dot) => prefix = &prefix[..dot],
+            None => return None,
+        }
     }
-    // The longest matching prefix wins: `builtins.exec` is obfuscation, `builtins` introspection;
-    // a builtin function (`builtins.print`) is not the `builtins` module.
-    TABLE
-        .iter()
-        .filter(|(p, _, _)| under(path, p))
-        .max_by_key(|(p, _, _)| p.len())
-        .filter(|(p, _, _)| !(*p == "builtins" && path != "builtins"))
-        .map(|(_, r, m)| (*r, *m))
 }
 
 /// Timing functions (KG301) and validation functions (KG302) that must not be replaced.
