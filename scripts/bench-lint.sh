@@ -6,6 +6,10 @@
 #   scripts/bench-lint.sh REV      also the linter at git revision REV, alternating runs of the
 #                                  two on the same files (this checkout's fixtures), so a
 #                                  before/after comes from one run on one machine
+#
+# KG_REFERENCE_CHECKER=PATH/kernel_static_checker.py adds a row for that checker (e.g.
+# KernelBench's regex checker, not part of kernelgate) on the same files, timed right after ours
+# in each round (scripts/bench-lint-reference.py): machine speed varies, the ratio does not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -23,7 +27,14 @@ bench_exe() { # build the bench in directory $1 with target dir $2, copy the exe
 mkdir -p target/bench-base
 if [[ $# -eq 0 ]]; then
   bench_exe "$root" "$root/target" target/bench-base/lint_throughput-new
-  exec "${pin[@]}" target/bench-base/lint_throughput-new
+  for round in 1 2 3; do
+    echo "== round $round"
+    "${pin[@]}" target/bench-base/lint_throughput-new
+    if [[ -n ${KG_REFERENCE_CHECKER:-} ]]; then
+      "${pin[@]}" "${PYTHON:-python3}" scripts/bench-lint-reference.py "$KG_REFERENCE_CHECKER" "$root"
+    fi
+  done
+  exit 0
 fi
 
 rev=$(git rev-parse --short "$1")
@@ -48,4 +59,7 @@ for round in 1 2 3; do
   KG_BENCH_ROOT="$root" "${pin[@]}" "$old"
   echo "== round $round: working tree (after)"
   KG_BENCH_ROOT="$root" "${pin[@]}" "$new"
+  if [[ -n ${KG_REFERENCE_CHECKER:-} ]]; then
+    "${pin[@]}" "${PYTHON:-python3}" scripts/bench-lint-reference.py "$KG_REFERENCE_CHECKER" "$root"
+  fi
 done

@@ -304,15 +304,16 @@ type LaunchArgs = (String, Vec<(Option<String>, Range<usize>)>);
 /// Per host function: outputs from `torch::empty*` and whether anything could write them.
 #[derive(Debug, Default)]
 struct FnState<'t> {
-    inits: HashMap<String, Node<'t>>,
+    // Names are slices of the source: a declaration costs no allocation.
+    inits: HashMap<&'t str, Node<'t>>,
     /// name -> (range of the allocation call, written?, returned?)
-    empties: HashMap<String, (Range<usize>, bool, bool)>,
+    empties: HashMap<&'t str, (Range<usize>, bool, bool)>,
     /// `float* p = out.data_ptr<float>()`: uses of `p` are uses of `out`.
-    ptr_aliases: HashMap<String, String>,
+    ptr_aliases: HashMap<&'t str, &'t str>,
     /// Locals holding tensors (`torch::Tensor t`, `auto y = torch::empty(...)`).
-    tensor_locals: HashSet<String>,
+    tensor_locals: HashSet<&'t str>,
     /// Locals declared as pointers or references: stores through them reach what they point at.
-    ptr_locals: HashSet<String>,
+    ptr_locals: HashSet<&'t str>,
 }
 
 struct Analyzer<'t> {
@@ -470,7 +471,7 @@ impl<'t> Analyzer<'t> {
                         if compound && self.is_tensor_name(self.t(l)) {
                             self.flag(TORCH_OP, node.byte_range(), format!("`{}` is tensor arithmetic: an ATen kernel does the work inside the extension", self.t(node)));
                         }
-                        self.state.inits.insert(self.t(l).to_string(), r);
+                        self.state.inits.insert(self.t(l), r);
                     } else {
                         let pure = node.field("operator").is_some_and(|o| self.t(o) == "=");
                         self.record_write(l, pure);
@@ -657,20 +658,18 @@ impl<'t> Analyzer<'t> {
             if self.macros.contains_key(q) {
                 self.macro_use(node, q);
             }
-            if self.state.empties.contains_key(q) {
-                self.empty_use(node, q);
-            } else if let Some(orig) = (!self.state.ptr_aliases.is_empty())
-                .then(|| self.state.ptr_aliases.get(q).cloned())
-                .flatten()
-            {
-                self.empty_use(node, &orig);
+            let id = self.t(node);
+            if self.state.empties.contains_key(id) {
+                self.empty_use(node, id);
+            } else if let Some(orig) = self.state.ptr_aliases.get(id).copied() {
+                self.empty_use(node, orig);
             }
         }
     }
 
     /// A use of an output allocated with `torch::empty*`: does it escape to something that may
     /// write it?
-    fn empty_use(&mut self, node: Node<'t>, name: &str) {
+    fn empty_use(&mut self, node: Node<'t>, name: &'t str) {
         let parent = node.parent();
         let pk = parent.map(|p| p.kind_fast()).unwrap_or("");
         let mut written = true;
@@ -709,8 +708,8 @@ impl<'t> Analyzer<'t> {
                             n = x.field("declarator");
                         }
                         if let Some(id) = n.filter(|x| x.kind_fast() == "identifier") {
-                            let alias = self.t(id).to_string();
-                            self.state.ptr_aliases.insert(alias, name.to_string());
+                            let alias = self.t(id);
+                            self.state.ptr_aliases.insert(alias, name);
                             written = false;
                         }
                     }
@@ -1147,8 +1146,8 @@ impl<'t> Analyzer<'t> {
                         }
                     }
                     if n.kind_fast() == "identifier" {
-                        let name = self.t(n).to_string();
-                        self.state.inits.insert(name.clone(), v);
+                        let name = self.t(n);
+                        self.state.inits.insert(name, v);
                         // `auto p = reinterpret_cast<float4*>(out);`, `auto row = out + off;`
                         let auto_ptr = ty.trim() == "auto"
                             && (matches!(
@@ -1156,10 +1155,10 @@ impl<'t> Analyzer<'t> {
                                 "cast_expression" | "binary_expression" | "identifier"
                             ) || self.t(v).contains("_cast<"));
                         if pointer || auto_ptr {
-                            self.state.ptr_locals.insert(name.clone());
+                            self.state.ptr_locals.insert(name);
                         }
                         if self.cur.is_some() && (ty.contains("Tensor") || self.is_empty_alloc(v)) {
-                            self.state.tensor_locals.insert(name.clone());
+                            self.state.tensor_locals.insert(name);
                         }
                         if self.cur.is_some() && self.is_empty_alloc(v) {
                             self.state
