@@ -241,6 +241,7 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
         &[("KG502", 16), ("KG301", 17)],
     ),
     ("hacks/class_counter.py", &[("KG402", 23)]),
+    ("hacks/closure_counter.py", &[("KG402", 42)]),
     (
         "hacks/more_tensor_methods.py",
         &[("KG104", 20), ("KG104", 20)],
@@ -354,6 +355,7 @@ fn malicious_by_construction_hacks_are_errors() {
         "stored_results_file",
         "setattr_by_dunder",
         "class_counter",
+        "closure_counter",
         "stack_and_allocator_introspection",
         "cuda_python_runtime",
         "lazy_type_call",

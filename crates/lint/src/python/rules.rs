@@ -990,6 +990,7 @@ impl<'a, 'c> Checker<'a, 'c> {
             counters.extend(v.counters);
             tests.extend(v.tests);
         }
+        counters.extend(closure_counters(self.module));
         let counter_names: HashMap<String, std::ops::Range<usize>> = counters.into_iter().collect();
         let mut seen = HashSet::default();
         for (name, r) in &tests {
@@ -1719,6 +1720,72 @@ fn key_of(e: &Expr) -> Option<String> {
         },
         _ => None,
     }
+}
+
+/// `_step = _counter()` at module level, where `_counter` returns a nested function that bumps
+/// a `nonlocal`: `_step` is a call counter. The range is the bump's.
+fn closure_counters(module: &ModModule) -> Vec<(String, std::ops::Range<usize>)> {
+    let factories: HashMap<&str, std::ops::Range<usize>> = module
+        .body
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::FunctionDef(f) => closure_bump(f).map(|r| (f.name.as_str(), r)),
+            _ => None,
+        })
+        .collect();
+    let mut out = Vec::new();
+    for s in &module.body {
+        let Stmt::Assign(a) = s else { continue };
+        let Expr::Call(c) = a.value.as_ref() else {
+            continue;
+        };
+        let Expr::Name(factory) = c.func.as_ref() else {
+            continue;
+        };
+        if let Some(bump) = factories.get(factory.id.as_str()) {
+            for t in &a.targets {
+                if let Expr::Name(n) = t {
+                    out.push((n.id.to_string(), bump.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Where `f` returns a nested function that increments or decrements a `nonlocal` name: the
+/// increment's range.
+fn closure_bump(f: &StmtFunctionDef) -> Option<std::ops::Range<usize>> {
+    let returned: HashSet<&str> = f
+        .body
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Return(r) => match r.value.as_deref() {
+                Some(Expr::Name(n)) => Some(n.id.as_str()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    for s in &f.body {
+        let Stmt::FunctionDef(inner) = s else {
+            continue;
+        };
+        if !returned.contains(inner.name.as_str()) {
+            continue;
+        }
+        let nonlocals = global_names(inner);
+        for st in &inner.body {
+            if let Stmt::AugAssign(a) = st {
+                if matches!(a.op, Operator::Add | Operator::Sub)
+                    && matches!(a.target.as_ref(), Expr::Name(n) if nonlocals.contains(n.id.as_str()))
+                {
+                    return Some(range(st));
+                }
+            }
+        }
+    }
+    None
 }
 
 fn global_names(f: &StmtFunctionDef) -> HashSet<String> {
