@@ -24,15 +24,19 @@ bench_exe() { # build the bench in directory $1 with target dir $2, copy the exe
   cp "$exe" "$3"
 }
 
+reference_row() { # the other checker on the same files, when KG_REFERENCE_CHECKER names it
+  if [[ -n ${KG_REFERENCE_CHECKER:-} ]]; then
+    "${pin[@]}" "${PYTHON:-python3}" scripts/bench-lint-reference.py "$KG_REFERENCE_CHECKER" "$root"
+  fi
+}
+
 mkdir -p target/bench-base
 if [[ $# -eq 0 ]]; then
   bench_exe "$root" "$root/target" target/bench-base/lint_throughput-new
   for round in 1 2 3; do
     echo "== round $round"
     "${pin[@]}" target/bench-base/lint_throughput-new
-    if [[ -n ${KG_REFERENCE_CHECKER:-} ]]; then
-      "${pin[@]}" "${PYTHON:-python3}" scripts/bench-lint-reference.py "$KG_REFERENCE_CHECKER" "$root"
-    fi
+    reference_row
   done
   exit 0
 fi
@@ -59,7 +63,5 @@ for round in 1 2 3; do
   KG_BENCH_ROOT="$root" "${pin[@]}" "$old"
   echo "== round $round: working tree (after)"
   KG_BENCH_ROOT="$root" "${pin[@]}" "$new"
-  if [[ -n ${KG_REFERENCE_CHECKER:-} ]]; then
-    "${pin[@]}" "${PYTHON:-python3}" scripts/bench-lint-reference.py "$KG_REFERENCE_CHECKER" "$root"
-  fi
+  reference_row
 done

@@ -262,13 +262,13 @@ fn proc_stat(pid: i32) -> Option<(char, i32, i32)> {
     Some((state, ppid, pgrp))
 }
 
-/// The job tag in a process's environment: `Some("")` when it has none, `None` when unreadable.
-fn proc_tag(pid: i32) -> Option<String> {
+/// The job tag in a process's environment (`prefix` is `KERNELGATE_JOB=`): `Some("")` when it
+/// has none, `None` when unreadable.
+fn proc_tag(pid: i32, prefix: &[u8]) -> Option<String> {
     let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    let prefix = format!("{JOB_TAG_VAR}=");
     Some(
         env.split(|b| *b == 0)
-            .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))
+            .find_map(|kv| kv.strip_prefix(prefix))
             .map(|v| String::from_utf8_lossy(v).into_owned())
             .unwrap_or_default(),
     )
@@ -282,6 +282,7 @@ fn kill_strays(job_pgid: i32, tag: &str) -> usize {
     // SAFETY: getpid/getpgrp have no memory effects.
     let (me, my_pgid) = unsafe { (libc::getpid(), libc::getpgrp()) };
     let mut escaped = std::collections::HashSet::new();
+    let prefix = format!("{JOB_TAG_VAR}=");
     for _round in 0..100 {
         let live = LIVE_GROUPS
             .lock()
@@ -298,7 +299,7 @@ fn kill_strays(job_pgid: i32, tag: &str) -> usize {
             let Some((state, ppid, pgrp)) = proc_stat(pid) else {
                 continue;
             };
-            let ours = match proc_tag(pid) {
+            let ours = match proc_tag(pid, prefix.as_bytes()) {
                 Some(t) if t == tag => true,
                 // Another job's process, or one of ours (git) in our own group.
                 Some(t) if !t.is_empty() => false,
