@@ -5,7 +5,7 @@ use anyhow::Context;
 use kernelgate_lint::{
     lint_file, output, Backend, Finding, LintOptions, Precision, Severity, SeverityOrOff,
 };
-use kernelgate_model::{discover, Config, Kernel, LintLevel};
+use kernelgate_model::{discover, Config, Kernel, LintLevel, ProblemSet};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -41,6 +41,8 @@ struct Target {
     shown: String,
     precision: Precision,
     backend: Option<Backend>,
+    /// The mapped problem's source: its `get_init_inputs()` decides dead branches.
+    problem_source: Option<String>,
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
@@ -69,6 +71,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             precision: t.precision,
             backend: t.backend,
             severity_overrides: overrides.clone(),
+            problem_source: t.problem_source.clone(),
         };
         let mut found = lint_file(&t.shown, &source, &opts).map_err(|e| {
             let at = cfg
@@ -137,7 +140,7 @@ fn targets(cli: &Cli, args: &Args, cfg: &Config) -> anyhow::Result<Vec<Target>> 
             if !kernels.is_empty() || !errors.is_empty() {
                 let mut out: Vec<Target> = kernels
                     .into_iter()
-                    .map(|k| from_kernel(&cli.repo, k))
+                    .map(|k| from_kernel(&cli.repo, k, problems))
                     .collect();
                 // A kernel whose mapping is broken is still linted, with the flags' defaults
                 // (`kernelgate kernels` reports the mapping error itself).
@@ -153,6 +156,7 @@ fn targets(cli: &Cli, args: &Args, cfg: &Config) -> anyhow::Result<Vec<Target>> 
                             path: full,
                             precision: default_precision,
                             backend: args.backend,
+                            problem_source: None,
                         });
                     }
                 }
@@ -169,6 +173,7 @@ fn targets(cli: &Cli, args: &Args, cfg: &Config) -> anyhow::Result<Vec<Target>> 
                 path: p,
                 precision: default_precision,
                 backend: args.backend,
+                problem_source: None,
             })
             .collect());
     }
@@ -198,12 +203,17 @@ fn targets(cli: &Cli, args: &Args, cfg: &Config) -> anyhow::Result<Vec<Target>> 
                     shown: f.display().to_string(),
                     precision: k.precision,
                     backend: Some(k.backend),
+                    problem_source: problems
+                        .as_ref()
+                        .and_then(|ps| ps.get(&k.problem_key))
+                        .map(|p| p.source.clone()),
                 },
                 None => Target {
                     shown: f.display().to_string(),
                     path: f,
                     precision: default_precision,
                     backend: args.backend,
+                    problem_source: None,
                 },
             });
         }
@@ -211,7 +221,7 @@ fn targets(cli: &Cli, args: &Args, cfg: &Config) -> anyhow::Result<Vec<Target>> 
     Ok(out)
 }
 
-fn from_kernel(repo: &Path, k: Kernel) -> Target {
+fn from_kernel(repo: &Path, k: Kernel, problems: &ProblemSet) -> Target {
     let full = if k.path.is_absolute() {
         k.path.clone()
     } else {
@@ -222,6 +232,7 @@ fn from_kernel(repo: &Path, k: Kernel) -> Target {
         path: full,
         precision: k.precision,
         backend: Some(k.backend),
+        problem_source: problems.get(&k.problem_key).map(|p| p.source.clone()),
     }
 }
 

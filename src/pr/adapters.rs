@@ -46,6 +46,11 @@ impl Linter for RepoLinter {
             precision: job.precision,
             backend: Some(job.backend),
             severity_overrides: self.overrides.clone(),
+            // The problem decides dead branches (`get_init_inputs()`); unreadable: unknown.
+            problem_source: job
+                .problem_file
+                .as_ref()
+                .and_then(|p| std::fs::read_to_string(p).ok()),
         };
         kernelgate_lint::lint_file(job.path(), &job.source, &opts).map_err(|e| e.to_string())
     }

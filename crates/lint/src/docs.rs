@@ -18,6 +18,34 @@ pub fn markdown() -> String {
          Suppress a finding with a reason: `# kernelgate: allow=KG101 reason=\"...\"` on the line or the line \
          before, or `# kernelgate: allow-file=KG101 reason=\"...\"` for the whole file. Change a rule's severity \
          per repository in `kernelgate.toml`: `[lint] severity = { KG406 = \"off\" }`.\n\n\
+         ## What blocks and what warns\n\n\
+         An error blocks the merge; a warning is reported and does not. A static rule is an error only \
+         where the code proves the problem: a hack by construction (tampering, forged output, caches, \
+         side streams that escape the timer, precision downgrades that run), or PyTorch doing the work \
+         with no custom code on the forward path (KG702, or only a decoy: a kernel never launched, \
+         launched on an empty grid, storing nothing, or an extension call whose result is thrown away).\n\n\
+         - **Partial replacement warns.** The torch-op rules (KG101, KG102, KG104, KG601) are warnings \
+         when `forward` also provably runs custom code that does work: an extension function that \
+         launches a non-decoy kernel (or, in CPU C++, stores into tensor data) and whose result is used, \
+         or a working Triton kernel launched from `forward`'s path. KernelBench allows partial \
+         replacement; how much PyTorch still does is measured by the runtime op audit, which fails \
+         decoys and kernels where PyTorch does most of the work. What the audit cannot judge stays an \
+         error: `torch.compile` (its generated kernels would count as custom) and host work \
+         (`.numpy()`, `.apply_()`).\n\
+         - **Dead branches are not code.** Branches the problem never takes raise nothing: literal \
+         constants (`if False:`), `self.<attr>` fixed by `__init__` from the problem's \
+         `get_init_inputs()` and the constructor's defaults (`if self.bias is not None:` with \
+         `bias=False`), CPU fallbacks (`if not x.is_cuda:`), and dtype checks on `forward`'s inputs \
+         against the problem's precision. In the C++, the half/bf16 branch of a dtype dispatch is dead \
+         on fp32 problems. The problem is known when the kernel's mapping resolves.\n\
+         - **Headers are not calls.** `#include <cublas_v2.h>`, `<cufft.h>` or `<mma.h>` alone is not a \
+         finding; using something from them is (KG602, KG610).\n\
+         - **Joined side streams warn.** Launches on the caller's stream in any spelling are fine; \
+         pooled side streams joined back with events before returning are a KG603 warning, and the \
+         runtime leak check decides.\n\
+         - **Inputs are forward's inputs.** KG608 fires for tensors `forward` passes from its inputs, \
+         traced from the Python call site; a workspace or out buffer the candidate allocates may be \
+         written.\n\n\
          | Code | Name | Severity | Summary |\n|---|---|---|---|\n",
     );
     for r in crate::rules() {

@@ -55,7 +55,15 @@ pub struct LintOptions {
     pub backend: Option<Backend>,
     /// Rule code -> new severity (or off).
     pub severity_overrides: BTreeMap<String, SeverityOrOff>,
+    /// The source of the reference problem the kernel solves, when its mapping resolves:
+    /// `get_init_inputs()` decides which constructor branches are dead.
+    pub problem_source: Option<String>,
 }
+
+/// Torch-op findings: PyTorch doing (part of) the work. They block only when the forward path
+/// reaches no custom code that does work; next to a working kernel they are partial
+/// replacement, a warning (the runtime op audit measures how much PyTorch still does).
+pub const TORCH_OP_RULES: [&str; 4] = ["KG101", "KG102", "KG104", "KG601"];
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LintError {
@@ -86,7 +94,7 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
     let directive = suppress::directive(source);
     let precision = directive.precision.unwrap_or(opts.precision);
     let backend = directive.backend.or(opts.backend);
-    let ctx = Context::new(path, source, precision, backend);
+    let mut ctx = Context::new(path, source, precision, backend);
 
     let parsed = match ruff_python_parser::parse_module(source) {
         Ok(parsed) => parsed,
@@ -98,18 +106,94 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
         }
     };
     let module = parsed.syntax();
-    let mut raws = python::check(module, &ctx);
+    let problem = opts
+        .problem_source
+        .as_deref()
+        .and_then(|p| ruff_python_parser::parse_module(p).ok());
+    ctx.facts =
+        python::consts::BranchFacts::build(module, problem.as_ref().map(|p| p.syntax()), precision);
+    let py = python::check_full(module, &ctx);
+    let mut raws = py.findings;
+    // What `forward` passes each extension function, over all its live call sites.
+    let mut py_args: rustc_hash::FxHashMap<String, Vec<python::ArgKind>> = Default::default();
+    for call in &py.ext_calls {
+        let merged = py_args
+            .entry(call.name.clone())
+            .or_insert_with(|| call.args.clone());
+        let n = merged.len().max(call.args.len());
+        for k in 0..n {
+            let (a, b) = (merged.get(k).copied(), call.args.get(k).copied());
+            let kind = match (a, b) {
+                (Some(python::ArgKind::Input), _) | (_, Some(python::ArgKind::Input)) => {
+                    python::ArgKind::Input
+                }
+                (Some(python::ArgKind::Owned), Some(python::ArgKind::Owned)) => {
+                    python::ArgKind::Owned
+                }
+                _ => python::ArgKind::Unknown,
+            };
+            if k < merged.len() {
+                merged[k] = kind;
+            } else {
+                merged.push(kind);
+            }
+        }
+    }
     // Embedded C++/CUDA (load_inline / load(sources=...) files next to the .py) and Triton.
     let base_dir = std::path::Path::new(path).parent();
+    let mut working: Vec<String> = Vec::new();
     for ext in embedded::extract_in(module, source, base_dir) {
-        raws.extend(cpp::check(&ext, &ctx));
+        let out = cpp::check_full(&ext, &ctx, &py_args);
+        raws.extend(out.findings);
+        working.extend(out.working_exports);
     }
-    raws.extend(triton::check_triton(module, source, &ctx));
+    let tr = triton::check_triton_full(module, source, &ctx);
+    raws.extend(tr.findings);
+    // Custom code that provably runs: a working extension function whose result forward uses,
+    // or a working Triton kernel launched from live code. A call whose result is thrown away
+    // is a decoy, not custom work.
+    let custom = py
+        .ext_calls
+        .iter()
+        .find(|c| c.result_used && working.contains(&c.name))
+        .map(|c| format!("the extension function `{}`", c.name))
+        .or_else(|| {
+            tr.working_kernel_launched
+                .then(|| "a Triton kernel".to_string())
+        });
+    if let Some(what) = custom {
+        for r in raws.iter_mut() {
+            if TORCH_OP_RULES.contains(&r.code) && r.severity.is_none() && !audit_blind(&r.message)
+            {
+                r.severity = Some(Severity::Warning);
+                r.message.push_str(&format!(" (a warning: forward also runs {what}, so this is partial replacement; the runtime op audit measures how much PyTorch still does)"));
+            }
+        }
+    }
     let sup = suppress::Suppressions::collect(parsed.tokens(), source);
     raws.extend(directive.problems);
     raws.extend(sup.problems.iter().cloned());
     raws.retain(|r| !sup.allows(r.code, ctx.lines.line_of(r.range.start)));
     Ok(finish(&ctx, raws, opts))
+}
+
+/// Torch-op findings the runtime op audit cannot judge, so they stay errors: a compiler
+/// (`torch.compile`, TorchScript) generates kernels the audit would count as the candidate's,
+/// and host work (`.numpy()`, `.apply_()`) runs no GPU kernel at all.
+fn audit_blind(message: &str) -> bool {
+    [
+        "torch.compile",
+        "torch._dynamo",
+        "torch._inductor",
+        "torch.jit",
+        "`.numpy()`",
+        "`.apply_()`",
+        "`.map_()`",
+        "`.map2_()`",
+        "`.tolist()`",
+    ]
+    .iter()
+    .any(|c| message.contains(c))
 }
 
 /// Severity overrides, conversion to line/column, sorting and de-duplication.
@@ -122,7 +206,7 @@ fn finish(ctx: &Context, raws: Vec<RawFinding>, opts: &LintOptions) -> Vec<Findi
                 Some(SeverityOrOff::Off) => return None,
                 Some(SeverityOrOff::Error) => Severity::Error,
                 Some(SeverityOrOff::Warning) => Severity::Warning,
-                None => meta.severity,
+                None => r.severity.unwrap_or(meta.severity),
             };
             let (line, column) = ctx.line_col(r.range.start);
             // The end is inclusive (the last character, as editors show it, like the model's

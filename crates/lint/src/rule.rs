@@ -37,6 +37,8 @@ pub struct Context<'a> {
     /// The declared backend, when the kernel's mapping or `--backend` says one.
     pub backend: Option<Backend>,
     pub lines: LineIndex,
+    /// What the problem decides about branches (set by `lint_file` once the file is parsed).
+    pub facts: crate::python::consts::BranchFacts,
 }
 
 impl<'a> Context<'a> {
@@ -52,6 +54,7 @@ impl<'a> Context<'a> {
             precision,
             backend,
             lines: LineIndex::new(source),
+            facts: Default::default(),
         }
     }
 
@@ -69,6 +72,9 @@ pub struct RawFinding {
     /// Byte offsets in the `.py` file (for embedded C++/CUDA: mapped back to the literal).
     pub range: Range<usize>,
     pub message: String,
+    /// A severity decided by the analysis (a joined side stream is a warning); `None`: the
+    /// rule's default. `kernelgate.toml` overrides win over both.
+    pub severity: Option<Severity>,
 }
 
 impl RawFinding {
@@ -77,7 +83,14 @@ impl RawFinding {
             code,
             range,
             message: message.into(),
+            severity: None,
         }
+    }
+
+    /// The same finding as a warning.
+    pub fn warning(mut self) -> Self {
+        self.severity = Some(Severity::Warning);
+        self
     }
 }
 

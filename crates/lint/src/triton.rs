@@ -3,7 +3,7 @@
 //! kernels on fp32 problems, and a Triton candidate without any kernel.
 
 use crate::embedded::{collect_aliases, qualname};
-use crate::python::reach::{find_class, reachable};
+use crate::python::reach::{find_class, reachable_with};
 use crate::rule::{Context, RawFinding};
 use kernelgate_model::{Backend, Precision};
 use ruff_python_ast::visitor::{self, Visitor};
@@ -88,10 +88,23 @@ fn kernels<'a>(module: &'a ModModule, aliases: &HashMap<String, String>) -> Vec<
 }
 
 /// Runs the Triton rules on a candidate.
-pub fn check_triton(module: &ModModule, _source: &str, ctx: &Context) -> Vec<RawFinding> {
+pub fn check_triton(module: &ModModule, source: &str, ctx: &Context) -> Vec<RawFinding> {
+    check_triton_full(module, source, ctx).findings
+}
+
+/// The Triton rules' findings, and whether `ModelNew.forward` reaches a Triton kernel that
+/// does work (launched from live code on a non-empty grid, storing its results).
+pub struct TritonOutput {
+    pub findings: Vec<RawFinding>,
+    pub working_kernel_launched: bool,
+}
+
+/// [`check_triton`] with what the torch-op rules need to know.
+pub fn check_triton_full(module: &ModModule, _source: &str, ctx: &Context) -> TritonOutput {
     let aliases = collect_aliases(&module.body);
     let ks = kernels(module, &aliases);
     let mut out = Vec::new();
+    let mut live: HashSet<String> = HashSet::default();
     if ks.is_empty() {
         if ctx.backend == Some(Backend::Triton) {
             out.push(RawFinding::new(
@@ -100,12 +113,15 @@ pub fn check_triton(module: &ModModule, _source: &str, ctx: &Context) -> Vec<Raw
                 "the backend is triton but the file defines no `@triton.jit` kernel: no custom kernel runs",
             ));
         }
-        return out;
+        return TritonOutput {
+            findings: out,
+            working_kernel_launched: false,
+        };
     }
     if find_class(module, "ModelNew").is_some() {
         // Live names in code reachable from ModelNew.forward; kernels launched there reach the
         // jit helpers they call (the reachability walk follows module-level functions).
-        let r = reachable(module);
+        let r = reachable_with(module, &ctx.facts);
         let mut launched: HashSet<&str> = r.names.iter().map(|s| s.as_str()).collect();
         // `self.kernel = kernel` in __init__ then `self.kernel[grid](...)`.
         for a in &r.self_attrs {
@@ -114,10 +130,12 @@ pub fn check_triton(module: &ModModule, _source: &str, ctx: &Context) -> Vec<Raw
         // Kernels handed to a wrapper as values: `launch(kernel, ...)` are names too.
         let mut reported = HashSet::default();
         for k in &ks {
-            if !launched.contains(k.name.as_str())
-                && !self_bound(module, &k.name, &r.self_attrs)
-                && reported.insert(&k.name)
-            {
+            let reached =
+                launched.contains(k.name.as_str()) || self_bound(module, &k.name, &r.self_attrs);
+            if reached {
+                live.insert(k.name.clone());
+            }
+            if !reached && reported.insert(&k.name) {
                 out.push(RawFinding::new(
                     DECOY,
                     k.at.clone(),
@@ -139,6 +157,13 @@ pub fn check_triton(module: &ModModule, _source: &str, ctx: &Context) -> Vec<Raw
         empty_grids: Vec::new(),
     };
     l.visit_body(&module.body);
+    let empty: HashSet<String> = l.empty_grids.iter().map(|(_, k)| k.clone()).collect();
+    let working_kernel_launched = ks.iter().any(|k| {
+        live.contains(&k.name)
+            && l.launched.contains(k.name.as_str())
+            && !empty.contains(&k.name)
+            && k.def.is_some_and(|d| may_store(&d.body, &names))
+    });
     for (range, kernel) in std::mem::take(&mut l.empty_grids) {
         out.push(RawFinding::new(
             DECOY,
@@ -188,7 +213,10 @@ pub fn check_triton(module: &ModModule, _source: &str, ctx: &Context) -> Vec<Raw
             }
         }
     }
-    out
+    TritonOutput {
+        findings: out,
+        working_kernel_launched,
+    }
 }
 
 /// `self.<attr> = kernel` somewhere in ModelNew: a launch through `self.<attr>[grid]` counts.

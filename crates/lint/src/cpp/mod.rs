@@ -6,6 +6,7 @@ pub mod macros;
 pub mod names;
 
 use crate::embedded::{EmbeddedSource, PLACEHOLDER};
+use crate::python::ArgKind;
 use crate::rule::{Context, RawFinding};
 use kernelgate_model::Precision;
 use macros::{expand, tokenize, Macro};
@@ -189,6 +190,25 @@ pub fn parse(text: &str) -> Option<Tree> {
 
 /// Runs every C++/CUDA rule on one extension.
 pub fn check(src: &EmbeddedSource, ctx: &Context) -> Vec<RawFinding> {
+    check_full(src, ctx, &HashMap::default()).findings
+}
+
+/// The C++/CUDA rules' findings and which exported functions do work of their own.
+pub struct CppOutput {
+    pub findings: Vec<RawFinding>,
+    /// Python names of exported functions that launch a kernel that does work (not a decoy),
+    /// or, in CPU C++, store into a tensor's data themselves.
+    pub working_exports: Vec<String>,
+}
+
+/// [`check`] knowing, per Python name of an exported function, what `forward` passes it
+/// (from the Python call sites): a parameter that only ever receives the candidate's own
+/// buffers (a workspace, partial sums) is not an input, and writing it is not KG608.
+pub fn check_full(
+    src: &EmbeddedSource,
+    ctx: &Context,
+    py_args: &HashMap<String, Vec<ArgKind>>,
+) -> CppOutput {
     let mut out: Vec<(&'static str, Range<usize>, String)> = Vec::new();
     for (file, range) in &src.missing_files {
         out.push((
@@ -222,15 +242,30 @@ pub fn check(src: &EmbeddedSource, ctx: &Context) -> Vec<RawFinding> {
         .map(|(code, range, message)| RawFinding::new(code, range, message))
         .collect();
     if src.text.trim().is_empty() {
-        return raws;
+        return CppOutput {
+            findings: raws,
+            working_exports: Vec::new(),
+        };
     }
     let Some(tree) = parse(&src.text) else {
-        return raws;
+        return CppOutput {
+            findings: raws,
+            working_exports: Vec::new(),
+        };
     };
     let mut a = Analyzer::new(&src.text, ctx.precision);
     a.backend = ctx.backend;
+    a.py_args = py_args;
     a.visit(tree.root_node());
-    a.finish(src);
+    let working_exports = a.finish(src);
+    // Side streams joined back into the caller's stream before the function returns: nothing
+    // escapes the timer, so a warning (the runtime leak check decides).
+    let joined: Vec<Range<usize>> = a
+        .funcs
+        .iter()
+        .filter(|f| f.joins_caller && f.records_event)
+        .map(|f| f.range.clone())
+        .collect();
 
     let mut seen: HashSet<(&'static str, usize, String)> = HashSet::default();
     a.findings.sort_by_key(|f| f.1.start);
@@ -247,9 +282,19 @@ pub fn check(src: &EmbeddedSource, ctx: &Context) -> Vec<RawFinding> {
         if !seen.insert((code, ctx.lines.line_of(py.start), file_line)) {
             continue;
         }
+        if code == STREAM && joined.iter().any(|j| j.contains(&range.start)) {
+            raws.push(
+                RawFinding::new(code, py, format!("{msg}{loc}; it is joined back into the caller's stream with events (`cudaEventRecord` + `cudaStreamWaitEvent`), so a warning: the runtime leak check decides"))
+                    .warning(),
+            );
+            continue;
+        }
         raws.push(RawFinding::new(code, py, format!("{msg}{loc}")));
     }
-    raws
+    CppOutput {
+        findings: raws,
+        working_exports,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -269,6 +314,8 @@ struct Param {
 struct Func {
     name: String,
     name_range: Range<usize>,
+    /// The whole definition.
+    range: Range<usize>,
     kind: FuncKind,
     params: Vec<Param>,
     /// Simple names called or referenced through macros.
@@ -297,6 +344,16 @@ struct Func {
     param_passes: Vec<(String, usize, usize)>,
     /// Inline assembly (may store anything).
     has_asm: bool,
+    /// Kernels launched outside a branch only half/bf16 inputs take (see `half_depth`).
+    full_launches: HashSet<String>,
+    /// Host code stores into a tensor's data itself (CPU C++: `out_p[i] = ...`).
+    stores_tensor_data: bool,
+    /// `return` gives the caller's stream (`return at::cuda::getCurrentCUDAStream();`).
+    returns_current_stream: bool,
+    /// `cudaStreamWaitEvent(<caller's stream>, ...)` / `event.block(<caller's stream>)`.
+    joins_caller: bool,
+    /// `cudaEventRecord(...)` / `event.record(...)`.
+    records_event: bool,
 }
 
 type LaunchArgs = (String, Vec<(Option<String>, Range<usize>)>);
@@ -338,6 +395,13 @@ struct Analyzer<'t> {
     backend: Option<kernelgate_model::Backend>,
     /// Spare tree cursors: `Node::walk` allocates, and the walk needs one per level.
     cursors: Vec<TreeCursor<'t>>,
+    /// Inside a branch only half/bf16 inputs take (`if (x.scalar_type() == at::kHalf)`) on an
+    /// fp32 problem: reduced-precision code there never runs.
+    half_depth: u32,
+    /// `m.def("py_name", &cpp_name)`: Python name -> C++ function.
+    pybind_names: Vec<(String, String)>,
+    /// What `forward` passes each exported function (by Python name).
+    py_args: &'t HashMap<String, Vec<ArgKind>>,
 }
 
 const METADATA_METHODS: [&str; 20] = [
@@ -382,6 +446,9 @@ impl<'t> Analyzer<'t> {
             static_ptrs: HashSet::default(),
             backend: None,
             cursors: Vec::new(),
+            half_depth: 0,
+            pybind_names: Vec::new(),
+            py_args: &NO_ARGS,
         }
     }
 
@@ -401,7 +468,7 @@ impl<'t> Analyzer<'t> {
     }
 
     fn flag(&mut self, code: &'static str, range: Range<usize>, msg: String) {
-        if code == PRECISION && self.precision != Precision::Fp32 {
+        if code == PRECISION && (self.precision != Precision::Fp32 || self.half_depth > 0) {
             return;
         }
         self.findings.push((code, range, msg));
@@ -519,6 +586,26 @@ impl<'t> Analyzer<'t> {
                     matches!(t, "0" | "false")
                 });
                 if dead {
+                    if let Some(a) = node.field("alternative") {
+                        self.visit(a);
+                    }
+                    return false;
+                }
+                // `if (x.scalar_type() == at::kHalf) {...}` on an fp32 problem: the branch is
+                // live code (its launches count) but fp32 inputs never take it.
+                let half_only = self.precision == Precision::Fp32
+                    && node
+                        .field("condition")
+                        .is_some_and(|c| half_only_test(self.t(c)));
+                if half_only {
+                    if let Some(c) = node.field("condition") {
+                        self.visit(c);
+                    }
+                    self.half_depth += 1;
+                    if let Some(b) = node.field("consequence") {
+                        self.visit(b);
+                    }
+                    self.half_depth -= 1;
                     if let Some(a) = node.field("alternative") {
                         self.visit(a);
                     }
@@ -822,16 +909,9 @@ impl<'t> Analyzer<'t> {
                 && self.library_ops_banned()
             || p.contains("ATen/cuda/CUDABlas")
             || p.contains("ATen/cudnn/");
-        if vendor {
-            self.flag(
-                VENDOR,
-                path.byte_range(),
-                format!("`#include <{p}>` brings in a vendor library (cuBLAS/cuDNN/...); the candidate must compute with its own kernel"),
-            );
-        }
-        if p.starts_with("mma.h") && self.precision == Precision::Fp32 {
-            self.flag(PRECISION, path.byte_range(), "`#include <mma.h>` (WMMA tensor cores) computes in fp16/bf16/TF32 on an fp32 problem".into());
-        }
+        // A header alone calls nothing (templates copy boilerplate includes): what is used
+        // from it is flagged where it is used (`cublasSgemm`, `wmma::fragment`).
+        let _ = vendor;
     }
 
     fn define(&mut self, node: Node<'t>) {
@@ -1023,6 +1103,12 @@ impl<'t> Analyzer<'t> {
             host_writes: Vec::new(),
             param_passes: Vec::new(),
             has_asm: false,
+            full_launches: HashSet::default(),
+            stores_tensor_data: false,
+            returns_current_stream: false,
+            joins_caller: false,
+            records_event: false,
+            range: node.byte_range(),
         });
         let saved_cur = self.cur.replace(self.funcs.len() - 1);
         let saved_state = std::mem::take(&mut self.state);
@@ -1196,6 +1282,10 @@ impl<'t> Analyzer<'t> {
             return;
         }
         let Some(e) = node.named_child(0) else { return };
+        if self.funcs[i].name.contains("tream") || self.t(e).contains("tream") {
+            let current = self.stream_ok(e, 0);
+            self.funcs[i].returns_current_stream = current;
+        }
         if self.is_empty_alloc(e) {
             self.flag(
                 UNWRITTEN,
@@ -1235,6 +1325,9 @@ impl<'t> Analyzer<'t> {
             self.record_param_passes(&kernel, node);
             if let Some(i) = self.cur {
                 self.funcs[i].launches.insert(kernel.clone());
+                if self.half_depth == 0 {
+                    self.funcs[i].full_launches.insert(kernel.clone());
+                }
                 if let Some(al) = node.field("arguments") {
                     let mut c = al.walk();
                     let args: Vec<_> = al
@@ -1323,10 +1416,34 @@ impl<'t> Analyzer<'t> {
                     }
                 }
             }
+            if let Some(i) = self.cur {
+                let arg0 = node.field("arguments").and_then(|a| a.named_child(0));
+                match m.as_str() {
+                    "record" => self.funcs[i].records_event = true,
+                    "block" if arg0.is_some_and(|a| self.stream_ok(a, 0)) => {
+                        self.funcs[i].joins_caller = true
+                    }
+                    _ => {}
+                }
+            }
             if m == "def" {
                 // PYBIND11_MODULE: m.def("name", &func)
                 let mut c = node.walk();
                 if let Some(args) = node.field("arguments") {
+                    let py_name = args
+                        .named_child(0)
+                        .filter(|a| a.kind_fast() == "string_literal")
+                        .map(|a| self.t(a).trim_matches('"').to_string());
+                    let target = args.named_child(1).map(|a| {
+                        if a.kind_fast() == "pointer_expression" {
+                            a.field("argument").unwrap_or(a)
+                        } else {
+                            a
+                        }
+                    });
+                    if let (Some(py), Some(q)) = (py_name, target.and_then(|t| self.qualname(t))) {
+                        self.pybind_names.push((py, last_segment(&q).to_string()));
+                    }
                     for a in args.named_children(&mut c) {
                         let target = if a.kind_fast() == "pointer_expression" {
                             a.field("argument")
@@ -1346,6 +1463,20 @@ impl<'t> Analyzer<'t> {
         let last = last_segment(&q).to_string();
         if let Some(i) = self.cur {
             self.funcs[i].calls.insert(last.clone());
+            match last.as_str() {
+                "cudaEventRecord" | "cudaEventRecordWithFlags" | "cuEventRecord" => {
+                    self.funcs[i].records_event = true
+                }
+                "cudaStreamWaitEvent" | "cuStreamWaitEvent"
+                    if node
+                        .field("arguments")
+                        .and_then(|a| a.named_child(0))
+                        .is_some_and(|a| self.stream_ok(a, 0)) =>
+                {
+                    self.funcs[i].joins_caller = true;
+                }
+                _ => {}
+            }
         }
         self.plain_call(node, &q, &last);
         if last.starts_with("atomic") {
@@ -1708,14 +1839,21 @@ impl<'t> Analyzer<'t> {
                 }
                 let q = self.qualname(f).unwrap_or_default();
                 match last_segment(&q) {
-                    "getCurrentCUDAStream" | "getDefaultCUDAStream" => true,
+                    "getCurrentCUDAStream"
+                    | "getDefaultCUDAStream"
+                    | "current_stream"
+                    | "getCurrentStream" => true,
                     // `reinterpret_cast<cudaStream_t>(handle)`: the handle decides (a parameter
                     // is the caller's, e.g. Python's `torch.cuda.current_stream().cuda_stream`).
                     "reinterpret_cast" | "static_cast" | "const_cast" | "bit_cast" => n
                         .field("arguments")
                         .and_then(|a| a.named_child(0))
                         .is_some_and(|a| self.stream_ok(a, depth + 1)),
-                    _ => false,
+                    // A helper of this extension that returns the caller's stream.
+                    name => self
+                        .funcs
+                        .iter()
+                        .any(|f| f.name == name && f.returns_current_stream),
                 }
             }
             "field_expression" | "parenthesized_expression" | "cast_expression" => {
@@ -1746,6 +1884,14 @@ impl<'t> Analyzer<'t> {
                         }
                     }
                     f.writes.insert(name.to_string());
+                    if param.is_none()
+                        && self.state.inits.get(name).is_some_and(|v| {
+                            let t = &self.text[v.byte_range()];
+                            t.contains("data_ptr") || t.contains("accessor") || t.contains(".data<")
+                        })
+                    {
+                        self.funcs[i].stores_tensor_data = true;
+                    }
                     // A local pointer into a parameter (`float* row = out + r * cols;`):
                     // the store goes through to the parameter.
                     match (param, self.state.inits.get(name)) {
@@ -1758,6 +1904,9 @@ impl<'t> Analyzer<'t> {
                 }
                 // Reached a tensor parameter's data pointer: host code stores into that tensor.
                 "call_expression" => {
+                    if self.t(n).contains("data_ptr") || self.t(n).contains(".data<") {
+                        self.funcs[i].stores_tensor_data = true;
+                    }
                     if let Some(p) = self.input_param_of(n, 0) {
                         self.funcs[i].host_writes.push((p, site));
                     }
@@ -1836,7 +1985,7 @@ impl<'t> Analyzer<'t> {
             .filter(|f| f.kind == FuncKind::Host && f.returns_tensor);
         for host in hosts {
             for (p, range) in &host.host_writes {
-                if !host.returned_params.contains(p) {
+                if !host.returned_params.contains(p) && !self.owned_param(host, p) {
                     hits.push((
                         range.clone(),
                         format!(
@@ -1849,7 +1998,10 @@ impl<'t> Analyzer<'t> {
             for (callee, args) in host.launch_args.iter().chain(&host.helper_calls) {
                 for (j, (p, range)) in args.iter().enumerate() {
                     let Some(p) = p else { continue };
-                    if host.returned_params.contains(p) || !self.writes_arg(callee, j, 0) {
+                    if host.returned_params.contains(p)
+                        || self.owned_param(host, p)
+                        || !self.writes_arg(callee, j, 0)
+                    {
                         continue;
                     }
                     hits.push((
@@ -1874,7 +2026,7 @@ impl<'t> Analyzer<'t> {
         let mut hits = Vec::new();
         for h in self.funcs.iter().filter(|f| f.kind == FuncKind::Host) {
             for (p, range) in &h.returned_sites {
-                if !self.is_out_param(h, p) {
+                if !self.is_out_param(h, p) && !self.owned_param(h, p) {
                     hits.push((range.clone(), format!("returns its input `{p}`: the output is the input tensor, computed in place (inputs must not be modified; allocate an output)")));
                 }
             }
@@ -1919,7 +2071,132 @@ impl<'t> Analyzer<'t> {
         stored
     }
 
-    fn finish(&mut self, src: &EmbeddedSource) {
+    /// A tensor parameter `p` of `host` that `forward` only ever passes the candidate's own
+    /// buffers at (a workspace, an output, partial sums), at every call site.
+    fn owned_param(&self, host: &Func, p: &str) -> bool {
+        let Some(k) = host.params.iter().position(|q| q.name == p) else {
+            return false;
+        };
+        let mut py_names: Vec<&str> = vec![host.name.as_str()];
+        py_names.extend(
+            self.pybind_names
+                .iter()
+                .filter(|(_, cpp)| *cpp == host.name)
+                .map(|(py, _)| py.as_str()),
+        );
+        let mut seen = false;
+        for name in py_names {
+            if let Some(args) = self.py_args.get(name) {
+                seen = true;
+                if args.get(k) != Some(&ArgKind::Owned) {
+                    return false;
+                }
+            }
+        }
+        seen
+    }
+
+    /// Python names of the exported functions that do work of their own: they (or host
+    /// helpers they call) launch a kernel that is not a decoy, or store into tensor data.
+    fn working_exports(&self, src: &EmbeddedSource, decoys: &HashSet<String>) -> Vec<String> {
+        let mut exported: Vec<String> = src.functions.clone().unwrap_or_default();
+        exported.extend(self.pybind_names.iter().map(|(py, _)| py.clone()));
+        let cpp_of = |py: &str| -> String {
+            self.pybind_names
+                .iter()
+                .find(|(p, _)| p == py)
+                .map_or(py.to_string(), |(_, c)| c.clone())
+        };
+        if exported.is_empty() {
+            exported = self
+                .funcs
+                .iter()
+                .filter(|f| f.kind == FuncKind::Host)
+                .map(|f| f.name.clone())
+                .collect();
+        }
+        let kernel_works = |name: &str| {
+            !decoys.contains(name)
+                && self.funcs.iter().any(|f| {
+                    f.kind == FuncKind::Global
+                        && f.name == name
+                        && (f.has_asm
+                            || f.params.iter().any(|p| f.writes.contains(&p.name))
+                            || !f.calls.iter().all(|c| pure_device_call(c)))
+                })
+        };
+        exported
+            .into_iter()
+            .filter(|py| {
+                let root = cpp_of(py);
+                let mut stack = vec![root];
+                let mut seen: HashSet<String> = HashSet::default();
+                while let Some(n) = stack.pop() {
+                    if !seen.insert(n.clone()) {
+                        continue;
+                    }
+                    for f in self
+                        .funcs
+                        .iter()
+                        .filter(|f| f.name == n && f.kind == FuncKind::Host)
+                    {
+                        if f.stores_tensor_data && !src.has_cuda() {
+                            return true;
+                        }
+                        if f.launches.iter().any(|k| kernel_works(k)) {
+                            return true;
+                        }
+                        stack.extend(f.calls.iter().cloned());
+                    }
+                }
+                false
+            })
+            .collect()
+    }
+
+    /// Reduced-precision findings inside kernels and device functions that only branches for
+    /// half/bf16 inputs launch: fp32 inputs never run them.
+    fn drop_half_only_precision(&mut self) {
+        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::default();
+        for (i, f) in self.funcs.iter().enumerate() {
+            by_name.entry(f.name.as_str()).or_default().push(i);
+        }
+        let reach = |full_only: bool| -> Vec<bool> {
+            let mut seen = vec![false; self.funcs.len()];
+            let mut queue: Vec<usize> = (0..self.funcs.len())
+                .filter(|&i| self.funcs[i].kind == FuncKind::Host)
+                .collect();
+            while let Some(i) = queue.pop() {
+                if std::mem::replace(&mut seen[i], true) {
+                    continue;
+                }
+                let f = &self.funcs[i];
+                let launches = if full_only {
+                    &f.full_launches
+                } else {
+                    &f.launches
+                };
+                for n in launches.iter().chain(f.calls.iter()) {
+                    queue.extend(by_name.get(n.as_str()).into_iter().flatten().copied());
+                }
+            }
+            seen
+        };
+        let (all, full) = (reach(false), reach(true));
+        let half_only: Vec<Range<usize>> = (0..self.funcs.len())
+            .filter(|&i| all[i] && !full[i] && self.funcs[i].kind != FuncKind::Host)
+            .map(|i| self.funcs[i].range.clone())
+            .collect();
+        if half_only.is_empty() {
+            return;
+        }
+        self.findings.retain(|(code, r, _)| {
+            *code != PRECISION || !half_only.iter().any(|h| h.contains(&r.start))
+        });
+    }
+
+    fn finish(&mut self, src: &EmbeddedSource) -> Vec<String> {
+        self.drop_half_only_precision();
         self.returned_inputs();
         self.input_writes();
         let defined: HashSet<String> = self.funcs.iter().map(|f| f.name.clone()).collect();
@@ -1947,7 +2224,7 @@ impl<'t> Analyzer<'t> {
                     "the CUDA sources define no `__global__` kernel: the extension launches no kernel of its own".into(),
                 );
             }
-            return;
+            return self.working_exports(src, &HashSet::default());
         }
         // Roots: the exported functions (functions=[...] or PYBIND11_MODULE), else every host function.
         let mut exported: Vec<String> = src.functions.clone().unwrap_or_default();
@@ -2018,7 +2295,43 @@ impl<'t> Analyzer<'t> {
         for (r, m) in decoys {
             self.flag(DECOY, r, m);
         }
+        self.working_exports(src, &reported)
     }
+}
+
+static NO_ARGS: std::sync::LazyLock<HashMap<String, Vec<ArgKind>>> =
+    std::sync::LazyLock::new(HashMap::default);
+
+/// A condition only half/bf16 inputs satisfy: a conjunction with a dtype test against a
+/// half type (`x.scalar_type() == at::kHalf && n % 2 == 0`, `std::is_same<scalar_t, at::Half>`).
+fn half_only_test(cond: &str) -> bool {
+    let c: String = cond.chars().filter(|ch| !ch.is_whitespace()).collect();
+    if c.contains("||") || c.contains("!=") {
+        return false;
+    }
+    let half = |t: &str| {
+        [
+            "kHalf",
+            "kFloat16",
+            "kBFloat16",
+            "ScalarType::Half",
+            "ScalarType::BFloat16",
+        ]
+        .iter()
+        .any(|h| t.contains(h))
+    };
+    c.trim_matches(|ch| ch == '(' || ch == ')')
+        .split("&&")
+        .any(|part| {
+            (part.contains("==")
+                && half(part)
+                && (part.contains("scalar_type()") || part.contains("dtype()")))
+                || (part.contains("is_same")
+                    && part.contains("scalar_t")
+                    && ["Half", "BFloat16", "__half", "__nv_bfloat16"]
+                        .iter()
+                        .any(|h| part.contains(h)))
+        })
 }
 
 /// Device calls that cannot store through a kernel's parameters: math functions, casts and

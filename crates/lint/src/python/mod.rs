@@ -1,5 +1,6 @@
 //! Python-side rules over ruff's AST.
 
+pub mod consts;
 pub mod names;
 pub mod reach;
 pub mod rules;
@@ -10,5 +11,38 @@ use ruff_python_ast::ModModule;
 
 /// Run every Python rule on a parsed module.
 pub fn check(module: &ModModule, ctx: &Context) -> Vec<RawFinding> {
-    rules::check(module, ctx)
+    rules::check_full(module, ctx).findings
+}
+
+/// What an argument handed to an extension function is, seen from `ModelNew.forward`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgKind {
+    /// One of `forward`'s input tensors (or a view of one).
+    Input,
+    /// Owned by the candidate: `self.<attr>` (a workspace, a weight), a fresh allocation, a
+    /// scalar. Writing it mutates no input.
+    Owned,
+    Unknown,
+}
+
+/// A call of an extension function in code reachable from `ModelNew.forward`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtCall {
+    /// The Python name called (`ext.relu(x)` -> `relu`).
+    pub name: String,
+    /// The result is used (assigned, returned, passed on), not thrown away as a statement.
+    pub result_used: bool,
+    /// Positional arguments.
+    pub args: Vec<ArgKind>,
+}
+
+/// The Python rules' findings and the extension calls on the forward path.
+pub struct PythonOutput {
+    pub findings: Vec<RawFinding>,
+    pub ext_calls: Vec<ExtCall>,
+}
+
+/// [`check`] with the extension calls the C++ rules and the torch-op severity need.
+pub fn check_full(module: &ModModule, ctx: &Context) -> PythonOutput {
+    rules::check_full(module, ctx)
 }

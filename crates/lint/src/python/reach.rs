@@ -12,6 +12,7 @@
 //! every name loaded in live code (a Triton kernel launched as `kernel[grid](...)` is a load of
 //! `kernel`). `walk_live` visits a body with the same dead-branch rules.
 
+use super::consts::{is_model_method, BranchFacts, Scope};
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{Expr, ExprCall, ModModule, Stmt, StmtClassDef, StmtFunctionDef};
 use rustc_hash::FxHashSet as HashSet;
@@ -31,6 +32,9 @@ pub struct Reachability<'a> {
     pub names: BTreeSet<String>,
     /// `self.<attr>` loads in live code.
     pub self_attrs: BTreeSet<String>,
+    /// `ModelNew.forward` is replaced (`ModelNew.forward = f`, `self.forward = self._fast`):
+    /// its own body may never run. Still walked for findings; not evidence of custom work.
+    pub forward_replaced: bool,
 }
 
 impl Reachability<'_> {
@@ -113,8 +117,9 @@ pub fn const_truth(expr: &Expr) -> Option<bool> {
     }
 }
 
-/// Visit the live statements of a body: skips constant-false branches and code after an
-/// unconditional `return`/`raise`/`continue`/`break`.
+/// Visit the live statements of a body: skips constant-false branches (literal constants, and
+/// what the problem decides: see [`super::consts`]) and code after an unconditional
+/// `return`/`raise`/`continue`/`break`.
 pub fn walk_live<'a, V: Visitor<'a> + ?Sized>(v: &mut V, body: &'a [Stmt]) {
     for stmt in body {
         v.visit_stmt(stmt);
@@ -128,13 +133,13 @@ pub fn walk_live<'a, V: Visitor<'a> + ?Sized>(v: &mut V, body: &'a [Stmt]) {
 }
 
 /// The part of `walk_stmt` that knows about dead branches; call it from `visit_stmt` of a
-/// visitor that wants only live code.
-pub fn walk_stmt_live<'a, V: Visitor<'a> + ?Sized>(v: &mut V, stmt: &'a Stmt) {
+/// visitor that wants only live code. `scope` decides tests beyond literal constants.
+pub fn walk_stmt_live<'a, V: Visitor<'a> + ?Sized>(v: &mut V, stmt: &'a Stmt, scope: Scope) {
     match stmt {
         Stmt::If(s) => {
             v.visit_expr(&s.test);
             let mut taken = false;
-            match const_truth(&s.test) {
+            match scope.truth(&s.test) {
                 Some(false) => {}
                 Some(true) => {
                     walk_live(v, &s.body);
@@ -149,7 +154,7 @@ pub fn walk_stmt_live<'a, V: Visitor<'a> + ?Sized>(v: &mut V, stmt: &'a Stmt) {
                 match clause.test.as_ref() {
                     Some(t) => {
                         v.visit_expr(t);
-                        match const_truth(t) {
+                        match scope.truth(t) {
                             Some(false) => {}
                             Some(true) => {
                                 walk_live(v, &clause.body);
@@ -164,7 +169,7 @@ pub fn walk_stmt_live<'a, V: Visitor<'a> + ?Sized>(v: &mut V, stmt: &'a Stmt) {
         }
         Stmt::While(s) => {
             v.visit_expr(&s.test);
-            if const_truth(&s.test) != Some(false) {
+            if scope.truth(&s.test) != Some(false) {
                 walk_live(v, &s.body);
             }
             walk_live(v, &s.orelse);
@@ -173,8 +178,14 @@ pub fn walk_stmt_live<'a, V: Visitor<'a> + ?Sized>(v: &mut V, stmt: &'a Stmt) {
     }
 }
 
-/// Compute what is reachable from `ModelNew.forward`. Empty when there is no `ModelNew` class.
+/// Compute what is reachable from `ModelNew.forward`, with only literal constants deciding
+/// branches. Empty when there is no `ModelNew` class.
 pub fn reachable(module: &ModModule) -> Reachability<'_> {
+    reachable_with(module, Scope::none().facts)
+}
+
+/// [`reachable`] with the problem's facts deciding branches too.
+pub fn reachable_with<'a>(module: &'a ModModule, facts: &BranchFacts) -> Reachability<'a> {
     let mut r = Reachability::default();
     let Some(model_new) = find_class(module, "ModelNew") else {
         return r;
@@ -205,6 +216,9 @@ pub fn reachable(module: &ModModule) -> Reachability<'_> {
                     matches!(t, Expr::Attribute(at) if matches!(at.value.as_ref(), Expr::Name(n) if n.id.as_str() == "ModelNew"))
                 }) =>
             {
+                if a.targets.iter().any(|t| matches!(t, Expr::Attribute(at) if at.attr.as_str() == "forward")) {
+                    r.forward_replaced = true;
+                }
                 names_in(module, &a.value, &mut outer)
             }
             Stmt::Expr(e) => {
@@ -214,6 +228,9 @@ pub fn reachable(module: &ModModule) -> Reachability<'_> {
                         && args.len() == 3
                         && matches!(&args[0], Expr::Name(n) if n.id.as_str() == "ModelNew")
                     {
+                        if !matches!(&args[1], Expr::StringLiteral(l) if l.value.to_str() != "forward") {
+                            r.forward_replaced = true;
+                        }
                         names_in(module, &args[2], &mut outer);
                     }
                 }
@@ -222,6 +239,9 @@ pub fn reachable(module: &ModModule) -> Reachability<'_> {
         }
     }
     // `self.forward = self._fast` in `__init__`: the instance attribute shadows the method.
+    if !self_attr_values(model_new, "forward").is_empty() {
+        r.forward_replaced = true;
+    }
     for value in self_attr_values(model_new, "forward")
         .into_iter()
         .chain(self_attr_values(model_new, "__call__"))
@@ -252,7 +272,15 @@ pub fn reachable(module: &ModModule) -> Reachability<'_> {
             continue;
         }
         r.functions.push((f, owner));
-        let mut c = Collector::default();
+        let mut c = Collector {
+            scope: Scope {
+                facts,
+                self_is_model: is_model_method(owner, module),
+            },
+            calls: Vec::new(),
+            names: BTreeSet::new(),
+            self_attrs: BTreeSet::new(),
+        };
         // A decorator runs around the function: `@with_epilogue` makes its wrapper live.
         for d in &f.decorator_list {
             c.visit_expr(&d.expression);
@@ -427,16 +455,17 @@ fn is_self_attr(e: &Expr, attr: &str) -> bool {
         && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self"))
 }
 
-#[derive(Default)]
-struct Collector<'a> {
+struct Collector<'a, 'f> {
+    scope: Scope<'f>,
     calls: Vec<&'a ExprCall>,
     names: BTreeSet<String>,
     self_attrs: BTreeSet<String>,
 }
 
-impl<'a> Visitor<'a> for Collector<'a> {
+impl<'a> Visitor<'a> for Collector<'a, '_> {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
-        walk_stmt_live(self, stmt);
+        let scope = self.scope;
+        walk_stmt_live(self, stmt, scope);
     }
     fn visit_expr(&mut self, expr: &'a Expr) {
         match expr {

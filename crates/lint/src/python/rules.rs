@@ -38,12 +38,16 @@ pub struct Checker<'a, 'c> {
     /// `Model` and module-level names bound to it (`_Base = Model`).
     ref_names: HashSet<String>,
     pub out: Vec<RawFinding>,
+    /// Extension calls in live code.
+    ext_calls: Vec<super::ExtCall>,
+    /// Branches of reachable functions that the problem's facts prove dead.
+    dead: Vec<std::ops::Range<usize>>,
 }
 
 impl<'a, 'c> Checker<'a, 'c> {
     pub fn new(module: &'a ModModule, ctx: &'c Context<'c>) -> Self {
         let names = Names::build(module);
-        let reach = super::reach::reachable(module);
+        let reach = super::reach::reachable_with(module, &ctx.facts);
         let mut c = Checker {
             module,
             ctx,
@@ -72,17 +76,34 @@ impl<'a, 'c> Checker<'a, 'c> {
             env_names: HashSet::default(),
             ref_names: reference_names(module),
             out: Vec::new(),
+            ext_calls: Vec::new(),
+            dead: Vec::new(),
         };
+        c.dead = c
+            .reach
+            .functions
+            .iter()
+            .flat_map(|(f, owner)| {
+                let scope = super::consts::Scope {
+                    facts: &ctx.facts,
+                    self_is_model: super::consts::is_model_method(*owner, module),
+                };
+                super::consts::dead_ranges(&f.body, scope)
+            })
+            .collect();
         c.env_names = c.module_env_names();
         c.collect_bindings();
         c
     }
 
-    pub fn run(mut self) -> Vec<RawFinding> {
+    pub fn run(mut self) -> super::PythonOutput {
         self.file_pass();
         self.live_pass();
         self.structure_pass();
-        self.out
+        super::PythonOutput {
+            findings: self.out,
+            ext_calls: self.ext_calls,
+        }
     }
 
     /// `_TIMING = os.environ.get("PHASE") == "timing"` at module level: a later branch on
@@ -126,6 +147,11 @@ impl<'a, 'c> Checker<'a, 'c> {
     }
 
     fn push(&mut self, code: &'static str, r: std::ops::Range<usize>, msg: impl Into<String>) {
+        // A precision conversion on a branch the problem never takes (`if x.dtype ==
+        // torch.float16:` on an fp32 problem) never runs.
+        if code == "KG501" && self.dead.iter().any(|d| d.contains(&r.start)) {
+            return;
+        }
         self.out.push(RawFinding::new(code, r, msg));
     }
 
@@ -897,14 +923,16 @@ impl<'a, 'c> Checker<'a, 'c> {
     // ---------------------------------------------------------------- live code
 
     fn live_pass(&mut self) {
-        let functions: Vec<(&'a StmtFunctionDef, bool, bool)> = self
+        let module = self.module;
+        let functions: Vec<(&'a StmtFunctionDef, bool, bool, bool)> = self
             .reach
             .functions
             .iter()
             .map(|(f, owner)| {
                 let entry = matches!(f.name.as_str(), "forward" | "__call__")
                     && owner.is_some_and(|o| o.name.as_str() == "ModelNew");
-                (*f, entry, owner.is_some())
+                let model_method = super::consts::is_model_method(*owner, module);
+                (*f, entry, owner.is_some(), model_method)
             })
             .collect();
         // Which arguments of a helper got a tensor at a live call site (`self._post(y)`): the
@@ -913,7 +941,7 @@ impl<'a, 'c> Checker<'a, 'c> {
             HashMap::default();
         let mut counters: Vec<(String, std::ops::Range<usize>)> = Vec::new();
         let mut tests: Vec<(String, std::ops::Range<usize>)> = Vec::new();
-        for (f, entry, is_method) in functions {
+        for (f, entry, is_method, model_method) in functions {
             if self.gpu_dsl(f) {
                 continue;
             }
@@ -974,6 +1002,9 @@ impl<'a, 'c> Checker<'a, 'c> {
                 entry,
                 body: &f.body,
                 handled: HashSet::default(),
+                model_method,
+                discarded: HashSet::default(),
+                allocs: HashSet::default(),
             };
             for d in &f.decorator_list {
                 // `@torch.compile` on a live function runs Inductor's kernels.
@@ -2295,6 +2326,12 @@ struct LiveVisitor<'x, 'a, 'c> {
     entry: bool,
     /// The body of the function being visited.
     body: &'a [Stmt],
+    /// A method of `ModelNew`: `self` is the instance the problem's facts describe.
+    model_method: bool,
+    /// Start offsets of calls whose result is thrown away (`ext.run(x)` as a statement).
+    discarded: HashSet<usize>,
+    /// Locals bound to a fresh allocation (`ws = torch.empty(...)`).
+    allocs: HashSet<String>,
 }
 
 /// Methods that return a tensor sharing storage with the receiver.
@@ -2786,7 +2823,26 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
             Stmt::FunctionDef(f) if self.c.gpu_dsl(f) => return,
             _ => {}
         }
-        walk_stmt_live(self, stmt);
+        if let Stmt::Expr(e) = stmt {
+            if let Expr::Call(c) = e.value.as_ref() {
+                self.discarded.insert(usize::from(c.start()));
+            }
+        }
+        if let Stmt::Assign(a) = stmt {
+            if let [Expr::Name(n)] = a.targets.as_slice() {
+                if self.is_alloc(&a.value) {
+                    self.allocs.insert(n.id.to_string());
+                } else {
+                    self.allocs.remove(n.id.as_str());
+                }
+            }
+        }
+        let ctx: &Context = self.c.ctx;
+        let scope = super::consts::Scope {
+            facts: &ctx.facts,
+            self_is_model: self.model_method,
+        };
+        walk_stmt_live(self, stmt, scope);
     }
 
     fn visit_expr(&mut self, expr: &'a Expr) {
@@ -2896,9 +2952,75 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
         false
     }
 
+    /// A fresh allocation: `torch.empty(...)`, `torch.zeros_like(x)`, `x.new_empty(...)`.
+    fn is_alloc(&self, e: &Expr) -> bool {
+        let Expr::Call(c) = e else { return false };
+        if let Some(q) = self.c.names.qualify(&c.func) {
+            return matches!(
+                q.as_str(),
+                "torch.empty"
+                    | "torch.empty_like"
+                    | "torch.empty_strided"
+                    | "torch.zeros"
+                    | "torch.zeros_like"
+                    | "torch.ones"
+                    | "torch.ones_like"
+                    | "torch.full"
+                    | "torch.full_like"
+            );
+        }
+        matches!(c.func.as_ref(), Expr::Attribute(a) if matches!(a.attr.as_str(), "new_empty" | "new_zeros" | "new_ones" | "new_full"))
+    }
+
+    /// What an argument of an extension call is (see [`super::ArgKind`]).
+    fn arg_kind(&self, e: &Expr) -> super::ArgKind {
+        use super::ArgKind;
+        if self.input_root(e).is_some() {
+            return ArgKind::Input;
+        }
+        match e {
+            Expr::NumberLiteral(_) | Expr::BooleanLiteral(_) | Expr::NoneLiteral(_) => {
+                ArgKind::Owned
+            }
+            Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
+                ArgKind::Owned
+            }
+            Expr::Name(n) if self.allocs.contains(n.id.as_str()) => ArgKind::Owned,
+            Expr::Call(c) => match c.func.as_ref() {
+                _ if self.is_alloc(e) => ArgKind::Owned,
+                // `self.ws.view(-1)`, `out.contiguous()`: the receiver decides.
+                Expr::Attribute(a) if SAME_STORAGE.contains(&a.attr.as_str()) => {
+                    self.arg_kind(&a.value)
+                }
+                _ => ArgKind::Unknown,
+            },
+            _ => ArgKind::Unknown,
+        }
+    }
+
     fn check_live_call(&mut self, call: &'a ExprCall) {
         let q = self.c.names.qualify(&call.func);
         self.handled.insert(usize::from(call.func.start()));
+        if let Expr::Attribute(a) = call.func.as_ref() {
+            // On an extension object, or an exported name on something that is not a known
+            // module (`torch.relu` is not the extension's `relu`).
+            let on_ext = key_of(&a.value).is_some_and(|k| self.c.ext_objects.contains(&k))
+                || (q.is_none() && self.c.ext_functions.contains(a.attr.as_str()));
+            // A replaced `forward`'s own body is not evidence that custom code runs.
+            if on_ext && !(self.entry && self.c.reach.forward_replaced) {
+                let args = call
+                    .arguments
+                    .args
+                    .iter()
+                    .map(|x| self.arg_kind(x))
+                    .collect();
+                self.c.ext_calls.push(super::ExtCall {
+                    name: a.attr.to_string(),
+                    result_used: !self.discarded.contains(&usize::from(call.start())),
+                    args,
+                });
+            }
+        }
         for a in call
             .arguments
             .args
@@ -3117,7 +3239,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
 }
 
 /// Used by `lint_file`.
-pub fn check(module: &ModModule, ctx: &Context) -> Vec<RawFinding> {
+pub fn check_full(module: &ModModule, ctx: &Context) -> super::PythonOutput {
     let _ = BTreeSet::<u8>::new;
     Checker::new(module, ctx).run()
 }
