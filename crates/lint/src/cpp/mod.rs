@@ -2,6 +2,7 @@
 //! [`crate::embedded::extract`]; they are parsed with tree-sitter-cuda, so comments and string
 //! literals never trigger a rule, and every finding is mapped back into the `.py` file.
 
+pub mod device_store;
 pub mod macros;
 pub mod names;
 
@@ -231,6 +232,8 @@ pub fn check(src: &EmbeddedSource, ctx: &Context) -> Vec<RawFinding> {
     a.backend = ctx.backend;
     a.visit(tree.root_node());
     a.finish(src);
+    a.findings
+        .extend(device_store::check(tree.root_node(), &src.text));
 
     let mut seen: HashSet<(&'static str, usize, String)> = HashSet::default();
     a.findings.sort_by_key(|f| f.1.start);
