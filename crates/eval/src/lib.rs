@@ -555,6 +555,25 @@ fn summarise_timing(
     if let Some(c) = samples.get("candidate") {
         findings.extend(kernelgate_timing::escaped_work(file, c));
     }
+    use kernelgate_timing::integrity::{self as ig, ReferenceWitness};
+    if let (Some(c), Some(r)) = (
+        samples.get("candidate"),
+        samples.get(ig::SERIES_CANDIDATE_REPEATED),
+    ) {
+        findings.extend(ig::input_reuse(file, c, r));
+    }
+    if let (Some(alone), Some(interleaved)) = (
+        samples.get(ig::SERIES_REFERENCE_ALONE),
+        samples.get("reference"),
+    ) {
+        let w = ReferenceWitness {
+            alone,
+            control_alone: samples.get(ig::SERIES_CONTROL_ALONE).map(Vec::as_slice),
+            interleaved,
+            control: samples.get(ig::SERIES_CONTROL).map(Vec::as_slice),
+        };
+        findings.extend(ig::reference_tampered(file, &w));
+    }
     TimingResult {
         samples,
         vs_reference,

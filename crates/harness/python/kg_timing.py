@@ -1,18 +1,20 @@
 """kernelgate timing loop, embedded in the `kernelgate_harness` extension (`timing_module()`).
 
-`measure(callables, n_input_sets, timer, cfg, verify)` times several callables against each
-other in one process: warm-up, then rounds in which every callable runs once on the same input
-set, in a fresh random order (A B / B A ...), the input set rotating from round to round. It
-stops when the 95% confidence interval of the median of every series is within
-`cfg["ci_target_pct"]` percent (half-width), or the budget runs out, always between
-`min_samples` and `max_samples`. A random share of timed outputs is re-verified (`verify` raises
-on a wrong one), at least one per series. Before a call picked for verification, `refresh(i)`
-(when given) refills input set `i` with fresh values in place, outside the timed region, so a
-result cached by pointer, `id()` or shape from an earlier call is caught as wrong. The clock is the Rust `Timer` (driver events), so
-nothing a candidate patches in Python changes what is measured.
+`measure(callables, n_input_sets, timer, cfg, verify, inputs, repeat)` times several callables
+against each other in one process: warm-up, then rounds in which every callable runs once on the
+same input set, in a fresh random order (A B / B A ...), the input set rotating from round to
+round. With `inputs` (`FreshInputs`) every call first gets content no earlier call saw (same
+buffers, new values from the problem's own draws), outside the timed region; the callables named
+in `repeat` also get a series on the content of their previous call, which the Rust side
+compares with the fresh one (`timing/input-reuse-speedup`). It stops when the 95% confidence
+interval of the median of every series is within `cfg["ci_target_pct"]` percent (half-width),
+or the budget runs out, always between `min_samples` and `max_samples`. A random share of timed
+outputs is re-verified against the reference on the call's own content (`verify` raises on a
+wrong one), at least one per series. The clock is the Rust `Timer` (driver events), so nothing
+a candidate patches in Python changes what is measured.
 
 `baseline(job_json)` times a problem's reference (eager, or `torch.compile`d) for
-`kernelgate baseline`. No candidate code runs in that process.
+`kernelgate baseline`, on fresh content too. No candidate code runs in that process.
 """
 
 import gc
@@ -32,6 +34,7 @@ _gc_enable = gc.enable
 _gc_isenabled = gc.isenabled
 _gc_collect = gc.collect
 _comb = math.comb
+_isinstance = isinstance
 
 _RANKS = {}
 
@@ -102,8 +105,160 @@ def make_timer(cfg):
     return kernelgate_harness.Timer("cpu", cfg.get("l2", "cold"))
 
 
-def measure(callables, n_input_sets, timer, cfg, verify=None, refresh=None):
-    """Times every callable; returns {name: [{"ms", "trailing_sync_ms", "wall_ms", "input_set"}]}."""
+# Series names the Rust side reads (crates/timing/src/integrity.rs).
+REPEATED_SUFFIX = "_repeated"
+REFILL_SERIES = "input_refill"
+
+
+class FreshInputs:
+    """Fresh content for every timed call, from the problem's own distribution.
+
+    `sets` are the buffers the timed calls read (one list of arguments per input set); they are
+    never reallocated, so a cache keyed by pointer still shows. For every tensor argument the
+    pool is the concatenation of that argument's content in every input set (draws of the
+    problem's own `get_inputs()`; one more draw from `extra_draw()` when there is a single set).
+    A call's content is the window of the pool at an offset drawn for that call, copied into the
+    buffer on the tensor's device: values from the problem's distribution, in an arrangement no
+    earlier call saw. Offsets at a multiple of the argument's size (the sets' original content,
+    seen by the correctness trials) are never drawn, and the largest argument's offsets are drawn
+    without replacement. A fixed zero pattern shared by every draw (`tril`, masks) is kept: only
+    the non-zero positions are refilled. `fill` runs outside the timed region, before the
+    timer's L2 flush.
+    """
+
+    def __init__(self, torch, sets, rng=None, extra_draw=None):
+        self.torch = torch
+        self.sets = sets
+        self.rng = rng if rng is not None else _Random(_urandom(16))
+        # Captured before any candidate code runs: a patched `copy_` must not skip the refill.
+        T = torch.Tensor
+        self._copy, self._index_put, self._view = T.copy_, T.index_put_, T.view
+        self._clone, self._getitem, self._zeros_like = T.clone, T.__getitem__, torch.zeros_like
+        draws = [list(s) for s in sets]
+        if len(draws) < 2 and extra_draw is not None:
+            draws.append(list(extra_draw()))
+        self.slots = []  # per argument: None or [pool, n, index tuple or None, draws]
+        for j, x in enumerate(sets[0]):
+            self.slots.append(self._slot(j, x, draws))
+        sizes = [(s[1] * s[3], j) for j, s in enumerate(self.slots) if s is not None]
+        self.lead = max(sizes)[1] if sizes else None
+        self.used = set()
+        self.repeats = 0  # calls whose content could not be new (tiny inputs)
+        self._seed = int.from_bytes(_urandom(8), "little")
+        self._digest = self.digest()
+
+    def _slot(self, j, x, draws):
+        torch = self.torch
+        if not _isinstance(x, torch.Tensor) or x.numel() == 0:
+            return None
+        col = [d[j] for d in draws if j < len(d)]
+        if len(col) != len(draws) or not all(
+            _isinstance(t, torch.Tensor) and t.shape == x.shape and t.dtype == x.dtype and t.device == x.device
+            for t in col
+        ):
+            return None
+        if not all(s[j].shape == x.shape and s[j].dtype == x.dtype for s in self.sets):
+            return None
+        with torch.no_grad():
+            nz = col[0] != 0
+            structured = 0 < int(nz.sum()) < x.numel() and all(torch.equal(t != 0, nz) for t in col[1:])
+            if structured:
+                idx = nz.nonzero(as_tuple=True)
+                pool = torch.cat([t[idx].reshape(-1) for t in col])
+                return [pool, int(idx[0].numel()), idx, len(col)]
+            pool = torch.cat([t.reshape(-1) for t in col])
+            return [pool, x.numel(), None, len(col)]
+
+    def _offset(self, slot, lead):
+        _, n, _, d = slot
+        span = (d - 1) * n + 1
+        fresh_total = span - d
+        if fresh_total <= 0:
+            return self.rng.randrange(span)
+        if lead and len(self.used) >= fresh_total:
+            self.repeats += 1
+            lead = False
+        while True:
+            o = self.rng.randrange(span)
+            if o % n == 0 or (lead and o in self.used):
+                continue
+            if lead:
+                self.used.add(o)
+            return o
+
+    def fresh(self):
+        """A token for new content: one offset per refilled argument."""
+        return tuple(None if s is None else self._offset(s, j == self.lead) for j, s in enumerate(self.slots))
+
+    def fill(self, i, token):
+        """Copies the content of `token` into input set `i`'s buffers (same pointers)."""
+        with self.torch.no_grad():
+            for buf, slot, o in zip(self.sets[i], self.slots, token):
+                if slot is None:
+                    continue
+                pool, n, idx, _ = slot
+                window = self._getitem(pool, slice(o, o + n))
+                if idx is None:
+                    self._copy(buf, self._view(window, buf.shape))
+                else:
+                    self._index_put(buf, idx, window)
+
+    def restore(self):
+        """Puts every input set's original content back (the window at its own place in the
+        pool), bit for bit."""
+        for i in range(len(self.sets)):
+            self.fill(i, tuple(None if s is None else i * s[1] for s in self.slots))
+
+    def materialize(self, token):
+        """New tensors holding the content of `token` (for the reference on the same content)."""
+        out = []
+        with self.torch.no_grad():
+            for x, slot, o in zip(self.sets[0], self.slots, token):
+                if slot is None:
+                    out.append(self._clone(x) if _isinstance(x, self.torch.Tensor) else x)
+                    continue
+                pool, n, idx, _ = slot
+                window = self._getitem(pool, slice(o, o + n))
+                if idx is None:
+                    out.append(self._clone(self._view(window, x.shape)))
+                else:
+                    t = self._zeros_like(x)
+                    self._index_put(t, idx, window)
+                    out.append(t)
+        return out
+
+    def digest(self):
+        """Weighted sums of every pool (weights from a seed held here): a pool changed by
+        candidate code would make content repeat unseen."""
+        torch = self.torch
+        g = torch.Generator(device="cpu")
+        g.manual_seed(self._seed)
+        sums = []
+        with torch.no_grad():
+            for slot in self.slots:
+                if slot is None:
+                    continue
+                p = slot[0].reshape(-1).double()
+                w = torch.rand(p.numel(), generator=g, dtype=torch.float64).to(p.device)
+                sums.append(float((p * w).sum()))
+        return sums
+
+    def intact(self):
+        d = self.digest()
+        return all(a == b or (a != a and b != b) for a, b in zip(d, self._digest))
+
+
+def measure(callables, n_input_sets, timer, cfg, verify=None, inputs=None, repeat=()):
+    """Times every callable; returns {series: [{"ms", "trailing_sync_ms", "wall_ms", "input_set",
+    "verified"}]}.
+
+    With `inputs` (a `FreshInputs`), every call, warm-up included, first gets content no earlier
+    call saw; `verify(name, i, out, token)` checks a sampled call against the reference on the
+    content `token` stands for. Every name in `repeat` also gets the series
+    `name + REPEATED_SUFFIX`: one call per round on the content of that callable's previous
+    fresh call, refilled the same way and placed at random in the round, so the only difference
+    between the two series is whether the kernel saw the content before. The series
+    `REFILL_SERIES` times five refills with the same timer (the cost per call)."""
     if not callables:
         raise ValueError("measure() needs at least one callable")
     n_input_sets = max(1, int(n_input_sets))
@@ -122,14 +277,25 @@ def measure(callables, n_input_sets, timer, cfg, verify=None, refresh=None):
         timer = make_timer(cfg)
     _set_stream(timer)
     names = list(callables)
+    repeat = [r for r in repeat if r in callables] if inputs is not None else []
     samples = {name: [] for name in names}
-    verified = {name: 0 for name in names}
+    for r in repeat:
+        samples[r + REPEATED_SUFFIX] = []
+    verified = {name: 0 for name in samples}
+    last = {}  # name -> (input set, token) of its latest fresh call
 
-    def timed(name, i):
+    def timed(name, i, token):
+        if inputs is not None:
+            inputs.fill(i, token)  # outside the timed region, before the flush
         fn = callables[name]
         box = []
         ms, trailing, wall = timer.time(lambda: box.append(fn(i)))
         return ms, trailing, wall, (box[0] if box else None)
+
+    def fresh(name, i):
+        token = inputs.fresh() if inputs is not None else None
+        last[name] = (i, token)
+        return token
 
     gc_was_enabled = _gc_isenabled()
     _gc_collect()
@@ -140,7 +306,8 @@ def measure(callables, n_input_sets, timer, cfg, verify=None, refresh=None):
         w = 0
         while w < warmup or (_monotonic() - warm_start) * 1000.0 < warmup_ms:
             for name in names:
-                timed(name, w % n_input_sets)
+                i = w % n_input_sets
+                timed(name, i, fresh(name, i))
             w += 1
             if w >= 10_000:
                 break
@@ -148,20 +315,23 @@ def measure(callables, n_input_sets, timer, cfg, verify=None, refresh=None):
         rounds = 0
         while True:
             i = rounds % n_input_sets
-            order = names[:]
+            order = [(name, False) for name in names] + [(r, True) for r in repeat]
             rng.shuffle(order)
-            for name in order:
+            for name, again in order:
+                if again:
+                    j, token = last[name]
+                    series = name + REPEATED_SUFFIX
+                else:
+                    j, token, series = i, fresh(name, i), name
                 # Decided before the call: the candidate cannot tell a checked call from another.
                 check = verify is not None and rng.random() < verify_share
-                if check and refresh is not None:
-                    refresh(i)
-                ms, trailing, wall, out = timed(name, i)
-                samples[name].append(
-                    {"ms": ms, "trailing_sync_ms": trailing, "wall_ms": wall, "input_set": i}
+                ms, trailing, wall, out = timed(name, j, token)
+                samples[series].append(
+                    {"ms": ms, "trailing_sync_ms": trailing, "wall_ms": wall, "input_set": j, "verified": check}
                 )
                 if check:
-                    verify(name, i, out)
-                    verified[name] += 1
+                    verify(name, j, out, token)
+                    verified[series] += 1
                 del out
             rounds += 1
             if rounds >= max_samples:
@@ -176,10 +346,16 @@ def measure(callables, n_input_sets, timer, cfg, verify=None, refresh=None):
             for name in names:
                 if verified[name] == 0:
                     i = rng.randrange(n_input_sets)
-                    if refresh is not None:
-                        refresh(i)
-                    _, _, _, out = timed(name, i)
-                    verify(name, i, out)
+                    token = fresh(name, i)
+                    _, _, _, out = timed(name, i, token)
+                    verify(name, i, out, token)
+        if inputs is not None:
+            refill = []
+            for _ in range(5):
+                token = inputs.fresh()
+                ms, trailing, wall = timer.time(lambda: inputs.fill(0, token))
+                refill.append({"ms": ms, "trailing_sync_ms": trailing, "wall_ms": wall, "input_set": 0})
+            samples[REFILL_SERIES] = refill
     finally:
         if gc_was_enabled:
             _gc_enable()
@@ -193,10 +369,10 @@ def work(fn, inputs, outputs):
 
     def nbytes(xs):
         total = 0
-        for x in xs if isinstance(xs, (list, tuple)) else [xs]:
-            if torch is not None and isinstance(x, torch.Tensor):
+        for x in xs if _isinstance(xs, (list, tuple)) else [xs]:
+            if torch is not None and _isinstance(x, torch.Tensor):
                 total += x.numel() * x.element_size()
-            elif isinstance(x, (list, tuple)):
+            elif _isinstance(x, (list, tuple)):
                 total += nbytes(x)
         return total
 
@@ -280,7 +456,7 @@ def baseline(job_json, out_path=None):
         out["idle_sync_ms"] = timer.idle_sync_ms()
 
     def process(x):
-        if isinstance(x, torch.Tensor):
+        if _isinstance(x, torch.Tensor):
             if x.is_floating_point():
                 x = x.to(dtype=dtype)
             return x.to(device=device)
@@ -308,7 +484,8 @@ def baseline(job_json, out_path=None):
                     with torch.no_grad():
                         return fn(*sets[i])
 
-                samples = measure({"reference": call}, n_sets, timer, cfg, None)["reference"]
+                fresh = FreshInputs(torch, sets)
+                samples = measure({"reference": call}, n_sets, timer, cfg, None, fresh)["reference"]
                 rec["samples"] = samples
                 if variant == "eager":
                     with torch.no_grad():

@@ -190,6 +190,7 @@ class Runner:
             self.count_work(ref_model, trials[0][1], trials[0][2], trial_seeds[0])
             self.measure_bandwidth()
             self.phase("work")
+            self.time_reference_alone(ref_model, trials)
 
         # Free what the reference left in the allocator, then fill it with NaN.
         self.poison()
@@ -800,14 +801,79 @@ class Runner:
             self.bandwidth_gbs = None
 
     # ---- timing ------------------------------------------------------------------------------
-    def run_timing(self, ref_model, cand, base, trials):
+    def timing_cfg(self):
+        cfg = dict(self.job["timing"])
+        cfg["device"] = "cuda" if self.dev.type == "cuda" else "cpu"
+        return cfg
+
+    def control_call(self, sets):
+        """A copy of the first tensor input, through `Tensor.clone` as captured before any
+        candidate code ran: timed in the same rounds as the reference, before and after the
+        import, it carries the machine's state (clocks, a busy sibling core) so the two
+        reference series are compared as ratios to it, round by round."""
+        k = next((j for j, x in enumerate(sets[0]) if _isinstance(x, self.T.Tensor)), None)
+        if k is None:
+            return None
+        clone = self.T.clone
+
+        def control(i):
+            return clone(sets[i][k])
+
+        return control
+
+    def time_reference_alone(self, ref_model, trials):
+        """Before any candidate code exists: gives the timed calls' buffers (the first trials'
+        inputs) their fresh content (`kg_timing.FreshInputs`) and times the reference alone on
+        them. The interleaved
+        reference series is compared with this one (`timing/reference-tampered`): a candidate
+        that slows the reference's op at import shows there."""
+        self.timing_inputs = None
+        self.reference_alone = None
+        self.control_alone = None
         if self.kg_timing is None:
+            return
+        n_sets = min(len(trials), int(self.job["timing"].get("input_sets", 3)))
+        # The first trials' own inputs (no second copy: inputs can be gigabytes); their original
+        # content is put back before the correctness trials read them.
+        sets = [trials[i][1] for i in range(n_sets)]
+        seeds = [trials[i][0] for i in range(n_sets)]
+        fresh = self.kg_timing.FreshInputs(
+            self.torch, sets, None, lambda: self.gen_inputs(int.from_bytes(_urandom(4), "little"))
+        )
+        self.timing_inputs = (sets, seeds, fresh)
+        cfg = self.timing_cfg()
+        # A witness needs enough calls for a rank test, not a 1% interval: a quarter of the budget.
+        budget = float(cfg.get("budget_s", 10.0))
+        cfg["budget_s"] = min(budget, max(1.0, budget / 4.0))
+        try:
+            if self.timer is None:
+                self.timer = self.kg_timing.make_timer(cfg)
+
+            def call(i):
+                with self.torch.no_grad():
+                    return ref_model(*sets[i])
+
+            callables = {"reference": call}
+            if self.control_call(sets) is not None:
+                callables["control"] = self.control_call(sets)
+            alone = self.kg_timing.measure(callables, n_sets, self.timer, cfg, None, fresh)
+            self.reference_alone = alone["reference"]
+            self.control_alone = alone.get("control")
+            fresh.restore()
+            self.sync()
+        except BaseException as e:
+            raise _Stop(
+                {"kind": "harness_error", "message": f"timing the reference before the candidate failed: {e!r}", "traceback": _tail(_format_exc())}
+            )
+        self.phase("reference_alone_timing")
+
+    def run_timing(self, ref_model, cand, base, trials):
+        if self.kg_timing is None or getattr(self, "timing_inputs", None) is None:
             self.finding("timing-unavailable", "warning", "this harness build has no timing module; timing skipped")
             return
         T = self.T
-        n_sets = min(len(trials), int(self.job["timing"].get("input_sets", 3)))
-        sets = [trials[i][1] for i in range(n_sets)]
-        refs = [trials[i][2] for i in range(n_sets)]
+        sets, seeds, fresh = self.timing_inputs
+        n_sets = len(sets)
 
         def caller(model):
             def f(i):
@@ -819,29 +885,23 @@ class Runner:
         callables = {"reference": caller(ref_model), "candidate": caller(cand)}
         if base is not None:
             callables["base"] = caller(base)
-
-        def refresh(i):
-            # New values in the same buffers: a cache keyed by pointer, id() or shape now returns
-            # a stale result, and the check below sees it.
-            s = int.from_bytes(_urandom(4), "little")
-            fresh = self.gen_inputs(s)
-            for old, new in zip(sets[i], fresh):
-                if _isinstance(old, T.Tensor) and _isinstance(new, T.Tensor) and old.shape == new.shape and old.dtype == new.dtype:
-                    old.copy_(new)
-            del fresh
-            refs[i] = self.reference(ref_model, sets[i], s)
+        if self.control_alone:
+            callables["control"] = self.control_call(sets)
 
         # Outputs of checked calls stay referenced, so the allocator cannot hand their memory out
         # again: a later output in the same memory was kept and returned by the candidate.
         kept = {name: {} for name in callables}
 
-        def verify(name, i, out):
-            if name == "reference":
+        def verify(name, i, out, token):
+            if name in ("reference", "control"):
                 return
+            # The reference on the call's own content, computed after the call: the candidate
+            # cannot tell from a reference run that this call is checked.
+            refs = self.reference(ref_model, fresh.materialize(token), seeds[i])
             outs = self.as_list(out)
             earlier = [t for j, ts in kept[name].items() for t in ts]
-            bad = self.structural(outs, refs[i], sets[i], earlier, i) or (
-                None if not self.mismatch(outs, refs[i]) else {"kind": "incorrect"}
+            bad = self.structural(outs, refs, sets[i], earlier, i) or (
+                None if not self.mismatch(outs, refs) else {"kind": "incorrect"}
             )
             if bad:
                 aliased = bad.get("kind") == "output_aliased"
@@ -857,14 +917,26 @@ class Runner:
                 )
             kept[name][i] = [o for o in outs if _isinstance(o, T.Tensor)]
 
-        cfg = dict(self.job["timing"])
-        cfg["device"] = "cuda" if self.dev.type == "cuda" else "cpu"
         try:
-            samples = self.kg_timing.measure(callables, n_sets, self.timer, cfg, verify, refresh)
+            samples = self.kg_timing.measure(callables, n_sets, self.timer, self.timing_cfg(), verify, fresh, ["candidate"])
         except _Stop:
             raise
         except BaseException as e:
             raise _Stop(self.runtime_error(e, "timing"))
+        if not fresh.intact():
+            raise _Stop(
+                {
+                    "kind": "incorrect",
+                    "message": "the values kernelgate refills the timed inputs from were changed during the run: "
+                    "kernels must not write memory they were not given",
+                    "trials": [],
+                    "phase": "timing",
+                }
+            )
+        if self.reference_alone:
+            samples["reference_before_import"] = self.reference_alone
+        if self.control_alone:
+            samples["control_before_import"] = self.control_alone
         self.timing = samples
         self.phase("timing")
 

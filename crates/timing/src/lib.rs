@@ -6,6 +6,7 @@
 
 pub mod baseline;
 pub mod compare;
+pub mod integrity;
 pub mod plausibility;
 pub mod sample;
 pub mod stats;
@@ -15,6 +16,7 @@ pub use baseline::{
     HardwareKey, KbEntry, KbFile, Lookup, Query, Staleness, Variant, Work,
 };
 pub use compare::{compare, mann_whitney_p, Comparison, Verdict};
+pub use integrity::{input_reuse, reference_tampered};
 pub use plausibility::{check_plausibility, floor_ms, DeviceSpec, DEFAULT_EXCESSIVE_SPEEDUP};
 pub use sample::{escaped_work, Sample};
 pub use stats::{median, SeriesStats};

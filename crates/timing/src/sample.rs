@@ -16,6 +16,9 @@ pub struct Sample {
     pub trailing_sync_ms: f64,
     #[serde(default)]
     pub wall_ms: f64,
+    /// The output of this call was checked against the reference on the call's own content.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub verified: bool,
 }
 
 pub fn event_ms(samples: &[Sample]) -> Vec<f64> {
@@ -76,6 +79,7 @@ mod tests {
             ms,
             trailing_sync_ms: t,
             wall_ms: ms + t + 0.01,
+            verified: false,
         }
     }
 

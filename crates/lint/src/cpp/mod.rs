@@ -2,6 +2,7 @@
 //! [`crate::embedded::extract`]; they are parsed with tree-sitter-cuda, so comments and string
 //! literals never trigger a rule, and every finding is mapped back into the `.py` file.
 
+pub mod device_store;
 pub mod macros;
 pub mod names;
 
@@ -266,6 +267,8 @@ pub fn check_full(
         .filter(|f| f.joins_caller && f.records_event)
         .map(|f| f.range.clone())
         .collect();
+    a.findings
+        .extend(device_store::check(tree.root_node(), &src.text));
 
     let mut seen: HashSet<(&'static str, usize, String)> = HashSet::default();
     a.findings.sort_by_key(|f| f.1.start);

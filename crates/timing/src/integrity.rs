@@ -1,0 +1,302 @@
+//! Checks that the measured time was not bought: a kernel faster on content it saw before
+//! (a result store keyed by the input's values), and a reference slowed by the candidate's code
+//! (an op wrapped at import). Both compare two series with [`compare`] (the rank test and the
+//! bootstrap interval of the ratio of medians) at an effect size well above timing noise.
+
+use kernelgate_model::{Finding, Severity};
+
+use crate::compare::{compare, Comparison, Verdict};
+use crate::sample::{event_ms, Sample};
+
+pub const RULE_INPUT_REUSE: &str = "timing/input-reuse-speedup";
+pub const RULE_REFERENCE_TAMPERED: &str = "timing/reference-tampered";
+
+/// The candidate on the content of its previous call (the harness's `candidate_repeated`).
+pub const SERIES_CANDIDATE_REPEATED: &str = "candidate_repeated";
+/// The reference timed alone before the candidate's module was imported.
+pub const SERIES_REFERENCE_ALONE: &str = "reference_before_import";
+/// A copy of the first input through `Tensor.clone` captured before the import, timed in the
+/// same rounds as the reference: before the import, and interleaved after it.
+pub const SERIES_CONTROL_ALONE: &str = "control_before_import";
+pub const SERIES_CONTROL: &str = "control";
+
+/// Repeated content must be this much faster (median ratio below 1 / 1.25), significantly
+/// (p < 0.05, whole interval of the ratio below 1), to count. The two series differ only in
+/// whether the content was seen before (same refill, same random place in each round), so an
+/// honest kernel's ratio is 1 within noise; a result store turns a miss into a copy, which is
+/// several times faster whenever the store is worth having.
+pub const INPUT_REUSE_THRESHOLD_PCT: f64 = 25.0;
+/// The interleaved reference must be this much slower than the reference timed alone. The two
+/// series are taken seconds apart in one process; drift between them (clocks, other tenants,
+/// caches the candidate's calls evict on the CPU) stays well inside it, an op wrapped to do its
+/// work twice does not.
+pub const REFERENCE_DRIFT_THRESHOLD_PCT: f64 = 30.0;
+
+/// Error finding when the candidate is significantly faster on repeated content than on fresh.
+pub fn input_reuse(file: &str, fresh: &[Sample], repeated: &[Sample]) -> Option<Finding> {
+    let c = compare(
+        &event_ms(fresh),
+        &event_ms(repeated),
+        INPUT_REUSE_THRESHOLD_PCT,
+    )
+    .ok()?;
+    if c.verdict != Verdict::Faster {
+        return None;
+    }
+    Some(finding(
+        file,
+        RULE_INPUT_REUSE,
+        format!(
+            "the candidate is {:.2}x faster on input content it has seen before ({} calls, median {:.4} ms) than on fresh content ({} calls, median {:.4} ms; {}): its time depends on remembering inputs, not on computing. \
+             Remove any store of results kept across calls (`static`/`__device__` globals keyed by input values).",
+            1.0 / c.ratio,
+            c.head.n,
+            c.head.median,
+            c.base.n,
+            c.base.median,
+            evidence(&c)
+        ),
+    ))
+}
+
+/// The reference's two witnesses: timed alone before the candidate's import and interleaved
+/// after it, each with the control timed in the same rounds (absent when the problem has no
+/// tensor input).
+pub struct ReferenceWitness<'a> {
+    pub alone: &'a [Sample],
+    pub control_alone: Option<&'a [Sample]>,
+    pub interleaved: &'a [Sample],
+    pub control: Option<&'a [Sample]>,
+}
+
+/// Per round, reference time over control time: a machine that got slower between the two
+/// moments (a busy sibling core, lower clocks) slows both alike and the ratio stays.
+fn per_round(reference: &[Sample], control: &[Sample]) -> Vec<f64> {
+    reference
+        .iter()
+        .zip(control)
+        .filter(|(_, c)| c.ms > 0.0)
+        .map(|(r, c)| r.ms / c.ms)
+        .collect()
+}
+
+/// Error finding when the reference, timed interleaved with the candidate, is significantly
+/// slower than the same reference timed before the candidate's module was imported, relative
+/// to the control of the same rounds when both moments have one.
+pub fn reference_tampered(file: &str, w: &ReferenceWitness) -> Option<Finding> {
+    let (before, after, unit) = match (w.control_alone, w.control) {
+        (Some(ca), Some(c)) => (
+            per_round(w.alone, ca),
+            per_round(w.interleaved, c),
+            "reference / control per round",
+        ),
+        _ => (event_ms(w.alone), event_ms(w.interleaved), "ms"),
+    };
+    let c = compare(&before, &after, REFERENCE_DRIFT_THRESHOLD_PCT).ok()?;
+    if c.verdict != Verdict::Slower {
+        return None;
+    }
+    let med = |s: &[Sample]| crate::stats::median(&event_ms(s));
+    Some(finding(
+        file,
+        RULE_REFERENCE_TAMPERED,
+        format!(
+            "the reference ran {:.2}x slower once the candidate was imported ({unit}: median {:.4} over {} rounds, against {:.4} over {} rounds before the import; {}; reference {:.4} ms against {:.4} ms): \
+             the candidate's code slows the reference (a wrapped or patched PyTorch op), which inflates its speedup. Do not modify torch or the reference.",
+            c.ratio,
+            c.head.median,
+            c.head.n,
+            c.base.median,
+            c.base.n,
+            evidence(&c),
+            med(w.interleaved),
+            med(w.alone),
+        ),
+    ))
+}
+
+fn evidence(c: &Comparison) -> String {
+    format!(
+        "ratio interval {:.3}..{:.3}, rank test p = {:.2e}",
+        c.ci95.0, c.ci95.1, c.p_value
+    )
+}
+
+fn finding(file: &str, rule: &str, message: String) -> Finding {
+    Finding {
+        file: file.to_string(),
+        line: 0,
+        column: 0,
+        end_line: 0,
+        end_column: 0,
+        rule: rule.to_string(),
+        severity: Severity::Error,
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    /// `n` samples around `m` with multiplicative Gaussian noise `cv` and, in `spike_share` of
+    /// calls, a host hiccup of +50% (what a loaded CPU runner shows).
+    fn series(rng: &mut StdRng, n: usize, m: f64, cv: f64, spike_share: f64) -> Vec<Sample> {
+        (0..n)
+            .map(|_| {
+                let (u1, u2): (f64, f64) = (rng.gen_range(f64::EPSILON..1.0), rng.gen());
+                let g = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+                let spike = if rng.gen::<f64>() < spike_share {
+                    1.5
+                } else {
+                    1.0
+                };
+                let ms = m * (1.0 + cv * g) * spike;
+                Sample {
+                    ms,
+                    trailing_sync_ms: 0.0,
+                    wall_ms: ms,
+                    verified: false,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_result_store_is_caught_and_names_the_speedup() {
+        let mut rng = StdRng::seed_from_u64(7);
+        // The CPU fixture's shape: 0.8 ms computed, 0.03 ms served from the store.
+        let fresh = series(&mut rng, 40, 0.8, 0.05, 0.05);
+        let repeated = series(&mut rng, 40, 0.03, 0.05, 0.05);
+        let f = input_reuse("k.py", &fresh, &repeated).expect("finding");
+        assert_eq!(f.rule, RULE_INPUT_REUSE);
+        assert_eq!(f.severity, Severity::Error);
+        assert!(f
+            .message
+            .contains("faster on input content it has seen before"));
+        // The fresh series is the slow one: swapped, it is not input reuse.
+        assert!(input_reuse("k.py", &repeated, &fresh).is_none());
+    }
+
+    #[test]
+    fn honest_kernels_do_not_trip_input_reuse_in_noise() {
+        // 100 honest runs with 5% noise and hiccups, and a real but small content effect (10%):
+        // none may be flagged.
+        let mut rng = StdRng::seed_from_u64(11);
+        for k in 0..100 {
+            let n = 10 + (k * 7) % 190;
+            let fresh = series(&mut rng, n, 1.0, 0.05, 0.1);
+            let repeated = series(&mut rng, n, if k % 2 == 0 { 1.0 } else { 0.9 }, 0.05, 0.1);
+            assert!(
+                input_reuse("k.py", &fresh, &repeated).is_none(),
+                "run {k} (n = {n}) flagged"
+            );
+        }
+    }
+
+    #[test]
+    fn a_store_that_saves_a_third_is_caught_with_few_samples() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut caught = 0;
+        for _ in 0..50 {
+            let fresh = series(&mut rng, 12, 1.0, 0.03, 0.0);
+            let repeated = series(&mut rng, 12, 0.6, 0.03, 0.0);
+            caught += input_reuse("k.py", &fresh, &repeated).is_some() as u32;
+        }
+        assert!(caught >= 49, "caught {caught}/50");
+    }
+
+    #[test]
+    fn a_reference_doing_its_work_three_times_is_tampered() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let alone = series(&mut rng, 30, 0.01, 0.05, 0.05);
+        let interleaved = series(&mut rng, 60, 0.03, 0.05, 0.05);
+        let plain = |a, i| ReferenceWitness {
+            alone: a,
+            control_alone: None,
+            interleaved: i,
+            control: None,
+        };
+        let f = reference_tampered("k.py", &plain(&alone, &interleaved)).expect("finding");
+        assert_eq!(f.rule, RULE_REFERENCE_TAMPERED);
+        assert!(
+            f.message.contains("3.0") || f.message.contains("2.9"),
+            "{}",
+            f.message
+        );
+        // A faster reference after the import is no tampering in the candidate's favour.
+        assert!(reference_tampered("k.py", &plain(&interleaved, &alone)).is_none());
+        // With a control that stayed as it was, the same slowdown is still the candidate's.
+        let ca = series(&mut rng, 30, 0.005, 0.05, 0.0);
+        let c = series(&mut rng, 60, 0.005, 0.05, 0.0);
+        let w = ReferenceWitness {
+            alone: &alone,
+            control_alone: Some(&ca),
+            interleaved: &interleaved,
+            control: Some(&c),
+        };
+        assert!(reference_tampered("k.py", &w).is_some());
+    }
+
+    #[test]
+    fn a_machine_twice_as_slow_after_the_import_is_not_tampering() {
+        // A busy sibling core halves everything, the control with it: measured on the shared
+        // CPU runner, the reference moved from 0.0065 to 0.0131 ms between two moments.
+        let mut rng = StdRng::seed_from_u64(17);
+        let alone = series(&mut rng, 60, 0.0065, 0.05, 0.05);
+        let ca = series(&mut rng, 60, 0.004, 0.05, 0.05);
+        let interleaved = series(&mut rng, 200, 0.0131, 0.05, 0.05);
+        let c = series(&mut rng, 200, 0.008, 0.05, 0.05);
+        let w = ReferenceWitness {
+            alone: &alone,
+            control_alone: Some(&ca),
+            interleaved: &interleaved,
+            control: Some(&c),
+        };
+        assert!(reference_tampered("k.py", &w).is_none());
+        // Without the control the same numbers would be called tampering.
+        let raw = ReferenceWitness {
+            control_alone: None,
+            control: None,
+            ..w
+        };
+        assert!(reference_tampered("k.py", &raw).is_some());
+    }
+
+    #[test]
+    fn reference_drift_within_noise_is_not_tampering() {
+        let mut rng = StdRng::seed_from_u64(13);
+        for k in 0..100 {
+            let alone = series(&mut rng, 10 + k % 50, 1.0, 0.05, 0.1);
+            // Up to 15% drift between the two moments (a loaded shared runner).
+            let interleaved = series(
+                &mut rng,
+                10 + (k * 7) % 190,
+                1.0 + 0.15 * (k % 2) as f64,
+                0.05,
+                0.1,
+            );
+            let w = ReferenceWitness {
+                alone: &alone,
+                control_alone: None,
+                interleaved: &interleaved,
+                control: None,
+            };
+            assert!(reference_tampered("k.py", &w).is_none(), "run {k} flagged");
+        }
+    }
+
+    #[test]
+    fn empty_series_give_no_finding() {
+        assert!(input_reuse("k.py", &[], &[]).is_none());
+        let w = ReferenceWitness {
+            alone: &[],
+            control_alone: None,
+            interleaved: &[],
+            control: None,
+        };
+        assert!(reference_tampered("k.py", &w).is_none());
+    }
+}
