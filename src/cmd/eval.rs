@@ -56,6 +56,9 @@ pub struct Args {
     /// Correctness only.
     #[arg(long)]
     pub no_timing: bool,
+    /// Skip the op audit (the extra, untimed call that measures the custom share).
+    #[arg(long)]
+    pub no_audit: bool,
     /// GPU index (sets CUDA_VISIBLE_DEVICES for the job).
     #[arg(long)]
     pub gpu: Option<u32>,
@@ -161,6 +164,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     spec.harness = Some(harness);
     spec.extensions_dir = args.extensions_dir.clone();
     spec.shifted_trials = args.shifted_trials;
+    spec.audit = !args.no_audit;
     spec.inputs_on_device = !args.host_inputs;
 
     let mut result = kernelgate_eval::run_job(&spec);
@@ -205,6 +209,7 @@ pub fn to_json(r: &EvalResult) -> serde_json::Value {
         "timing": r.timing,
         "floor_ms": r.timing.as_ref().and_then(|t| t.floor.as_ref()).map(|f| f.floor_ms),
         "work": r.work,
+        "audit": r.audit,
         "seed": r.seed,
         "seed_random": r.seed_random,
         "torch": r.torch,
@@ -256,6 +261,34 @@ fn print_table(r: &EvalResult) {
         println!("\nfindings");
         for f in &r.findings {
             println!("  {:7} {}: {}", f.severity.as_str(), f.rule, f.message);
+        }
+    }
+    if let Some(a) = &r.audit {
+        println!(
+            "\nop audit ({} time, {:.1} ms)",
+            match a.clock {
+                kernelgate_model::AuditClock::Gpu => "GPU",
+                kernelgate_model::AuditClock::Cpu => "CPU",
+            },
+            a.audit_ms
+        );
+        println!("  custom share {} of {:.4} ms", a.share_label(), a.total_ms);
+        for e in &a.entries {
+            let who = match (&e.library, &e.by_extension) {
+                (Some(lib), _) => format!("{} ({lib})", e.class.as_str()),
+                (None, Some(by)) => format!("{} (called by {by})", e.class.as_str()),
+                _ => e.class.as_str().to_string(),
+            };
+            println!(
+                "  {:>5.1}%  {:.4} ms  {:30} {who}",
+                e.share.unwrap_or(0.0) * 100.0,
+                e.ms,
+                e.op
+            );
+        }
+        let ineffective = a.describe_ineffective();
+        if !ineffective.is_empty() {
+            println!("  no effect: {ineffective}");
         }
     }
     if let Some(t) = &r.timing {

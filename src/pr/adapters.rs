@@ -273,6 +273,7 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
     eval.findings = findings;
     eval.flags = flags;
     eval.seed = Some(result.seed);
+    eval.audit = result.audit;
     if let Some(t) = &result.timing {
         let series = |name: &str| -> Vec<f64> {
             t.samples

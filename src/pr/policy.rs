@@ -24,6 +24,8 @@ pub mod code {
     pub const NO_SPEEDUP: &str = "no_speedup";
     pub const INCORRECT: &str = "incorrect";
     pub const CRASH: &str = "crash";
+    pub const LOW_CUSTOM_SHARE: &str = "low_custom_share";
+    pub const PARTIAL_REPLACEMENT: &str = "partial_replacement";
 }
 
 /// The policy condition an outcome falls under (the model's `Condition` names).
@@ -57,6 +59,10 @@ pub struct Policy {
     pub excessive_speedup: f64,
     /// PR labels that acknowledge excessive-speedup and implausible-time warnings.
     pub ack_labels: Vec<String>,
+    /// Op-audit custom share (0..1) below which `low_custom_share` is raised.
+    pub custom_share_floor: f64,
+    /// Custom share below which `partial_replacement` is raised.
+    pub custom_share_warn: f64,
 }
 
 /// The label that acknowledges an excessive speedup unless `--ack-label` names others.
@@ -90,6 +96,8 @@ impl Policy {
             warn_on,
             regression_threshold: cfg.timing.threshold_pct / 100.0,
             excessive_speedup: cfg.timing.excessive_speedup,
+            custom_share_floor: cfg.policy.custom_share_floor_pct / 100.0,
+            custom_share_warn: cfg.policy.custom_share_warn_pct / 100.0,
             ack_labels: if ack_labels.is_empty() {
                 vec![DEFAULT_ACK_LABEL.to_string()]
             } else {
@@ -276,6 +284,13 @@ pub fn judge(row: &mut KernelRow, policy: &Policy, acks: &Acks, source: &str) {
         }
     }
 
+    if row.is_correct() {
+        if let Some(flag) = audit_flag(row, policy) {
+            row.flags.retain(|f| f.code != flag.code);
+            row.flags.push(flag);
+        }
+    }
+
     let allows = allow_directives(source);
     let label = acks.labels.iter().find(|l| policy.ack_labels.contains(l));
     for flag in row.flags.clone() {
@@ -305,6 +320,52 @@ pub fn judge(row: &mut KernelRow, policy: &Policy, acks: &Acks, source: &str) {
 
     row.verdict = verdict;
     row.reasons = reasons;
+}
+
+/// The op audit's flag: the custom share below the floor (`low_custom_share`) or below the
+/// warning threshold (`partial_replacement`), naming what PyTorch still does and any extension
+/// call whose work does not count.
+fn audit_flag(row: &KernelRow, policy: &Policy) -> Option<kernelgate_report::Flag> {
+    let audit = row.audit.as_ref()?;
+    let share = audit.custom_share?;
+    let code = if share < policy.custom_share_floor {
+        code::LOW_CUSTOM_SHARE
+    } else if share < policy.custom_share_warn {
+        code::PARTIAL_REPLACEMENT
+    } else {
+        return None;
+    };
+    let threshold = if code == code::LOW_CUSTOM_SHARE {
+        format!(
+            "below the floor of {:.0}%",
+            policy.custom_share_floor * 100.0
+        )
+    } else {
+        format!("below {:.0}%", policy.custom_share_warn * 100.0)
+    };
+    let mut message = format!(
+        "custom code does {} of the forward's work ({threshold}); PyTorch still does: {}",
+        audit.share_label(),
+        audit.describe_left(4)
+    );
+    let ineffective = audit.describe_ineffective();
+    if !ineffective.is_empty() {
+        message.push_str(&format!(
+            "; extension calls that do not count: {ineffective}"
+        ));
+    }
+    if audit.extension_calls.is_empty() && code == code::LOW_CUSTOM_SHARE {
+        message.push_str("; the extension was never called");
+    }
+    Some(kernelgate_report::Flag {
+        code: code.to_string(),
+        severity: if policy.action(code) == Verdict::Fail {
+            Severity::Error
+        } else {
+            Severity::Warning
+        },
+        message,
+    })
 }
 
 fn worst(a: Verdict, b: Verdict) -> Verdict {

@@ -89,6 +89,8 @@ pub struct Evaluation {
     /// samples.
     pub candidate_samples_ms: Vec<f64>,
     pub reference_samples_ms: Vec<f64>,
+    /// The harness's op audit (custom share), for the policy.
+    pub audit: Option<kernelgate_model::OpAudit>,
 }
 
 impl Evaluation {
@@ -107,6 +109,7 @@ impl Evaluation {
             run_key: None,
             candidate_samples_ms: Vec::new(),
             reference_samples_ms: Vec::new(),
+            audit: None,
         }
     }
 }
@@ -400,6 +403,7 @@ fn apply(
     row.speedup_compile = eval.speedup_compile;
     row.vs_base = eval.vs_base;
     row.flags.extend(eval.flags);
+    row.audit = eval.audit;
 
     if reference_changed || job.change.problem_changed {
         row.vs_baseline = Some(ComparisonSummary {

@@ -85,6 +85,8 @@ pub struct JobSpec {
     /// job may run on a GPU, the one place a floor is computed; the count's first use imports
     /// `torch._dynamo` (seconds), which a CPU job would pay for nothing.
     pub count_flops: Option<bool>,
+    /// Run the op audit after correctness (one extra, untimed call; `EvalResult::audit`).
+    pub audit: bool,
 }
 
 impl JobSpec {
@@ -110,6 +112,7 @@ impl JobSpec {
             shifted_trials: 1,
             inputs_on_device: true,
             count_flops: None,
+            audit: true,
         }
     }
 }
@@ -134,6 +137,9 @@ struct RunnerResult {
     /// Copy bandwidth measured on the GPU, GB/s (CUDA with a cold L2 only).
     #[serde(default)]
     bandwidth_gbs: Option<f64>,
+    /// The op audit, read apart: a malformed audit is a warning, never a lost result.
+    #[serde(default)]
+    audit: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -164,6 +170,7 @@ pub fn run_job(spec: &JobSpec) -> EvalResult {
         findings: Vec::new(),
         timing: None,
         work: None,
+        audit: None,
         seed,
         seed_random,
         torch: None,
@@ -234,6 +241,7 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
         "shifted_trials": spec.shifted_trials.min(2),
         "inputs_on_device": spec.inputs_on_device,
         "count_flops": spec.count_flops.unwrap_or(may_use_gpu),
+        "audit": spec.audit,
         "timing": spec.timing.as_ref().map(|t| serde_json::json!({
             "warmup": t.warmup,
             "min_samples": t.min_samples,
@@ -448,6 +456,23 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
         }
         result.timing = Some(timing);
     }
+    if let Some(audit) = r.audit.filter(|a| !a.is_null()) {
+        match serde_json::from_value::<kernelgate_model::OpAudit>(audit) {
+            Ok(a) => result.audit = Some(a),
+            Err(e) => result.findings.push(Finding {
+                file: file.clone(),
+                line: 0,
+                column: 0,
+                end_line: 0,
+                end_column: 0,
+                rule: "eval/audit-failed".into(),
+                severity: Severity::Warning,
+                message: format!(
+                    "the op audit's result does not parse ({e}); the custom share is unknown"
+                ),
+            }),
+        }
+    }
     r.outcome
 }
 
@@ -596,6 +621,7 @@ mod tests {
             findings: Vec::new(),
             timing: None,
             work: None,
+            audit: None,
             seed: 1,
             seed_random: false,
             torch: None,
@@ -792,5 +818,37 @@ mod tests {
         );
         assert_eq!(gpu_name("cpu"), None);
         assert_eq!(gpu_name("cuda:0"), None);
+    }
+
+    #[test]
+    fn the_audit_is_typed_and_a_malformed_one_is_a_warning_not_a_lost_result() {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&payload("cpu", 1000, 0, None, 0.5)).unwrap();
+        v["audit"] = serde_json::json!({
+            "clock": "cpu", "total_ms": 2.0, "custom_ms": 0.5, "custom_share": 0.25, "glue_ms": 1.0,
+            "forward_ms": 3.0, "audit_ms": 9.0, "extension_modules": ["ext"], "aten_ops": ["aten.mm.default"],
+            "entries": [
+                {"op": "mm", "class": "pytorch", "library": null, "by_extension": null, "ms": 1.5, "share": 0.75, "calls": 1},
+                {"op": "ext.relu", "class": "custom", "library": null, "by_extension": null, "ms": 0.5, "share": 0.25, "calls": 1}
+            ],
+            "extension_calls": [{"function": "ext.relu", "calls": 1, "ineffective": 0, "reason": null, "checked": true}]
+        });
+        let r = run(&v.to_string(), L2Mode::Cold);
+        assert!(r.passed(), "{:?}", r.outcome);
+        let a = r.audit.expect("typed audit");
+        assert_eq!(a.custom_share, Some(0.25));
+        assert_eq!(a.describe_left(3), "mm → PyTorch 75%");
+        v["audit"] = serde_json::json!({"clock": "sundial"});
+        let r = run(&v.to_string(), L2Mode::Cold);
+        assert!(
+            r.passed(),
+            "a bad audit must not cost the result: {:?}",
+            r.outcome
+        );
+        assert!(r.audit.is_none());
+        assert!(r
+            .findings
+            .iter()
+            .any(|f| f.rule == "eval/audit-failed" && f.severity == Severity::Warning));
     }
 }

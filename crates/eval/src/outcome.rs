@@ -263,6 +263,11 @@ pub struct EvalResult {
     /// The least work the problem needs, counted once on the reference when timing was asked for.
     #[serde(default)]
     pub work: Option<ProblemWork>,
+    /// What the candidate's forward really ran (custom vs PyTorch work), from one untimed call
+    /// after correctness; `None` when the job did not pass correctness or the audit failed (a
+    /// warning finding `eval/audit-failed` says why).
+    #[serde(default)]
+    pub audit: Option<kernelgate_model::OpAudit>,
     /// The seed the run used: report it so `--seed` can reproduce the run.
     pub seed: u64,
     /// True when the seed was drawn at random (secret until the run ended).

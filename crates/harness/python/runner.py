@@ -27,6 +27,9 @@ _urandom = os.urandom
 
 TAIL = 4000
 
+# The op audit module (`kg_audit.py`), set by the harness when it loads this runner.
+kg_audit = None
+
 
 class _Stop(Exception):
     """Ends the job early with `self.outcome`."""
@@ -76,6 +79,7 @@ class Runner:
         self.torch_version = None
         self.timing = None
         self.trials_run = 0
+        self.op_audit = None
         self._t = _perf()
 
     # ---- bookkeeping -------------------------------------------------------------------------
@@ -228,6 +232,7 @@ class Runner:
         self.phase("construct")
 
         self.check_trials(cand, trials, extra, threads_py, threads_native)
+        self.audit_ops(cand, cand_mod, trials)
 
         base = None
         if job.get("base_kernel") and job.get("timing") and self.kg_timing is not None:
@@ -712,6 +717,42 @@ class Runner:
                 f"the candidate started {n_py - threads_py} Python thread(s) that are still running",
             )
 
+    # ---- op audit ----------------------------------------------------------------------------
+    def audit_ops(self, cand, cand_mod, trials):
+        """One extra, untimed call on trial 0's inputs under `kg_audit`: which ops ran, custom or
+        PyTorch's, and their time. Never fails the job: a failure is a warning finding."""
+        self.op_audit = None
+        if not self.job.get("audit", True):
+            return
+        if kg_audit is None:
+            self.finding("audit-failed", "warning", "this harness build has no op audit module; the audit was skipped")
+            return
+        T = self.T
+        s, inputs, _ = trials[0]
+        args = [T.clone(x) if _isinstance(x, T.Tensor) else x for x in inputs]
+        try:
+            self.set_seed(s)
+            self.op_audit = kg_audit.audit(self.torch, cand, cand_mod, args, self.dev.type)
+            self.sync()
+            if self.op_audit.get("custom_share") is None:
+                self.finding(
+                    "audit-failed",
+                    "warning",
+                    "the op audit measured no work in ModelNew.forward (no kernel, op or extension time); "
+                    "the custom share is unknown",
+                )
+        except BaseException as e:
+            if _isinstance(e, SystemExit):
+                e = RuntimeError(f"the candidate called sys.exit({e.code})")
+            self.op_audit = None
+            self.finding(
+                "audit-failed",
+                "warning",
+                f"the op audit could not run ({_type(e).__name__}: {_tail(str(e), 300)}); the custom share is unknown",
+            )
+        del args
+        self.phase("audit")
+
     # ---- plausibility ------------------------------------------------------------------------
     def count_work(self, ref_model, inputs, refs, s):
         """Bytes every input read once and every output written once (free: from the shapes)
@@ -952,6 +993,7 @@ class Runner:
             "timing": self.timing,
             "work": self.work,
             "bandwidth_gbs": self.bandwidth_gbs,
+            "audit": self.op_audit,
         }
 
 

@@ -20,6 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The runner: every phase of a job (problem load, reference, candidate import, checks, timing).
 const RUNNER_SRC: &str = include_str!("../python/runner.py");
+/// The op audit the runner calls after correctness (custom vs PyTorch work).
+const KG_AUDIT_SRC: &str = include_str!("../python/kg_audit.py");
 
 /// `main()` may run once per process: a candidate calling it again must not get a signed result.
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -85,6 +87,17 @@ fn drive_runner(py: Python<'_>, job: &str) -> Result<String, String> {
             let _ = modules.del_item("_kernelgate_runner");
         }
     }
+    // Loaded before any candidate code, so it captures the functions it relies on unpatched.
+    let audit = load_private_module(
+        py,
+        KG_AUDIT_SRC,
+        c"<kernelgate kg_audit>",
+        c"_kernelgate_kg_audit",
+    )
+    .map_err(|e| format!("loading kg_audit: {}", py_error_text(py, &e)))?;
+    runner
+        .setattr("kg_audit", audit)
+        .map_err(|e| format!("installing kg_audit: {}", py_error_text(py, &e)))?;
     // The timer is made by kg_timing itself (`make_timer`), on the device the runner picked.
     let timing = timer::load_timing_module(py)
         .map_err(|e| format!("loading kg_timing: {}", py_error_text(py, &e)))?;
@@ -98,6 +111,22 @@ fn drive_runner(py: Python<'_>, job: &str) -> Result<String, String> {
     serde_json::from_str::<serde_json::Value>(&text)
         .map_err(|e| format!("runner returned invalid JSON: {e}"))?;
     Ok(text)
+}
+
+/// Loads `src` as a module that is not left in `sys.modules` (candidates cannot find it by name).
+fn load_private_module<'py>(
+    py: Python<'py>,
+    src: &str,
+    file: &std::ffi::CStr,
+    name: &std::ffi::CStr,
+) -> PyResult<Bound<'py, PyModule>> {
+    let code =
+        CString::new(src).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+    let module = PyModule::from_code(py, &code, file, name)?;
+    if let Ok(modules) = py.import("sys").and_then(|s| s.getattr("modules")) {
+        let _ = modules.del_item(name.to_str().unwrap_or_default());
+    }
+    Ok(module)
 }
 
 fn py_error_text(py: Python<'_>, err: &PyErr) -> String {

@@ -241,10 +241,12 @@ pub enum Condition {
     ExcessiveSpeedup,
     ImplausibleTime,
     NoSpeedup,
+    LowCustomShare,
+    PartialReplacement,
 }
 
 impl Condition {
-    pub const ALL: [Condition; 12] = [
+    pub const ALL: [Condition; 14] = [
         Condition::LintError,
         Condition::LintWarning,
         Condition::Unmapped,
@@ -257,6 +259,8 @@ impl Condition {
         Condition::ExcessiveSpeedup,
         Condition::ImplausibleTime,
         Condition::NoSpeedup,
+        Condition::LowCustomShare,
+        Condition::PartialReplacement,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -273,6 +277,8 @@ impl Condition {
             Condition::ExcessiveSpeedup => "excessive_speedup",
             Condition::ImplausibleTime => "implausible_time",
             Condition::NoSpeedup => "no_speedup",
+            Condition::LowCustomShare => "low_custom_share",
+            Condition::PartialReplacement => "partial_replacement",
         }
     }
 }
@@ -290,6 +296,11 @@ pub struct PolicyConfig {
     pub fail_on: Vec<Condition>,
     /// Any of these is reported as a warning (the gate still passes).
     pub warn_on: Vec<Condition>,
+    /// The op audit's custom share (percent of the forward's measured work) below which
+    /// `low_custom_share` is raised: decoys, kernels that add zeros, vendor calls doing the op.
+    pub custom_share_floor_pct: f64,
+    /// Below this `partial_replacement` is raised, naming what PyTorch still does.
+    pub custom_share_warn_pct: f64,
 }
 
 impl Default for PolicyConfig {
@@ -305,8 +316,11 @@ impl Default for PolicyConfig {
                 Timeout,
                 EscapedWork,
                 Regression,
+                LowCustomShare,
             ],
-            warn_on: vec![ExcessiveSpeedup, ImplausibleTime],
+            warn_on: vec![ExcessiveSpeedup, ImplausibleTime, PartialReplacement],
+            custom_share_floor_pct: 10.0,
+            custom_share_warn_pct: 50.0,
         }
     }
 }
@@ -364,6 +378,33 @@ impl Config {
                     self.timing.min_samples, self.timing.max_samples
                 ),
                 "make min_samples <= max_samples".into(),
+            ));
+        }
+        let (floor, warn) = (
+            self.policy.custom_share_floor_pct,
+            self.policy.custom_share_warn_pct,
+        );
+        for (key, v) in [
+            ("custom_share_floor_pct", floor),
+            ("custom_share_warn_pct", warn),
+        ] {
+            if !(0.0..=100.0).contains(&v) {
+                return Err(invalid(
+                    text,
+                    path,
+                    key_span(text, &["policy", key]),
+                    format!("policy.{key} ({v}) is not a percentage"),
+                    "give a value from 0 to 100 (percent of the forward's measured work)".into(),
+                ));
+            }
+        }
+        if floor > warn {
+            return Err(invalid(
+                text,
+                path,
+                key_span(text, &["policy", "custom_share_floor_pct"]),
+                format!("policy.custom_share_floor_pct ({floor}) is above policy.custom_share_warn_pct ({warn})"),
+                "make the floor (fail) at most the warning threshold".into(),
             ));
         }
         for (glob, key) in &self.kernels.mapping {
@@ -637,6 +678,30 @@ fail_on = ["incorrect"]
         assert_eq!(cfg.kernels.mapping["kernels/relu_*.py"], "level1/3_ReLU");
         assert_eq!(cfg.policy.fail_on, vec![Condition::Incorrect]);
         assert!(!cfg.policy.fails_on(Condition::Regression));
+    }
+
+    #[test]
+    fn custom_share_thresholds_have_defaults_and_are_checked() {
+        let cfg = parse("").unwrap();
+        assert_eq!(cfg.policy.custom_share_floor_pct, 10.0);
+        assert_eq!(cfg.policy.custom_share_warn_pct, 50.0);
+        assert!(cfg.policy.fails_on(Condition::LowCustomShare));
+        assert!(cfg.policy.warns_on(Condition::PartialReplacement));
+        let cfg =
+            parse("[policy]\ncustom_share_floor_pct = 5\ncustom_share_warn_pct = 30.0\n").unwrap();
+        assert_eq!(
+            (
+                cfg.policy.custom_share_floor_pct,
+                cfg.policy.custom_share_warn_pct
+            ),
+            (5.0, 30.0)
+        );
+        let (line, _, msg) = err("[policy]\ncustom_share_warn_pct = 150\n");
+        assert_eq!(line, 2);
+        assert!(msg.contains("not a percentage"), "{msg}");
+        let (line, _, msg) = err("[policy]\ncustom_share_floor_pct = 60\n");
+        assert_eq!(line, 2);
+        assert!(msg.contains("above policy.custom_share_warn_pct"), "{msg}");
     }
 
     #[test]

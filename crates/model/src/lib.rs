@@ -1,6 +1,7 @@
 //! The model of a kernel repository: problems, candidate kernels, configuration, and the
 //! small vocabulary (precision, backend, findings) every later stage of the pipeline shares.
 
+pub mod audit;
 pub mod config;
 pub mod dataset;
 pub mod finding;
@@ -9,6 +10,7 @@ pub mod kernel;
 pub mod problem;
 pub mod types;
 
+pub use audit::{AuditClock, AuditEntry, ExtensionCalls, OpAudit, OpClass};
 pub use config::{Condition, Config, ConfigError, Device, L2Mode, LintLevel};
 pub use dataset::{DatasetError, DatasetSpec};
 pub use finding::{Finding, Severity};

@@ -264,7 +264,7 @@ fn table(s: &mut String, report: &Report, rows: &[&KernelRow]) {
             cell(&r.problem),
             r.backend,
             r.precision,
-            r.outcome.kind.label(),
+            correctness_cell(r),
             r.time_ms.map(ms).unwrap_or_else(|| "–".into()),
             speedup(r.speedup_eager.as_ref()),
             speedup(r.speedup_compile.as_ref()),
@@ -304,8 +304,23 @@ fn chart(s: &mut String, rows: &[&KernelRow]) {
     );
 }
 
+/// The outcome, with the op audit's custom share under it when the kernel was audited.
+fn correctness_cell(r: &KernelRow) -> String {
+    match &r.audit {
+        Some(a) => format!(
+            "{}<br><sub>custom {}</sub>",
+            r.outcome.kind.label(),
+            a.share_label()
+        ),
+        None => r.outcome.kind.label().to_string(),
+    }
+}
+
 fn has_details(r: &KernelRow) -> bool {
-    !r.findings.is_empty()
+    r.audit
+        .as_ref()
+        .is_some_and(|a| a.left_to_pytorch().next().is_some())
+        || !r.findings.is_empty()
         || !r.reasons.is_empty()
         || is_failure(r.outcome.kind)
         || r.outcome.log_tail.is_some()
@@ -347,6 +362,24 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
             f.severity,
             f.rule,
             one_line(&f.message)
+        );
+    }
+    if let Some(a) = &r.audit {
+        let left = a.describe_left(8);
+        let _ = writeln!(
+            s,
+            "- op audit ({} time): custom code {} of {:.3} ms{}",
+            match a.clock {
+                kernelgate_model::AuditClock::Gpu => "GPU",
+                kernelgate_model::AuditClock::Cpu => "CPU",
+            },
+            a.share_label(),
+            a.total_ms,
+            if left.is_empty() {
+                String::new()
+            } else {
+                format!("; left to PyTorch: {}", one_line(&left))
+            }
         );
     }
     if let Some(a) = r.vs_baseline.as_ref().and_then(|c| c.against.as_ref()) {

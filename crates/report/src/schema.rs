@@ -183,6 +183,9 @@ pub struct KernelRow {
     /// Line of `class ModelNew` (or its `forward`) where runtime failures are annotated.
     #[serde(default)]
     pub annotate_line: Option<u32>,
+    /// The runtime op audit: custom share and the ops still run by PyTorch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<kernelgate_model::OpAudit>,
 }
 
 impl KernelRow {
@@ -214,6 +217,7 @@ impl KernelRow {
             verdict: Verdict::Pass,
             reasons: Vec::new(),
             annotate_line: None,
+            audit: None,
         }
     }
 

@@ -403,3 +403,67 @@ fn giant_messages_and_log_lines_are_clipped() {
     assert!(c.chars().count() < 10_000, "{}", c.chars().count());
     assert!(c.contains("❌ incorrect") && c.contains("xxx…") && c.contains("yyy…"));
 }
+
+#[test]
+fn the_op_audit_shows_its_custom_share_and_the_ops_left_to_pytorch() {
+    let mut row = passing("2_Conv2d_ReLU_Scale", 1.1);
+    let entry = |op: &str, class: kernelgate_model::OpClass, lib: Option<&str>, share: f64| {
+        kernelgate_model::AuditEntry {
+            op: op.into(),
+            class,
+            library: lib.map(str::to_string),
+            by_extension: None,
+            ms: share,
+            share: Some(share),
+            calls: 1,
+        }
+    };
+    row.audit = Some(kernelgate_model::OpAudit {
+        clock: kernelgate_model::AuditClock::Gpu,
+        total_ms: 1.0,
+        custom_ms: 0.26,
+        custom_share: Some(0.26),
+        glue_ms: None,
+        forward_ms: 2.0,
+        entries: vec![
+            entry(
+                "conv2d",
+                kernelgate_model::OpClass::Vendor,
+                Some("cuDNN"),
+                0.64,
+            ),
+            entry(
+                "ext.relu_scale",
+                kernelgate_model::OpClass::Custom,
+                None,
+                0.26,
+            ),
+            entry("add", kernelgate_model::OpClass::Pytorch, None, 0.10),
+        ],
+        extension_calls: vec![],
+        extension_modules: vec!["ext".into()],
+        aten_ops: vec![],
+        audit_ms: 300.0,
+    });
+    row.flags.push(Flag {
+        code: "partial_replacement".into(),
+        severity: Severity::Warning,
+        message: "custom code does 26% of the forward's work (below 50%); PyTorch still does: conv2d → cuDNN 64%".into(),
+    });
+    row.verdict = Verdict::Warn;
+    let r = report(vec![row, passing("19_ReLU", 1.8)]);
+    let c = render_comment(&r);
+    assert!(c.contains("✅ correct<br><sub>custom 26%</sub>"), "{c}");
+    assert!(
+        c.contains("- op audit (GPU time): custom code 26% of 1.000 ms; left to PyTorch: conv2d → cuDNN 64%, add → PyTorch 10%"),
+        "{c}"
+    );
+    // A row without an audit keeps its plain cell.
+    assert!(c.contains("| ✅ correct |"), "{c}");
+    let located = located(&r);
+    assert!(located.iter().any(|l| l.rule == "flag/partial_replacement"
+        && l.start_line == 20
+        && l.severity == Severity::Warning));
+    let back: Report = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    assert_eq!(back.kernels[0].audit, r.kernels[0].audit);
+}
