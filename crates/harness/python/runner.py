@@ -67,10 +67,9 @@ def _audit_sandbox(policy, report):
     """Reports what the candidate tries outside its sandbox (the kernel's Landlock and seccomp
     rules block it; this hook only names it): reads and writes outside the allowed paths,
     another process's /proc entries, network connections, programs and libraries from outside,
-    ctypes calls of the syscalls seccomp denies. Installed before the candidate is imported; an
+    ctypes lookups of the syscalls seccomp denies. Installed before the candidate is imported; an
     audit hook cannot be removed. Code that skips Python (ctypes syscall stubs, C++) is still
     blocked, just not named."""
-    import ctypes
     import socket
 
     realpath, abspath, fsdecode, sep, me = os.path.realpath, os.path.abspath, os.fsdecode, os.sep, os.getpid()
@@ -79,15 +78,7 @@ def _audit_sandbox(policy, report):
     read_files = frozenset(policy.get("read_files", ()))
     # Importing a file by path looks for its cached bytecode beside it; that is no attempt.
     bytecode_dirs = frozenset(os.path.join(os.path.dirname(f), "__pycache__") for f in read_files)
-    denied = dict(policy.get("denied_syscalls", {}))
-    libc = ctypes.CDLL(None)
-    functions = {}
-    for name in [*denied, "syscall"]:
-        try:
-            functions[ctypes.cast(getattr(libc, name), ctypes.c_void_p).value] = name
-        except AttributeError:
-            pass
-    by_number = {nr: name for name, nr in denied.items()}
+    denied = frozenset(policy.get("denied_syscalls", {}))
     inet = (socket.AF_INET, socket.AF_INET6)
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     level = str(policy.get("level", ""))
@@ -141,13 +132,10 @@ def _audit_sandbox(policy, report):
             name = args[0]
             if _isinstance(name, (str, bytes)) and sep in fsdecode(name) and not readable(real(fsdecode(name))):
                 note(f"load the library {fsdecode(name)} (outside the allowed paths)")
-        elif event == "ctypes.call_function":
-            name = functions.get(args[0])
-            if name == "syscall" and args[1]:
-                nr = getattr(args[1][0], "value", args[1][0])
-                name = by_number.get(nr) if _isinstance(nr, int) else None
-            if name:
-                note(f"call {name}() through ctypes (denied by the sandbox's seccomp filter)")
+        elif event == "ctypes.dlsym":
+            # The symbol lookup (ctypes raises no event for the call itself).
+            if args[1] in denied:
+                note(f"call {args[1]}() through ctypes (denied by the sandbox's seccomp filter)")
 
     def hook(event, args):
         if getattr(busy, "on", False):  # the check's own calls
