@@ -11,6 +11,9 @@ mod cmd;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    // Before anything else runs: the token in our environment is out of reach of other
+    // processes of this user (candidates included).
+    kernelgate_eval::sandbox::make_this_process_undumpable();
     let cli = cli::Cli::parse();
     let code = match cmd::run(cli) {
         Ok(code) => code,

@@ -421,6 +421,8 @@ fn time_kernels(
         spec.run_timeout = Duration::from_secs(cfg.harness.run_timeout_s);
         spec.memory_limit_mb = cfg.harness.memory_limit_mb;
         spec.extensions_dir = Some(extensions.clone());
+        spec.sandbox =
+            kernelgate_eval::SandboxMode::resolve(cfg.sandbox.enabled, cfg.sandbox.required)?;
         if !key.cuda.is_empty() && key.cuda != "none" {
             spec.device = Device::Cuda;
         } else {

@@ -166,6 +166,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     spec.shifted_trials = args.shifted_trials;
     spec.audit = !args.no_audit;
     spec.inputs_on_device = !args.host_inputs;
+    spec.sandbox =
+        kernelgate_eval::SandboxMode::resolve(config.sandbox.enabled, config.sandbox.required)?;
 
     let mut result = kernelgate_eval::run_job(&spec);
     // `kernelgate pr` leaves the excessive-speedup flag to its policy; a lone eval has none.
@@ -212,6 +214,7 @@ pub fn to_json(r: &EvalResult) -> serde_json::Value {
         "audit": r.audit,
         "seed": r.seed,
         "seed_random": r.seed_random,
+        "sandbox": r.sandbox,
         "torch": r.torch,
         "phases": r.phases,
         "exit": r.exit,
@@ -233,6 +236,9 @@ fn print_table(r: &EvalResult) {
             ""
         }
     );
+    if !r.sandbox.is_empty() {
+        println!("sandbox  {}", r.sandbox);
+    }
     let failing = r
         .findings
         .iter()

@@ -93,6 +93,12 @@ impl Evaluator for HarnessEvaluator {
         };
         spec.python = self.python.clone().or_else(|| h.python.clone());
         spec.extensions_dir = self.extensions_dir.clone();
+        let sandbox = &self.config.sandbox;
+        spec.sandbox =
+            match kernelgate_eval::SandboxMode::resolve(sandbox.enabled, sandbox.required) {
+                Ok(mode) => mode,
+                Err(e) => return Evaluation::failed(OutcomeKind::Other, e.to_string()),
+            };
         let python = spec
             .python
             .clone()
@@ -221,6 +227,9 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
         obj.insert("outcome".into(), result.outcome.kind().into());
         obj.insert("seed".into(), result.seed.into());
         obj.insert("seed_random".into(), result.seed_random.into());
+        if !result.sandbox.is_empty() {
+            obj.insert("sandbox".into(), result.sandbox.clone().into());
+        }
         if let Some(d) = &result.device {
             obj.insert("device".into(), d.clone().into());
         }

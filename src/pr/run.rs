@@ -284,6 +284,9 @@ impl Pipeline<'_> {
                 if let Some(seed) = row.outcome.details.get("seed").and_then(|s| s.as_u64()) {
                     report.run.seed.get_or_insert(seed);
                 }
+                if let Some(level) = row.outcome.details.get("sandbox").and_then(|s| s.as_str()) {
+                    report.run.add_sandbox_level(level);
+                }
                 done += 1;
                 self.print(
                     done - 1,

@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::outcome::ExitInfo;
+use crate::sandbox::{self, SandboxError, SandboxLevel, SandboxMode};
 
 /// Bytes of stdout/stderr kept in the result.
 pub const TAIL_BYTES: u64 = 4096;
@@ -28,6 +29,19 @@ pub struct Launch<'a> {
     /// Enforce memory with `RLIMIT_AS` (CPU) or an RSS watchdog (CUDA needs a huge address space).
     pub rlimit_as: bool,
     pub env: Vec<(String, String)>,
+    pub sandbox: SandboxMode,
+    /// Files the child reads besides its own directory and the system (problem, kernels).
+    pub read_files: Vec<PathBuf>,
+    /// Directories outside the job's own that the child writes (a shared extensions cache).
+    pub write_dirs: Vec<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
 }
 
 /// What supervision saw.
@@ -55,6 +69,7 @@ pub struct Report {
     /// Processes of this job still running outside its process group when it ended (they left
     /// with `setsid`/`setpgid`); they were killed.
     pub strays: usize,
+    pub sandbox: SandboxLevel,
 }
 
 /// Environment variables the child never sees: CI tokens and anything named like a secret.
@@ -70,7 +85,7 @@ pub fn is_secret_var(name: &str) -> bool {
         || matches!(up.as_str(), "PYTHONSTARTUP" | "PYTHONINSPECT" | "PYTHONPATH")
 }
 
-pub fn run(launch: Launch<'_>) -> std::io::Result<Report> {
+pub fn run(launch: Launch<'_>) -> Result<Report, LaunchError> {
     let dir = launch.dir;
     let pydir = dir.join("py");
     let work = dir.join("work");
@@ -124,7 +139,12 @@ pub fn run(launch: Launch<'_>) -> std::io::Result<Report> {
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("PYTHONUNBUFFERED", "1")
         .env("TMPDIR", &work)
-        .env("TRITON_CACHE_DIR", dir.join("triton"));
+        .env("TRITON_CACHE_DIR", dir.join("triton"))
+        // Every cache a compiler or driver keeps lands in the job's directory, the one place the
+        // sandbox lets the child write.
+        .env("TRITON_HOME", dir)
+        .env("CUDA_CACHE_PATH", dir.join("cuda_cache"))
+        .env("XDG_CACHE_HOME", dir.join("cache"));
     for (k, v) in &launch.env {
         cmd.env(k, v);
     }
@@ -148,6 +168,14 @@ pub fn run(launch: Launch<'_>) -> std::io::Result<Report> {
             Ok(())
         });
     }
+    let read_files: Vec<&Path> = launch.read_files.iter().map(PathBuf::as_path).collect();
+    let write_dirs: Vec<&Path> = launch.write_dirs.iter().map(PathBuf::as_path).collect();
+    let policy =
+        sandbox::Policy::for_job(launch.python, launch.harness, dir, &read_files, &write_dirs);
+    // The runner's audit hook reports against the same lists the kernel enforces.
+    job["sandbox"] = policy.to_json();
+    let level = sandbox::confine(&mut cmd, launch.sandbox, &policy)?;
+    job["sandbox"]["level"] = level.to_string().into();
     // Held across the spawn: a concurrent job's sweep must not see this group before it is live.
     let mut live = LIVE_GROUPS.lock().unwrap_or_else(|e| e.into_inner());
     let mut child = cmd.spawn()?;
@@ -229,6 +257,7 @@ pub fn run(launch: Launch<'_>) -> std::io::Result<Report> {
         stdout_tail: tail(&stdout_path),
         stderr_tail: tail(&stderr_path),
         strays,
+        sandbox: level,
     })
 }
 

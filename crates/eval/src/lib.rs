@@ -7,6 +7,7 @@
 mod child;
 pub mod locate;
 pub mod outcome;
+pub mod sandbox;
 
 use kernelgate_model::config::{L2Mode, TimingConfig};
 use kernelgate_model::{Device, Finding, Precision, Severity};
@@ -20,6 +21,7 @@ pub use locate::{find_harness, find_python, is_cpu_kernel, libcuda_present};
 pub use outcome::{
     EvalResult, ExitInfo, Floor, Mismatch, Outcome, Phase, ProblemWork, TimingResult, TrialMismatch,
 };
+pub use sandbox::{SandboxLevel, SandboxMode};
 
 /// Errors of the set-up, before any candidate runs (reported as `harness_error` by `run_job`).
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +42,8 @@ pub enum EvalError {
         python: PathBuf,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Sandbox(#[from] sandbox::SandboxError),
 }
 
 use locate::HARNESS_LIB;
@@ -87,6 +91,8 @@ pub struct JobSpec {
     pub count_flops: Option<bool>,
     /// Run the op audit after correctness (one extra, untimed call; `EvalResult::audit`).
     pub audit: bool,
+    /// The sandbox around the child ([`SandboxMode::Auto`] by default).
+    pub sandbox: SandboxMode,
 }
 
 impl JobSpec {
@@ -113,6 +119,7 @@ impl JobSpec {
             inputs_on_device: true,
             count_flops: None,
             audit: true,
+            sandbox: SandboxMode::Auto,
         }
     }
 }
@@ -178,6 +185,7 @@ pub fn run_job(spec: &JobSpec) -> EvalResult {
         exit: ExitInfo::default(),
         stdout_tail: String::new(),
         stderr_tail: String::new(),
+        sandbox: String::new(),
     };
     if let Err(e) = execute(spec, seed, &mut result) {
         result.outcome = Outcome::HarnessError {
@@ -275,6 +283,10 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
         // Keep a CPU job off the GPU even where one exists.
         env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
     }
+    if spec.extensions_dir.is_some() {
+        // It must exist to be granted to the sandboxed child.
+        let _ = std::fs::create_dir_all(&ext_dir);
+    }
     let report = child::run(child::Launch {
         python: &python,
         harness: &harness,
@@ -285,11 +297,44 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
         memory_limit_bytes: spec.memory_limit_mb.saturating_mul(1 << 20),
         rlimit_as: !may_use_gpu,
         env,
+        sandbox: spec.sandbox,
+        read_files: [
+            Some(&spec.problem),
+            Some(&spec.kernel),
+            spec.base_kernel.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|p| abs(p))
+        .collect(),
+        write_dirs: spec
+            .extensions_dir
+            .is_some()
+            .then(|| ext_dir.clone())
+            .into_iter()
+            .collect(),
     })
-    .map_err(|source| EvalError::Spawn {
-        python: python.clone(),
-        source,
+    .map_err(|e| match e {
+        child::LaunchError::Io(source) => EvalError::Spawn {
+            python: python.clone(),
+            source,
+        },
+        child::LaunchError::Sandbox(e) => EvalError::Sandbox(e),
     })?;
+    result.sandbox = report.sandbox.to_string();
+    match &report.sandbox {
+        SandboxLevel::Off => eprintln!(
+            "warning: the sandbox is OFF for {}: the candidate ran unconfined (it could read the \
+             runner's files and secrets); unset {} / set [sandbox] enabled = true",
+            result.kernel,
+            sandbox::SANDBOX_ENV
+        ),
+        SandboxLevel::Unavailable(reason) => eprintln!(
+            "warning: sandbox: unavailable ({reason}): {} ran unconfined",
+            result.kernel
+        ),
+        _ => {}
+    }
 
     result.exit = report.exit.clone();
     result.stdout_tail = report.stdout_tail.clone();
@@ -629,6 +674,7 @@ mod tests {
             exit: ExitInfo::default(),
             stdout_tail: String::new(),
             stderr_tail: String::new(),
+            sandbox: String::new(),
         }
     }
 

@@ -277,6 +277,10 @@ pub struct EvalResult {
     pub exit: ExitInfo,
     pub stdout_tail: String,
     pub stderr_tail: String,
+    /// The child's sandbox: `full`, `partial (...)`, `unavailable (...)` or `off`; empty when no
+    /// child was started.
+    #[serde(default)]
+    pub sandbox: String,
 }
 
 impl EvalResult {

@@ -41,9 +41,29 @@ pub struct Config {
     pub harness: HarnessConfig,
     pub timing: TimingConfig,
     pub policy: PolicyConfig,
+    pub sandbox: SandboxConfig,
     /// Where the config was read from; `None` when defaults are used.
     #[serde(skip)]
     pub path: Option<PathBuf>,
+}
+
+/// `[sandbox]`: the confinement of every candidate's child process (docs/sandbox.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// `false` runs candidates unconfined (debugging only; every row then says `sandbox: off`).
+    pub enabled: bool,
+    /// `true` makes a job fail when the kernel offers no sandbox (no Landlock).
+    pub required: bool,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            enabled: true,
+            required: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

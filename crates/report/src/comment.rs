@@ -81,6 +81,13 @@ fn assemble(
         s.push_str("> [!WARNING]\n> This run did not finish: the results below cover only the kernels evaluated so far.\n\n");
     }
     reference_banner(&mut s, report);
+    if let Some(level) = report.run.sandbox.as_deref().filter(|l| *l != "full") {
+        let _ = writeln!(
+            s,
+            "> [!CAUTION]\n> **sandbox: {}**: the candidates did not run fully confined (docs/sandbox.md).\n",
+            one_line(level)
+        );
+    }
     totals(&mut s, report);
     if !rows.is_empty() {
         table(&mut s, report, &rows[..shown]);
@@ -131,6 +138,9 @@ fn assemble(
         env!("CARGO_PKG_VERSION"),
         report.schema
     );
+    if report.run.sandbox.as_deref() == Some("full") {
+        s.push_str(" · sandbox: full");
+    }
     if let Some(url) = &report.run.artifact_url {
         let _ = write!(s, " · [full report]({url})");
     }

@@ -130,6 +130,9 @@ pub fn merge(reports: Vec<Report>) -> Result<Report, ReportError> {
             shards_seen.push(i);
         }
         out.run.complete &= r.run.complete;
+        for level in r.run.sandbox.as_deref().unwrap_or("").split("; ") {
+            out.run.add_sandbox_level(level);
+        }
         out.run.started_at = min_str(&out.run.started_at, &r.run.started_at);
         out.run.finished_at = match (out.run.finished_at.take(), r.run.finished_at) {
             (Some(a), Some(b)) => Some(if a >= b { a } else { b }),

@@ -70,6 +70,10 @@ pub struct RunInfo {
     /// Seed the harness derived its per-trial seeds from.
     #[serde(default)]
     pub seed: Option<u64>,
+    /// How the candidates' child processes were confined (`full`, `partial (...)`,
+    /// `unavailable (...)`, `off`); levels that differ between jobs are joined with `; `.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
     /// `(index, count)`, 1-based index, when this report is one shard of a plan.
     #[serde(default)]
     pub shard: Option<(u32, u32)>,
@@ -79,6 +83,21 @@ pub struct RunInfo {
     /// Link to the workflow run whose artifact holds the full report, if known.
     #[serde(default)]
     pub artifact_url: Option<String>,
+}
+
+impl RunInfo {
+    /// Records a job's sandbox level on the run: every distinct level once.
+    pub fn add_sandbox_level(&mut self, level: &str) {
+        match &mut self.sandbox {
+            _ if level.is_empty() => {}
+            None => self.sandbox = Some(level.to_string()),
+            Some(all) if !all.split("; ").any(|l| l == level) => {
+                all.push_str("; ");
+                all.push_str(level);
+            }
+            Some(_) => {}
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -560,6 +579,19 @@ mod tests {
         r.speedup_eager = speedup.map(Interval::point);
         r.verdict = verdict;
         r
+    }
+
+    #[test]
+    fn the_run_records_each_distinct_sandbox_level_once() {
+        let mut run = RunInfo::default();
+        run.add_sandbox_level("");
+        assert_eq!(run.sandbox, None);
+        run.add_sandbox_level("full");
+        run.add_sandbox_level("full");
+        assert_eq!(run.sandbox.as_deref(), Some("full"));
+        run.add_sandbox_level("off");
+        run.add_sandbox_level("full");
+        assert_eq!(run.sandbox.as_deref(), Some("full; off"));
     }
 
     #[test]

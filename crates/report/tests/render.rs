@@ -22,6 +22,7 @@ fn run() -> RunInfo {
             cpu: "AMD EPYC 9654".into(),
         },
         seed: Some(1234),
+        sandbox: None,
         shard: None,
         complete: true,
         artifact_url: None,
@@ -177,6 +178,28 @@ fn huge() -> Report {
         })
         .collect();
     report(rows)
+}
+
+#[test]
+fn the_sandbox_level_is_shown_once_and_loudly_when_not_full() {
+    let mut r = all_passing();
+    r.run.sandbox = Some("full".into());
+    let c = render_comment(&r);
+    assert_eq!(c.matches("sandbox: full").count(), 1, "{c}");
+    assert!(!c.contains("[!CAUTION]"));
+    r.run.sandbox = Some("unavailable (Landlock is not enabled in this kernel)".into());
+    let c = render_comment(&r);
+    assert_eq!(
+        c.matches("sandbox: unavailable (Landlock").count(),
+        1,
+        "{c}"
+    );
+    assert!(c.contains("[!CAUTION]"));
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(
+        json["run"]["sandbox"],
+        "unavailable (Landlock is not enabled in this kernel)"
+    );
 }
 
 #[test]

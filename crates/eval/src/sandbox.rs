@@ -1,0 +1,707 @@
+//! The sandbox around every job's child (compile and run share it): Landlock confines the file
+//! system, TCP, abstract UNIX sockets and signals; a user and network namespace cuts every other
+//! socket and the child's capabilities in the host namespace; seccomp denies the syscalls that
+//! reach other processes or the kernel (ptrace, `process_vm_*`, mount, bpf, keyrings, ...).
+//!
+//! Everything that allocates (opening the allowed paths, building the ruleset and the BPF
+//! program) happens in the parent in [`confine`]; between fork and exec the child only makes
+//! system calls.
+
+use landlock::{
+    make_bitflags, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope, ABI,
+};
+use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Environment variable that switches the sandbox off (`off`, for debugging only) or makes it
+/// required (`required`); it overrides `[sandbox]` in kernelgate.toml.
+pub const SANDBOX_ENV: &str = "KERNELGATE_SANDBOX";
+
+/// What the run asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SandboxMode {
+    /// As much as the kernel offers; an unavailable sandbox is recorded, not an error.
+    #[default]
+    Auto,
+    /// An unavailable sandbox fails the job.
+    Required,
+    /// No sandbox (debugging); recorded as `off` on every row.
+    Off,
+}
+
+impl SandboxMode {
+    /// The mode from `[sandbox]` in kernelgate.toml, overridden by [`SANDBOX_ENV`].
+    pub fn resolve(enabled: bool, required: bool) -> Result<SandboxMode, SandboxError> {
+        let from_config = match (enabled, required) {
+            (false, _) => SandboxMode::Off,
+            (true, true) => SandboxMode::Required,
+            (true, false) => SandboxMode::Auto,
+        };
+        match std::env::var(SANDBOX_ENV).ok().as_deref().map(str::trim) {
+            None | Some("") => Ok(from_config),
+            Some("off") | Some("0") => Ok(SandboxMode::Off),
+            Some("auto") | Some("on") | Some("1") => Ok(SandboxMode::Auto),
+            Some("required") => Ok(SandboxMode::Required),
+            Some(other) => Err(SandboxError::BadEnv(other.to_string())),
+        }
+    }
+}
+
+/// How well one job's child was confined; recorded on every row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SandboxLevel {
+    Full,
+    /// Confined, with the listed layers missing.
+    Partial(String),
+    /// Not confined, and why.
+    Unavailable(String),
+    /// Switched off on purpose.
+    Off,
+}
+
+impl std::fmt::Display for SandboxLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SandboxLevel::Full => f.write_str("full"),
+            SandboxLevel::Partial(m) => write!(f, "partial ({m})"),
+            SandboxLevel::Unavailable(r) => write!(f, "unavailable ({r})"),
+            SandboxLevel::Off => f.write_str("off"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error(
+        "{SANDBOX_ENV}={0} is not a sandbox mode: use `auto`, `required` or `off` (debugging only)"
+    )]
+    BadEnv(String),
+    #[error(
+        "the sandbox is required ([sandbox] required = true or {SANDBOX_ENV}=required) but \
+         unavailable: {0}; run on a Linux kernel with Landlock enabled (5.13 or later, `lsm=landlock` \
+         on the kernel command line), or set required = false to run unconfined"
+    )]
+    Required(String),
+    #[error("cannot build the sandbox's Landlock rules: {0}")]
+    Landlock(#[from] landlock::RulesetError),
+    #[error("cannot build the sandbox's seccomp filter: {0}")]
+    Seccomp(#[from] seccompiler::Error),
+}
+
+/// Marks this process non-dumpable: processes of the same user (a candidate outside the
+/// sandbox, or with it off) can then neither read its environment (the workflow token) through
+/// `/proc/<pid>/environ` nor its memory nor attach to it. Call early in `main`.
+pub fn make_this_process_undumpable() {
+    // SAFETY: prctl with integer arguments only.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
+
+/// The file-system policy of one job. The runner's audit hook reports against the same lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// Read and execute beneath these (system, interpreter, CUDA toolkit).
+    pub read_exec: Vec<PathBuf>,
+    /// Read these files only (problem, kernel, base kernel, the harness extension).
+    pub read_files: Vec<PathBuf>,
+    /// Read and write beneath these (the job's directory, a shared extensions cache, devices).
+    pub read_write: Vec<PathBuf>,
+}
+
+/// System directories every child reads and executes from.
+/// Not `/dev`: as root a child could read raw disks there; it gets the devices it needs.
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
+];
+
+/// Device nodes and directories a job writes: the null devices, shared memory (torch's
+/// DataLoader, NCCL) and the NVIDIA driver's nodes (added by [`Policy::for_job`]).
+const WRITABLE_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/shm",
+];
+
+impl Policy {
+    /// The policy for a job whose child runs `python` with the harness extension `harness` in
+    /// `job_dir`, reading `read_files` and also writing beneath `extra_rw` (a shared torch
+    /// extensions cache).
+    pub fn for_job(
+        python: &Path,
+        harness: &Path,
+        job_dir: &Path,
+        read_files: &[&Path],
+        extra_rw: &[&Path],
+    ) -> Policy {
+        let mut read_exec: Vec<PathBuf> = SYSTEM_DIRS.iter().map(PathBuf::from).collect();
+        read_exec.extend(interpreter_roots(python));
+        for var in ["CUDA_HOME", "CUDA_PATH"] {
+            if let Some(d) = std::env::var_os(var).filter(|d| !d.is_empty()) {
+                read_exec.push(PathBuf::from(d));
+            }
+        }
+        let mut read_write: Vec<PathBuf> = WRITABLE_DEVICES.iter().map(PathBuf::from).collect();
+        if let Ok(entries) = std::fs::read_dir("/dev") {
+            let mut nvidia: Vec<PathBuf> = entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("nvidia"))
+                .map(|e| e.path())
+                .collect();
+            nvidia.sort();
+            read_write.extend(nvidia);
+        }
+        read_write.push(job_dir.to_path_buf());
+        read_write.extend(extra_rw.iter().map(|p| p.to_path_buf()));
+        let mut files: Vec<PathBuf> = read_files.iter().map(|p| p.to_path_buf()).collect();
+        files.push(harness.to_path_buf());
+        let canon = |v: Vec<PathBuf>| -> Vec<PathBuf> {
+            let mut out: Vec<PathBuf> = Vec::new();
+            for p in v {
+                // Landlock follows symlinks to the inode: the report speaks of real paths too.
+                let Ok(real) = std::fs::canonicalize(&p) else {
+                    continue;
+                };
+                if !out.contains(&real) {
+                    out.push(real);
+                }
+            }
+            out
+        };
+        Policy {
+            read_exec: canon(read_exec),
+            read_files: canon(files),
+            read_write: canon(read_write),
+        }
+    }
+
+    /// True when the child may read `path` (a real path).
+    pub fn allows_read(&self, path: &Path) -> bool {
+        self.read_files.iter().any(|f| f == path)
+            || self
+                .read_exec
+                .iter()
+                .chain(&self.read_write)
+                .any(|root| path.starts_with(root))
+    }
+
+    /// True when the child may write `path` (a real path).
+    pub fn allows_write(&self, path: &Path) -> bool {
+        self.read_write.iter().any(|root| path.starts_with(root))
+    }
+
+    /// The lists for the runner's audit hook, plus the syscalls seccomp denies.
+    pub fn to_json(&self) -> serde_json::Value {
+        let s = |v: &[PathBuf]| {
+            v.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+        };
+        serde_json::json!({
+            "read_exec": s(&self.read_exec),
+            "read_files": s(&self.read_files),
+            "read_write": s(&self.read_write),
+            "denied_syscalls": DENIED_SYSCALLS.iter().map(|(n, nr)| (n.to_string(), *nr)).collect::<BTreeMap<_, _>>(),
+        })
+    }
+}
+
+/// The interpreter's prefixes and import path (site-packages, editable installs), asked of the
+/// interpreter itself once per process.
+fn interpreter_roots(python: &Path) -> Vec<PathBuf> {
+    static CACHE: OnceLock<std::sync::Mutex<BTreeMap<PathBuf, Vec<PathBuf>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(v) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(python) {
+        return v.clone();
+    }
+    let script = "import sys\nfor p in [sys.prefix, sys.base_prefix, sys.exec_prefix, \
+                  sys.base_exec_prefix, *sys.path]:\n    print(p)";
+    let mut cmd = Command::new(python);
+    cmd.args(["-c", script]).env_clear();
+    for (k, v) in std::env::vars() {
+        if !crate::child::is_secret_var(&k) || k == "PYTHONPATH" {
+            cmd.env(k, v);
+        }
+    }
+    let mut roots = Vec::new();
+    if let Ok(out) = cmd.stderr(std::process::Stdio::null()).output() {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let p = PathBuf::from(line.trim());
+            // `sys.path[0]` is the working directory for `-c`; the checkout must not come with it.
+            if p.is_absolute() && p != std::env::current_dir().unwrap_or_default() {
+                roots.push(p);
+            }
+        }
+    }
+    // The interpreter's own directory, in case it lives outside its prefix.
+    if let Some(bin) = std::fs::canonicalize(python)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        roots.push(bin);
+    }
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(python.to_path_buf(), roots.clone());
+    roots
+}
+
+/// Syscalls denied with `EPERM`: they reach other processes (ptrace, `process_vm_*`,
+/// `pidfd_getfd`), the kernel (modules, kexec, bpf, keyrings, perf events) or the mount table.
+/// `perf_event_open` is safe to deny: `torch.profiler` on the CPU does not use it.
+#[cfg(target_arch = "x86_64")]
+const DENIED_SYSCALLS: &[(&str, i64)] = &[
+    ("ptrace", libc::SYS_ptrace),
+    ("process_vm_readv", libc::SYS_process_vm_readv),
+    ("process_vm_writev", libc::SYS_process_vm_writev),
+    ("pidfd_getfd", libc::SYS_pidfd_getfd),
+    ("kcmp", libc::SYS_kcmp),
+    ("mount", libc::SYS_mount),
+    ("umount2", libc::SYS_umount2),
+    ("pivot_root", libc::SYS_pivot_root),
+    ("chroot", libc::SYS_chroot),
+    ("move_mount", libc::SYS_move_mount),
+    ("open_tree", libc::SYS_open_tree),
+    ("fsopen", libc::SYS_fsopen),
+    ("fsmount", libc::SYS_fsmount),
+    ("fsconfig", libc::SYS_fsconfig),
+    ("fspick", libc::SYS_fspick),
+    ("setns", libc::SYS_setns),
+    ("unshare", libc::SYS_unshare),
+    ("bpf", libc::SYS_bpf),
+    ("keyctl", libc::SYS_keyctl),
+    ("add_key", libc::SYS_add_key),
+    ("request_key", libc::SYS_request_key),
+    ("perf_event_open", libc::SYS_perf_event_open),
+    ("kexec_load", libc::SYS_kexec_load),
+    ("kexec_file_load", libc::SYS_kexec_file_load),
+    ("init_module", libc::SYS_init_module),
+    ("finit_module", libc::SYS_finit_module),
+    ("delete_module", libc::SYS_delete_module),
+    ("userfaultfd", libc::SYS_userfaultfd),
+    ("open_by_handle_at", libc::SYS_open_by_handle_at),
+    ("name_to_handle_at", libc::SYS_name_to_handle_at),
+    ("fanotify_init", libc::SYS_fanotify_init),
+    ("io_uring_setup", libc::SYS_io_uring_setup),
+    ("reboot", libc::SYS_reboot),
+    ("swapon", libc::SYS_swapon),
+    ("swapoff", libc::SYS_swapoff),
+    ("syslog", libc::SYS_syslog),
+    ("acct", libc::SYS_acct),
+    ("settimeofday", libc::SYS_settimeofday),
+    ("clock_settime", libc::SYS_clock_settime),
+    ("iopl", libc::SYS_iopl),
+    ("ioperm", libc::SYS_ioperm),
+];
+
+#[cfg(target_arch = "aarch64")]
+const DENIED_SYSCALLS: &[(&str, i64)] = &[
+    ("ptrace", libc::SYS_ptrace),
+    ("process_vm_readv", libc::SYS_process_vm_readv),
+    ("process_vm_writev", libc::SYS_process_vm_writev),
+    ("pidfd_getfd", libc::SYS_pidfd_getfd),
+    ("kcmp", libc::SYS_kcmp),
+    ("mount", libc::SYS_mount),
+    ("umount2", libc::SYS_umount2),
+    ("pivot_root", libc::SYS_pivot_root),
+    ("chroot", libc::SYS_chroot),
+    ("move_mount", libc::SYS_move_mount),
+    ("open_tree", libc::SYS_open_tree),
+    ("fsopen", libc::SYS_fsopen),
+    ("fsmount", libc::SYS_fsmount),
+    ("fsconfig", libc::SYS_fsconfig),
+    ("fspick", libc::SYS_fspick),
+    ("setns", libc::SYS_setns),
+    ("unshare", libc::SYS_unshare),
+    ("bpf", libc::SYS_bpf),
+    ("keyctl", libc::SYS_keyctl),
+    ("add_key", libc::SYS_add_key),
+    ("request_key", libc::SYS_request_key),
+    ("perf_event_open", libc::SYS_perf_event_open),
+    ("kexec_load", libc::SYS_kexec_load),
+    ("kexec_file_load", libc::SYS_kexec_file_load),
+    ("init_module", libc::SYS_init_module),
+    ("finit_module", libc::SYS_finit_module),
+    ("delete_module", libc::SYS_delete_module),
+    ("userfaultfd", libc::SYS_userfaultfd),
+    ("open_by_handle_at", libc::SYS_open_by_handle_at),
+    ("name_to_handle_at", libc::SYS_name_to_handle_at),
+    ("fanotify_init", libc::SYS_fanotify_init),
+    ("io_uring_setup", libc::SYS_io_uring_setup),
+    ("reboot", libc::SYS_reboot),
+    ("swapon", libc::SYS_swapon),
+    ("swapoff", libc::SYS_swapoff),
+    ("syslog", libc::SYS_syslog),
+    ("acct", libc::SYS_acct),
+    ("settimeofday", libc::SYS_settimeofday),
+    ("clock_settime", libc::SYS_clock_settime),
+];
+
+fn seccomp_program() -> Result<BpfProgram, SandboxError> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(seccompiler::Error::Backend)?;
+    // An empty rule list matches the syscall whatever its arguments.
+    let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> = DENIED_SYSCALLS
+        .iter()
+        .map(|(_, nr)| (*nr, Vec::new()))
+        .collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(seccompiler::Error::Backend)?;
+    Ok(filter.try_into().map_err(seccompiler::Error::Backend)?)
+}
+
+/// The Landlock ABI the rules are written for (Linux 6.12+); older kernels get what they have.
+const TARGET_ABI: ABI = ABI::V7;
+
+/// What this kernel's Landlock enforces, probed once: `Err` when there is no Landlock at all,
+/// else the layers it lacks.
+fn landlock_support() -> &'static Result<Vec<&'static str>, String> {
+    static SUPPORT: OnceLock<Result<Vec<&'static str>, String>> = OnceLock::new();
+    SUPPORT.get_or_init(|| {
+        let hard = || Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
+        if let Err(e) = hard()
+            .handle_access(AccessFs::from_all(ABI::V1))
+            .and_then(|r| r.create())
+        {
+            return Err(format!("Landlock is not enabled in this kernel: {e}"));
+        }
+        let mut missing = Vec::new();
+        if hard()
+            .handle_access(make_bitflags!(AccessNet::{BindTcp | ConnectTcp}))
+            .and_then(|r| r.create())
+            .is_err()
+        {
+            missing.push("Landlock TCP rules (ABI 4)");
+        }
+        if hard()
+            .scope(Scope::from_all(ABI::V6))
+            .and_then(|r| r.create())
+            .is_err()
+        {
+            missing.push("Landlock signal and abstract-socket scoping (ABI 6)");
+        }
+        Ok(missing)
+    })
+}
+
+/// The id maps a child writes after entering its own user namespace: the same ids inside, so
+/// file ownership and `getuid()` look as before, and no capability in the host namespace.
+struct IdMaps {
+    uid_map: CString,
+    gid_map: CString,
+}
+
+impl IdMaps {
+    fn current() -> IdMaps {
+        // SAFETY: getuid/getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        IdMaps {
+            uid_map: CString::new(format!("{uid} {uid} 1")).expect("no NUL"),
+            gid_map: CString::new(format!("{gid} {gid} 1")).expect("no NUL"),
+        }
+    }
+
+    /// Enters a new user and network namespace. Only system calls: runs between fork and exec.
+    fn enter(&self) -> Result<(), (&'static str, i32)> {
+        let errno = || std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        // SAFETY: plain system calls on constant C strings and owned buffers.
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 {
+                return Err(("unshare(CLONE_NEWUSER|CLONE_NEWNET)", errno()));
+            }
+            let write = |path: &[u8], text: &[u8]| -> bool {
+                let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return false;
+                }
+                let ok = libc::write(fd, text.as_ptr().cast(), text.len()) == text.len() as isize;
+                libc::close(fd);
+                ok
+            };
+            if !write(b"/proc/self/setgroups\0", b"deny") {
+                return Err(("writing /proc/self/setgroups", errno()));
+            }
+            if !write(b"/proc/self/uid_map\0", self.uid_map.as_bytes()) {
+                return Err(("writing /proc/self/uid_map", errno()));
+            }
+            if !write(b"/proc/self/gid_map\0", self.gid_map.as_bytes()) {
+                return Err(("writing /proc/self/gid_map", errno()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether this process can give its children their own user and network namespace, probed
+/// once in a forked child (AppArmor or sysctls may forbid it).
+fn namespaces_support() -> &'static Result<(), String> {
+    static SUPPORT: OnceLock<Result<(), String>> = OnceLock::new();
+    SUPPORT.get_or_init(|| {
+        let maps = IdMaps::current();
+        // SAFETY: the forked child only makes system calls and leaves with _exit.
+        unsafe {
+            let pid = libc::fork();
+            if pid < 0 {
+                return Err(format!("fork: {}", std::io::Error::last_os_error()));
+            }
+            if pid == 0 {
+                let code = match maps.enter() {
+                    Ok(()) => 0,
+                    Err((_, e)) => 1 + (e & 0x7f),
+                };
+                libc::_exit(code);
+            }
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+            match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
+                Some(0) => Ok(()),
+                Some(c) => Err(format!(
+                    "no user namespace: {}",
+                    std::io::Error::from_raw_os_error(c - 1)
+                )),
+                None => Err("the namespace probe died".into()),
+            }
+        }
+    })
+}
+
+/// Confines the child that `cmd` will start with `policy`: the one entry point. Everything
+/// that can fail is done here, in the parent; the child only applies it between fork and exec
+/// (a failure there fails the spawn). Returns the level the child will run at.
+pub fn confine(
+    cmd: &mut Command,
+    mode: SandboxMode,
+    policy: &Policy,
+) -> Result<SandboxLevel, SandboxError> {
+    if mode == SandboxMode::Off {
+        return Ok(SandboxLevel::Off);
+    }
+    let seccomp = seccomp_program();
+    let level = level_for(
+        mode,
+        landlock_support(),
+        namespaces_support(),
+        seccomp.as_ref().err().map(|e| e.to_string()),
+    )?;
+    if matches!(level, SandboxLevel::Unavailable(_)) {
+        return Ok(level);
+    }
+    let namespaces = namespaces_support().is_ok().then(IdMaps::current);
+    let seccomp = seccomp.ok();
+    let ruleset = landlock_ruleset(policy)?;
+    let mut ruleset = Some(ruleset);
+    // SAFETY: the closure makes system calls only (unshare, open/write/close, prctl, seccomp,
+    // landlock_restrict_self); everything it uses was allocated before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(maps) = &namespaces {
+                maps.enter()
+                    .map_err(|(_, e)| std::io::Error::from_raw_os_error(e))?;
+            }
+            if let Some(r) = ruleset.take() {
+                r.restrict_self()
+                    .map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))?;
+            }
+            if let Some(p) = &seccomp {
+                seccompiler::apply_filter(p)
+                    .map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))?;
+            }
+            Ok(())
+        });
+    }
+    Ok(level)
+}
+
+/// The level a job gets from what this machine supports: no Landlock is `unavailable` (an
+/// error when required); any other missing layer is `partial`.
+fn level_for(
+    mode: SandboxMode,
+    landlock: &Result<Vec<&'static str>, String>,
+    namespaces: &Result<(), String>,
+    seccomp_error: Option<String>,
+) -> Result<SandboxLevel, SandboxError> {
+    let missing_landlock = match (mode, landlock) {
+        (SandboxMode::Off, _) => return Ok(SandboxLevel::Off),
+        (SandboxMode::Required, Err(reason)) => return Err(SandboxError::Required(reason.clone())),
+        (SandboxMode::Auto, Err(reason)) => return Ok(SandboxLevel::Unavailable(reason.clone())),
+        (_, Ok(m)) => m,
+    };
+    let mut missing: Vec<String> = missing_landlock.iter().map(|s| s.to_string()).collect();
+    if let Err(reason) = namespaces {
+        missing.push(format!("network namespace ({reason})"));
+    }
+    if let Some(e) = seccomp_error {
+        missing.push(format!("seccomp ({e})"));
+    }
+    Ok(if missing.is_empty() {
+        SandboxLevel::Full
+    } else {
+        SandboxLevel::Partial(format!("missing: {}", missing.join(", ")))
+    })
+}
+
+/// The Landlock ruleset of `policy`, created (with its rules) in the parent.
+fn landlock_ruleset(policy: &Policy) -> Result<RulesetCreated, SandboxError> {
+    let all = AccessFs::from_all(TARGET_ABI);
+    let read = AccessFs::from_read(TARGET_ABI);
+    let file_only = AccessFs::from_file(TARGET_ABI);
+    let rule = |p: &Path, access: landlock::BitFlags<AccessFs>| -> Option<PathBeneath<PathFd>> {
+        let fd = PathFd::new(p).ok()?;
+        // Directory rights on a file are an error: a file rule keeps the file rights only.
+        let access = if p.is_dir() {
+            access
+        } else {
+            access & file_only
+        };
+        Some(PathBeneath::new(fd, access))
+    };
+    let mut rules: Vec<PathBeneath<PathFd>> = Vec::new();
+    rules.extend(policy.read_exec.iter().filter_map(|p| rule(p, read)));
+    rules.extend(
+        policy
+            .read_files
+            .iter()
+            .filter_map(|p| rule(p, AccessFs::ReadFile | AccessFs::Execute)),
+    );
+    rules.extend(policy.read_write.iter().filter_map(|p| rule(p, all)));
+    let created = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(all)?
+        .handle_access(make_bitflags!(AccessNet::{BindTcp | ConnectTcp}))?
+        .scope(Scope::from_all(TARGET_ABI))?
+        .create()?
+        .add_rules(rules.into_iter().map(Ok::<_, landlock::RulesetError>))?;
+    Ok(created)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(job: &Path, checkout: &Path) -> Policy {
+        let problem = checkout.join("problem.py");
+        let kernel = checkout.join("kernel.py");
+        std::fs::write(&problem, "").unwrap();
+        std::fs::write(&kernel, "").unwrap();
+        let python = crate::find_python(Path::new("."));
+        Policy::for_job(&python, &kernel, job, &[&problem, &kernel], &[])
+    }
+
+    #[test]
+    fn the_job_dir_is_writable_and_the_rest_of_the_checkout_is_not_readable() {
+        let job = tempfile::tempdir().unwrap();
+        let checkout = tempfile::tempdir().unwrap();
+        let p = policy(job.path(), checkout.path());
+        let job = std::fs::canonicalize(job.path()).unwrap();
+        let checkout = std::fs::canonicalize(checkout.path()).unwrap();
+        assert!(p.allows_write(&job.join("work/x.o")));
+        assert!(p.allows_read(&job.join("work/x.o")));
+        assert!(p.allows_read(&checkout.join("kernel.py")));
+        assert!(p.allows_read(&checkout.join("problem.py")));
+        assert!(!p.allows_write(&checkout.join("kernel.py")));
+        assert!(!p.allows_read(&checkout.join("secret.txt")));
+        assert!(!p.allows_read(&checkout.join("kernel.py.bak")));
+        assert!(!p.allows_read(Path::new("/root/.ssh/id_rsa")));
+        assert!(!p.allows_read(Path::new("/home")));
+        assert!(p.allows_read(Path::new("/usr/include/stdio.h")));
+        assert!(p.allows_read(Path::new("/proc/cpuinfo")));
+        assert!(!p.allows_write(Path::new("/usr/lib/x.pth")));
+        assert!(!p.allows_write(Path::new("/etc/passwd")));
+        assert!(p.allows_write(Path::new("/dev/null")));
+        assert!(p.allows_write(Path::new("/dev/shm/torch_1")));
+        assert!(!p.allows_write(Path::new("/dev/sda")));
+    }
+
+    #[test]
+    fn the_interpreters_site_packages_are_readable_not_writable() {
+        let python = crate::find_python(Path::new("."));
+        let job = tempfile::tempdir().unwrap();
+        let checkout = tempfile::tempdir().unwrap();
+        let p = policy(job.path(), checkout.path());
+        let out = Command::new(&python)
+            .args([
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            ])
+            .output()
+            .unwrap();
+        let site = std::fs::canonicalize(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+        assert!(p.allows_read(&site.join("torch/__init__.py")), "{p:?}");
+        assert!(!p.allows_write(&site.join("evil.pth")));
+    }
+
+    #[test]
+    fn levels_read_as_the_report_writes_them() {
+        assert_eq!(SandboxLevel::Full.to_string(), "full");
+        assert_eq!(SandboxLevel::Off.to_string(), "off");
+        assert_eq!(
+            SandboxLevel::Unavailable("no Landlock".into()).to_string(),
+            "unavailable (no Landlock)"
+        );
+        assert_eq!(
+            SandboxLevel::Partial("missing: x".into()).to_string(),
+            "partial (missing: x)"
+        );
+    }
+
+    #[test]
+    fn no_landlock_is_unavailable_or_an_error_when_required() {
+        let none: Result<Vec<&'static str>, String> = Err("no Landlock".into());
+        let ok_ns = Ok(());
+        assert_eq!(
+            level_for(SandboxMode::Auto, &none, &ok_ns, None).unwrap(),
+            SandboxLevel::Unavailable("no Landlock".into())
+        );
+        let err = level_for(SandboxMode::Required, &none, &ok_ns, None).unwrap_err();
+        assert!(err.to_string().contains("no Landlock"), "{err}");
+        assert_eq!(
+            level_for(SandboxMode::Off, &none, &ok_ns, None).unwrap(),
+            SandboxLevel::Off
+        );
+        let old = Ok(vec!["Landlock TCP rules (ABI 4)"]);
+        let level = level_for(
+            SandboxMode::Required,
+            &old,
+            &Err("no user namespace: EPERM".into()),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            level.to_string(),
+            "partial (missing: Landlock TCP rules (ABI 4), network namespace (no user namespace: EPERM))"
+        );
+        assert_eq!(
+            level_for(SandboxMode::Auto, &Ok(vec![]), &ok_ns, None).unwrap(),
+            SandboxLevel::Full
+        );
+    }
+
+    /// The machines kernelgate runs on (Linux 6.18, Landlock ABI 7, user namespaces) get
+    /// every layer; a regression here would silently weaken every job.
+    #[test]
+    fn this_machine_supports_every_layer() {
+        assert_eq!(landlock_support(), &Ok(vec![]));
+        assert_eq!(namespaces_support(), &Ok(()));
+    }
+
+    #[test]
+    fn the_seccomp_program_builds_for_this_machine() {
+        let p = seccomp_program().unwrap();
+        assert!(p.len() > DENIED_SYSCALLS.len());
+    }
+}

@@ -1,0 +1,290 @@
+//! The sandbox around every candidate, end to end through `kernelgate eval` (real CLI, real
+//! child, real torch on the CPU): each escape fixture under `tests/fixtures/eval/kernels/sandbox/`
+//! is blocked (its side effect checked) and reported as an `eval/sandbox-denied` finding, while
+//! honest kernels (C++ through load_inline, torch.profiler) pass in the same run.
+//!
+//! Needs the harness extension next to the CLI (`cargo build -p kernelgate-harness`) and a
+//! Python with torch (`KERNELGATE_PYTHON` or `.venv`).
+
+mod common;
+use common::{python, root};
+
+use serde_json::Value;
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+const FAKE_TOKEN: &str = "ghs_kernelgateFakeToken0123456789";
+const SANDBOX_RULE: &str = "eval/sandbox-denied";
+
+fn fixture(rel: &str) -> String {
+    root()
+        .join("tests/fixtures/eval")
+        .join(rel)
+        .display()
+        .to_string()
+}
+
+/// `kernelgate eval --format json` on the ReLU problem, run from `checkout` with a fake workflow
+/// token in kernelgate's own environment.
+fn eval_in(checkout: &Path, kernel: &str, env: &[(&str, String)]) -> (i32, Value) {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"));
+    let ext = root().join("target/kernelgate-test-torch-extensions");
+    std::fs::create_dir_all(&ext).unwrap();
+    let mut cmd = Command::new(exe);
+    cmd.current_dir(checkout)
+        .env("KERNELGATE_PYTHON", python())
+        .env("GITHUB_TOKEN", FAKE_TOKEN)
+        .env_remove("KERNELGATE_SANDBOX")
+        .args(["eval", "--problem", &fixture("problems/relu.py")])
+        .args(["--kernel", &fixture(kernel)])
+        .args(["--device", "cpu", "--seed", "42", "--no-timing"])
+        .args(["--format", "json", "--extensions-dir"])
+        .arg(&ext);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run kernelgate");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON from kernelgate eval of {kernel} ({e}); stdout:\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), v)
+}
+
+fn sandbox_findings(v: &Value) -> Vec<String> {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == SANDBOX_RULE)
+        .map(|f| {
+            assert_eq!(f["severity"], "error", "{f}");
+            f["message"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+/// The escape was reported with `what` in the message, the row fails (exit 1) although the
+/// kernel itself is correct, and the job ran fully sandboxed.
+#[track_caller]
+fn assert_blocked_and_reported(name: &str, code: i32, v: &Value, what: &str) {
+    assert_eq!(v["sandbox"], "full", "{name}: {v:#}");
+    assert_eq!(v["outcome"]["kind"], "passed", "{name}: {v:#}");
+    let found = sandbox_findings(v);
+    assert!(
+        found
+            .iter()
+            .any(|m| m.contains(what) && m.contains("blocked by the sandbox")),
+        "{name}: no sandbox finding naming `{what}`: {found:?}\n{v:#}"
+    );
+    assert_eq!(code, 1, "{name}: a sandbox finding must fail the row");
+}
+
+#[test]
+fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
+    let checkout = tempfile::tempdir().unwrap();
+    let checkout_file = checkout.path().join("ci-credentials.txt");
+    std::fs::write(&checkout_file, "checkout-secret-5150").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "outside-secret-8086").unwrap();
+
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stop = Arc::new(AtomicBool::new(false));
+    let listening = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut received = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok((mut s, peer)) = listener.accept() {
+                    let mut buf = Vec::new();
+                    let _ = s.set_nonblocking(false);
+                    let _ = s.read_to_end(&mut buf);
+                    received.push(format!("{peer}: {}", String::from_utf8_lossy(&buf)));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            received
+        })
+    };
+
+    let site = {
+        let out = Command::new(python())
+            .args([
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            ])
+            .output()
+            .unwrap();
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    };
+    let pth = site.join("kg_sandbox_escape.pth");
+
+    let paths = format!("{}:{}", secret.display(), checkout_file.display());
+    let port_s = port.to_string();
+    let runs: Vec<(&str, Vec<(&str, String)>)> = vec![
+        (
+            "kernels/sandbox/read_outside.py",
+            vec![("KG_FIXTURE_PATHS", paths)],
+        ),
+        ("kernels/sandbox/parent_environ.py", vec![]),
+        (
+            "kernels/sandbox/tcp_connect.py",
+            vec![("KG_FIXTURE_PORT", port_s)],
+        ),
+        ("kernels/sandbox/write_pth.py", vec![]),
+        ("kernels/sandbox/write_checkout.py", vec![]),
+        ("kernels/sandbox/ptrace_parent.py", vec![]),
+        ("kernels/honest_relu.py", vec![]),
+        ("kernels/sandbox/profiled_relu.py", vec![]),
+    ];
+    // One run: the jobs go at once, escapes and honest kernels side by side.
+    let results: Vec<(&str, i32, Value)> = std::thread::scope(|s| {
+        let handles: Vec<_> = runs
+            .iter()
+            .map(|(k, env)| {
+                let dir = checkout.path();
+                s.spawn(move || {
+                    let (code, v) = eval_in(dir, k, env);
+                    (*k, code, v)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    stop.store(true, Ordering::SeqCst);
+    let received = listening.join().unwrap();
+    let pth_written = pth.exists();
+    if pth_written {
+        let _ = std::fs::remove_file(&pth);
+    }
+
+    for (kernel, code, v) in &results {
+        let name = Path::new(kernel).file_stem().unwrap().to_str().unwrap();
+        let stdout = v["stdout_tail"].as_str().unwrap_or_default();
+        assert!(!stdout.contains("STOLEN"), "{name} stole: {stdout}");
+        assert!(
+            !stdout.contains(FAKE_TOKEN),
+            "{name} saw the token: {stdout}"
+        );
+        match name {
+            "read_outside" => {
+                assert!(
+                    !stdout.contains("outside-secret-8086")
+                        && !stdout.contains("checkout-secret-5150")
+                );
+                assert_blocked_and_reported(
+                    name,
+                    *code,
+                    v,
+                    &format!("read {}", std::fs::canonicalize(&secret).unwrap().display()),
+                );
+                assert_blocked_and_reported(
+                    name,
+                    *code,
+                    v,
+                    &format!(
+                        "read {}",
+                        std::fs::canonicalize(&checkout_file).unwrap().display()
+                    ),
+                );
+            }
+            "parent_environ" => {
+                assert!(stdout.contains("blocked"), "{stdout}");
+                assert_blocked_and_reported(name, *code, v, "environ");
+            }
+            "tcp_connect" => {
+                assert!(!stdout.contains("CONNECTED"), "{stdout}");
+                assert_blocked_and_reported(
+                    name,
+                    *code,
+                    v,
+                    &format!("connect a network socket to ('127.0.0.1', {port})"),
+                );
+            }
+            "write_pth" => {
+                assert!(!pth_written, "the candidate wrote {}", pth.display());
+                assert_blocked_and_reported(name, *code, v, "kg_sandbox_escape.pth");
+            }
+            "write_checkout" => {
+                assert!(
+                    !checkout.path().join("PWNED.txt").exists(),
+                    "the candidate wrote into the checkout"
+                );
+                assert!(stdout.contains("blocked"), "{stdout}");
+                assert_blocked_and_reported(name, *code, v, "/cwd/PWNED.txt");
+            }
+            "ptrace_parent" => {
+                assert!(
+                    stdout.contains("ptrace=-1 errno=1"),
+                    "ptrace must fail with EPERM: {stdout}"
+                );
+                assert_blocked_and_reported(name, *code, v, "call ptrace() through ctypes");
+            }
+            "honest_relu" | "profiled_relu" => {
+                assert_eq!(v["outcome"]["kind"], "passed", "{name}: {v:#}");
+                assert_eq!(v["sandbox"], "full", "{name}: {v:#}");
+                assert!(sandbox_findings(v).is_empty(), "{name}: {v:#}");
+                assert_eq!(*code, 0, "{name}: {v:#}");
+            }
+            other => panic!("unexpected fixture {other}"),
+        }
+    }
+    assert!(
+        received.is_empty(),
+        "the listener saw a connection: {received:?}"
+    );
+}
+
+#[test]
+fn switched_off_the_row_says_so_and_the_escape_is_reported_as_not_blocked() {
+    let checkout = tempfile::tempdir().unwrap();
+    let (code, v) = eval_in(
+        checkout.path(),
+        "kernels/sandbox/write_checkout.py",
+        &[("KERNELGATE_SANDBOX", "off".into())],
+    );
+    assert_eq!(v["sandbox"], "off", "{v:#}");
+    // Unconfined, the write lands: exactly what the sandbox is for.
+    assert!(checkout.path().join("PWNED.txt").exists());
+    let found = sandbox_findings(&v);
+    assert!(
+        found
+            .iter()
+            .any(|m| m.contains("NOT blocked (sandbox off)")),
+        "{found:?}"
+    );
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn a_bad_sandbox_mode_is_a_usage_error_naming_the_choices() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kernelgate"))
+        .current_dir(root())
+        .env("KERNELGATE_PYTHON", python())
+        .env("KERNELGATE_SANDBOX", "maybe")
+        .args(["eval", "--problem", &fixture("problems/relu.py")])
+        .args([
+            "--kernel",
+            &fixture("kernels/python_relu.py"),
+            "--device",
+            "cpu",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("KERNELGATE_SANDBOX=maybe") && err.contains("`required`"),
+        "{err}"
+    );
+}
