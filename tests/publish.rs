@@ -6,6 +6,8 @@ use kernelgate_report::*;
 use std::path::Path;
 use std::process::{Command, Output};
 
+const SHA: &str = "c0ffee0000000000000000000000000000c0ffee";
+
 fn kernelgate(args: &[&str], env: &[(&str, &Path)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kernelgate"));
     cmd.args(args);
@@ -24,7 +26,7 @@ fn shard(i: u32, n: u32, rows: &[(&str, OutcomeKind, Verdict)]) -> Report {
     let mut r = Report::new(RunInfo {
         repo: "acme/kernels".into(),
         pr_number: Some(3),
-        head_sha: "c0ffee".into(),
+        head_sha: SHA.into(),
         shard: Some((i, n)),
         complete: true,
         ..Default::default()
@@ -149,7 +151,7 @@ fn publish_to_files_writes_payloads_summary_and_outputs() {
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("check_run.json")).unwrap())
             .unwrap();
     assert_eq!(check["create"]["status"], "in_progress");
-    assert_eq!(check["create"]["head_sha"], "c0ffee");
+    assert_eq!(check["create"]["head_sha"], SHA);
     assert_eq!(check["complete"][0]["conclusion"], "failure");
     assert_eq!(
         check["complete"][0]["output"]["annotations"][0]["path"],
@@ -222,7 +224,7 @@ fn publish_to_github_refuses_without_token_or_for_another_commit() {
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("c0ffee") && err.contains("deadbeef") && err.contains("refusing"),
+        err.contains(SHA) && err.contains("deadbeef") && err.contains("refusing"),
         "{err}"
     );
 }
@@ -242,8 +244,23 @@ fn publish_to_github_sends_the_expected_requests() {
         let server = MockServer::start().await;
         let ok = |v: serde_json::Value| ResponseTemplate::new(200).set_body_json(v);
         Mock::given(method("GET"))
+            .and(path(format!(
+                "/repos/acme/kernels/commits/{SHA}/check-runs"
+            )))
+            .respond_with(ok(serde_json::json!({"total_count": 0, "check_runs": []})))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
             .and(path("/repos/acme/kernels/pulls/3"))
-            .respond_with(ok(serde_json::json!({"head": {"sha": "c0ffee"}})))
+            .respond_with(ok(serde_json::json!({"head": {"sha": SHA}})))
+            .mount(&server)
+            .await;
+        // The workflow's token is an installation token: `GET /user` is refused.
+        Mock::given(method("GET"))
+            .and(path("/user"))
+            .respond_with(ResponseTemplate::new(403).set_body_json(
+                serde_json::json!({"message": "Resource not accessible by integration"}),
+            ))
             .mount(&server)
             .await;
         Mock::given(method("POST"))
@@ -303,16 +320,178 @@ fn publish_to_github_sends_the_expected_requests() {
     assert_eq!(
         seen,
         [
+            format!("GET /repos/acme/kernels/commits/{SHA}/check-runs").as_str(),
             "GET /repos/acme/kernels/pulls/3",
             "POST /repos/acme/kernels/check-runs",
             "PATCH /repos/acme/kernels/check-runs/11",
+            "GET /user",
             "GET /repos/acme/kernels/issues/3/comments",
             "POST /repos/acme/kernels/issues/3/comments",
         ]
     );
-    let complete: serde_json::Value = serde_json::from_slice(&reqs[2].body).unwrap();
+    let complete: serde_json::Value = serde_json::from_slice(&reqs[3].body).unwrap();
     assert_eq!(complete["conclusion"], "success");
     assert!(std::fs::read_to_string(&outputs)
         .unwrap()
         .contains("verdict=pass\n"));
+}
+
+/// `kernelgate publish --start` and `--end`: the steps before and after the evaluation, and the
+/// `if: cancelled()` step, against a mock GitHub.
+#[test]
+fn publish_start_writes_the_check_run_id_and_end_completes_it() {
+    use wiremock::matchers::{body_partial_json, method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(async {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/repos/acme/kernels/check-runs"))
+            .and(body_partial_json(serde_json::json!({
+                "name": "kernelgate (H100)", "head_sha": SHA, "status": "in_progress",
+                "external_id": "kernelgate:77:2:kernelgate (H100)"
+            })))
+            .respond_with(ResponseTemplate::new(201).set_body_json(serde_json::json!({"id": 31})))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path(format!(
+                "/repos/acme/kernels/commits/{SHA}/check-runs"
+            )))
+            .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+                "total_count": 1,
+                "check_runs": [{"id": 31, "external_id": "kernelgate:77:2:kernelgate (H100)"}]
+            })))
+            .mount(&server)
+            .await;
+        Mock::given(method("PATCH"))
+            .and(path("/repos/acme/kernels/check-runs/31"))
+            .and(body_partial_json(serde_json::json!({
+                "status": "completed", "conclusion": "cancelled",
+                "output": {"summary": "The workflow run was cancelled."}
+            })))
+            .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({"id": 31})))
+            .expect(1)
+            .mount(&server)
+            .await;
+        server
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let outputs = dir.path().join("out.txt");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kernelgate"))
+            .args(args)
+            .env("GITHUB_TOKEN", "t")
+            .env("GITHUB_REPOSITORY", "acme/kernels")
+            .env("GITHUB_API_URL", server.uri())
+            .env("GITHUB_RUN_ID", "77")
+            .env("GITHUB_RUN_ATTEMPT", "2")
+            .env("GITHUB_OUTPUT", &outputs)
+            .env("KERNELGATE_CHECK_NAME", "kernelgate (H100)")
+            .env_remove("GITHUB_EVENT_PATH")
+            .output()
+            .unwrap()
+    };
+    let o = run(&["publish", "--start", "--head", SHA]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&outputs).unwrap(),
+        format!("check-run-id=31\nhead={SHA}\n")
+    );
+    // The cancelled() step of a later process: no id given, found by external_id.
+    let o = run(&[
+        "publish",
+        "--end",
+        "cancelled",
+        "--head",
+        SHA,
+        "--reason",
+        "The workflow run was cancelled.",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    rt.block_on(server.verify());
+
+    // A head that is not a commit SHA never reaches GitHub.
+    let o = run(&["publish", "--start", "--head", "abc\n::error::x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("40 lowercase hex"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// What a candidate controls (paths, exception text) cannot add markup to the comment or the
+/// summary: no closing `</details>`, image, link, mention or table break gets through.
+#[test]
+fn candidate_text_is_escaped_in_the_comment_and_summary() {
+    let hostile = "boom</details><img src=x onerror=alert(1)> [click](https://evil.example) \
+                   ![i](https://evil.example/i.png) @everyone | cell ```` `code` **bold**";
+    let mut r = Report::new(RunInfo {
+        repo: "acme/kernels".into(),
+        pr_number: Some(3),
+        head_sha: SHA.into(),
+        complete: true,
+        ..Default::default()
+    });
+    let mut k = KernelRow::new(
+        "kernels/a`b|c@d.py",
+        "level1/1_X.py",
+        Backend::Cuda,
+        Precision::Fp32,
+        Change::Added,
+        OutcomeSummary::new(OutcomeKind::RuntimeError, hostile),
+    );
+    k.verdict = Verdict::Fail;
+    k.reasons = vec![hostile.to_string()];
+    k.outcome.log_tail = Some(format!("Traceback\n```\n</details>{hostile}"));
+    k.outcome.details = serde_json::json!({"error": format!("```\n{hostile}")});
+    r.kernels.push(k);
+    r.finalize();
+    for text in [render_comment(&r), render_summary(&r)] {
+        // Fences: only ours open and close (an even number of lines starting with ```).
+        let fences = text.lines().filter(|l| l.starts_with("```")).count();
+        assert_eq!(fences % 2, 0, "{text}");
+        // Inside our fences text is inert code; everything outside must carry no markup.
+        let mut inside = false;
+        let text: String = text
+            .lines()
+            .filter(|l| {
+                if l.starts_with("```") {
+                    inside = !inside;
+                    return false;
+                }
+                !inside
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(
+            text.matches("</details>").count(),
+            text.matches("<details").count(),
+            "{text}"
+        );
+        assert!(!text.contains("<img"), "{text}");
+        assert!(!text.contains("](https://evil"), "{text}");
+        assert!(!text.contains("@everyone"), "{text}");
+        assert!(!text.contains("**bold**"), "{text}");
+        // The table row of the kernel is still one row with all its cells.
+        let row = text.lines().find(|l| l.contains("kernels/a")).unwrap();
+        assert_eq!(row.matches(" | ").count(), 10, "{row}");
+        // Readers still see the message.
+        assert!(text.contains("boom"), "{text}");
+    }
 }

@@ -280,7 +280,16 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             quiet: args.quiet,
         },
     };
-    let report = pipeline.run(&plan, report)?;
+    let report = match pipeline.run(&plan, report) {
+        Ok(report) => report,
+        Err(e) => {
+            // Never leave the check run `in_progress`.
+            if let Some(id) = check_run_id {
+                publish::abandon_check_run(&gh, id, &format!("kernelgate failed: {e:#}"));
+            }
+            return Err(e.into());
+        }
+    };
 
     let published = match mode {
         Publish::None => Ok(()),

@@ -79,6 +79,10 @@ impl PrContext {
                 .flatten()
                 .filter_map(|l| s(&l["name"]))
                 .collect();
+        } else if event["issue"].get("pull_request").is_some() {
+            // An `issue_comment` on a pull request (the trusted `/kernelgate` run): base and
+            // head come from --base/--head, the number from the issue.
+            self.number = event["issue"]["number"].as_u64();
         } else if let (Some(before), Some(after)) = (s(&event["before"]), s(&event["after"])) {
             // A push: compare with the previous tip unless it is the all-zero "new branch" id.
             if before.bytes().any(|b| b != b'0') {

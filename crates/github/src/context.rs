@@ -13,8 +13,16 @@ pub struct GithubContext {
     pub pr_number: Option<u64>,
     pub base_sha: Option<String>,
     pub head_sha: Option<String>,
-    /// `GITHUB_API_URL`, default `https://api.github.com`.
+    /// `GITHUB_API_URL`, default `https://api.github.com` (GitHub Enterprise Server sets its own).
     pub api_url: String,
+    /// `GITHUB_GRAPHQL_URL`; default derived from `api_url` (`…/api/v3` → `…/api/graphql`).
+    pub graphql_url: String,
+    /// `GITHUB_SERVER_URL`, default `https://github.com`.
+    pub server_url: String,
+    /// `GITHUB_RUN_ID` and `GITHUB_RUN_ATTEMPT`: they make the check run's `external_id`, by
+    /// which every step of one run attempt finds the check run that run opened.
+    pub run_id: Option<String>,
+    pub run_attempt: Option<String>,
     pub step_summary: Option<PathBuf>,
     pub output: Option<PathBuf>,
     /// `GITHUB_SERVER_URL` + `/owner/name/actions/runs/GITHUB_RUN_ID`, when known.
@@ -45,14 +53,27 @@ impl GithubContext {
         let mut ctx = GithubContext {
             token: var("GITHUB_TOKEN"),
             repo: var("GITHUB_REPOSITORY").unwrap_or_default(),
-            api_url: var("GITHUB_API_URL").unwrap_or_else(|| "https://api.github.com".into()),
+            api_url: var("GITHUB_API_URL")
+                .unwrap_or_else(|| "https://api.github.com".into())
+                .trim_end_matches('/')
+                .to_string(),
+            server_url: var("GITHUB_SERVER_URL")
+                .unwrap_or_else(|| "https://github.com".into())
+                .trim_end_matches('/')
+                .to_string(),
+            run_id: var("GITHUB_RUN_ID"),
+            run_attempt: var("GITHUB_RUN_ATTEMPT"),
             step_summary: var("GITHUB_STEP_SUMMARY").map(PathBuf::from),
             output: var("GITHUB_OUTPUT").map(PathBuf::from),
             ..Default::default()
         };
-        if let (Some(server), Some(run)) = (var("GITHUB_SERVER_URL"), var("GITHUB_RUN_ID")) {
+        ctx.graphql_url = var("GITHUB_GRAPHQL_URL").unwrap_or_else(|| graphql_url(&ctx.api_url));
+        if let Some(run) = &ctx.run_id {
             if !ctx.repo.is_empty() {
-                ctx.run_url = Some(format!("{server}/{}/actions/runs/{run}", ctx.repo));
+                ctx.run_url = Some(format!(
+                    "{}/{}/actions/runs/{run}",
+                    ctx.server_url, ctx.repo
+                ));
             }
         }
         if let Some(path) = var("GITHUB_EVENT_PATH") {
@@ -77,6 +98,9 @@ impl GithubContext {
             self.pr_number = pr["number"].as_u64().or_else(|| event["number"].as_u64());
             self.base_sha = sha(&pr["base"]["sha"]);
             self.head_sha = sha(&pr["head"]["sha"]);
+        } else if event["issue"].get("pull_request").is_some() {
+            // `issue_comment` on a pull request: the number only; the head is passed explicitly.
+            self.pr_number = event["issue"]["number"].as_u64();
         } else if let Some(run) = event.get("workflow_run") {
             self.head_sha = sha(&run["head_sha"]);
             if let Some(pr) = run["pull_requests"].as_array().and_then(|a| a.first()) {
@@ -85,6 +109,15 @@ impl GithubContext {
             }
         }
         Ok(())
+    }
+
+    /// The check run's `external_id` for this run attempt and check name.
+    pub fn external_id(&self, check_name: &str) -> String {
+        format!(
+            "kernelgate:{}:{}:{check_name}",
+            self.run_id.as_deref().unwrap_or("local"),
+            self.run_attempt.as_deref().unwrap_or("1")
+        )
     }
 
     /// True when there is a token to publish with.
@@ -100,6 +133,21 @@ impl GithubContext {
             ))
         })
     }
+}
+
+/// GitHub's GraphQL endpoint next to a REST endpoint: `https://api.github.com/graphql`, or
+/// `https://HOST/api/graphql` for GitHub Enterprise Server's `https://HOST/api/v3`.
+pub(crate) fn graphql_url(api_url: &str) -> String {
+    match api_url.strip_suffix("/v3") {
+        Some(base) => format!("{base}/graphql"),
+        None => format!("{api_url}/graphql"),
+    }
+}
+
+/// A commit SHA as GitHub writes it: 40 lowercase hex digits. Anything else is refused before it
+/// reaches a URL, a request body or a log line.
+pub fn valid_sha(sha: &str) -> bool {
+    sha.len() == 40 && sha.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 #[cfg(test)]
@@ -153,6 +201,41 @@ mod tests {
             (Some(9), Some("b2"), Some("h2"))
         );
         assert!(!c.can_publish(), "no token: local mode");
+    }
+
+    #[test]
+    fn enterprise_server_urls_come_from_the_environment() {
+        let c = ctx(&[
+            ("GITHUB_REPOSITORY", "o/r"),
+            ("GITHUB_API_URL", "https://ghe.example/api/v3"),
+            ("GITHUB_SERVER_URL", "https://ghe.example"),
+            ("GITHUB_RUN_ID", "77"),
+            ("GITHUB_RUN_ATTEMPT", "2"),
+        ])
+        .unwrap();
+        assert_eq!(c.graphql_url, "https://ghe.example/api/graphql");
+        assert_eq!(
+            c.run_url.as_deref(),
+            Some("https://ghe.example/o/r/actions/runs/77")
+        );
+        assert_eq!(c.external_id("kernelgate"), "kernelgate:77:2:kernelgate");
+        let d = ctx(&[("GITHUB_REPOSITORY", "o/r")]).unwrap();
+        assert_eq!(d.graphql_url, "https://api.github.com/graphql");
+    }
+
+    #[test]
+    fn only_full_lowercase_shas_are_valid() {
+        assert!(valid_sha(&"a1".repeat(20)));
+        let bad = [
+            String::new(),
+            "abc123".into(),
+            "A1".repeat(20),
+            format!("{}\n::set-output", "a".repeat(40)),
+            "g".repeat(40),
+        ];
+        for b in &bad {
+            assert!(!valid_sha(b), "{b:?}");
+        }
     }
 
     #[test]

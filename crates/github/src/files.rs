@@ -1,10 +1,15 @@
 //! The file side of publishing: step summary, step outputs, and local "publish to files".
 
-use crate::{GithubError, CHECK_NAME};
+use crate::{sticky_marker, GithubError};
 use kernelgate_report::{check_run, render_comment, render_summary, Report, STICKY_MARKER};
 use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+/// Append `text` to a file such as `GITHUB_OUTPUT` (`name=value` lines).
+pub fn append_output(path: &Path, text: &str) -> Result<(), GithubError> {
+    append(path, text)
+}
 
 fn append(path: &Path, text: &str) -> Result<(), GithubError> {
     let io = |error| GithubError::Io {
@@ -41,7 +46,11 @@ pub fn write_outputs(path: &Path, report: &Report, report_path: &Path) -> Result
 
 /// Local mode: write what would be sent to GitHub as JSON files in `out_dir`:
 /// `check_run.json` (create and complete payloads) and `comment.json` (the sticky comment).
-pub fn publish_files(report: &Report, out_dir: &Path) -> Result<Vec<PathBuf>, GithubError> {
+pub fn publish_files(
+    report: &Report,
+    out_dir: &Path,
+    check_name: &str,
+) -> Result<Vec<PathBuf>, GithubError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |error| GithubError::Io { path, error }
@@ -49,13 +58,19 @@ pub fn publish_files(report: &Report, out_dir: &Path) -> Result<Vec<PathBuf>, Gi
     std::fs::create_dir_all(out_dir).map_err(io(out_dir))?;
     let summary = render_summary(report);
     let check = json!({
-        "create": check_run::create_payload(CHECK_NAME, &report.run.head_sha),
+        "create": check_run::create_payload(check_name, &report.run.head_sha, &format!("kernelgate:files:{check_name}")),
         "complete": check_run::complete_payloads(report, &summary),
     });
+    let marker = sticky_marker(check_name);
+    let body = render_comment(report);
+    let body = match body.strip_prefix(STICKY_MARKER) {
+        Some(rest) => format!("{marker}{rest}"),
+        None => body,
+    };
     let comment = json!({
-        "marker": STICKY_MARKER,
+        "marker": marker,
         "pr_number": report.run.pr_number,
-        "body": render_comment(report),
+        "body": body,
     });
     let mut written = Vec::new();
     for (name, value) in [("check_run.json", check), ("comment.json", comment)] {

@@ -5,9 +5,12 @@ mod context;
 mod files;
 mod publisher;
 
-pub use context::GithubContext;
-pub use files::{append_step_summary, publish_files, write_outputs};
-pub use publisher::{CommentAction, Publisher, RetryPolicy};
+pub use context::{valid_sha, GithubContext};
+pub use files::{append_output, append_step_summary, publish_files, write_outputs};
+pub use publisher::{
+    sticky_marker, CommentAction, Ending, Published, Publisher, RetryPolicy, SleepFn, ACTIONS_BOT,
+    UNVERIFIED,
+};
 
 use std::path::PathBuf;
 
@@ -36,6 +39,25 @@ pub enum GithubError {
         status: u16,
         message: String,
     },
+    #[error(
+        "GitHub kept failing to {action} ({attempts} attempts; last: {last}); the check run is \
+         left for the workflow's cleanup step (`kernelgate publish --end cancelled`) to complete, \
+         re-run the job when GitHub is healthy"
+    )]
+    GaveUp {
+        action: String,
+        attempts: u32,
+        last: String,
+    },
+    #[error(
+        "GitHub's rate limit for this token asks to wait {wait_s} s before trying to {action} \
+         again, longer than kernelgate waits; re-run the job later or publish with another token"
+    )]
+    RateLimited { action: String, wait_s: u64 },
+    #[error(
+        "`{sha}` is not a commit SHA (40 lowercase hex digits); pass the full head SHA of the pull request"
+    )]
+    BadSha { sha: String },
     #[error("cannot reach GitHub to {action}: {error}")]
     Http {
         action: String,

@@ -1,59 +1,430 @@
-//! The exact REST requests kernelgate sends, against a wiremock server speaking GitHub's shapes.
+//! The REST requests kernelgate sends, against a wiremock server that behaves like GitHub: it
+//! keeps check runs and comments, validates every request body against GitHub's REST schemas
+//! (vendored in `schemas/`) and GitHub's byte limits, answers 422 like GitHub does, and injects
+//! the failures GitHub produces (5xx after a write, rate limits, a moved head).
 
-use kernelgate_github::{CommentAction, GithubContext, GithubError, Publisher, RetryPolicy};
+use kernelgate_github::{
+    sticky_marker, CommentAction, Ending, GithubContext, GithubError, Published, Publisher,
+    RetryPolicy, SleepFn, UNVERIFIED,
+};
 use kernelgate_model::{Backend, Finding, Precision, Severity};
 use kernelgate_report::*;
 use serde_json::{json, Value};
-use std::time::Duration;
-use wiremock::matchers::{body_partial_json, header, method, path, query_param};
-use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+const HEAD: &str = "0123456789abcdef0123456789abcdef01234567";
+const NEW_HEAD: &str = "fedcba9876543210fedcba9876543210fedcba98";
+
+// ---------------------------------------------------------------------------------------------
+// A GitHub double
+
+#[derive(Clone, Debug)]
+struct CheckRun {
+    id: u64,
+    name: String,
+    head_sha: String,
+    external_id: String,
+    status: String,
+    conclusion: Option<String>,
+    title: String,
+    summary: String,
+    annotations: usize,
+}
+
+#[derive(Clone, Debug)]
+struct Comment {
+    id: u64,
+    body: String,
+    login: String,
+    kind: &'static str,
+    minimized: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum FaultKind {
+    /// Apply the request, then answer 502 (the answer is lost).
+    AfterApply502,
+    /// 403 secondary rate limit, with or without `retry-after`.
+    Secondary(Option<u64>),
+    /// 403 with `x-ratelimit-remaining: 0` and `x-ratelimit-reset` this many seconds ahead.
+    Primary(u64),
+}
+
+struct Fault {
+    method: &'static str,
+    path_contains: &'static str,
+    kind: FaultKind,
+}
+
+struct State {
+    check_runs: Vec<CheckRun>,
+    comments: Vec<Comment>,
+    pr_head: String,
+    /// `Some(login)`: a user token; `None`: an installation token (`GET /user` is refused).
+    user: Option<String>,
+    /// Who new comments are written by.
+    poster: String,
+    faults: VecDeque<Fault>,
+    violations: Vec<String>,
+    log: Vec<String>,
+    next_id: u64,
+}
+
+#[derive(Clone)]
+struct FakeGithub(Arc<Mutex<State>>);
+
+fn schema(name: &str) -> jsonschema::Validator {
+    let path = format!("{}/tests/schemas/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    jsonschema::validator_for(&v).unwrap()
+}
+
+impl FakeGithub {
+    fn new() -> Self {
+        FakeGithub(Arc::new(Mutex::new(State {
+            check_runs: vec![],
+            comments: vec![],
+            pr_head: HEAD.into(),
+            user: None,
+            poster: "github-actions[bot]".into(),
+            faults: VecDeque::new(),
+            violations: vec![],
+            log: vec![],
+            next_id: 100,
+        })))
+    }
+
+    fn fault(&self, method: &'static str, path_contains: &'static str, kind: FaultKind) {
+        self.0.lock().unwrap().faults.push_back(Fault {
+            method,
+            path_contains,
+            kind,
+        });
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.lock().unwrap()
+    }
+
+    /// GitHub's 422 for a body the schema or the byte limits refuse; `None` when valid.
+    fn invalid(&self, schema_name: &str, body: &Value) -> Option<String> {
+        let errors: Vec<String> = schema(schema_name)
+            .iter_errors(body)
+            .map(|e| format!("{schema_name}: {e} at {}", e.instance_path()))
+            .collect();
+        let mut problems = errors;
+        let out = &body["output"];
+        for field in ["summary", "text"] {
+            if let Some(s) = out[field].as_str() {
+                if s.len() > 65_535 {
+                    problems.push(format!("output.{field} is {} bytes", s.len()));
+                }
+            }
+        }
+        for a in out["annotations"].as_array().into_iter().flatten() {
+            if a["message"].as_str().is_some_and(|m| m.len() > 65_535) {
+                problems.push("annotation message over 64 KB".into());
+            }
+            if a["title"].as_str().is_some_and(|t| t.len() > 255) {
+                problems.push("annotation title over 255".into());
+            }
+        }
+        if let Some(b) = body["body"].as_str() {
+            if b.chars().count() > 65_536 {
+                problems.push(format!("comment body is {} characters", b.chars().count()));
+            }
+        }
+        if problems.is_empty() {
+            None
+        } else {
+            Some(problems.join("; "))
+        }
+    }
+}
+
+fn num(segment: Option<&str>) -> u64 {
+    segment.and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+fn query(req: &Request, key: &str) -> Option<String> {
+    req.url
+        .query_pairs()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
+}
+
+impl Respond for FakeGithub {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let method = req.method.to_string();
+        let path = req.url.path().to_string();
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let mut st = self.0.lock().unwrap();
+        st.log.push(format!("{method} {path}"));
+        let fault = st
+            .faults
+            .iter()
+            .position(|f| f.method == method && path.contains(f.path_contains))
+            .and_then(|i| st.faults.remove(i));
+        match fault.as_ref().map(|f| f.kind) {
+            Some(FaultKind::Secondary(after)) => {
+                let mut t = ResponseTemplate::new(403).set_body_json(json!({
+                    "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+                }));
+                if let Some(s) = after {
+                    t = t.insert_header("retry-after", s.to_string().as_str());
+                }
+                return t;
+            }
+            Some(FaultKind::Primary(ahead)) => {
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs();
+                return ResponseTemplate::new(403)
+                    .insert_header("x-ratelimit-remaining", "0")
+                    .insert_header("x-ratelimit-reset", (now + ahead).to_string().as_str())
+                    .set_body_json(json!({"message": "API rate limit exceeded"}));
+            }
+            _ => {}
+        }
+        drop(st);
+        let answer = self.route(&method, &path, req, &body);
+        if matches!(fault.map(|f| f.kind), Some(FaultKind::AfterApply502)) {
+            return ResponseTemplate::new(502).set_body_string("Bad Gateway");
+        }
+        answer
+    }
+}
+
+impl FakeGithub {
+    fn route(&self, method: &str, path: &str, req: &Request, body: &Value) -> ResponseTemplate {
+        let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let unprocessable = |st: &mut State, why: String| {
+            st.violations.push(why.clone());
+            ResponseTemplate::new(422)
+                .set_body_json(json!({"message": "Validation Failed", "errors": [why]}))
+        };
+        match (method, parts.as_slice()) {
+            ("GET", ["user"]) => match self.state().user.clone() {
+                Some(login) => ResponseTemplate::new(200)
+                    .set_body_json(json!({"login": login, "type": "User"})),
+                None => ResponseTemplate::new(403)
+                    .set_body_json(json!({"message": "Resource not accessible by integration"})),
+            },
+            ("POST", ["graphql"]) => {
+                let st = self.state();
+                let ids: Vec<String> = body["variables"]["ids"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect();
+                let nodes: Vec<Value> = ids
+                    .iter()
+                    .map(|id| {
+                        let minimized = st
+                            .comments
+                            .iter()
+                            .any(|c| format!("IC_{}", c.id) == *id && c.minimized);
+                        json!({"id": id, "isMinimized": minimized})
+                    })
+                    .collect();
+                ResponseTemplate::new(200).set_body_json(json!({"data": {"nodes": nodes}}))
+            }
+            ("GET", ["repos", "acme", "kernels", "pulls", _]) => {
+                let head = self.state().pr_head.clone();
+                ResponseTemplate::new(200)
+                    .set_body_json(json!({"number": 7, "head": {"sha": head}}))
+            }
+            ("POST", ["repos", "acme", "kernels", "check-runs"]) => {
+                if let Some(why) = self.invalid("checks-create", body) {
+                    return unprocessable(&mut self.state(), why);
+                }
+                let mut st = self.state();
+                st.next_id += 1;
+                let run = CheckRun {
+                    id: st.next_id,
+                    name: body["name"].as_str().unwrap().into(),
+                    head_sha: body["head_sha"].as_str().unwrap().into(),
+                    external_id: body["external_id"].as_str().unwrap_or_default().into(),
+                    status: body["status"].as_str().unwrap_or("queued").into(),
+                    conclusion: body["conclusion"].as_str().map(str::to_string),
+                    title: body["output"]["title"].as_str().unwrap_or_default().into(),
+                    summary: body["output"]["summary"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .into(),
+                    annotations: 0,
+                };
+                let id = run.id;
+                st.check_runs.push(run);
+                ResponseTemplate::new(201).set_body_json(json!({"id": id}))
+            }
+            ("PATCH", ["repos", "acme", "kernels", "check-runs", id]) => {
+                if let Some(why) = self.invalid("checks-update", body) {
+                    return unprocessable(&mut self.state(), why);
+                }
+                let id = num(Some(id));
+                let mut st = self.state();
+                let Some(run) = st.check_runs.iter_mut().find(|r| r.id == id) else {
+                    return ResponseTemplate::new(404)
+                        .set_body_json(json!({"message": "Not Found"}));
+                };
+                if let Some(s) = body["status"].as_str() {
+                    run.status = s.into();
+                }
+                if let Some(c) = body["conclusion"].as_str() {
+                    run.conclusion = Some(c.into());
+                }
+                if let Some(t) = body["output"]["title"].as_str() {
+                    run.title = t.into();
+                }
+                if let Some(s) = body["output"]["summary"].as_str() {
+                    run.summary = s.into();
+                }
+                run.annotations += body["output"]["annotations"].as_array().map_or(0, Vec::len);
+                ResponseTemplate::new(200).set_body_json(json!({"id": id}))
+            }
+            ("GET", ["repos", "acme", "kernels", "commits", sha, "check-runs"]) => {
+                let name = query(req, "check_name");
+                let st = self.state();
+                let runs: Vec<Value> = st
+                    .check_runs
+                    .iter()
+                    .filter(|r| r.head_sha == *sha && name.as_deref().is_none_or(|n| n == r.name))
+                    .map(|r| json!({"id": r.id, "name": r.name, "external_id": r.external_id, "status": r.status}))
+                    .collect();
+                ResponseTemplate::new(200)
+                    .set_body_json(json!({"total_count": runs.len(), "check_runs": runs}))
+            }
+            ("GET", ["repos", "acme", "kernels", "issues", _, "comments"]) => {
+                let per_page = query(req, "per_page")
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(30usize);
+                let page = query(req, "page")
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(1usize);
+                let st = self.state();
+                let list: Vec<Value> = st
+                    .comments
+                    .iter()
+                    .skip((page - 1) * per_page)
+                    .take(per_page)
+                    .map(|c| {
+                        json!({"id": c.id, "node_id": format!("IC_{}", c.id), "body": c.body,
+                               "user": {"login": c.login, "type": c.kind}})
+                    })
+                    .collect();
+                ResponseTemplate::new(200).set_body_json(Value::Array(list))
+            }
+            ("POST", ["repos", "acme", "kernels", "issues", _, "comments"]) => {
+                if let Some(why) = self.invalid("issues-create-comment", body) {
+                    return unprocessable(&mut self.state(), why);
+                }
+                let mut st = self.state();
+                st.next_id += 1;
+                let id = st.next_id;
+                let login = st.poster.clone();
+                let kind = if login.ends_with("[bot]") {
+                    "Bot"
+                } else {
+                    "User"
+                };
+                st.comments.push(Comment {
+                    id,
+                    body: body["body"].as_str().unwrap().into(),
+                    login,
+                    kind,
+                    minimized: false,
+                });
+                ResponseTemplate::new(201).set_body_json(json!({"id": id}))
+            }
+            ("PATCH", ["repos", "acme", "kernels", "issues", "comments", id]) => {
+                if let Some(why) = self.invalid("issues-update-comment", body) {
+                    return unprocessable(&mut self.state(), why);
+                }
+                let id = num(Some(id));
+                let mut st = self.state();
+                match st.comments.iter_mut().find(|c| c.id == id) {
+                    Some(c) => {
+                        c.body = body["body"].as_str().unwrap().into();
+                        ResponseTemplate::new(200).set_body_json(json!({"id": id}))
+                    }
+                    None => {
+                        ResponseTemplate::new(404).set_body_json(json!({"message": "Not Found"}))
+                    }
+                }
+            }
+            _ => ResponseTemplate::new(404)
+                .set_body_json(json!({"message": format!("no route {method} {path}")})),
+        }
+    }
+}
+
+async fn github() -> (MockServer, FakeGithub) {
+    let server = MockServer::start().await;
+    let fake = FakeGithub::new();
+    Mock::given(wiremock::matchers::any())
+        .respond_with(fake.clone())
+        .mount(&server)
+        .await;
+    (server, fake)
+}
 
 fn ctx(server: &MockServer) -> GithubContext {
     GithubContext {
         token: Some("tok123".into()),
         repo: "acme/kernels".into(),
         api_url: server.uri(),
+        graphql_url: format!("{}/graphql", server.uri()),
+        run_id: Some("555".into()),
+        run_attempt: Some("1".into()),
         ..Default::default()
     }
 }
 
-fn publisher(server: &MockServer) -> Publisher {
-    Publisher::new(&ctx(server))
+/// A publisher whose waits are recorded instead of slept.
+fn publisher(server: &MockServer) -> (Publisher, Arc<Mutex<Vec<Duration>>>) {
+    let waits = Arc::new(Mutex::new(Vec::new()));
+    let record = waits.clone();
+    let sleep: SleepFn = Arc::new(move |d| {
+        record.lock().unwrap().push(d);
+        Box::pin(async {})
+    });
+    let p = Publisher::new(&ctx(server))
         .unwrap()
         .with_retry(RetryPolicy {
-            max_attempts: 3,
-            base_delay: Duration::from_millis(5),
-            max_delay: Duration::from_millis(20),
+            max_attempts: 4,
+            ..RetryPolicy::default()
         })
+        .with_sleep(sleep);
+    (p, waits)
 }
 
-fn report(findings: u32, kind: OutcomeKind) -> Report {
-    let mut r = Report::new(RunInfo {
-        repo: "acme/kernels".into(),
-        pr_number: Some(7),
-        head_sha: "abc123".into(),
-        complete: true,
-        ..Default::default()
-    });
+fn row(i: usize, kind: OutcomeKind, findings: u32, message: &str) -> KernelRow {
+    let path = format!("kernels/{i:03}_kernel_with_a_long_descriptive_name.py");
     let mut row = KernelRow::new(
-        "kernels/19_ReLU.py",
-        "level1/19_ReLU.py",
+        &path,
+        format!("level1/{i}_Problem.py"),
         Backend::Cuda,
         Precision::Fp32,
         Change::Added,
-        OutcomeSummary::new(kind, "max abs diff 0.5"),
+        OutcomeSummary::new(kind, message),
     );
     row.annotate_line = Some(12);
     row.findings = (1..=findings)
-        .map(|i| Finding {
-            file: "kernels/19_ReLU.py".into(),
-            line: i,
+        .map(|l| Finding {
+            file: path.clone(),
+            line: l,
             column: 5,
-            end_line: i,
+            end_line: l,
             end_column: 9,
             rule: "torch-fallback".into(),
             severity: Severity::Error,
-            message: format!("finding {i}"),
+            message: format!("finding {l}: {message}"),
         })
         .collect();
     row.verdict = if findings > 0 || kind != OutcomeKind::Correct {
@@ -61,214 +432,318 @@ fn report(findings: u32, kind: OutcomeKind) -> Report {
     } else {
         Verdict::Pass
     };
-    r.kernels.push(row);
+    row
+}
+
+fn report(rows: Vec<KernelRow>) -> Report {
+    let mut r = Report::new(RunInfo {
+        repo: "acme/kernels".into(),
+        pr_number: Some(7),
+        head_sha: HEAD.into(),
+        complete: true,
+        ..Default::default()
+    });
+    r.kernels = rows;
     r.finalize();
     r
 }
 
-async fn requests(server: &MockServer) -> Vec<(String, String, Value)> {
-    server
-        .received_requests()
-        .await
+// ---------------------------------------------------------------------------------------------
+// Stuck checks
+
+#[tokio::test]
+async fn a_summary_over_65535_bytes_is_cut_at_a_row_and_github_accepts_it() {
+    let (server, fake) = github().await;
+    let (p, _) = publisher(&server);
+    // Multi-byte text: a cut by characters would still be over GitHub's byte limit.
+    let msg = "значения не совпадают — максимальная разница ".repeat(4);
+    let r = report(
+        (0..200)
+            .map(|i| row(i, OutcomeKind::Incorrect, 0, &msg))
+            .collect(),
+    );
+    let full = render_summary(&r);
+    assert!(full.len() > 65_535, "the test needs an oversized summary");
+    let done = p.publish(&r, None).await.unwrap();
+    assert!(matches!(done, Published::Done { .. }), "{done:?}");
+    let st = fake.state();
+    assert!(st.violations.is_empty(), "{:?}", st.violations);
+    let run = &st.check_runs[0];
+    assert_eq!(
+        (run.status.as_str(), run.conclusion.as_deref()),
+        ("completed", Some("failure"))
+    );
+    assert!(run.summary.len() <= 65_535);
+    assert!(
+        (run.summary.contains("not shown") || run.summary.contains("omitted for length"))
+            && run.summary.contains("kernelgate-report"),
+        "the cut points at the full report"
+    );
+    // The cut is between table rows: every table line is a whole row.
+    for line in run.summary.lines().filter(|l| l.starts_with("| ")) {
+        assert!(line.ends_with(" |"), "a row was cut: {line}");
+    }
+    assert_eq!(run.annotations, 200, "one annotation per failing row");
+}
+
+#[tokio::test]
+async fn the_double_answers_422_like_github_for_an_oversized_summary() {
+    // Proves the limits above are enforced: a body GitHub would refuse is refused here.
+    let (server, fake) = github().await;
+    let (p, _) = publisher(&server);
+    let id = p.start_check_run(HEAD).await.unwrap();
+    let client = reqwest_like_patch(&server, id, &"é".repeat(40_000)).await;
+    assert_eq!(client, 422);
+    assert_eq!(fake.state().violations.len(), 1);
+}
+
+async fn reqwest_like_patch(server: &MockServer, id: u64, summary: &str) -> u16 {
+    // The raw request, outside kernelgate's cutting.
+    let body = json!({"status": "completed", "conclusion": "success",
+                      "output": {"title": "t", "summary": summary}});
+    let client = octocrab::Octocrab::builder()
+        .base_uri(server.uri())
         .unwrap()
-        .iter()
-        .map(|r: &Request| {
-            let q = r.url.query().map(|q| format!("?{q}")).unwrap_or_default();
-            (
-                r.method.to_string(),
-                format!("{}{q}", r.url.path()),
-                serde_json::from_slice(&r.body).unwrap_or(Value::Null),
-            )
-        })
-        .collect()
-}
-
-#[tokio::test]
-async fn check_run_is_created_in_progress_then_completed() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/repos/acme/kernels/check-runs"))
-        .and(header("authorization", "Bearer tok123"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 42})))
-        .mount(&server)
-        .await;
-    Mock::given(method("PATCH"))
-        .and(path("/repos/acme/kernels/check-runs/42"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id": 42})))
-        .mount(&server)
-        .await;
-    let p = publisher(&server);
-    let r = report(0, OutcomeKind::Incorrect);
-    let id = p.start_check_run("abc123").await.unwrap();
-    assert_eq!(id, 42);
-    p.complete_check_run(id, &r, "summary text").await.unwrap();
-
-    let reqs = requests(&server).await;
-    assert_eq!(reqs.len(), 2);
-    assert_eq!(
-        (reqs[0].0.as_str(), reqs[0].1.as_str()),
-        ("POST", "/repos/acme/kernels/check-runs")
-    );
-    assert_eq!(reqs[0].2["name"], "kernelgate");
-    assert_eq!(reqs[0].2["head_sha"], "abc123");
-    assert_eq!(reqs[0].2["status"], "in_progress");
-    assert_eq!(
-        (reqs[1].0.as_str(), reqs[1].1.as_str()),
-        ("PATCH", "/repos/acme/kernels/check-runs/42")
-    );
-    let body = &reqs[1].2;
-    assert_eq!(body["status"], "completed");
-    assert_eq!(body["conclusion"], "failure");
-    assert_eq!(body["output"]["summary"], "summary text");
-    // The runtime failure is annotated on the ModelNew line.
-    let ann = body["output"]["annotations"].as_array().unwrap();
-    assert_eq!(ann.len(), 1);
-    assert_eq!(ann[0]["path"], "kernels/19_ReLU.py");
-    assert_eq!(ann[0]["start_line"], 12);
-    assert_eq!(ann[0]["annotation_level"], "failure");
-}
-
-#[tokio::test]
-async fn one_hundred_twenty_findings_go_as_three_annotation_batches() {
-    let server = MockServer::start().await;
-    Mock::given(method("PATCH"))
-        .and(path("/repos/acme/kernels/check-runs/9"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id": 9})))
-        .expect(3)
-        .mount(&server)
-        .await;
-    publisher(&server)
-        .complete_check_run(9, &report(120, OutcomeKind::Correct), "s")
+        .build()
+        .unwrap();
+    let r = client
+        ._patch(format!("/repos/acme/kernels/check-runs/{id}"), Some(&body))
         .await
         .unwrap();
-    let reqs = requests(&server).await;
-    let sizes: Vec<usize> = reqs
-        .iter()
-        .map(|r| r.2["output"]["annotations"].as_array().unwrap().len())
-        .collect();
-    assert_eq!(sizes, [50, 50, 20]);
-    // Only the first request completes; all keep title and summary, as GitHub requires.
-    assert_eq!(reqs[0].2["conclusion"], "failure");
-    assert!(reqs[1].2.get("conclusion").is_none() && reqs[2].2.get("status").is_none());
-    assert!(reqs
-        .iter()
-        .all(|r| r.2["output"]["title"].is_string() && r.2["output"]["summary"] == "s"));
-    let lines: Vec<u64> = reqs
-        .iter()
-        .flat_map(|r| r.2["output"]["annotations"].as_array().unwrap().clone())
-        .map(|a| a["start_line"].as_u64().unwrap())
-        .collect();
-    assert_eq!(
-        lines,
-        (1..=120).collect::<Vec<u64>>(),
-        "every finding sent once, in order"
-    );
-    assert_eq!(reqs[2].2["output"]["annotations"][19]["start_column"], 5);
+    r.status().as_u16()
 }
 
 #[tokio::test]
-async fn comment_is_created_on_first_run_and_updated_on_second() {
+async fn cancellation_completes_the_open_check_run_as_cancelled() {
+    let (server, fake) = github().await;
+    let (p, _) = publisher(&server);
+    let id = p.start_check_run(HEAD).await.unwrap();
+    // The `if: cancelled()` step: a new process, no id passed; it finds the run by external_id.
+    let (cleanup, _) = publisher(&server);
+    let ended = cleanup
+        .end(
+            HEAD,
+            None,
+            Ending::Cancelled,
+            "the workflow run was cancelled",
+        )
+        .await
+        .unwrap();
+    assert_eq!(ended, id);
+    let st = fake.state();
+    assert_eq!(st.check_runs.len(), 1, "no second check run");
+    let run = &st.check_runs[0];
+    assert_eq!(run.conclusion.as_deref(), Some("cancelled"));
+    assert!(run.summary.contains("cancelled"), "{}", run.summary);
+    assert!(st.violations.is_empty(), "{:?}", st.violations);
+}
+
+#[tokio::test]
+async fn ending_a_check_run_that_was_never_opened_creates_it_completed() {
+    // kernelgate failed before opening its check: the required check must not wait forever.
+    let (server, fake) = github().await;
+    let (p, _) = publisher(&server);
+    p.end(HEAD, None, Ending::Cancelled, "kernelgate could not build")
+        .await
+        .unwrap();
+    let st = fake.state();
+    assert_eq!(st.check_runs.len(), 1);
+    assert_eq!(st.check_runs[0].status, "completed");
+    assert_eq!(st.check_runs[0].conclusion.as_deref(), Some("cancelled"));
+    assert!(st.violations.is_empty(), "{:?}", st.violations);
+}
+
+#[tokio::test]
+async fn a_moved_head_completes_the_open_check_run_as_neutral_and_leaves_the_comment() {
+    let (server, fake) = github().await;
+    let (p, _) = publisher(&server);
+    let id = p.start_check_run(HEAD).await.unwrap();
+    fake.state().pr_head = NEW_HEAD.into();
+    let r = report(vec![row(1, OutcomeKind::Correct, 0, "ok")]);
+    let done = p.publish(&r, None).await.unwrap();
+    assert_eq!(
+        done,
+        Published::Superseded {
+            check_run: Some(id),
+            head: NEW_HEAD.into()
+        }
+    );
+    let st = fake.state();
+    let run = &st.check_runs[0];
+    assert_eq!(
+        (run.status.as_str(), run.conclusion.as_deref()),
+        ("completed", Some("neutral"))
+    );
+    assert!(run.summary.contains(NEW_HEAD), "{}", run.summary);
+    assert!(st.comments.is_empty(), "no comment for a superseded commit");
+}
+
+#[tokio::test]
+async fn a_bad_head_sha_is_refused_before_any_request() {
+    let (server, fake) = github().await;
+    let (p, _) = publisher(&server);
+    for bad in [
+        "abc123",
+        "0123456789ABCDEF0123456789ABCDEF01234567",
+        "x\n::error::",
+    ] {
+        let e = p.start_check_run(bad).await.unwrap_err();
+        assert!(matches!(e, GithubError::BadSha { .. }), "{e:?}");
+    }
+    assert!(fake.state().log.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Idempotent retries and rate limits
+
+#[tokio::test]
+async fn a_5xx_after_a_successful_create_does_not_create_a_second_check_run() {
+    let (server, fake) = github().await;
+    fake.fault("POST", "/check-runs", FaultKind::AfterApply502);
+    let (p, waits) = publisher(&server);
+    let id = p.start_check_run(HEAD).await.unwrap();
+    let st = fake.state();
+    assert_eq!(st.check_runs.len(), 1, "{:?}", st.log);
+    assert_eq!(st.check_runs[0].id, id);
+    assert_eq!(
+        st.log,
+        [
+            "POST /repos/acme/kernels/check-runs",
+            &format!("GET /repos/acme/kernels/commits/{HEAD}/check-runs"),
+        ]
+    );
+    assert_eq!(waits.lock().unwrap().as_slice(), [Duration::from_secs(2)]);
+}
+
+#[tokio::test]
+async fn a_5xx_after_a_successful_comment_does_not_comment_twice() {
+    let (server, fake) = github().await;
+    fake.fault("POST", "/comments", FaultKind::AfterApply502);
+    let (p, _) = publisher(&server);
+    let action = p
+        .upsert_comment(7, &format!("{STICKY_MARKER}\nresults"))
+        .await
+        .unwrap();
+    let st = fake.state();
+    assert_eq!(st.comments.len(), 1);
+    assert_eq!(action, CommentAction::Created(st.comments[0].id));
+}
+
+#[tokio::test]
+async fn a_secondary_rate_limit_with_retry_after_waits_exactly_that_long() {
+    let (server, fake) = github().await;
+    // Longer than the 90 s the old code capped it at.
+    fake.fault("POST", "/check-runs", FaultKind::Secondary(Some(240)));
+    let (p, waits) = publisher(&server);
+    p.start_check_run(HEAD).await.unwrap();
+    assert_eq!(waits.lock().unwrap().as_slice(), [Duration::from_secs(240)]);
+    assert_eq!(fake.state().check_runs.len(), 1);
+}
+
+#[tokio::test]
+async fn a_secondary_rate_limit_without_retry_after_waits_at_least_a_minute_and_growing() {
+    let (server, fake) = github().await;
+    fake.fault("GET", "/comments", FaultKind::Secondary(None));
+    fake.fault("GET", "/comments", FaultKind::Secondary(None));
+    let (p, waits) = publisher(&server);
+    p.upsert_comment(7, STICKY_MARKER).await.unwrap();
+    let w = waits.lock().unwrap().clone();
+    assert_eq!(w.len(), 2);
+    assert!(w[0] >= Duration::from_secs(60) && w[1] > w[0], "{w:?}");
+}
+
+#[tokio::test]
+async fn an_exhausted_primary_rate_limit_waits_until_the_reset() {
+    let (server, fake) = github().await;
+    fake.fault("GET", "/pulls/", FaultKind::Primary(300));
+    let (p, waits) = publisher(&server);
+    assert_eq!(p.pr_head_sha(7).await.unwrap(), HEAD);
+    let w = waits.lock().unwrap()[0];
+    assert!(
+        (Duration::from_secs(295)..=Duration::from_secs(305)).contains(&w),
+        "{w:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_rate_limit_longer_than_max_wait_is_reported_not_slept() {
+    let (server, fake) = github().await;
+    fake.fault("POST", "/check-runs", FaultKind::Secondary(Some(7200)));
+    let (p, waits) = publisher(&server);
+    let e = p.start_check_run(HEAD).await.unwrap_err();
+    assert!(
+        matches!(e, GithubError::RateLimited { wait_s: 7200, .. }),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("7200"), "{e}");
+    assert!(waits.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn persistent_5xx_gives_up_after_max_attempts_with_growing_backoff() {
     let server = MockServer::start().await;
-    // First run: one unrelated comment, no marker.
-    Mock::given(method("GET"))
-        .and(path("/repos/acme/kernels/issues/7/comments"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([{"id": 1, "body": "LGTM"}])))
+    Mock::given(wiremock::matchers::method("PATCH"))
+        .respond_with(ResponseTemplate::new(503))
+        .mount(&server)
+        .await;
+    let (p, waits) = publisher(&server);
+    let e = p
+        .finish_check_run(3, Ending::Cancelled, "x")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, GithubError::GaveUp { attempts: 4, .. }),
+        "{e:?}"
+    );
+    assert_eq!(
+        waits.lock().unwrap().as_slice(),
+        [2, 4, 8].map(Duration::from_secs)
+    );
+}
+
+#[tokio::test]
+async fn a_request_that_hangs_times_out_and_is_retried() {
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::method("GET"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"head": {"sha": HEAD}}))
+                .set_delay(Duration::from_secs(5)),
+        )
         .up_to_n_times(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST"))
-        .and(path("/repos/acme/kernels/issues/7/comments"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 555})))
+    Mock::given(wiremock::matchers::method("GET"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"head": {"sha": HEAD}})))
         .mount(&server)
         .await;
-    // Second run: the marker comment is on page 2 (page 1 is full).
-    let page1: Vec<Value> = (0..100)
-        .map(|i| json!({"id": 1000 + i, "body": "chatter"}))
-        .collect();
-    Mock::given(method("GET"))
-        .and(path("/repos/acme/kernels/issues/7/comments"))
-        .and(query_param("page", "1"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(Value::Array(page1)))
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/repos/acme/kernels/issues/7/comments"))
-        .and(query_param("page", "2"))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_json(
-                json!([{"id": 555, "body": format!("{STICKY_MARKER}\nold results")}]),
-            ),
-        )
-        .mount(&server)
-        .await;
-    Mock::given(method("PATCH"))
-        .and(path("/repos/acme/kernels/issues/comments/555"))
-        .and(body_partial_json(json!({"body": "new body"})))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id": 555})))
-        .mount(&server)
-        .await;
-
-    let p = publisher(&server);
-    assert_eq!(
-        p.upsert_comment(7, "first body").await.unwrap(),
-        CommentAction::Created(555)
+    let (p, waits) = publisher(&server);
+    let p = p.with_retry(RetryPolicy {
+        max_attempts: 3,
+        timeout: Duration::from_millis(300),
+        ..RetryPolicy::default()
+    });
+    let started = std::time::Instant::now();
+    assert_eq!(p.pr_head_sha(7).await.unwrap(), HEAD);
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the timeout did not fire"
     );
-    assert_eq!(
-        p.upsert_comment(7, "new body").await.unwrap(),
-        CommentAction::Updated(555)
-    );
-
-    let reqs: Vec<(String, String)> = requests(&server)
-        .await
-        .into_iter()
-        .map(|r| (r.0, r.1))
-        .collect();
-    let want = [
-        (
-            "GET",
-            "/repos/acme/kernels/issues/7/comments?per_page=100&page=1",
-        ),
-        ("POST", "/repos/acme/kernels/issues/7/comments"),
-        (
-            "GET",
-            "/repos/acme/kernels/issues/7/comments?per_page=100&page=1",
-        ),
-        (
-            "GET",
-            "/repos/acme/kernels/issues/7/comments?per_page=100&page=2",
-        ),
-        ("PATCH", "/repos/acme/kernels/issues/comments/555"),
-    ];
-    let want: Vec<(String, String)> = want
-        .iter()
-        .map(|(m, p)| (m.to_string(), p.to_string()))
-        .collect();
-    assert_eq!(reqs, want);
-    let posted = &requests(&server).await[1].2;
-    assert_eq!(posted["body"], "first body");
+    assert_eq!(waits.lock().unwrap().len(), 1);
 }
 
 #[tokio::test]
 async fn forbidden_names_the_missing_permission_without_retrying() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/repos/acme/kernels/check-runs"))
+    Mock::given(wiremock::matchers::method("POST"))
         .respond_with(
             ResponseTemplate::new(403)
                 .set_body_json(json!({"message": "Resource not accessible by integration"})),
         )
         .mount(&server)
         .await;
-    Mock::given(method("GET"))
-        .and(path("/repos/acme/kernels/issues/7/comments"))
-        .respond_with(
-            ResponseTemplate::new(403)
-                .set_body_json(json!({"message": "Resource not accessible by integration"})),
-        )
-        .mount(&server)
-        .await;
-    let p = publisher(&server);
-    let e = p.start_check_run("abc123").await.unwrap_err();
+    let (p, waits) = publisher(&server);
+    let e = p.start_check_run(HEAD).await.unwrap_err();
     assert!(
         matches!(
             e,
@@ -279,142 +754,239 @@ async fn forbidden_names_the_missing_permission_without_retrying() {
         ),
         "{e:?}"
     );
-    let msg = e.to_string();
     assert!(
-        msg.contains("checks: write") && msg.contains("Resource not accessible by integration"),
-        "{msg}"
+        e.to_string()
+            .contains("Resource not accessible by integration"),
+        "{e}"
     );
-    let e = p.upsert_comment(7, "x").await.unwrap_err();
-    assert!(e.to_string().contains("pull-requests: write"), "{e}");
-    assert_eq!(
-        requests(&server).await.len(),
-        2,
+    assert!(
+        waits.lock().unwrap().is_empty(),
         "a plain 403 is not retried"
     );
 }
 
+// ---------------------------------------------------------------------------------------------
+// The sticky comment
+
+fn seed_comment(fake: &FakeGithub, body: &str, login: &str, minimized: bool) -> u64 {
+    let mut st = fake.state();
+    st.next_id += 1;
+    let id = st.next_id;
+    st.comments.push(Comment {
+        id,
+        body: body.into(),
+        login: login.into(),
+        kind: if login.ends_with("[bot]") {
+            "Bot"
+        } else {
+            "User"
+        },
+        minimized,
+    });
+    id
+}
+
 #[tokio::test]
-async fn bad_gateway_then_success_is_retried() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/repos/acme/kernels/check-runs"))
-        .respond_with(ResponseTemplate::new(502).set_body_string("Bad Gateway"))
-        .up_to_n_times(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/repos/acme/kernels/check-runs"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 77})))
-        .mount(&server)
-        .await;
-    assert_eq!(
-        publisher(&server).start_check_run("abc123").await.unwrap(),
-        77
+async fn a_foreign_bot_comment_with_our_marker_is_not_taken_over() {
+    let (server, fake) = github().await;
+    let foreign = seed_comment(
+        &fake,
+        &format!("{STICKY_MARKER}\nforged"),
+        "other-app[bot]",
+        false,
     );
-    let reqs = requests(&server).await;
-    assert_eq!(reqs.len(), 2);
-    assert_eq!(reqs[0].2, reqs[1].2, "the same body is sent again");
+    let pasted = seed_comment(&fake, &format!("{STICKY_MARKER}\nfake"), "mallory", false);
+    let (p, _) = publisher(&server);
+    let action = p
+        .upsert_comment(7, &format!("{STICKY_MARKER}\nours"))
+        .await
+        .unwrap();
+    let st = fake.state();
+    assert!(matches!(action, CommentAction::Created(id) if id != foreign && id != pasted));
+    assert!(st
+        .comments
+        .iter()
+        .any(|c| c.id == foreign && c.body.ends_with("forged")));
+    assert!(st
+        .comments
+        .iter()
+        .any(|c| c.id == pasted && c.body.ends_with("fake")));
 }
 
 #[tokio::test]
-async fn secondary_rate_limit_is_retried_and_persistent_5xx_gives_up() {
-    let server = MockServer::start().await;
-    Mock::given(method("PATCH"))
-        .and(path("/repos/acme/kernels/issues/comments/5"))
-        .respond_with(ResponseTemplate::new(502))
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/repos/acme/kernels/issues/7/comments"))
-        .respond_with(
-            ResponseTemplate::new(403)
-                .insert_header("retry-after", "0")
-                .set_body_json(json!({"message": "You have exceeded a secondary rate limit."})),
-        )
-        .up_to_n_times(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/repos/acme/kernels/issues/7/comments"))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_json(json!([{"id": 5, "body": STICKY_MARKER}])),
-        )
-        .mount(&server)
-        .await;
-    let e = publisher(&server).upsert_comment(7, "b").await.unwrap_err();
-    assert!(matches!(e, GithubError::Api { status: 502, .. }), "{e:?}");
-    let methods: Vec<String> = requests(&server).await.into_iter().map(|r| r.0).collect();
+async fn a_minimised_comment_of_ours_is_left_alone_and_a_new_one_made() {
+    let (server, fake) = github().await;
+    let hidden = seed_comment(
+        &fake,
+        &format!("{STICKY_MARKER}\nold"),
+        "github-actions[bot]",
+        true,
+    );
+    let (p, _) = publisher(&server);
+    let action = p
+        .upsert_comment(7, &format!("{STICKY_MARKER}\nnew"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(action, CommentAction::Created(id) if id != hidden),
+        "{action:?}"
+    );
+    // The next run updates the new, visible one.
+    let again = p
+        .upsert_comment(7, &format!("{STICKY_MARKER}\nnewer"))
+        .await
+        .unwrap();
     assert_eq!(
-        methods,
-        ["GET", "GET", "PATCH", "PATCH", "PATCH"],
-        "rate limit retried once, 502 tried 3 times"
+        again,
+        CommentAction::Updated(match action {
+            CommentAction::Created(id) => id,
+            _ => unreachable!(),
+        })
+    );
+    assert_eq!(fake.state().comments.len(), 2);
+}
+
+#[tokio::test]
+async fn a_user_token_finds_its_own_comment_instead_of_adding_one_each_run() {
+    let (server, fake) = github().await;
+    {
+        let mut st = fake.state();
+        st.user = Some("alice".into());
+        st.poster = "alice".into();
+    }
+    let (p, _) = publisher(&server);
+    assert!(matches!(
+        p.upsert_comment(7, &format!("{STICKY_MARKER}\nrun 1"))
+            .await
+            .unwrap(),
+        CommentAction::Created(_)
+    ));
+    let (p2, _) = publisher(&server);
+    assert!(matches!(
+        p2.upsert_comment(7, &format!("{STICKY_MARKER}\nrun 2"))
+            .await
+            .unwrap(),
+        CommentAction::Updated(_)
+    ));
+    let st = fake.state();
+    assert_eq!(st.comments.len(), 1);
+    assert!(st.comments[0].body.ends_with("run 2"));
+    assert!(st.log.iter().any(|l| l == "GET /user"));
+}
+
+#[tokio::test]
+async fn two_gates_on_one_pull_request_keep_their_own_check_and_comment() {
+    let (server, fake) = github().await;
+    let r = report(vec![row(1, OutcomeKind::Correct, 0, "ok")]);
+    for name in ["kernelgate (H100)", "kernelgate (MI300X)"] {
+        let (p, _) = publisher(&server);
+        let p = p.with_check_name(name, &ctx(&server));
+        p.publish(&r, None).await.unwrap();
+        p.publish(&r, None).await.unwrap();
+    }
+    let st = fake.state();
+    let names: Vec<&str> = st.check_runs.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["kernelgate (H100)", "kernelgate (MI300X)"]);
+    assert_eq!(st.comments.len(), 2);
+    assert!(st.comments[0]
+        .body
+        .starts_with(&sticky_marker("kernelgate (H100)")));
+    assert!(st.comments[1]
+        .body
+        .starts_with(&sticky_marker("kernelgate (MI300X)")));
+    assert_ne!(sticky_marker("kernelgate (H100)"), STICKY_MARKER);
+    assert!(st.violations.is_empty(), "{:?}", st.violations);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole reports
+
+#[tokio::test]
+async fn a_200_kernel_report_publishes_with_every_request_within_githubs_limits() {
+    let (server, fake) = github().await;
+    let (p, _) = publisher(&server);
+    let long = "x".repeat(70_000);
+    let rows: Vec<KernelRow> = (0..200)
+        .map(|i| match i % 4 {
+            0 => row(i, OutcomeKind::Correct, 0, "ok"),
+            1 => row(i, OutcomeKind::Incorrect, 2, "max abs diff 0.5"),
+            2 => row(i, OutcomeKind::RuntimeError, 0, &long),
+            _ => row(i, OutcomeKind::Correct, 1, "<details>@everyone"),
+        })
+        .collect();
+    let r = report(rows);
+    let expected_annotations = check_run::annotations(&r).len();
+    assert!(expected_annotations > 200);
+    let done = p.publish(&r, None).await.unwrap();
+    assert!(
+        matches!(
+            done,
+            Published::Done {
+                comment: Some(_),
+                ..
+            }
+        ),
+        "{done:?}"
+    );
+    let st = fake.state();
+    assert!(st.violations.is_empty(), "{:?}", st.violations);
+    assert_eq!(st.check_runs.len(), 1);
+    assert_eq!(st.check_runs[0].annotations, expected_annotations);
+    assert_eq!(st.comments.len(), 1);
+    let patches = st
+        .log
+        .iter()
+        .filter(|l| l.starts_with("PATCH /repos/acme/kernels/check-runs/"))
+        .count();
+    assert_eq!(patches, expected_annotations.div_ceil(50));
+}
+
+#[tokio::test]
+async fn an_unverified_fork_report_is_published_neutral_never_success() {
+    let (server, fake) = github().await;
+    let (p, _) = publisher(&server);
+    let p = p.unverified(true);
+    let r = report(vec![row(1, OutcomeKind::Correct, 0, "ok")]);
+    assert_eq!(check_run::conclusion(&r), "success");
+    p.publish(&r, None).await.unwrap();
+    let st = fake.state();
+    let run = &st.check_runs[0];
+    assert_eq!(run.conclusion.as_deref(), Some("neutral"));
+    assert_eq!(run.name, "kernelgate", "the check name stays");
+    assert!(
+        run.title.contains(UNVERIFIED) && run.summary.contains("/kernelgate"),
+        "{run:?}"
+    );
+    assert!(st.violations.is_empty(), "{:?}", st.violations);
+}
+
+#[tokio::test]
+async fn a_failing_fork_report_stays_a_failure() {
+    let (server, fake) = github().await;
+    let (p, _) = publisher(&server);
+    let r = report(vec![row(1, OutcomeKind::Incorrect, 0, "wrong")]);
+    p.unverified(true).publish(&r, None).await.unwrap();
+    assert_eq!(
+        fake.state().check_runs[0].conclusion.as_deref(),
+        Some("failure")
     );
 }
 
 #[tokio::test]
-async fn publish_creates_completes_and_comments() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/repos/acme/kernels/check-runs"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 3})))
-        .mount(&server)
-        .await;
-    Mock::given(method("PATCH"))
-        .and(path("/repos/acme/kernels/check-runs/3"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({})))
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/repos/acme/kernels/issues/7/comments"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/repos/acme/kernels/issues/7/comments"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 8})))
-        .mount(&server)
-        .await;
-    let r = report(2, OutcomeKind::Correct);
-    let action = publisher(&server).publish(&r, None).await.unwrap();
-    assert_eq!(action, Some(CommentAction::Created(8)));
-    let reqs = requests(&server).await;
-    let comment = reqs.last().unwrap().2["body"].as_str().unwrap().to_string();
-    assert!(comment.starts_with(STICKY_MARKER));
-    assert_eq!(comment, render_comment(&r));
-}
-
-#[tokio::test]
-async fn pr_head_sha_reads_the_pull_request() {
-    let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path("/repos/acme/kernels/pulls/7"))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_json(json!({"number": 7, "head": {"sha": "feed"}})),
-        )
-        .mount(&server)
-        .await;
-    assert_eq!(publisher(&server).pr_head_sha(7).await.unwrap(), "feed");
-}
-
-#[tokio::test]
-async fn a_marker_pasted_by_a_user_is_not_taken_over() {
-    let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path("/repos/acme/kernels/issues/7/comments"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([
-            {"id": 1, "body": format!("{STICKY_MARKER} fake"), "user": {"login": "mallory", "type": "User"}},
-            {"id": 2, "body": format!("{STICKY_MARKER} real"), "user": {"login": "github-actions[bot]", "type": "Bot"}},
-        ])))
-        .mount(&server)
-        .await;
-    Mock::given(method("PATCH"))
-        .and(path("/repos/acme/kernels/issues/comments/2"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id": 2})))
-        .expect(1)
-        .mount(&server)
-        .await;
-    assert_eq!(
-        publisher(&server).upsert_comment(7, "b").await.unwrap(),
-        CommentAction::Updated(2)
-    );
+async fn publish_completes_the_check_run_this_run_opened() {
+    let (server, fake) = github().await;
+    let (p, _) = publisher(&server);
+    let opened = p.start_check_run(HEAD).await.unwrap();
+    let r = report(vec![row(1, OutcomeKind::Correct, 0, "ok")]);
+    // A later step, a new process: it finds the check run by external_id.
+    let (later, _) = publisher(&server);
+    match later.publish(&r, None).await.unwrap() {
+        Published::Done { check_run, .. } => assert_eq!(check_run, opened),
+        other => panic!("{other:?}"),
+    }
+    let st = fake.state();
+    assert_eq!(st.check_runs.len(), 1);
+    assert_eq!(st.check_runs[0].conclusion.as_deref(), Some("success"));
+    assert!(st.comments[0].body.starts_with(STICKY_MARKER));
+    assert_eq!(st.comments[0].body, render_comment(&r));
 }

@@ -1,7 +1,7 @@
 //! Located messages: static findings and runtime failures placed on a line of a file. Both
 //! the check-run annotations and SARIF results are made from these.
 
-use crate::schema::{KernelRow, OutcomeKind, Report};
+use crate::schema::{ComparisonVerdict, KernelRow, OutcomeKind, Report, Verdict};
 use kernelgate_model::Severity;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +81,46 @@ fn row_located(row: &KernelRow) -> Vec<Located> {
             severity: flag.severity,
             title: format!("kernelgate: {}", flag.code),
             message: flag.message.clone(),
+        });
+    }
+    // A slower kernel that failed or warned: the regression goes on the `ModelNew` line.
+    let slower = |c: &Option<crate::schema::ComparisonSummary>| {
+        c.as_ref()
+            .is_some_and(|c| c.verdict == ComparisonVerdict::Slower)
+    };
+    let regressed = slower(&row.vs_base) || slower(&row.vs_baseline);
+    let failing = matches!(row.verdict, Verdict::Fail | Verdict::Warn);
+    let severity = if row.verdict == Verdict::Fail {
+        Severity::Error
+    } else {
+        Severity::Warning
+    };
+    // Every failing row gets an annotation, even one failed only for its timing or a reason.
+    let annotated = out.iter().any(|l| l.severity == severity);
+    if failing && (regressed || !annotated) {
+        let message = if row.reasons.is_empty() {
+            format!("{} ({})", row.verdict.as_str(), row.outcome.kind.as_str())
+        } else {
+            row.reasons.join("\n")
+        };
+        out.push(Located {
+            path: row.path.clone(),
+            start_line: anchor,
+            end_line: anchor,
+            start_column: None,
+            end_column: None,
+            rule: if regressed {
+                "timing/regression".into()
+            } else {
+                format!("verdict/{}", row.verdict.as_str())
+            },
+            severity,
+            title: if regressed {
+                format!("kernelgate: slower than before ({})", row.problem)
+            } else {
+                format!("kernelgate: {} ({})", row.verdict.as_str(), row.problem)
+            },
+            message,
         });
     }
     out

@@ -1,6 +1,11 @@
-//! `comment.md`: the sticky PR comment. Always below GitHub's 65,536-character cap: when too
-//! long, per-kernel details go first, then table rows, each time with a pointer to the full
+//! `comment.md`: the sticky PR comment. Always below GitHub's 65,536-character cap (measured in
+//! bytes, so the same code also keeps a check run's summary under its 65,535-*byte* cap): when
+//! too long, per-kernel details go first, then table rows, each time with a pointer to the full
 //! report artifact.
+//!
+//! Text a candidate controls (paths, exception messages, logs) is escaped with [`text`] or
+//! fenced with [`code`] wherever it is rendered, so it cannot close a `<details>`, add images
+//! or links, or mention anyone.
 
 use crate::annotate::is_failure;
 use crate::schema::{
@@ -21,7 +26,8 @@ pub fn render_comment(report: &Report) -> String {
     render_comment_with_limit(report, COMMENT_LIMIT)
 }
 
-/// Render, keeping the result at most `limit` characters long.
+/// Render, keeping the result at most `limit` bytes long (a byte limit is also a character
+/// limit), cut at a row boundary with a pointer to the full report.
 pub fn render_comment_with_limit(report: &Report, limit: usize) -> String {
     let rows = ordered_rows(report);
     let mut detailed = rows.len();
@@ -29,7 +35,7 @@ pub fn render_comment_with_limit(report: &Report, limit: usize) -> String {
     let mut run_details = true;
     loop {
         let text = assemble(report, &rows, shown, detailed, run_details);
-        if text.chars().count() <= limit {
+        if text.len() <= limit {
             return text;
         }
         if detailed > 0 {
@@ -41,7 +47,7 @@ pub fn render_comment_with_limit(report: &Report, limit: usize) -> String {
             shown = shown.saturating_sub((shown / 8).max(1));
         } else {
             // Even the header is too long (huge reference diffs): cut hard, keep the marker.
-            let mut cut: String = text.chars().take(limit.saturating_sub(200)).collect();
+            let mut cut = text[..floor_char_boundary(&text, limit.saturating_sub(200))].to_string();
             cut.push_str("\n\n… truncated; see the full report in the workflow artifact.\n");
             return cut;
         }
@@ -121,11 +127,7 @@ fn assemble(
     }
     if !report.other_changes.is_empty() {
         s.push_str("\n**Other changes in this PR:** ");
-        let list: Vec<String> = report
-            .other_changes
-            .iter()
-            .map(|c| format!("`{}`", cell(c)))
-            .collect();
+        let list: Vec<String> = report.other_changes.iter().map(|c| code(c)).collect();
         s.push_str(&list.join(", "));
         s.push('\n');
     }
@@ -191,7 +193,7 @@ fn reference_banner(s: &mut String, report: &Report) {
     let names: Vec<String> = report
         .reference_changes
         .iter()
-        .map(|c| format!("`{}`", c.path))
+        .map(|c| code(&c.path))
         .collect();
     s.push_str(&names.join(", "));
     s.push_str(
@@ -242,18 +244,14 @@ fn table(s: &mut String, report: &Report, rows: &[&KernelRow]) {
     s.push_str("|---|---|---|---|---|--:|--:|--:|--:|--:|---|\n");
     for r in rows {
         let kernel = match link(report, &r.path, None) {
-            Some(url) => format!("[`{}`]({url})", cell(&r.path)),
-            None => format!("`{}`", cell(&r.path)),
+            Some(url) => format!("[{}]({url})", code_cell(&r.path)),
+            None => code_cell(&r.path),
         };
         let change = match &r.change {
             Change::Modified | Change::Unchanged => String::new(),
             c => format!("<br><sub>{}</sub>", cell(&c.label())),
         };
-        let flags: Vec<String> = r
-            .flags
-            .iter()
-            .map(|f| format!("`{}`", cell(&f.code)))
-            .collect();
+        let flags: Vec<String> = r.flags.iter().map(|f| code_cell(&f.code)).collect();
         let mut flag_cell = flags.join(" ");
         let errors = r
             .findings
@@ -346,14 +344,14 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
         html(r.outcome.kind.label())
     );
     for reason in &r.reasons {
-        let _ = writeln!(s, "- {}", one_line(reason));
+        let _ = writeln!(s, "- {}", text(reason));
     }
     if !r.outcome.message.is_empty() {
         let _ = writeln!(
             s,
             "- **{}:** {}",
             r.outcome.kind.as_str().replace('_', " "),
-            one_line(&r.outcome.message)
+            text(&r.outcome.message)
         );
     }
     for f in &r.findings {
@@ -368,10 +366,10 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
         };
         let _ = writeln!(
             s,
-            "- {} `{}` {place}: {}",
+            "- {} {} {place}: {}",
             f.severity,
-            f.rule,
-            one_line(&f.message)
+            code(&f.rule),
+            text(&f.message)
         );
     }
     if let Some(a) = &r.audit {
@@ -393,15 +391,15 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
         );
     }
     if let Some(a) = r.vs_baseline.as_ref().and_then(|c| c.against.as_ref()) {
-        let _ = writeln!(s, "- {}: {}", a.kind.label(), one_line(&a.detail));
+        let _ = writeln!(s, "- {}: {}", a.kind.label(), text(&a.detail));
     }
     for flag in &r.flags {
         let _ = writeln!(
             s,
-            "- {} flag `{}`: {}",
+            "- {} flag {}: {}",
             flag.severity,
-            flag.code,
-            one_line(&flag.message)
+            code(&flag.code),
+            text(&flag.message)
         );
     }
     if !r.outcome.details.is_null() {
@@ -409,7 +407,7 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
         let lines: Vec<&str> = details.lines().collect();
         let _ = writeln!(s, "\n```json");
         for l in lines.iter().take(LOG_TAIL_LINES) {
-            let _ = writeln!(s, "{l}");
+            let _ = writeln!(s, "{}", l.replace("```", "`\u{200b}``"));
         }
         if lines.len() > LOG_TAIL_LINES {
             let _ = writeln!(s, "…");
@@ -434,7 +432,7 @@ fn run_section(s: &mut String, report: &Report) {
     s.push_str("\n<details><summary>Run details</summary>\n\n");
     let mut line = |k: &str, v: &str| {
         if !v.is_empty() {
-            let _ = writeln!(s, "- **{k}:** {}", one_line(v));
+            let _ = writeln!(s, "- **{k}:** {}", text(v));
         }
     };
     line("base", &run.base_sha);
@@ -468,9 +466,36 @@ pub(crate) fn link(report: &Report, path: &str, line: Option<u32>) -> Option<Str
         return None;
     }
     let anchor = line.map(|l| format!("#L{l}")).unwrap_or_default();
+    // GitHub Enterprise Server: links go to the server the workflow runs on.
+    let server = std::env::var("GITHUB_SERVER_URL")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "https://github.com".into());
+    let path: String = path
+        .chars()
+        .map(|c| match c {
+            ' ' => "%20".to_string(),
+            '(' => "%28".to_string(),
+            ')' => "%29".to_string(),
+            '<' => "%3C".to_string(),
+            '>' => "%3E".to_string(),
+            '"' => "%22".to_string(),
+            '#' => "%23".to_string(),
+            '?' => "%3F".to_string(),
+            '|' => "%7C".to_string(),
+            '`' => "%60".to_string(),
+            '[' => "%5B".to_string(),
+            ']' => "%5D".to_string(),
+            '\\' => "%5C".to_string(),
+            c if c.is_control() => String::new(),
+            c => c.to_string(),
+        })
+        .collect();
     Some(format!(
-        "https://github.com/{}/blob/{}/{}{anchor}",
-        report.run.repo, report.run.head_sha, path
+        "{}/{}/blob/{}/{path}{anchor}",
+        server.trim_end_matches('/'),
+        report.run.repo,
+        report.run.head_sha
     ))
 }
 
@@ -532,9 +557,62 @@ fn comparison(c: Option<&ComparisonSummary>) -> String {
     }
 }
 
-/// Table cells: no newlines, no pipes.
+/// Table cells: plain text, escaped (no newlines, no pipes, no markup).
 fn cell(s: &str) -> String {
-    one_line(s).replace('|', "\\|")
+    text(s)
+}
+
+/// Candidate-controlled text as plain Markdown text on one line: HTML is escaped, Markdown
+/// punctuation that could start emphasis, links, images, code or a table cell is
+/// backslash-escaped, and `@mentions` and bare URLs are broken with a zero-width space.
+pub(crate) fn text(s: &str) -> String {
+    let line = one_line(s);
+    let mut out = String::with_capacity(line.len() + 8);
+    for c in line.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' | '!' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '@' => out.push_str("@\u{200b}"),
+            c => out.push(c),
+        }
+    }
+    out.replace("://", ":\u{200b}//")
+        .replace("www.", "www\u{200b}.")
+}
+
+/// Candidate-controlled text as an inline code span on one line: the fence is longer than any
+/// run of backticks inside, so the text cannot close it (code spans render nothing else).
+pub(crate) fn code(s: &str) -> String {
+    let line = one_line(s);
+    let longest = line.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    let pad = if line.starts_with('`') || line.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{line}{pad}{fence}")
+}
+
+/// [`code`] inside a table row: GitHub splits rows at `|` even inside code spans.
+fn code_cell(s: &str) -> String {
+    code(s).replace('|', "\\|")
+}
+
+/// The largest index `<= max` that is a char boundary of `s`.
+pub(crate) fn floor_char_boundary(s: &str, max: usize) -> usize {
+    if max >= s.len() {
+        return s.len();
+    }
+    (0..=max)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0)
 }
 
 /// One line, at most 1,000 characters: messages come from candidates and compilers.
@@ -552,9 +630,12 @@ fn clip(s: &str, max: usize) -> String {
 }
 
 fn html(s: &str) -> String {
-    s.replace('&', "&amp;")
+    one_line(s)
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('@', "@\u{200b}")
 }
 
 impl OutcomeKind {
