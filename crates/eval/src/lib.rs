@@ -476,7 +476,8 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
         })
         .collect();
     if let Some(samples) = r.timing {
-        let mut timing = summarise_timing(samples, spec, &file, &mut result.findings);
+        let on_gpu = gpu_name(result.device.as_deref().unwrap_or("cpu")).is_some();
+        let mut timing = summarise_timing(samples, spec, &file, on_gpu, &mut result.findings);
         let l2 = spec.timing.as_ref().map(|t| t.l2).unwrap_or(L2Mode::Cold);
         timing.floor = physical_floor(
             result.device.as_deref(),
@@ -602,6 +603,7 @@ fn summarise_timing(
     samples: BTreeMap<String, Vec<kernelgate_timing::Sample>>,
     spec: &JobSpec,
     file: &str,
+    on_gpu: bool,
     findings: &mut Vec<Finding>,
 ) -> TimingResult {
     let threshold = spec
@@ -642,7 +644,7 @@ fn summarise_timing(
             interleaved,
             control: samples.get(ig::SERIES_CONTROL).map(Vec::as_slice),
         };
-        findings.extend(ig::reference_tampered(file, &w));
+        findings.extend(ig::reference_tampered(file, &w, on_gpu));
     }
     TimingResult {
         samples,

@@ -31,6 +31,10 @@ pub const INPUT_REUSE_THRESHOLD_PCT: f64 = 25.0;
 /// caches the candidate's calls evict on the CPU) stays well inside it, an op wrapped to do its
 /// work twice does not.
 pub const REFERENCE_DRIFT_THRESHOLD_PCT: f64 = 30.0;
+/// The same on the CPU, where the timer is the host clock and ATen's ops share the cores with
+/// every other process: a loaded 2-core runner moved an honest matmul reference by more than
+/// 30% between the two moments. An op wrapped to do its work three times still shows ~2x.
+pub const REFERENCE_DRIFT_THRESHOLD_CPU_PCT: f64 = 60.0;
 
 /// Error finding when the candidate is significantly faster on repeated content than on fresh.
 pub fn input_reuse(file: &str, fresh: &[Sample], repeated: &[Sample]) -> Option<Finding> {
@@ -83,7 +87,7 @@ fn per_round(reference: &[Sample], control: &[Sample]) -> Vec<f64> {
 /// Error finding when the reference, timed interleaved with the candidate, is significantly
 /// slower than the same reference timed before the candidate's module was imported, relative
 /// to the control of the same rounds when both moments have one.
-pub fn reference_tampered(file: &str, w: &ReferenceWitness) -> Option<Finding> {
+pub fn reference_tampered(file: &str, w: &ReferenceWitness, on_gpu: bool) -> Option<Finding> {
     let (before, after, unit) = match (w.control_alone, w.control) {
         (Some(ca), Some(c)) => (
             per_round(w.alone, ca),
@@ -92,7 +96,12 @@ pub fn reference_tampered(file: &str, w: &ReferenceWitness) -> Option<Finding> {
         ),
         _ => (event_ms(w.alone), event_ms(w.interleaved), "ms"),
     };
-    let c = compare(&before, &after, REFERENCE_DRIFT_THRESHOLD_PCT).ok()?;
+    let threshold = if on_gpu {
+        REFERENCE_DRIFT_THRESHOLD_PCT
+    } else {
+        REFERENCE_DRIFT_THRESHOLD_CPU_PCT
+    };
+    let c = compare(&before, &after, threshold).ok()?;
     if c.verdict != Verdict::Slower {
         return None;
     }
@@ -219,15 +228,20 @@ mod tests {
             interleaved: i,
             control: None,
         };
-        let f = reference_tampered("k.py", &plain(&alone, &interleaved)).expect("finding");
+        let f = reference_tampered("k.py", &plain(&alone, &interleaved), true).expect("finding");
         assert_eq!(f.rule, RULE_REFERENCE_TAMPERED);
         assert!(
             f.message.contains("3.0") || f.message.contains("2.9"),
             "{}",
             f.message
         );
+        // On the CPU a 1.4x drift of the host clock is noise; a 3x slowdown is still caught.
+        let drifted = series(&mut rng, 60, 0.014, 0.05, 0.05);
+        assert!(reference_tampered("k.py", &plain(&alone, &drifted), true).is_some());
+        assert!(reference_tampered("k.py", &plain(&alone, &drifted), false).is_none());
+        assert!(reference_tampered("k.py", &plain(&alone, &interleaved), false).is_some());
         // A faster reference after the import is no tampering in the candidate's favour.
-        assert!(reference_tampered("k.py", &plain(&interleaved, &alone)).is_none());
+        assert!(reference_tampered("k.py", &plain(&interleaved, &alone), true).is_none());
         // With a control that stayed as it was, the same slowdown is still the candidate's.
         let ca = series(&mut rng, 30, 0.005, 0.05, 0.0);
         let c = series(&mut rng, 60, 0.005, 0.05, 0.0);
@@ -237,7 +251,7 @@ mod tests {
             interleaved: &interleaved,
             control: Some(&c),
         };
-        assert!(reference_tampered("k.py", &w).is_some());
+        assert!(reference_tampered("k.py", &w, true).is_some());
     }
 
     #[test]
@@ -255,14 +269,14 @@ mod tests {
             interleaved: &interleaved,
             control: Some(&c),
         };
-        assert!(reference_tampered("k.py", &w).is_none());
+        assert!(reference_tampered("k.py", &w, true).is_none());
         // Without the control the same numbers would be called tampering.
         let raw = ReferenceWitness {
             control_alone: None,
             control: None,
             ..w
         };
-        assert!(reference_tampered("k.py", &raw).is_some());
+        assert!(reference_tampered("k.py", &raw, true).is_some());
     }
 
     #[test]
@@ -284,7 +298,10 @@ mod tests {
                 interleaved: &interleaved,
                 control: None,
             };
-            assert!(reference_tampered("k.py", &w).is_none(), "run {k} flagged");
+            assert!(
+                reference_tampered("k.py", &w, true).is_none(),
+                "run {k} flagged"
+            );
         }
     }
 
@@ -297,6 +314,6 @@ mod tests {
             interleaved: &[],
             control: None,
         };
-        assert!(reference_tampered("k.py", &w).is_none());
+        assert!(reference_tampered("k.py", &w, true).is_none());
     }
 }
