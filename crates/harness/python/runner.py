@@ -820,8 +820,11 @@ class Runner:
             self.finding("audit-failed", "warning", "this harness build has no op audit module; the audit was skipped")
             return
         T = self.T
-        s, inputs, _ = trials[0]
+        s, inputs, refs = trials[0]
         args = [T.clone(x) if _isinstance(x, T.Tensor) else x for x in inputs]
+        # Freed outputs of earlier calls (timing's last one computed these very inputs) must not
+        # hand an out-parameter buffer the right values already: the audit sees writes by content.
+        self.poison([(r.shape, r.dtype) for r in refs])
         try:
             self.set_seed(s)
             self.op_audit = kg_audit.audit(self.torch, cand, cand_mod, args, self.dev.type)
