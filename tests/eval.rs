@@ -266,8 +266,9 @@ fn finishing_on_a_background_thread_is_incorrect() {
 
 #[test]
 fn a_process_that_leaves_the_job_group_is_killed_and_fails_the_job() {
-    let dir = tempfile::tempdir().unwrap();
-    let pidfile = dir.path().join("stray.pid");
+    // In the extensions cache: the one directory outside the job the sandbox lets a job write.
+    let pidfile = PathBuf::from(ext_dir()).join(format!("stray-daemon-{}.pid", std::process::id()));
+    let _ = std::fs::remove_file(&pidfile);
     let (code, v) = eval_with(
         "problems/relu.py",
         "kernels/stray_daemon.py",
@@ -279,6 +280,7 @@ fn a_process_that_leaves_the_job_group_is_killed_and_fails_the_job() {
     assert!(has_finding(&v, "eval/stray-process"), "{v:#}");
     assert_eq!(code, 1, "{v:#}");
     let pid = std::fs::read_to_string(&pidfile).expect("the daemon started and wrote its pid");
+    let _ = std::fs::remove_file(&pidfile);
     let stat = format!("/proc/{}/stat", pid.trim());
     let deadline = Instant::now() + Duration::from_secs(5);
     // Gone, or a zombie waiting for init to reap it: not running either way.
