@@ -259,6 +259,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         extensions_dir: Some(extensions),
         seed: args.seed,
         no_timing: args.no_timing,
+        prepared: Default::default(),
     };
     let linter = RepoLinter::new(&cfg);
     // Baselines as committed on the base branch, not as the pull request left them.
@@ -267,7 +268,15 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         Ok(rel) => Committed::load_git(&git, &plan.changes.base, &rel.to_string_lossy()),
         Err(_) => Committed::load_dir(&timing_dir),
     };
+    let build_workers = match cfg.harness.build_workers {
+        0 => kernelgate::pr::schedule::auto_build_workers(
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            devices.len(),
+        ),
+        n => n as usize,
+    };
     let pipeline = Pipeline {
+        build_workers,
         linter: &linter,
         evaluator: &evaluator,
         baselines: &baselines,

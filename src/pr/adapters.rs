@@ -67,13 +67,15 @@ pub struct HarnessEvaluator {
     pub seed: Option<u64>,
     /// Correctness only (no timing), for quick local runs.
     pub no_timing: bool,
+    /// Processes started ahead of their device's turn ([`Evaluator::prepare`]).
+    pub prepared: std::sync::Mutex<Vec<(String, Device, kernelgate_eval::PreparedJob)>>,
 }
 
-impl Evaluator for HarnessEvaluator {
-    fn evaluate(&self, job: &Job, device: Device) -> Evaluation {
-        let Some(problem_file) = &job.problem_file else {
-            return Evaluation::failed(OutcomeKind::Skipped, "no problem file");
-        };
+impl HarnessEvaluator {
+    /// The job's spec: the same for its build, its prepared process and its eval, so the eval
+    /// finds what the build wrote (same extensions directory, same architecture list).
+    fn spec(&self, job: &Job, device: Device) -> Result<JobSpec, String> {
+        let problem_file = job.problem_file.as_ref().ok_or("no problem file")?;
         let h = &self.config.harness;
         let mut spec = JobSpec::new(problem_file, &job.kernel_file);
         spec.base_kernel = job.base_file.clone();
@@ -94,16 +96,74 @@ impl Evaluator for HarnessEvaluator {
         spec.python = self.python.clone().or_else(|| h.python.clone());
         spec.extensions_dir = self.extensions_dir.clone();
         let sandbox = &self.config.sandbox;
-        spec.sandbox =
-            match kernelgate_eval::SandboxMode::resolve(sandbox.enabled, sandbox.required) {
-                Ok(mode) => mode,
-                Err(e) => return Evaluation::failed(OutcomeKind::Other, e.to_string()),
-            };
+        spec.sandbox = kernelgate_eval::SandboxMode::resolve(sandbox.enabled, sandbox.required)
+            .map_err(|e| e.to_string())?;
+        Ok(spec)
+    }
+
+    fn stash(&self) -> std::sync::MutexGuard<'_, Vec<(String, Device, kernelgate_eval::PreparedJob)>> {
+        self.prepared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Evaluator for HarnessEvaluator {
+    fn needs_build(&self, job: &Job) -> bool {
+        // Triton compiles at its first launch, on the GPU; Python and CPU C++ kernels build
+        // nothing a GPU waits for.
+        use kernelgate_model::Backend;
+        matches!(
+            job.backend,
+            Backend::Cuda | Backend::Cute | Backend::Hip | Backend::Thunderkittens
+        ) && job.problem_file.is_some()
+            && self.extensions_dir.is_some()
+    }
+
+    fn build(&self, job: &Job) -> Result<(), String> {
+        let mut spec = self.spec(job, Device::Cpu)?;
+        spec.build_only = true;
+        spec.timing = None;
+        spec.audit = false;
+        let result = kernelgate_eval::run_job(&spec);
+        match result.outcome {
+            Outcome::Passed { .. } => Ok(()),
+            other => Err(other.summary()),
+        }
+    }
+
+    fn prepare(&self, job: &Job, device: Device) {
+        if let Ok(spec) = self.spec(job, device) {
+            let prepared = kernelgate_eval::prepare_job(&spec);
+            self.stash().push((job.path().to_string(), device, prepared));
+        }
+    }
+
+    fn discard(&self, job: &Job, device: Device) {
+        self.stash()
+            .retain(|(path, d, _)| !(path == job.path() && *d == device));
+    }
+
+    fn evaluate(&self, job: &Job, device: Device) -> Evaluation {
+        if job.problem_file.is_none() {
+            return Evaluation::failed(OutcomeKind::Skipped, "no problem file");
+        }
+        let spec = match self.spec(job, device) {
+            Ok(spec) => spec,
+            Err(e) => return Evaluation::failed(OutcomeKind::Other, e),
+        };
+        let prepared = {
+            let mut stash = self.stash();
+            stash
+                .iter()
+                .position(|(path, d, _)| path == job.path() && *d == device)
+                .map(|k| stash.swap_remove(k).2)
+        };
         let python = spec
             .python
             .clone()
             .unwrap_or_else(|| kernelgate_eval::find_python(std::path::Path::new(".")));
-        let result = kernelgate_eval::run_job(&spec);
+        let result = prepared
+            .unwrap_or_else(|| kernelgate_eval::prepare_job(&spec))
+            .finish();
         let device = result.device.clone();
         let torch = result.torch.clone();
         let mut eval = convert(result);
@@ -220,6 +280,7 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
         Outcome::Crash { .. } => OutcomeKind::Crash,
         Outcome::Timeout { .. } => OutcomeKind::Timeout,
         Outcome::HarnessError { .. } => OutcomeKind::Other,
+        Outcome::Infrastructure { .. } => OutcomeKind::Infrastructure,
     };
     let mut outcome = OutcomeSummary::new(kind, result.outcome.summary());
     let mut details = serde_json::to_value(&result.outcome).unwrap_or_default();
@@ -278,6 +339,8 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
     }
 
     let mut eval = Evaluation::failed(outcome.kind, "");
+    eval.phases = result.phases.iter().map(|p| (p.name.clone(), p.ms)).collect();
+    eval.memory = result.memory.clone();
     eval.outcome = outcome;
     eval.findings = findings;
     eval.flags = flags;
