@@ -113,9 +113,14 @@ impl Evaluator for HarnessEvaluator {
         use kernelgate_model::Backend;
         matches!(
             job.backend,
-            Backend::Cuda | Backend::Cute | Backend::Hip | Backend::Thunderkittens
+            Backend::Cuda | Backend::Cute | Backend::Hip | Backend::Thunderkittens | Backend::Cpp
         ) && job.problem_file.is_some()
             && self.extensions_dir.is_some()
+    }
+
+    fn runs_on_cpu(&self, job: &Job) -> bool {
+        // The harness's own rule: a CPU-only C++ extension cannot take CUDA tensors.
+        kernelgate_eval::is_cpu_kernel(&job.source)
     }
 
     fn build(&self, job: &Job) -> Result<(), String> {

@@ -122,6 +122,11 @@ impl Evaluation {
 /// kernel: every failure of the candidate is an outcome.
 pub trait Evaluator: Send + Sync {
     fn evaluate(&self, job: &Job, device: Device) -> Evaluation;
+    /// Whether the kernel runs on the CPU whatever the device (a CPU C++ extension): on a GPU
+    /// runner it gets a CPU worker instead of a GPU.
+    fn runs_on_cpu(&self, _job: &Job) -> bool {
+        false
+    }
     /// Whether [`Evaluator::build`] has work to do ahead of the device for this kernel.
     fn needs_build(&self, _job: &Job) -> bool {
         false

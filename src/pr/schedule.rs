@@ -3,6 +3,9 @@
 //! time, always the earliest one whose build is ready; while a device is busy, the process of
 //! the kernel it will take next is started (its interpreter imports torch meanwhile).
 //!
+//! Kernels that run on the CPU whatever the device (CPU C++ extensions) get a lane of their own
+//! on a GPU runner, so they never hold a GPU.
+//!
 //! Events go back to the caller's thread over a channel, in the order they happen, so the
 //! report can be rewritten and progress printed as each kernel moves on.
 
@@ -32,15 +35,23 @@ pub fn auto_build_workers(cores: usize, devices: usize) -> usize {
     (cores.saturating_sub(2 * devices) / 2).max(1)
 }
 
+/// The kind of worker a kernel needs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    Gpu,
+    Cpu,
+}
+
 struct State {
     /// Not yet started building, in plan order.
     to_build: VecDeque<usize>,
-    /// Ready for a device; the earliest (plan order) goes first.
-    ready: BTreeSet<usize>,
-    /// Queued or building: devices wait for these.
-    unready: usize,
-    /// Device workers waiting for a ready kernel.
-    idle: usize,
+    /// Ready for a worker of each lane; the earliest (plan order) goes first.
+    ready: [BTreeSet<usize>; 2],
+    /// Queued or building, per lane: its workers wait for these.
+    unready: [usize; 2],
+    /// Workers waiting for a ready kernel, per lane.
+    idle: [usize; 2],
+    lane: Vec<Lane>,
     build_started: Vec<Option<Instant>>,
     build_ms: Vec<f64>,
     ready_at: Vec<Option<Instant>>,
@@ -56,30 +67,32 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The earliest ready kernel, waiting for one; `None` when nothing is left to take.
-    fn take(&self) -> Option<usize> {
+    /// The earliest ready kernel of `lane`, waiting for one; `None` when nothing is left.
+    fn take(&self, lane: Lane) -> Option<usize> {
+        let l = lane as usize;
         let mut s = self.lock();
         loop {
-            if let Some(i) = s.ready.pop_first() {
+            if let Some(i) = s.ready[l].pop_first() {
                 return Some(i);
             }
-            if s.unready == 0 {
+            if s.unready[l] == 0 {
                 return None;
             }
-            s.idle += 1;
+            s.idle[l] += 1;
             s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
-            s.idle -= 1;
+            s.idle[l] -= 1;
         }
     }
 
-    /// The earliest ready kernel to start ahead, only when no device is waiting for work (a
-    /// kernel held ahead by a busy device must not leave an idle one without work).
-    fn take_ahead(&self) -> Option<usize> {
+    /// The earliest ready kernel to start ahead, only when no worker of the lane is waiting for
+    /// work (a kernel held ahead by a busy device must not leave an idle one without work).
+    fn take_ahead(&self, lane: Lane) -> Option<usize> {
+        let l = lane as usize;
         let mut s = self.lock();
-        if s.idle > 0 {
+        if s.idle[l] > 0 {
             return None;
         }
-        s.ready.pop_first()
+        s.ready[l].pop_first()
     }
 }
 
@@ -96,25 +109,41 @@ pub fn run<E>(
 ) -> Result<(), E> {
     let stage_start = Instant::now();
     // Never build ahead of a CPU device: builds would share its cores with the timing.
-    let build_ahead = devices.iter().any(|d| matches!(d, Device::Cuda(_)));
+    let gpu_runner = devices.iter().any(|d| matches!(d, Device::Cuda(_)));
     let n = jobs.len();
     let mut state = State {
         to_build: VecDeque::new(),
-        ready: BTreeSet::new(),
-        unready: 0,
-        idle: 0,
+        ready: [BTreeSet::new(), BTreeSet::new()],
+        unready: [0, 0],
+        idle: [0, 0],
+        lane: vec![Lane::Gpu; n],
         build_started: vec![None; n],
         build_ms: vec![0.0; n],
         ready_at: vec![None; n],
     };
     for i in todo {
-        if build_ahead && evaluator.needs_build(&jobs[i]) {
-            state.to_build.push_back(i);
-            state.unready += 1;
+        let lane = if gpu_runner && !evaluator.runs_on_cpu(&jobs[i]) {
+            Lane::Gpu
         } else {
-            state.ready.insert(i);
+            Lane::Cpu
+        };
+        state.lane[i] = lane;
+        if gpu_runner && evaluator.needs_build(&jobs[i]) {
+            state.to_build.push_back(i);
+            state.unready[lane as usize] += 1;
+        } else {
+            state.ready[lane as usize].insert(i);
             state.ready_at[i] = Some(stage_start);
         }
+    }
+    // Workers: each device in its lane, plus one CPU worker on a GPU runner with CPU kernels.
+    let mut workers: Vec<(Device, Lane)> = devices
+        .iter()
+        .map(|&d| (d, if gpu_runner { Lane::Gpu } else { Lane::Cpu }))
+        .collect();
+    let cpu_kernels = state.ready[Lane::Cpu as usize].len() + state.unready[Lane::Cpu as usize];
+    if gpu_runner && cpu_kernels > 0 {
+        workers.push((Device::Cpu, Lane::Cpu));
     }
     let builders = build_workers.max(1).min(state.to_build.len());
     let shared = Shared {
@@ -146,23 +175,24 @@ pub fn run<E>(
                     let mut s = shared.lock();
                     s.build_ms[i] = t0.elapsed().as_secs_f64() * 1000.0;
                     s.ready_at[i] = Some(Instant::now());
-                    s.ready.insert(i);
-                    s.unready -= 1;
+                    let l = s.lane[i] as usize;
+                    s.ready[l].insert(i);
+                    s.unready[l] -= 1;
                 }
                 shared.changed.notify_all();
                 let _ = tx.send(Event::Built(i, built));
             });
         }
-        for &device in devices {
+        for &(device, lane) in &workers {
             let tx = tx.clone();
             let shared = &shared;
             scope.spawn(move || {
                 let mut next: Option<usize> = None;
                 loop {
-                    let Some(i) = next.take().or_else(|| shared.take()) else {
+                    let Some(i) = next.take().or_else(|| shared.take(lane)) else {
                         break;
                     };
-                    next = shared.take_ahead();
+                    next = shared.take_ahead(lane);
                     if let Some(j) = next {
                         evaluator.prepare(&jobs[j], device);
                     }
@@ -213,8 +243,8 @@ pub fn run<E>(
                 // Stop handing out work; running evals finish and their results are dropped.
                 let mut s = shared.lock();
                 s.to_build.clear();
-                s.unready = 0;
-                s.ready.clear();
+                s.unready = [0, 0];
+                s.ready = [BTreeSet::new(), BTreeSet::new()];
                 drop(s);
                 shared.changed.notify_all();
                 return Err(e);
@@ -274,6 +304,7 @@ mod tests {
         build_ms: HashMap<String, u64>,
         eval_ms: u64,
         failing_builds: Vec<String>,
+        cpu_only: Vec<String>,
         /// Paths whose first eval is an infrastructure failure (`true`: every eval).
         flaky: HashMap<String, bool>,
         log: Mutex<Vec<(String, String, f64)>>,
@@ -287,6 +318,7 @@ mod tests {
                 build_ms: build_ms.iter().map(|(p, ms)| (p.to_string(), *ms)).collect(),
                 eval_ms,
                 failing_builds: vec![],
+                cpu_only: vec![],
                 flaky: HashMap::new(),
                 log: Mutex::new(vec![]),
                 evals: Mutex::new(HashMap::new()),
@@ -311,6 +343,9 @@ mod tests {
     impl Evaluator for Clocked {
         fn needs_build(&self, job: &Job) -> bool {
             self.build_ms.contains_key(job.path())
+        }
+        fn runs_on_cpu(&self, job: &Job) -> bool {
+            self.cpu_only.iter().any(|p| p == job.path())
         }
         fn build(&self, job: &Job) -> Result<(), String> {
             std::thread::sleep(Duration::from_millis(self.build_ms[job.path()]));
@@ -478,6 +513,18 @@ mod tests {
         let always = done.iter().find(|d| d.0 == 1).unwrap();
         assert_eq!((always.2, always.3.retries), (OutcomeKind::Infrastructure, 1));
         assert_eq!(ev.evals.lock().unwrap()["always.py"], 2, "retried exactly once");
+    }
+
+    #[test]
+    fn cpu_kernels_get_their_own_lane_and_never_hold_a_gpu() {
+        let mut ev = Clocked::new(&[], 100);
+        ev.cpu_only = vec!["cpp.py".into()];
+        let jobs = vec![job("cpp.py", Backend::Cpp), job("cuda.py", Backend::Cuda)];
+        let done = run_all(&ev, &jobs, &[Device::Cuda(0)], 1);
+        let on = |i: usize| done.iter().find(|d| d.0 == i).unwrap().1;
+        assert_eq!((on(0), on(1)), (Device::Cpu, Device::Cuda(0)));
+        // Side by side, not one after the other.
+        assert!(ev.at("start cuda:0", "cuda.py") < ev.at("end cpu", "cpp.py"));
     }
 
     #[test]

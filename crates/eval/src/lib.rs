@@ -364,6 +364,10 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
             env.push(("TORCH_CUDA_ARCH_LIST".into(), arch));
         }
     }
+    if may_use_gpu && spec.audit && std::env::var("KERNELGATE_WARM_PROFILER").as_deref() != Ok("0") {
+        // The audit's profiler starts while the child waits for its job (see kg_audit).
+        env.push(("KERNELGATE_WARM_PROFILER".into(), "1".into()));
+    }
     if spec.build_only && std::env::var_os("MAX_JOBS").is_none() {
         // Several builds run at once: two compiler processes each.
         env.push(("MAX_JOBS".into(), "2".into()));

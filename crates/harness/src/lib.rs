@@ -111,6 +111,10 @@ fn load_runner(py: Python<'_>) -> Result<Runner<'_>, String> {
         c"_kernelgate_kg_audit",
     )
     .map_err(|e| format!("loading kg_audit: {}", py_error_text(py, &e)))?;
+    // Only where the child sees a GPU (its job's), and before CUDA has a context here.
+    if let Ok(torch) = py.import("torch") {
+        let _ = audit.call_method1("warm_profiler", (torch,));
+    }
     runner
         .setattr("kg_audit", audit)
         .map_err(|e| format!("installing kg_audit: {}", py_error_text(py, &e)))?;
