@@ -4,7 +4,9 @@
 //! the kernel it will take next is started (its interpreter imports torch meanwhile).
 //!
 //! Kernels that run on the CPU whatever the device (CPU C++ extensions) get a lane of their own
-//! on a GPU runner, so they never hold a GPU.
+//! on a GPU runner, so they never hold a GPU; that lane starts once no build is left, since
+//! parallel builds on the same cores would distort CPU timing (a reference timed before and
+//! after the candidate's import under different loads reads as tampering).
 //!
 //! Events go back to the caller's thread over a channel, in the order they happen, so the
 //! report can be rewritten and progress printed as each kernel moves on.
@@ -43,6 +45,8 @@ enum Lane {
 }
 
 struct State {
+    /// A GPU runner: its CPU lane waits for the builds.
+    gpu_runner: bool,
     /// Not yet started building, in plan order.
     to_build: VecDeque<usize>,
     /// Ready for a worker of each lane; the earliest (plan order) goes first.
@@ -72,10 +76,14 @@ impl Shared {
         let l = lane as usize;
         let mut s = self.lock();
         loop {
-            if let Some(i) = s.ready[l].pop_first() {
-                return Some(i);
+            let builds_left = s.unready[0] + s.unready[1];
+            let held = lane == Lane::Cpu && s.gpu_runner && builds_left > 0;
+            if !held {
+                if let Some(i) = s.ready[l].pop_first() {
+                    return Some(i);
+                }
             }
-            if s.unready[l] == 0 {
+            if s.unready[l] == 0 && s.ready[l].is_empty() {
                 return None;
             }
             s.idle[l] += 1;
@@ -89,7 +97,7 @@ impl Shared {
     fn take_ahead(&self, lane: Lane) -> Option<usize> {
         let l = lane as usize;
         let mut s = self.lock();
-        if s.idle[l] > 0 {
+        if s.idle[l] > 0 || (lane == Lane::Cpu && s.gpu_runner && s.unready[0] + s.unready[1] > 0) {
             return None;
         }
         s.ready[l].pop_first()
@@ -112,6 +120,7 @@ pub fn run<E>(
     let gpu_runner = devices.iter().any(|d| matches!(d, Device::Cuda(_)));
     let n = jobs.len();
     let mut state = State {
+        gpu_runner,
         to_build: VecDeque::new(),
         ready: [BTreeSet::new(), BTreeSet::new()],
         unready: [0, 0],
@@ -525,6 +534,15 @@ mod tests {
         assert_eq!((on(0), on(1)), (Device::Cpu, Device::Cuda(0)));
         // Side by side, not one after the other.
         assert!(ev.at("start cuda:0", "cuda.py") < ev.at("end cpu", "cpp.py"));
+    }
+
+    #[test]
+    fn the_cpu_lane_waits_until_no_build_is_left() {
+        let mut ev = Clocked::new(&[("cpp.py", 20), ("cuda.py", 300)], 50);
+        ev.cpu_only = vec!["cpp.py".into()];
+        let jobs = vec![job("cpp.py", Backend::Cpp), job("cuda.py", Backend::Cuda)];
+        run_all(&ev, &jobs, &[Device::Cuda(0)], 2);
+        assert!(ev.at("start cpu", "cpp.py") >= ev.at("built", "cuda.py"));
     }
 
     #[test]
