@@ -32,7 +32,7 @@ start=$SECONDS
 i=0
 while [ "$i" -lt "$evals" ] && [ $((SECONDS - start)) -lt "$budget" ]; do
   IFS='|' read -r problem kernel base <<<"${cases[$((i % ${#cases[@]}))]}"
-  args=(eval --problem "$problem" --kernel "$kernel" --device cuda --format json)
+  args=(eval --problem "$problem" --kernel "$kernel" --device cuda --format json --extensions-dir "$TORCH_EXTENSIONS_DIR")
   [ -n "$base" ] && args+=(--base-kernel "$base")
   t=$SECONDS
   "$bin" "${args[@]}" >"$OUT/eval.json" 2>"$OUT/eval.err"
