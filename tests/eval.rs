@@ -266,14 +266,17 @@ fn finishing_on_a_background_thread_is_incorrect() {
 
 #[test]
 fn a_process_that_leaves_the_job_group_is_killed_and_fails_the_job() {
-    // In the extensions cache: the one directory outside the job the sandbox lets a job write.
-    let pidfile = PathBuf::from(ext_dir()).join(format!("stray-daemon-{}.pid", std::process::id()));
+    // In the job's own extensions directory: the one place outside the job it may write.
+    let name = format!("stray-daemon-{}.pid", std::process::id());
+    let source = std::fs::read_to_string(fixture("kernels/stray_daemon.py")).unwrap();
+    let pidfile =
+        kernelgate_eval::extensions_subdir(Path::new(&ext_dir()), &source, None).join(&name);
     let _ = std::fs::remove_file(&pidfile);
     let (code, v) = eval_with(
         "problems/relu.py",
         "kernels/stray_daemon.py",
         &[],
-        &[("KG_TEST_STRAY_PIDFILE", pidfile.to_str().unwrap())],
+        &[("KG_TEST_STRAY_PIDFILE", &name)],
     );
     // Its numbers are right; what it left running is not.
     assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");

@@ -144,6 +144,7 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
         ("kernels/sandbox/write_pth.py", vec![]),
         ("kernels/sandbox/write_checkout.py", vec![]),
         ("kernels/sandbox/ptrace_parent.py", vec![]),
+        ("kernels/sandbox/poison_shared_cache.py", vec![]),
         ("kernels/honest_relu.py", vec![]),
         ("kernels/sandbox/profiled_relu.py", vec![]),
     ];
@@ -229,6 +230,16 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
                     "ptrace must fail with EPERM: {stdout}"
                 );
                 assert_blocked_and_reported(name, *code, v, "call ptrace() through ctypes");
+            }
+            "poison_shared_cache" => {
+                let planted =
+                    root().join("target/kernelgate-test-torch-extensions/kg_planted_build");
+                assert!(
+                    !planted.exists(),
+                    "the candidate wrote into the shared extensions cache"
+                );
+                assert!(stdout.contains("blocked"), "{stdout}");
+                assert_blocked_and_reported(name, *code, v, "kg_planted_build");
             }
             "honest_relu" | "profiled_relu" => {
                 assert_eq!(v["outcome"]["kind"], "passed", "{name}: {v:#}");

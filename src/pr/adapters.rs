@@ -101,7 +101,9 @@ impl HarnessEvaluator {
         Ok(spec)
     }
 
-    fn stash(&self) -> std::sync::MutexGuard<'_, Vec<(String, Device, kernelgate_eval::PreparedJob)>> {
+    fn stash(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Vec<(String, Device, kernelgate_eval::PreparedJob)>> {
         self.prepared.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -138,7 +140,8 @@ impl Evaluator for HarnessEvaluator {
     fn prepare(&self, job: &Job, device: Device) {
         if let Ok(spec) = self.spec(job, device) {
             let prepared = kernelgate_eval::prepare_job(&spec);
-            self.stash().push((job.path().to_string(), device, prepared));
+            self.stash()
+                .push((job.path().to_string(), device, prepared));
         }
     }
 
@@ -344,7 +347,11 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
     }
 
     let mut eval = Evaluation::failed(outcome.kind, "");
-    eval.phases = result.phases.iter().map(|p| (p.name.clone(), p.ms)).collect();
+    eval.phases = result
+        .phases
+        .iter()
+        .map(|p| (p.name.clone(), p.ms))
+        .collect();
     eval.memory = result.memory.clone();
     eval.outcome = outcome;
     eval.findings = findings;

@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use super::baselines::{Committed, Live, RunKey};
 use super::changes::KernelStatus;
 use super::plan::{Job, Plan};
-use super::schedule::Event;
 use super::policy::{self, code, Acks, Policy};
+use super::schedule::Event;
 
 /// Where a job runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,7 +250,11 @@ impl Pipeline<'_> {
                 match event {
                     Event::BuildStarted(i) => {
                         building.set(building.get() + 1);
-                        self.note(format!("building {} ({})", jobs[i].path(), jobs[i].problem()));
+                        self.note(format!(
+                            "building {} ({})",
+                            jobs[i].path(),
+                            jobs[i].problem()
+                        ));
                     }
                     Event::Built(i, built) => {
                         building.set(building.get().saturating_sub(1));
@@ -917,7 +921,11 @@ mod pipeline_tests {
             .unwrap();
         let r = row(&report, "k/infra.py");
         assert_eq!(r.verdict, Verdict::Skipped, "{:?}", r.reasons);
-        assert!(r.reasons.iter().any(|s| s.starts_with("neutral:")), "{:?}", r.reasons);
+        assert!(
+            r.reasons.iter().any(|s| s.starts_with("neutral:")),
+            "{:?}",
+            r.reasons
+        );
         assert_eq!(r.time_spent.as_ref().unwrap().retries, 1);
         assert_eq!(row(&report, "k/ok.py").verdict, Verdict::Pass);
         // Neutral, not green: the kernel was never judged.

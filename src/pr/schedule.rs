@@ -177,10 +177,9 @@ pub fn run<E>(
                 };
                 let _ = tx.send(Event::BuildStarted(i));
                 let t0 = Instant::now();
-                let built = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    evaluator.build(&jobs[i])
-                }))
-                .unwrap_or_else(|_| Err("the build stage panicked".into()));
+                let built =
+                    std::panic::catch_unwind(AssertUnwindSafe(|| evaluator.build(&jobs[i])))
+                        .unwrap_or_else(|_| Err("the build stage panicked".into()));
                 {
                     let mut s = shared.lock();
                     s.build_ms[i] = t0.elapsed().as_secs_f64() * 1000.0;
@@ -227,7 +226,10 @@ pub fn run<E>(
                         TimeSpent {
                             queued_ms: ms(stage_start, queued_until),
                             build_ms: s.build_ms[i],
-                            wait_ms: ms(s.ready_at[i].unwrap_or(started).max(queued_until), started),
+                            wait_ms: ms(
+                                s.ready_at[i].unwrap_or(started).max(queued_until),
+                                started,
+                            ),
                             eval_ms: ms(started, ended),
                             total_ms: ms(stage_start, ended),
                             retries,
@@ -325,7 +327,10 @@ mod tests {
         fn new(build_ms: &[(&str, u64)], eval_ms: u64) -> Clocked {
             Clocked {
                 t0: Instant::now(),
-                build_ms: build_ms.iter().map(|(p, ms)| (p.to_string(), *ms)).collect(),
+                build_ms: build_ms
+                    .iter()
+                    .map(|(p, ms)| (p.to_string(), *ms))
+                    .collect(),
                 eval_ms,
                 failing_builds: vec![],
                 cpu_only: vec![],
@@ -379,10 +384,9 @@ mod tests {
             std::thread::sleep(Duration::from_millis(self.eval_ms));
             self.note(&format!("end {device}"), job.path());
             match self.flaky.get(job.path()) {
-                Some(always) if *always || n == 1 => Evaluation::failed(
-                    OutcomeKind::Infrastructure,
-                    "CUDA driver error at start-up",
-                ),
+                Some(always) if *always || n == 1 => {
+                    Evaluation::failed(OutcomeKind::Infrastructure, "CUDA driver error at start-up")
+                }
                 _ => Evaluation::failed(OutcomeKind::Correct, "passed 5 correctness trials"),
             }
         }
@@ -447,7 +451,10 @@ mod tests {
         for gpu in gpus {
             let spans = evals_on(&ev, gpu);
             assert!(!spans.is_empty(), "{gpu} never evaluated anything");
-            assert!(spans[0].0 < ev.at("built", "k0.py"), "{gpu} idled while builds were ready");
+            assert!(
+                spans[0].0 < ev.at("built", "k0.py"),
+                "{gpu} idled while builds were ready"
+            );
             for w in spans.windows(2) {
                 assert!(w[1].0 >= w[0].1, "{gpu} ran two evals at once: {spans:?}");
             }
@@ -463,14 +470,23 @@ mod tests {
                 .find(|(w, q, _)| w.starts_with("start") && *q == p)
                 .unwrap()
                 .2;
-            assert!(start >= ev.at("built", &p), "{p} evaluated before its build");
+            assert!(
+                start >= ev.at("built", &p),
+                "{p} evaluated before its build"
+            );
         }
         // Sequential builds alone would take 750 ms, plus 600 ms of evals on one GPU.
-        assert!(wall < 1300, "the stage took {wall} ms: builds or GPUs did not overlap");
+        assert!(
+            wall < 1300,
+            "the stage took {wall} ms: builds or GPUs did not overlap"
+        );
         // Where the time went, per kernel.
         let k0 = &done.iter().find(|d| d.0 == 0).unwrap().3;
         assert!(k0.build_ms >= 600.0, "{k0:?}");
-        assert!(k0.eval_ms >= 150.0 && k0.total_ms >= k0.build_ms + k0.eval_ms, "{k0:?}");
+        assert!(
+            k0.eval_ms >= 150.0 && k0.total_ms >= k0.build_ms + k0.eval_ms,
+            "{k0:?}"
+        );
     }
 
     #[test]
@@ -487,7 +503,10 @@ mod tests {
     #[test]
     fn kernels_without_a_build_go_to_the_gpu_while_others_build() {
         let ev = Clocked::new(&[("cuda.py", 400)], 50);
-        let jobs = vec![job("cuda.py", Backend::Cuda), job("triton.py", Backend::Triton)];
+        let jobs = vec![
+            job("cuda.py", Backend::Cuda),
+            job("triton.py", Backend::Triton),
+        ];
         run_all(&ev, &jobs, &[Device::Cuda(0)], 1);
         assert!(ev.at("end cuda:0", "triton.py") < ev.at("built", "cuda.py"));
     }
@@ -516,13 +535,23 @@ mod tests {
         let mut ev = Clocked::new(&[], 5);
         ev.flaky.insert("once.py".into(), false);
         ev.flaky.insert("always.py".into(), true);
-        let jobs = vec![job("once.py", Backend::Triton), job("always.py", Backend::Triton)];
+        let jobs = vec![
+            job("once.py", Backend::Triton),
+            job("always.py", Backend::Triton),
+        ];
         let done = run_all(&ev, &jobs, &[Device::Cuda(0)], 1);
         let once = done.iter().find(|d| d.0 == 0).unwrap();
         assert_eq!((once.2, once.3.retries), (OutcomeKind::Correct, 1));
         let always = done.iter().find(|d| d.0 == 1).unwrap();
-        assert_eq!((always.2, always.3.retries), (OutcomeKind::Infrastructure, 1));
-        assert_eq!(ev.evals.lock().unwrap()["always.py"], 2, "retried exactly once");
+        assert_eq!(
+            (always.2, always.3.retries),
+            (OutcomeKind::Infrastructure, 1)
+        );
+        assert_eq!(
+            ev.evals.lock().unwrap()["always.py"],
+            2,
+            "retried exactly once"
+        );
     }
 
     #[test]
@@ -542,7 +571,12 @@ mod tests {
         let ev = Clocked::new(&[], 20);
         let jobs = vec![job("a.py", Backend::Cpp), job("b.py", Backend::Cpp)];
         run_all(&ev, &jobs, &[Device::Cpu], 1);
-        assert!(!ev.log.lock().unwrap().iter().any(|(w, _, _)| w.starts_with("prepare")));
+        assert!(!ev
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(w, _, _)| w.starts_with("prepare")));
     }
 
     #[test]

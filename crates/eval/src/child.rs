@@ -252,70 +252,70 @@ impl Spawned {
         }
 
         let mut phase: Option<String> = None;
-    let mut compile_spent = Duration::ZERO;
-    let mut run_spent = Duration::ZERO;
-    let mut last = Instant::now();
-    let mut last_rss_check = Instant::now();
-    let mut ended: Option<Ended> = None;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-        let now = Instant::now();
-        let dt = now - last;
-        last = now;
-        if let Ok(p) = std::fs::read_to_string(&progress_path) {
-            phase = Some(p.trim().to_string());
-        }
-        if phase.as_deref() == Some("compile") {
-            compile_spent += dt;
-        } else {
-            run_spent += dt;
-        }
-        if compile_spent > compile_timeout {
-            ended = Some(Ended::Timeout {
-                phase: "compile".into(),
-                limit: compile_timeout,
-            });
-        } else if run_spent > run_timeout {
-            ended = Some(Ended::Timeout {
-                phase: "run".into(),
-                limit: run_timeout,
-            });
-        } else if !rlimit_as && limit > 0 && now - last_rss_check > Duration::from_millis(100) {
-            last_rss_check = now;
-            let rss = group_rss_bytes(pgid);
-            if rss > limit {
-                ended = Some(Ended::MemoryKilled { rss_bytes: rss });
+        let mut compile_spent = Duration::ZERO;
+        let mut run_spent = Duration::ZERO;
+        let mut last = Instant::now();
+        let mut last_rss_check = Instant::now();
+        let mut ended: Option<Ended> = None;
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
             }
-        }
-        if ended.is_some() {
-            kill_group(pgid);
-            break child.wait()?;
-        }
-    };
-    // Whatever the candidate left behind (compilers, daemons) goes with the job.
-    kill_group(pgid);
-    forget_group(pgid);
-    let strays = kill_strays(pgid, &self.tag);
+            std::thread::sleep(Duration::from_millis(10));
+            let now = Instant::now();
+            let dt = now - last;
+            last = now;
+            if let Ok(p) = std::fs::read_to_string(&progress_path) {
+                phase = Some(p.trim().to_string());
+            }
+            if phase.as_deref() == Some("compile") {
+                compile_spent += dt;
+            } else {
+                run_spent += dt;
+            }
+            if compile_spent > compile_timeout {
+                ended = Some(Ended::Timeout {
+                    phase: "compile".into(),
+                    limit: compile_timeout,
+                });
+            } else if run_spent > run_timeout {
+                ended = Some(Ended::Timeout {
+                    phase: "run".into(),
+                    limit: run_timeout,
+                });
+            } else if !rlimit_as && limit > 0 && now - last_rss_check > Duration::from_millis(100) {
+                last_rss_check = now;
+                let rss = group_rss_bytes(pgid);
+                if rss > limit {
+                    ended = Some(Ended::MemoryKilled { rss_bytes: rss });
+                }
+            }
+            if ended.is_some() {
+                kill_group(pgid);
+                break child.wait()?;
+            }
+        };
+        // Whatever the candidate left behind (compilers, daemons) goes with the job.
+        kill_group(pgid);
+        forget_group(pgid);
+        let strays = kill_strays(pgid, &self.tag);
 
-    let ended = match ended {
-        Some(e) => e,
-        None => read_result(&self.result_path, &self.key),
-    };
-    Ok(Report {
-        ended,
-        exit: ExitInfo {
-            code: status.code(),
-            signal: status.signal(),
-        },
-        phase,
-        stdout_tail: tail(&self.stdout_path),
-        stderr_tail: tail(&self.stderr_path),
-        strays,
-        sandbox: self.level.clone(),
-    })
+        let ended = match ended {
+            Some(e) => e,
+            None => read_result(&self.result_path, &self.key),
+        };
+        Ok(Report {
+            ended,
+            exit: ExitInfo {
+                code: status.code(),
+                signal: status.signal(),
+            },
+            phase,
+            stdout_tail: tail(&self.stdout_path),
+            stderr_tail: tail(&self.stderr_path),
+            strays,
+            sandbox: self.level.clone(),
+        })
     }
 }
 

@@ -285,10 +285,12 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         source,
     })?;
     let base_src = match &spec.base_kernel {
-        Some(b) => Some(std::fs::read_to_string(b).map_err(|source| EvalError::Read {
-            path: b.clone(),
-            source,
-        })?),
+        Some(b) => Some(
+            std::fs::read_to_string(b).map_err(|source| EvalError::Read {
+                path: b.clone(),
+                source,
+            })?,
+        ),
         None => None,
     };
     std::fs::metadata(&spec.problem).map_err(|source| EvalError::Read {
@@ -364,7 +366,8 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
             env.push(("TORCH_CUDA_ARCH_LIST".into(), arch));
         }
     }
-    if may_use_gpu && spec.audit && std::env::var("KERNELGATE_WARM_PROFILER").as_deref() != Ok("0") {
+    if may_use_gpu && spec.audit && std::env::var("KERNELGATE_WARM_PROFILER").as_deref() != Ok("0")
+    {
         // The audit's profiler starts while the child waits for its job (see kg_audit).
         env.push(("KERNELGATE_WARM_PROFILER".into(), "1".into()));
     }
@@ -429,9 +432,7 @@ fn conclude(spec: &JobSpec, job: Started, result: &mut EvalResult) -> Result<(),
         python,
         _dir,
     } = job;
-    let report = spawned
-        .supervise()
-        .map_err(|e| launch_error(e, &python))?;
+    let report = spawned.supervise().map_err(|e| launch_error(e, &python))?;
     result.sandbox = report.sandbox.to_string();
     match &report.sandbox {
         SandboxLevel::Off => eprintln!(
@@ -553,7 +554,10 @@ fn conclude(spec: &JobSpec, job: Started, result: &mut EvalResult) -> Result<(),
 fn cuda_arch_list() -> Option<String> {
     static ARCH: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     ARCH.get_or_init(|| {
-        if let Some(v) = std::env::var("TORCH_CUDA_ARCH_LIST").ok().filter(|v| !v.is_empty()) {
+        if let Some(v) = std::env::var("TORCH_CUDA_ARCH_LIST")
+            .ok()
+            .filter(|v| !v.is_empty())
+        {
             return Some(v);
         }
         let out = std::process::Command::new("nvidia-smi")

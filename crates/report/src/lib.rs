@@ -9,6 +9,7 @@ mod comment;
 mod io;
 mod sarif;
 mod schema;
+mod time_spent;
 
 pub use annotate::{located, Located};
 pub use comment::{render_comment, render_comment_with_limit, COMMENT_LIMIT, STICKY_MARKER};
@@ -23,10 +24,13 @@ const SUMMARY_LIMIT: usize = 1024 * 1024 - 1024;
 
 /// `summary.md`: the comment's content without the sticky marker, with a larger limit.
 pub fn render_summary(report: &Report) -> String {
-    let body = render_comment_with_limit(report, SUMMARY_LIMIT);
-    body.strip_prefix(STICKY_MARKER)
+    let timings = time_spent::section(report);
+    let body = render_comment_with_limit(report, SUMMARY_LIMIT - timings.len());
+    let body = body
+        .strip_prefix(STICKY_MARKER)
         .map(|b| b.trim_start().to_string())
-        .unwrap_or(body)
+        .unwrap_or(body);
+    body + &timings
 }
 
 /// The files [`render_all`] wrote.
