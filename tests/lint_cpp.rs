@@ -273,6 +273,24 @@ fn side_streams_joined_back_with_events_are_warnings() {
 }
 
 #[test]
+fn python_side_streams_joined_back_are_warnings_and_unjoined_ones_errors() {
+    let (found, _, code) = lint_json(&[
+        "tests/fixtures/lint/cpp/warn_joined_side_streams_py.py",
+        "tests/fixtures/lint/cpp/hack_side_stream_unjoined_py.py",
+    ]);
+    let f = |sev: &str| {
+        vec![
+            ("KG403".to_string(), 31, 21, sev.to_string()),
+            ("KG403".to_string(), 39, 14, sev.to_string()),
+        ]
+    };
+    assert_eq!(found["warn_joined_side_streams_py.py"], f("warning"));
+    // The same code without `main.wait_stream(self.side)`: the side's half escapes the timer.
+    assert_eq!(found["hack_side_stream_unjoined_py.py"], f("error"));
+    assert_eq!(code, 1);
+}
+
+#[test]
 fn a_workspace_passed_from_forward_may_be_written_an_input_may_not() {
     let path = "tests/fixtures/lint/cpp/honest_splitk_workspace.py";
     let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();

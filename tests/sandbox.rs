@@ -146,6 +146,7 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
         ("kernels/sandbox/ptrace_parent.py", vec![]),
         ("kernels/sandbox/poison_shared_cache.py", vec![]),
         ("kernels/honest_relu.py", vec![]),
+        ("kernels/beside/relu_with_table.py", vec![]),
         ("kernels/sandbox/profiled_relu.py", vec![]),
     ];
     // One run: the jobs go at once, escapes and honest kernels side by side.
@@ -241,7 +242,7 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
                 assert!(stdout.contains("blocked"), "{stdout}");
                 assert_blocked_and_reported(name, *code, v, "kg_planted_build");
             }
-            "honest_relu" | "profiled_relu" => {
+            "honest_relu" | "profiled_relu" | "relu_with_table" => {
                 assert_eq!(v["outcome"]["kind"], "passed", "{name}: {v:#}");
                 assert_eq!(v["sandbox"], "full", "{name}: {v:#}");
                 assert!(sandbox_findings(v).is_empty(), "{name}: {v:#}");

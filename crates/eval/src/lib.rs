@@ -398,6 +398,7 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         .into_iter()
         .flatten()
         .map(|p| abs(p))
+        .chain(kernel_dir(&abs(&spec.kernel)))
         .collect(),
         write_dirs: spec
             .extensions_dir
@@ -547,6 +548,15 @@ fn conclude(spec: &JobSpec, job: Started, result: &mut EvalResult) -> Result<(),
         ms: started.elapsed().as_secs_f64() * 1000.0,
     });
     Ok(())
+}
+
+/// The kernel's own directory, which the job may read: kernels load sources kept beside them
+/// (`load(sources=[".../kernel.cu"])`), tables and headers. Not when it is a repository's root
+/// (its `.git` holds the remote's URL and maybe credentials) or the filesystem's root.
+fn kernel_dir(kernel: &Path) -> Option<PathBuf> {
+    let dir = kernel.parent()?;
+    let is_root = dir.parent().is_none() || dir.join(".git").exists();
+    (!is_root).then(|| dir.to_path_buf())
 }
 
 /// `TORCH_CUDA_ARCH_LIST` for extension builds: the environment's own when set, else the

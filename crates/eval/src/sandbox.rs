@@ -136,8 +136,8 @@ const WRITABLE_DEVICES: &[&str] = &[
 
 impl Policy {
     /// The policy for a job whose child runs `python` with the harness extension `harness` in
-    /// `job_dir`, reading `read_files` and also writing beneath `extra_rw` (a shared torch
-    /// extensions cache).
+    /// `job_dir`, reading `read_files` (a directory among them: everything beneath it) and also
+    /// writing beneath `extra_rw` (the job's torch extensions directory).
     pub fn for_job(
         python: &Path,
         harness: &Path,
@@ -164,7 +164,11 @@ impl Policy {
         }
         read_write.push(job_dir.to_path_buf());
         read_write.extend(extra_rw.iter().map(|p| p.to_path_buf()));
-        let mut files: Vec<PathBuf> = read_files.iter().map(|p| p.to_path_buf()).collect();
+        let (dirs, mut files): (Vec<PathBuf>, Vec<PathBuf>) = read_files
+            .iter()
+            .map(|p| p.to_path_buf())
+            .partition(|p| p.is_dir());
+        read_exec.extend(dirs);
         files.push(harness.to_path_buf());
         let canon = |v: Vec<PathBuf>| -> Vec<PathBuf> {
             let mut out: Vec<PathBuf> = Vec::new();

@@ -172,7 +172,7 @@ pub static RULES: &[RuleMeta] = &[
         name: "side-stream",
         severity: Error,
         summary: "Work is launched on a non-default CUDA stream",
-        doc: "`torch.cuda.Stream`, `torch.cuda.stream(...)`, `ExternalStream`, `set_stream` or a `stream=` argument other than the current stream moves work off the stream the timer records on, so the timed region misses it. Launch on `torch.cuda.current_stream()`.",
+        doc: "`torch.cuda.Stream`, `torch.cuda.stream(...)`, `ExternalStream`, `set_stream` or a `stream=` argument other than the current stream moves work off the stream the timer records on, so the timed region misses it. A side stream that the same function joins back into the current stream before returning (`torch.cuda.current_stream().wait_stream(s)`, `.wait_event(e)` or `torch.cuda.synchronize()`) is a warning: nothing escapes the timer if the join is right, and the runtime escaped-work check decides. CUDA graphs stay errors. Launch on `torch.cuda.current_stream()`.",
         bad: "s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    ext.run(x)",
         good: "ext.run(x)  # on the current stream",
     },
