@@ -160,10 +160,13 @@ impl Evaluator for HarnessEvaluator {
         };
         let prepared = {
             let mut stash = self.stash();
-            stash
+            let mine = stash
                 .iter()
                 .position(|(path, d, _)| path == job.path() && *d == device)
-                .map(|k| stash.swap_remove(k).2)
+                .map(|k| stash.swap_remove(k).2);
+            // Started for this kernel on another device that did not take it: let it go.
+            stash.retain(|(path, _, _)| path != job.path());
+            mine
         };
         let python = spec
             .python

@@ -52,13 +52,22 @@ struct State {
     /// Ready for a worker of each lane; the earliest (plan order) goes first.
     ready: [BTreeSet<usize>; 2],
     /// Queued or building, per lane: its workers wait for these.
-    unready: [usize; 2],
+    unready: [BTreeSet<usize>; 2],
+    /// Kernels whose process a waiting GPU worker already started before their build ended.
+    speculated: BTreeSet<usize>,
     /// Workers waiting for a ready kernel, per lane.
     idle: [usize; 2],
     lane: Vec<Lane>,
     build_started: Vec<Option<Instant>>,
     build_ms: Vec<f64>,
     ready_at: Vec<Option<Instant>>,
+}
+
+enum Take {
+    Job(usize),
+    /// Start this (still building) kernel's process now.
+    Speculate(usize),
+    Done,
 }
 
 struct Shared {
@@ -71,20 +80,34 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The earliest ready kernel of `lane`, waiting for one; `None` when nothing is left.
-    fn take(&self, lane: Lane) -> Option<usize> {
+    /// The earliest ready kernel of `lane`, waiting for one; `Done` when nothing is left. A GPU
+    /// worker about to wait with nothing started ahead (`may_speculate`) is told instead to
+    /// start the process of the earliest kernel still building: its eval then starts the moment
+    /// the build ends, without the process's start-up.
+    fn take(&self, lane: Lane, may_speculate: bool) -> Take {
         let l = lane as usize;
         let mut s = self.lock();
         loop {
-            let builds_left = s.unready[0] + s.unready[1];
+            let builds_left = s.unready[0].len() + s.unready[1].len();
             let held = lane == Lane::Cpu && s.gpu_runner && builds_left > 0;
             if !held {
                 if let Some(i) = s.ready[l].pop_first() {
-                    return Some(i);
+                    return Take::Job(i);
                 }
             }
-            if s.unready[l] == 0 && s.ready[l].is_empty() {
-                return None;
+            if s.unready[l].is_empty() && s.ready[l].is_empty() {
+                return Take::Done;
+            }
+            if may_speculate && lane == Lane::Gpu {
+                let speculated = &s.speculated;
+                if let Some(j) = s.unready[l]
+                    .iter()
+                    .copied()
+                    .find(|j| !speculated.contains(j))
+                {
+                    s.speculated.insert(j);
+                    return Take::Speculate(j);
+                }
             }
             s.idle[l] += 1;
             s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
@@ -124,7 +147,8 @@ pub fn run<E>(
         gpu_runner,
         to_build: VecDeque::new(),
         ready: [BTreeSet::new(), BTreeSet::new()],
-        unready: [0, 0],
+        unready: [BTreeSet::new(), BTreeSet::new()],
+        speculated: BTreeSet::new(),
         idle: [0, 0],
         lane: vec![Lane::Gpu; n],
         build_started: vec![None; n],
@@ -140,7 +164,7 @@ pub fn run<E>(
         state.lane[i] = lane;
         if gpu_runner && evaluator.needs_build(&jobs[i]) {
             state.to_build.push_back(i);
-            state.unready[lane as usize] += 1;
+            state.unready[lane as usize].insert(i);
         } else {
             state.ready[lane as usize].insert(i);
             state.ready_at[i] = Some(stage_start);
@@ -151,7 +175,8 @@ pub fn run<E>(
         .iter()
         .map(|&d| (d, if gpu_runner { Lane::Gpu } else { Lane::Cpu }))
         .collect();
-    let cpu_kernels = state.ready[Lane::Cpu as usize].len() + state.unready[Lane::Cpu as usize];
+    let cpu_kernels =
+        state.ready[Lane::Cpu as usize].len() + state.unready[Lane::Cpu as usize].len();
     if gpu_runner && cpu_kernels > 0 {
         workers.push((Device::Cpu, Lane::Cpu));
     }
@@ -186,7 +211,7 @@ pub fn run<E>(
                     s.ready_at[i] = Some(Instant::now());
                     let l = s.lane[i] as usize;
                     s.ready[l].insert(i);
-                    s.unready[l] -= 1;
+                    s.unready[l].remove(&i);
                 }
                 shared.changed.notify_all();
                 let _ = tx.send(Event::Built(i, built));
@@ -197,10 +222,24 @@ pub fn run<E>(
             let shared = &shared;
             scope.spawn(move || {
                 let mut next: Option<usize> = None;
+                // A kernel whose process this worker started while its build ran.
+                let mut speculated: Option<usize> = None;
                 loop {
-                    let Some(i) = next.take().or_else(|| shared.take(lane)) else {
-                        break;
+                    let i = match next.take() {
+                        Some(i) => i,
+                        None => match shared.take(lane, speculated.is_none()) {
+                            Take::Job(i) => i,
+                            Take::Speculate(j) => {
+                                speculated = Some(j);
+                                evaluator.prepare(&jobs[j], device);
+                                continue;
+                            }
+                            Take::Done => break,
+                        },
                     };
+                    if speculated == Some(i) {
+                        speculated = None;
+                    }
                     next = shared.take_ahead(lane);
                     if let Some(j) = next {
                         evaluator.prepare(&jobs[j], device);
@@ -243,8 +282,8 @@ pub fn run<E>(
                         break;
                     }
                 }
-                if let Some(j) = next {
-                    // Started ahead but never evaluated (the run stopped): let it go.
+                for j in next.into_iter().chain(speculated) {
+                    // Started ahead but not evaluated here: let it go.
                     evaluator.discard(&jobs[j], device);
                 }
             });
@@ -255,7 +294,7 @@ pub fn run<E>(
                 // Stop handing out work; running evals finish and their results are dropped.
                 let mut s = shared.lock();
                 s.to_build.clear();
-                s.unready = [0, 0];
+                s.unready = [BTreeSet::new(), BTreeSet::new()];
                 s.ready = [BTreeSet::new(), BTreeSet::new()];
                 drop(s);
                 shared.changed.notify_all();
@@ -372,6 +411,9 @@ mod tests {
         }
         fn prepare(&self, job: &Job, device: Device) {
             self.note(&format!("prepare {device}"), job.path());
+        }
+        fn discard(&self, job: &Job, device: Device) {
+            self.note(&format!("discard {device}"), job.path());
         }
         fn evaluate(&self, job: &Job, device: Device) -> Evaluation {
             let n = {
@@ -564,6 +606,41 @@ mod tests {
         assert_eq!((on(0), on(1)), (Device::Cpu, Device::Cuda(0)));
         // Side by side, not one after the other.
         assert!(ev.at("start cuda:0", "cuda.py") < ev.at("end cpu", "cpp.py"));
+    }
+
+    #[test]
+    fn an_idle_gpu_starts_the_process_of_a_kernel_still_building() {
+        let ev = Clocked::new(&[("slow.py", 300)], 20);
+        let jobs = vec![job("slow.py", Backend::Cuda)];
+        run_all(&ev, &jobs, &[Device::Cuda(0)], 1);
+        assert!(ev.at("prepare cuda:0", "slow.py") < ev.at("built", "slow.py"));
+        assert!(ev.at("start cuda:0", "slow.py") >= ev.at("built", "slow.py"));
+    }
+
+    #[test]
+    fn a_kernel_started_on_one_gpu_and_taken_by_another_is_let_go_there() {
+        let ev = Clocked::new(&[("a.py", 100), ("b.py", 100)], 200);
+        let jobs = vec![job("a.py", Backend::Cuda), job("b.py", Backend::Cuda)];
+        let done = run_all(&ev, &jobs, &[Device::Cuda(0), Device::Cuda(1)], 2);
+        assert_eq!(done.len(), 2);
+        let log = ev.log.lock().unwrap();
+        let prepared = log
+            .iter()
+            .filter(|(w, _, _)| w.starts_with("prepare"))
+            .count();
+        let discarded = log
+            .iter()
+            .filter(|(w, _, _)| w.starts_with("discard"))
+            .count();
+        let used = done
+            .iter()
+            .filter(|(i, d, _, _)| {
+                log.iter()
+                    .any(|(w, p, _)| *w == format!("prepare {d}") && *p == jobs[*i].path())
+            })
+            .count();
+        // Every process started ahead was either used by its own GPU or let go.
+        assert_eq!(prepared, used + discarded, "{log:?}");
     }
 
     #[test]
