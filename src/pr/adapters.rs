@@ -52,7 +52,10 @@ impl Linter for RepoLinter {
                 .as_ref()
                 .and_then(|p| std::fs::read_to_string(p).ok()),
         };
-        kernelgate_lint::lint_file(job.path(), &job.source, &opts).map_err(|e| e.to_string())
+        // The file on disk, not the plan's lossy copy: unreadable or not UTF-8 is KG000.
+        kernelgate_lint::lint_path(job.path(), &job.kernel_file, &opts)
+            .map(|(findings, _)| findings)
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -71,10 +71,11 @@ impl Plan {
                 }
             };
             let kernel_file = head_file(&change.path)?;
-            let source = std::fs::read_to_string(&kernel_file).map_err(|e| PlanError::Read {
-                path: kernel_file.clone(),
-                source: e,
-            })?;
+            // Unreadable or not UTF-8: the linter gives the row its KG000 finding; the rest of
+            // the plan proceeds.
+            let source = std::fs::read(&kernel_file)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default();
             let problem_file = match &change.problem {
                 Some(p) => Some(head_file(&layout.problem_path(p))?),
                 None => None,

@@ -215,10 +215,17 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
     } else {
         python
     };
-    let kernel_src = std::fs::read_to_string(&spec.kernel).map_err(|source| EvalError::Read {
-        path: spec.kernel.clone(),
-        source,
-    })?;
+    // An unreadable or non-UTF-8 kernel is the candidate's failure, not the harness's.
+    let kernel_src = match kernelgate_model::read_source(&spec.kernel) {
+        Ok(s) => s,
+        Err(e) => {
+            result.outcome = Outcome::CompileError {
+                message: format!("{}: {e}", result.kernel),
+                log_tail: String::new(),
+            };
+            return Ok(());
+        }
+    };
     std::fs::metadata(&spec.problem).map_err(|source| EvalError::Read {
         path: spec.problem.clone(),
         source,

@@ -1,0 +1,176 @@
+//! What a maintainer meets (issue #19): bad input costs one row, messages say what to do.
+//! Real git repositories in temp dirs, the real binary.
+
+mod common;
+use common::{git, python, root, write};
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn kernelgate(repo: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"));
+    let ext = root().join("target/kernelgate-test-torch-extensions");
+    std::fs::create_dir_all(&ext).unwrap();
+    let mut cmd = Command::new(exe);
+    cmd.arg("--repo").arg(repo).args(args).current_dir(repo);
+    for k in [
+        "GITHUB_EVENT_PATH",
+        "GITHUB_REPOSITORY",
+        "GITHUB_ACTIONS",
+        "GITHUB_TOKEN",
+        "GITHUB_STEP_SUMMARY",
+        "CUDA_VISIBLE_DEVICES",
+    ] {
+        cmd.env_remove(k);
+    }
+    cmd.env("KERNELGATE_PYTHON", python())
+        .env("TORCH_EXTENSIONS_DIR", ext);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("kernelgate runs")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn row<'a>(report: &'a Value, path: &str) -> &'a Value {
+    report["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["path"] == path)
+        .unwrap_or_else(|| panic!("no row for {path}: {:#}", report["kernels"]))
+}
+
+fn findings(r: &Value) -> Vec<(String, String)> {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().to_string(),
+                f["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+const PYTORCH_ONLY: &str = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n";
+
+/// main: two problems, no kernels. head: a non-UTF-8 kernel, a dangling symlink where a kernel
+/// should be, and an ordinary (PyTorch-only) kernel.
+fn bad_input_repo() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q"]);
+    for p in ["3_ReLU.py", "4_GELU.py", "5_Sigmoid.py"] {
+        let src = std::fs::read_to_string(root().join("KernelBench/level1").join(p)).unwrap();
+        write(d, &format!("KernelBench/level1/{p}"), &src);
+    }
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "base"]);
+    let base = git(d, &["rev-parse", "HEAD"]);
+    write(d, "kernels/level1/3_ReLU/cpp.py", PYTORCH_ONLY);
+    std::fs::write(
+        d.join("kernels/level1/3_ReLU/latin1.py"),
+        b"import torch\n# caf\xe9 (Latin-1)\nclass ModelNew:\n    pass\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(d.join("kernels/level1/4_GELU")).unwrap();
+    std::os::unix::fs::symlink("gone.py", d.join("kernels/level1/4_GELU/cpp.py")).unwrap();
+    write(d, "kernels/level1/5_Sigmoid/cpp.py", PYTORCH_ONLY);
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "head"]);
+    (dir, base)
+}
+
+#[test]
+fn a_non_utf8_or_unreadable_kernel_is_one_kg000_finding_on_its_own_row() {
+    let (dir, base) = bad_input_repo();
+    let d = dir.path();
+
+    // lint: every file is reported; the bad ones get KG000 with the position and the fix.
+    let out = kernelgate(d, &["lint", "--format", "json"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let all = json.to_string();
+    assert!(
+        all.contains("not UTF-8 (byte 0xe9 at line 2, column 6)"),
+        "{all}"
+    );
+    assert!(all.contains("save it as UTF-8"), "{all}");
+    // (lint's discovery skips symlinks, as the model's does)
+    for f in [
+        "kernels/level1/3_ReLU/cpp.py",
+        "kernels/level1/5_Sigmoid/cpp.py",
+    ] {
+        assert!(all.contains(f), "{f} not linted: {all}");
+    }
+
+    // pr: report.json, the comment and the check run are still written; KG000 only on the
+    // bad rows, the others judged on their own findings.
+    let out_dir = d.join("kg-out");
+    let out = kernelgate(
+        d,
+        &[
+            "pr",
+            "--base",
+            &base,
+            "--publish",
+            "files",
+            "--no-timing",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
+            .unwrap();
+    for f in ["comment.md", "check_run.json", "summary.md"] {
+        assert!(out_dir.join(f).is_file(), "{f} missing: {}", text(&out));
+    }
+    let latin1 = findings(row(&report, "kernels/level1/3_ReLU/latin1.py"));
+    assert_eq!(latin1.len(), 1, "{latin1:?}");
+    assert_eq!(latin1[0].0, "KG000");
+    assert!(latin1[0].1.contains("not UTF-8"), "{latin1:?}");
+    let link = findings(row(&report, "kernels/level1/4_GELU/cpp.py"));
+    assert_eq!(link.len(), 1, "{link:?}");
+    assert!(link[0].1.contains("cannot read this file"), "{link:?}");
+    let ok = findings(row(&report, "kernels/level1/5_Sigmoid/cpp.py"));
+    assert!(ok.iter().all(|(rule, _)| rule != "KG000"), "{ok:?}");
+    assert!(!ok.is_empty(), "the ordinary kernel was linted: {ok:?}");
+
+    // eval: the candidate's failure with the reason, not a harness error.
+    let out = kernelgate(
+        d,
+        &[
+            "eval",
+            "--problem",
+            "level1/3_ReLU",
+            "--kernel",
+            "kernels/level1/3_ReLU/latin1.py",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["outcome"]["kind"], "compile_error", "{json:#}");
+    let msg = json["outcome"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("latin1.py") && msg.contains("not UTF-8") && msg.contains("save it as UTF-8"),
+        "{msg}"
+    );
+}
