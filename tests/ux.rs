@@ -174,3 +174,62 @@ fn a_non_utf8_or_unreadable_kernel_is_one_kg000_finding_on_its_own_row() {
         "{msg}"
     );
 }
+
+/// main: the ReLU problem. head: the repository's CUDA and Triton ReLU kernels.
+fn gpu_kernels_repo() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q"]);
+    let src = std::fs::read_to_string(root().join("KernelBench/level1/3_ReLU.py")).unwrap();
+    write(d, "KernelBench/level1/3_ReLU.py", &src);
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "base"]);
+    let base = git(d, &["rev-parse", "HEAD"]);
+    for k in ["cuda.py", "triton.py"] {
+        let src = std::fs::read_to_string(root().join("kernels/level1/3_ReLU").join(k)).unwrap();
+        write(d, &format!("kernels/level1/3_ReLU/{k}"), &src);
+    }
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "head"]);
+    (dir, base)
+}
+
+#[test]
+fn cuda_and_triton_kernels_without_a_gpu_are_skipped_not_failed() {
+    let (dir, base) = gpu_kernels_repo();
+    let d = dir.path();
+    let out_dir = d.join("kg-out");
+    // An empty CUDA_VISIBLE_DEVICES hides every GPU, as on a CPU-only runner.
+    let out = kernelgate(
+        d,
+        &[
+            "pr",
+            "--base",
+            &base,
+            "--publish",
+            "files",
+            "--no-timing",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        &[("CUDA_VISIBLE_DEVICES", "")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
+            .unwrap();
+    for path in [
+        "kernels/level1/3_ReLU/cuda.py",
+        "kernels/level1/3_ReLU/triton.py",
+    ] {
+        let r = row(&report, path);
+        assert_eq!(r["verdict"], "skipped", "{r:#}");
+        assert_eq!(r["outcome"]["kind"], "skipped", "{r:#}");
+        let msg = r["outcome"]["message"].as_str().unwrap();
+        assert!(msg.starts_with("skipped — needs a GPU"), "{msg}");
+        assert!(msg.contains("no GPU was detected"), "{msg}");
+    }
+    assert_eq!(report["summary"]["skipped"], 2, "{:#}", report["summary"]);
+    assert_eq!(report["summary"]["failed"], 0);
+    assert_eq!(report["summary"]["verdict"], "pass");
+}

@@ -77,6 +77,10 @@ impl Evaluator for HarnessEvaluator {
         let Some(problem_file) = &job.problem_file else {
             return Evaluation::failed(OutcomeKind::Skipped, "no problem file");
         };
+        // No GPU for this run and a kernel that needs one: neutral, decided before the harness.
+        if device == Device::Cpu && super::plan::needs_gpu(&job.source) {
+            return Evaluation::failed(OutcomeKind::Skipped, self.no_gpu_message(job));
+        }
         let h = &self.config.harness;
         let mut spec = JobSpec::new(problem_file, &job.kernel_file);
         spec.base_kernel = job.base_file.clone();
@@ -107,9 +111,15 @@ impl Evaluator for HarnessEvaluator {
             .clone()
             .unwrap_or_else(|| kernelgate_eval::find_python(std::path::Path::new(".")));
         let result = kernelgate_eval::run_job(&spec);
+        let on_cpu = device == Device::Cpu;
         let device = result.device.clone();
         let torch = result.torch.clone();
         let mut eval = convert(result);
+        if on_cpu && needs_gpu_failure(&eval.outcome) {
+            // torch found no CUDA (no toolkit, driver or device): the machine's limit, not the
+            // candidate's failure.
+            eval = Evaluation::failed(OutcomeKind::Skipped, self.no_gpu_message(job));
+        }
         if let (Some(device), Some(torch)) = (device, torch) {
             eval.run_key = Some(RunKey {
                 key: hardware_key(&device, &torch, job.precision, &python),
@@ -122,6 +132,47 @@ impl Evaluator for HarnessEvaluator {
         }
         eval
     }
+}
+
+impl HarnessEvaluator {
+    fn no_gpu_message(&self, job: &Job) -> String {
+        let why = if self.device == kernelgate_model::Device::Cpu {
+            "this run uses the CPU (--device cpu or `[defaults] device`)"
+        } else {
+            "no GPU was detected on this machine"
+        };
+        format!(
+            "skipped — needs a GPU: {} is a {} kernel and {why}; run the gate on a GPU runner",
+            job.path(),
+            job.backend.as_str()
+        )
+    }
+}
+
+/// True when an outcome is torch reporting that CUDA is missing (no toolkit, no driver, no
+/// device), rather than the candidate failing.
+pub fn needs_gpu_failure(outcome: &OutcomeSummary) -> bool {
+    if !matches!(
+        outcome.kind,
+        OutcomeKind::CompileError | OutcomeKind::RuntimeError | OutcomeKind::Crash
+    ) {
+        return false;
+    }
+    const NO_CUDA: [&str; 7] = [
+        "CUDA_HOME environment variable is not set",
+        "Found no NVIDIA driver",
+        "No CUDA GPUs are available",
+        "Torch not compiled with CUDA enabled",
+        "CUDA driver initialization failed",
+        "no CUDA-capable device is detected",
+        "nvcc: not found",
+    ];
+    let text = format!(
+        "{}\n{}",
+        outcome.message,
+        outcome.log_tail.as_deref().unwrap_or("")
+    );
+    NO_CUDA.iter().any(|m| text.contains(m))
 }
 
 /// The hardware key of a run, as `kernelgate baseline` writes it (`kg_timing._hardware`): the
@@ -322,6 +373,23 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn torch_without_cuda_is_recognised_and_candidate_errors_are_not() {
+        let mut o = OutcomeSummary::new(OutcomeKind::CompileError, "building the extension failed");
+        o.log_tail =
+            Some("OSError: CUDA_HOME environment variable is not set. Please set it".into());
+        assert!(needs_gpu_failure(&o));
+        let o = OutcomeSummary::new(
+            OutcomeKind::RuntimeError,
+            "RuntimeError: Found no NVIDIA driver on your system",
+        );
+        assert!(needs_gpu_failure(&o));
+        let o = OutcomeSummary::new(OutcomeKind::CompileError, "error: expected ';'");
+        assert!(!needs_gpu_failure(&o));
+        let o = OutcomeSummary::new(OutcomeKind::Incorrect, "No CUDA GPUs are available");
+        assert!(!needs_gpu_failure(&o));
+    }
 
     #[test]
     fn hardware_key_of_a_cpu_run_matches_what_the_baseline_command_writes() {

@@ -318,6 +318,11 @@ pub fn judge(row: &mut KernelRow, policy: &Policy, acks: &Acks, source: &str) {
         raise(&flag.code, flag.message.clone(), &mut verdict, &mut reasons);
     }
 
+    // Not run for a neutral reason (no GPU, deleted) and nothing else against it: skipped,
+    // as the header counts it.
+    if verdict == Verdict::Pass && row.outcome.kind == OutcomeKind::Skipped {
+        verdict = Verdict::Skipped;
+    }
     row.verdict = verdict;
     row.reasons = reasons;
 }
