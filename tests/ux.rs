@@ -233,3 +233,134 @@ fn cuda_and_triton_kernels_without_a_gpu_are_skipped_not_failed() {
     assert_eq!(report["summary"]["failed"], 0);
     assert_eq!(report["summary"]["verdict"], "pass");
 }
+
+/// Problems: two good ones, one with a syntax error, one without `Model`, one whose `Model`
+/// raises, and a level-4 one that needs `transformers` (absent from the test's Python).
+fn problems_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q"]);
+    for p in ["3_ReLU.py", "5_Sigmoid.py"] {
+        let src = std::fs::read_to_string(root().join("KernelBench/level1").join(p)).unwrap();
+        write(d, &format!("KernelBench/level1/{p}"), &src);
+    }
+    write(
+        d,
+        "KernelBench/level1/7_Broken.py",
+        "import torch\n\nclass Model(torch.nn.Module)\n    pass\n",
+    );
+    write(
+        d,
+        "KernelBench/level1/8_NoModel.py",
+        "import torch\n\ndef get_inputs():\n    return [torch.randn(2)]\n\ndef get_init_inputs():\n    return []\n",
+    );
+    write(
+        d,
+        "KernelBench/level1/9_Raises.py",
+        "import torch\n\nclass Model(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        raise ValueError(f'bad size {n}')\n\ndef get_inputs():\n    return []\n\ndef get_init_inputs():\n    return [3]\n",
+    );
+    write(
+        d,
+        "KernelBench/level4/1_HF.py",
+        "import torch\nfrom transformers import AutoConfig\n\nclass Model(torch.nn.Module):\n    pass\n\ndef get_inputs():\n    return []\n\ndef get_init_inputs():\n    return []\n",
+    );
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "problems"]);
+    dir
+}
+
+#[test]
+fn problems_check_loads_each_problem_and_names_missing_packages() {
+    let dir = problems_repo();
+    let d = dir.path();
+
+    // The plain listing flags the broken files in a WARNING column, without running them.
+    let out = kernelgate(d, &["problems"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.lines().next().unwrap().contains("WARNING"),
+        "{stdout}"
+    );
+    let line = |key: &str| -> String {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(key))
+            .unwrap_or_else(|| panic!("no {key}: {stdout}"))
+            .to_string()
+    };
+    assert!(
+        line("level1/7_Broken").contains("syntax error at line 3"),
+        "{stdout}"
+    );
+    assert!(
+        line("level1/8_NoModel").contains("no `class Model`"),
+        "{stdout}"
+    );
+    assert!(!line("level1/3_ReLU").contains("error"), "{stdout}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("kernelgate problems --check"),
+        "{}",
+        text(&out)
+    );
+
+    // --check imports each one on the CPU: ok with shapes, or the reason and the fix.
+    let out = kernelgate(d, &["problems", "--check", "--format", "json"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = |key: &str| -> Value {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == key)
+            .unwrap_or_else(|| panic!("no {key}"))["check"]
+            .clone()
+    };
+    let relu = check("level1/3_ReLU");
+    assert_eq!(relu["ok"], true, "{relu:#}");
+    assert!(
+        relu["inputs"][0].as_str().unwrap().starts_with("float32["),
+        "{relu:#}"
+    );
+    assert_eq!(check("level1/5_Sigmoid")["ok"], true);
+    for (key, want) in [
+        ("level1/7_Broken", "syntax error at line 3"),
+        ("level1/8_NoModel", "no `class Model`"),
+        (
+            "level1/9_Raises",
+            "Model(*get_init_inputs()): ValueError: bad size 3",
+        ),
+    ] {
+        let c = check(key);
+        assert_eq!(c["ok"], false, "{key}: {c:#}");
+        assert!(c["error"].as_str().unwrap().contains(want), "{key}: {c:#}");
+    }
+    let hf = check("level4/1_HF");
+    assert_eq!(hf["missing_package"], "transformers", "{hf:#}");
+    assert_eq!(hf["install"], "pip install transformers", "{hf:#}");
+
+    // The table says the same, and stderr gives the install command for this interpreter.
+    let out = kernelgate(d, &["problems", "--check", "--level", "4"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let all = text(&out);
+    assert!(
+        all.contains("missing Python package `transformers`: pip install transformers"),
+        "{all}"
+    );
+    assert!(all.contains("-m pip install transformers"), "{all}");
+
+    // A Python without torch is named, with the variable that picks another.
+    let out = kernelgate(
+        d,
+        &["problems", "--check", "--level", "1"],
+        &[("KERNELGATE_PYTHON", "/usr/bin/python3")],
+    );
+    if out.status.code() == Some(2) {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("/usr/bin/python3 cannot import torch"),
+            "{err}"
+        );
+        assert!(err.contains("KERNELGATE_PYTHON"), "{err}");
+    }
+}
