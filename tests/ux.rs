@@ -232,6 +232,12 @@ fn cuda_and_triton_kernels_without_a_gpu_are_skipped_not_failed() {
     assert_eq!(report["summary"]["skipped"], 2, "{:#}", report["summary"]);
     assert_eq!(report["summary"]["failed"], 0);
     assert_eq!(report["summary"]["verdict"], "pass");
+    let comment = std::fs::read_to_string(out_dir.join("comment.md")).unwrap();
+    assert!(comment.contains("needs a GPU"), "{comment}");
+    assert!(
+        comment.contains("kernelgate: nothing failed; 2 kernel(s) skipped"),
+        "{comment}"
+    );
 }
 
 /// Problems: two good ones, one with a syntax error, one without `Model`, one whose `Model`
@@ -363,4 +369,61 @@ fn problems_check_loads_each_problem_and_names_missing_packages() {
         );
         assert!(err.contains("KERNELGATE_PYTHON"), "{err}");
     }
+}
+
+/// Lint errors only warn here, so a kernel that fails at import reaches the harness; its
+/// message names its own absolute path, which the comment must not show.
+#[test]
+fn messages_name_files_relative_to_the_repository() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q"]);
+    let src = std::fs::read_to_string(root().join("KernelBench/level1/3_ReLU.py")).unwrap();
+    write(d, "KernelBench/level1/3_ReLU.py", &src);
+    write(
+        d,
+        "kernelgate.toml",
+        "[policy]\nfail_on = [\"compile_error\", \"incorrect\", \"crash\", \"timeout\"]\nwarn_on = [\"lint_error\"]\n",
+    );
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "base"]);
+    let base = git(d, &["rev-parse", "HEAD"]);
+    write(
+        d,
+        "kernels/level1/3_ReLU/boom.py",
+        "import torch\n\nraise RuntimeError('cannot load ' + __file__)\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n",
+    );
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "head"]);
+    let out_dir = d.join("kg-out");
+    let out = kernelgate(
+        d,
+        &[
+            "pr",
+            "--base",
+            &base,
+            "--publish",
+            "files",
+            "--no-timing",
+            "--device",
+            "cpu",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let comment = std::fs::read_to_string(out_dir.join("comment.md")).unwrap();
+    let report = std::fs::read_to_string(out_dir.join("report.json")).unwrap();
+    let root = std::fs::canonicalize(d).unwrap();
+    for (name, t) in [("comment.md", &comment), ("report.json", &report)] {
+        assert!(
+            !t.contains(root.to_str().unwrap()) && !t.contains(d.to_str().unwrap()),
+            "{name} names the runner's absolute path:\n{t}"
+        );
+    }
+    assert!(
+        comment.contains("cannot load kernels/level1/3\\_ReLU/boom.py"),
+        "{comment}"
+    );
 }

@@ -259,6 +259,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         extensions_dir: Some(extensions),
         seed: args.seed,
         no_timing: args.no_timing,
+        repo_root: Some(git.root().to_path_buf()),
     };
     let linter = RepoLinter::new(&cfg);
     // Baselines as committed on the base branch, not as the pull request left them.

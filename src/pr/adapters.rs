@@ -70,6 +70,8 @@ pub struct HarnessEvaluator {
     pub seed: Option<u64>,
     /// Correctness only (no timing), for quick local runs.
     pub no_timing: bool,
+    /// The repository's root: absolute paths under it become relative in messages.
+    pub repo_root: Option<PathBuf>,
 }
 
 impl Evaluator for HarnessEvaluator {
@@ -120,6 +122,7 @@ impl Evaluator for HarnessEvaluator {
             // candidate's failure.
             eval = Evaluation::failed(OutcomeKind::Skipped, self.no_gpu_message(job));
         }
+        self.relative_paths(job, &mut eval);
         if let (Some(device), Some(torch)) = (device, torch) {
             eval.run_key = Some(RunKey {
                 key: hardware_key(&device, &torch, job.precision, &python),
@@ -135,6 +138,67 @@ impl Evaluator for HarnessEvaluator {
 }
 
 impl HarnessEvaluator {
+    /// Messages and logs name files as the repository does (`kernels/...`), never by the
+    /// runner's absolute paths or temporary copies.
+    fn relative_paths(&self, job: &Job, eval: &mut Evaluation) {
+        let mut subs: Vec<(String, String)> = Vec::new();
+        let mut add = |from: &std::path::Path, to: String| {
+            for p in [Some(from.to_path_buf()), std::fs::canonicalize(from).ok()]
+                .into_iter()
+                .flatten()
+            {
+                let p = p.display().to_string();
+                if p.starts_with('/') && !subs.iter().any(|(f, _)| *f == p) {
+                    subs.push((p, to.clone()));
+                }
+            }
+        };
+        add(&job.kernel_file, job.path().to_string());
+        if let (Some(b), Some(bp)) = (&job.base_file, &job.change.base_path) {
+            add(b, format!("{bp} (base version)"));
+        }
+        if let Some(root) = &self.repo_root {
+            if let Some(p) = &job.problem_file {
+                if let Ok(rel) = p.strip_prefix(root) {
+                    add(p, rel.display().to_string());
+                }
+            }
+            add(root, ".".into());
+        }
+        if let Some(ext) = &self.extensions_dir {
+            add(ext, "$TORCH_EXTENSIONS_DIR".into());
+        }
+        // Longest first, so a file is replaced before its directory.
+        subs.sort_by_key(|(f, _)| std::cmp::Reverse(f.len()));
+        let fix = |t: &mut String| {
+            for (from, to) in &subs {
+                if t.contains(from.as_str()) {
+                    *t = t.replace(&format!("{from}/"), &format!("{to}/").replace("./", ""));
+                    *t = t.replace(from.as_str(), to);
+                }
+            }
+        };
+        fix(&mut eval.outcome.message);
+        if let Some(t) = eval.outcome.log_tail.as_mut() {
+            fix(t);
+        }
+        for f in &mut eval.findings {
+            fix(&mut f.message);
+        }
+        for f in &mut eval.flags {
+            fix(&mut f.message);
+        }
+        fn walk(v: &mut serde_json::Value, fix: &dyn Fn(&mut String)) {
+            match v {
+                serde_json::Value::String(t) => fix(t),
+                serde_json::Value::Array(a) => a.iter_mut().for_each(|x| walk(x, fix)),
+                serde_json::Value::Object(o) => o.values_mut().for_each(|x| walk(x, fix)),
+                _ => {}
+            }
+        }
+        walk(&mut eval.outcome.details, &fix);
+    }
+
     fn no_gpu_message(&self, job: &Job) -> String {
         let why = if self.device == kernelgate_model::Device::Cpu {
             "this run uses the CPU (--device cpu or `[defaults] device`)"
