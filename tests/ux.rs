@@ -427,3 +427,51 @@ fn messages_name_files_relative_to_the_repository() {
         "{comment}"
     );
 }
+
+/// One small problem on the CPU; `max_cv` is `[timing] baseline_max_cv_pct`.
+fn baseline_repo(max_cv: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q"]);
+    let src = std::fs::read_to_string(root().join("KernelBench/level1/3_ReLU.py"))
+        .unwrap()
+        .replace("batch_size = 4096", "batch_size = 16");
+    write(d, "KernelBench/level1/3_ReLU.py", &src);
+    write(
+        d,
+        "kernelgate.toml",
+        &format!("[timing]\nbudget_s = 0.5\nbaseline_max_cv_pct = {max_cv}\n"),
+    );
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "base"]);
+    dir
+}
+
+#[test]
+fn a_baseline_too_noisy_to_compare_against_is_not_written_and_nothing_claims_it_was() {
+    // No real series is this quiet: every sample is refused.
+    let dir = baseline_repo("0.0001");
+    let d = dir.path();
+    let out = kernelgate(d, &["baseline", "--device", "cpu"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let all = text(&out);
+    assert!(all.contains("NOT WRITTEN: too noisy (CV"), "{all}");
+    assert!(all.contains("baseline_max_cv_pct = 0.0001%"), "{all}");
+    assert!(all.contains("wrote nothing"), "{all}");
+    assert!(!all.contains("\nwrote results"), "{all}");
+    assert!(!d.join("results").exists(), "nothing may be written: {all}");
+
+    // A threshold any series meets: written, and said so with the repository-relative folder.
+    let dir = baseline_repo("100000");
+    let d = dir.path();
+    let out = kernelgate(d, &["baseline", "--device", "cpu"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("wrote results/timing/"), "{}", text(&out));
+    assert!(d
+        .join("results/timing")
+        .read_dir()
+        .unwrap()
+        .next()
+        .is_some());
+}

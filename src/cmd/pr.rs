@@ -264,10 +264,11 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     let linter = RepoLinter::new(&cfg);
     // Baselines as committed on the base branch, not as the pull request left them.
     let timing_dir = cfg.results_root(git.root()).join("timing");
-    let baselines = match timing_dir.strip_prefix(git.root()) {
+    let mut baselines = match timing_dir.strip_prefix(git.root()) {
         Ok(rel) => Committed::load_git(&git, &plan.changes.base, &rel.to_string_lossy()),
         Err(_) => Committed::load_dir(&timing_dir),
     };
+    baselines.tolerance_pct = cfg.timing.baseline_tolerance_pct;
     let pipeline = Pipeline {
         linter: &linter,
         evaluator: &evaluator,

@@ -227,6 +227,14 @@ pub struct TimingConfig {
     pub excessive_speedup: f64,
     /// Also compare against the torch.compile baseline.
     pub compile_baseline: bool,
+    /// Cross-host tolerance for committed baselines (percent): the live reference is called
+    /// stale against its stored time only beyond this. The live interleaved comparison judges.
+    #[serde(deserialize_with = "de_non_negative")]
+    pub baseline_tolerance_pct: f64,
+    /// `kernelgate baseline` refuses to write a sample whose coefficient of variation (standard
+    /// deviation over mean, percent) is above this: too noisy to compare against.
+    #[serde(deserialize_with = "de_positive")]
+    pub baseline_max_cv_pct: f64,
 }
 
 impl Default for TimingConfig {
@@ -241,6 +249,8 @@ impl Default for TimingConfig {
             l2: L2Mode::Cold,
             excessive_speedup: 10.0,
             compile_baseline: false,
+            baseline_tolerance_pct: 10.0,
+            baseline_max_cv_pct: 50.0,
         }
     }
 }
@@ -698,6 +708,20 @@ fail_on = ["incorrect"]
         assert_eq!(cfg.kernels.mapping["kernels/relu_*.py"], "level1/3_ReLU");
         assert_eq!(cfg.policy.fail_on, vec![Condition::Incorrect]);
         assert!(!cfg.policy.fails_on(Condition::Regression));
+    }
+
+    #[test]
+    fn baseline_tolerance_and_noise_limit_have_documented_defaults() {
+        let cfg = parse("").unwrap();
+        assert_eq!(cfg.timing.baseline_tolerance_pct, 10.0);
+        assert_eq!(cfg.timing.baseline_max_cv_pct, 50.0);
+        let cfg =
+            parse("[timing]\nbaseline_tolerance_pct = 5\nbaseline_max_cv_pct = 25.0\n").unwrap();
+        assert_eq!(cfg.timing.baseline_tolerance_pct, 5.0);
+        assert_eq!(cfg.timing.baseline_max_cv_pct, 25.0);
+        let doc = include_str!("../../../docs/config.md");
+        assert!(doc.contains("| `baseline_tolerance_pct` | `10.0` |"));
+        assert!(doc.contains("| `baseline_max_cv_pct` | `50.0` |"));
     }
 
     #[test]
