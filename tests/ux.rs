@@ -475,3 +475,96 @@ fn a_baseline_too_noisy_to_compare_against_is_not_written_and_nothing_claims_it_
         .next()
         .is_some());
 }
+
+#[test]
+fn misleading_messages_say_what_is_wrong() {
+    let (dir, base) = gpu_kernels_repo();
+    let d = dir.path();
+
+    // A typo in --base is a name that does not exist, not a shallow clone.
+    let out = kernelgate(d, &["pr", "--base", "mian", "--plan"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`mian` does not exist"), "{err}");
+    assert!(
+        err.contains("main"),
+        "the existing branches are listed: {err}"
+    );
+    assert!(
+        !err.contains("shallow") && !err.contains("fetch-depth"),
+        "{err}"
+    );
+
+    // In a shallow clone, the shallow clone is named.
+    let shallow = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", d.display());
+    git(
+        shallow.path(),
+        &["clone", "-q", "--depth", "1", &url, "clone"],
+    );
+    let clone = shallow.path().join("clone");
+    let out = kernelgate(&clone, &["pr", "--base", &base, "--plan"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("shallow") && err.contains("fetch-depth: 0"),
+        "{err}"
+    );
+
+    // A missing --config file: the OS error once, and what to do.
+    let out = kernelgate(d, &["--config", "missing.toml", "problems"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    assert!(
+        err.contains("missing.toml") && err.contains("help:"),
+        "{err}"
+    );
+
+    // A Python without torch is named, with the variable that picks another.
+    let no_torch = Path::new("/usr/bin/python3");
+    let has_torch = Command::new(no_torch)
+        .args(["-c", "import torch"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if no_torch.exists() && !has_torch {
+        let out = kernelgate(
+            d,
+            &[
+                "eval",
+                "--problem",
+                "level1/3_ReLU",
+                "--kernel",
+                "kernels/level1/3_ReLU/cuda.py",
+                "--format",
+                "json",
+            ],
+            &[("KERNELGATE_PYTHON", "/usr/bin/python3")],
+        );
+        let json: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+        let msg = json["outcome"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains("/usr/bin/python3 cannot import torch")
+                && msg.contains("KERNELGATE_PYTHON"),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn the_kernelbench_md5_of_a_raw_docstring_problem_is_kernelbenchs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q"]);
+    // md5 from KernelBench's get_code_hash (src/dataset.py), run in Python on this text.
+    let src = "import torch\n\n\nclass Model(torch.nn.Module):\n    r\"\"\"Applies ReLU: $y = \\max(0, x)$ # not a comment.\"\"\"\n\n    def forward(self, x):  # the op\n        return torch.relu(x)\n\n\ndef get_inputs():\n    return [torch.randn(4, 4)]\n\n\ndef get_init_inputs():\n    return []\n";
+    write(d, "KernelBench/level1/1_Raw.py", src);
+    let out = kernelgate(d, &["problems", "--format", "json"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        rows[0]["md5"], "3878c086e597329e52518309ffaab937",
+        "{rows:#}"
+    );
+}

@@ -419,6 +419,18 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
             traceback: String::new(),
         },
     };
+    if let Outcome::HarnessError { message, .. } = &mut result.outcome {
+        if message.contains("No module named 'torch'") {
+            // Name the interpreter and how to pick another.
+            *message = format!(
+                "{} cannot import torch (No module named 'torch'): set KERNELGATE_PYTHON (or \
+                 `[harness] python` in kernelgate.toml) to a Python with torch, or run `{} -m pip \
+                 install torch`",
+                python.display(),
+                python.display()
+            );
+        }
+    }
     if report.strays > 0 {
         // Work that outlives the job can run on the GPU during the next candidate's timing.
         result.findings.push(Finding {

@@ -13,11 +13,11 @@ pub const CONFIG_FILE: &str = "kernelgate.toml";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {}: {source}", path.display())]
+    /// The OS error is in the message once (not also as a `source`, which `{:#}` repeats).
+    #[error("cannot read config file {}: {}{}", path.display(), error.to_string(), io_hint(error))]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{}:{line}:{column}: {message}\n  help: {help}", path.display())]
     Invalid {
@@ -364,6 +364,16 @@ impl PolicyConfig {
     }
 }
 
+fn io_hint(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            "\n  help: give --config an existing file, or leave it out to use <repo>/kernelgate.toml (defaults when there is none)"
+        }
+        std::io::ErrorKind::PermissionDenied => "\n  help: make the file readable by this user",
+        _ => "",
+    }
+}
+
 impl Config {
     /// Load `explicit` (must exist) or `<repo_root>/kernelgate.toml` (optional; defaults without it).
     pub fn load(repo_root: &Path, explicit: Option<&Path>) -> Result<Config, ConfigError> {
@@ -377,9 +387,9 @@ impl Config {
                 p
             }
         };
-        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Io {
+        let text = std::fs::read_to_string(&path).map_err(|error| ConfigError::Io {
             path: path.clone(),
-            source,
+            error,
         })?;
         Config::parse(&text, &path)
     }
@@ -676,6 +686,28 @@ mod tests {
         let e = Config::load(dir.path(), Some(&dir.path().join("nope.toml"))).unwrap_err();
         assert!(matches!(e, ConfigError::Io { .. }));
         assert!(e.to_string().contains("nope.toml"));
+        // The OS error once, also through anyhow's `{:#}` chain, and what to do.
+        let shown = format!("{:#}", anyhow_like(&e));
+        assert_eq!(
+            shown.matches("No such file or directory").count(),
+            1,
+            "{shown}"
+        );
+        assert!(
+            shown.contains("help: give --config an existing file"),
+            "{shown}"
+        );
+    }
+
+    /// What `eprintln!("error: {err:#}")` prints for an error and its sources.
+    fn anyhow_like(e: &dyn std::error::Error) -> String {
+        let mut s = e.to_string();
+        let mut src = e.source();
+        while let Some(x) = src {
+            s.push_str(&format!(": {x}"));
+            src = x.source();
+        }
+        s
     }
 
     #[test]
