@@ -568,3 +568,127 @@ fn the_kernelbench_md5_of_a_raw_docstring_problem_is_kernelbenchs() {
         "{rows:#}"
     );
 }
+
+#[test]
+fn one_format_vocabulary_and_the_same_evaluation_options_everywhere() {
+    let (dir, base) = gpu_kernels_repo();
+    let d = dir.path();
+
+    // `table` is an alias of `human` wherever --format exists.
+    for cmd in ["problems", "kernels", "lint"] {
+        let human = kernelgate(d, &[cmd, "--format", "human"], &[]);
+        let table = kernelgate(d, &[cmd, "--format", "table"], &[]);
+        assert_eq!(
+            human.status.code(),
+            table.status.code(),
+            "{cmd}: {}",
+            text(&table)
+        );
+        assert!(table.status.code() != Some(2), "{cmd}: {}", text(&table));
+        assert_eq!(human.stdout, table.stdout, "{cmd}");
+    }
+
+    // pr, baseline and eval take the same evaluation options.
+    for cmd in ["pr", "baseline", "eval"] {
+        let help = kernelgate(d, &[cmd, "--help"], &[]);
+        let help = String::from_utf8_lossy(&help.stdout);
+        for flag in [
+            "--trials",
+            "--compile-timeout",
+            "--run-timeout",
+            "--precision",
+            "--threshold",
+        ] {
+            assert!(help.contains(flag), "{cmd} lacks {flag}:\n{help}");
+        }
+    }
+    let out = kernelgate(
+        d,
+        &["pr", "--base", &base, "--plan", "--precision", "bf16"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        plan["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|j| j["precision"] == "bf16"),
+        "{plan:#}"
+    );
+    let out_dir = d.join("kg-out");
+    let out = kernelgate(
+        d,
+        &[
+            "pr",
+            "--base",
+            &base,
+            "--publish",
+            "files",
+            "--threshold",
+            "7.5",
+            "--trials",
+            "2",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        &[("CUDA_VISIBLE_DEVICES", "")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["policy"]["regression_threshold"], 0.075);
+    let out = kernelgate(d, &["pr", "--trials", "0", "--plan"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--trials must be at least 1"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn eval_finds_the_problem_from_the_kernels_path_or_directive() {
+    let (dir, _) = gpu_kernels_repo();
+    let d = dir.path();
+    // Fails at import (fast): what matters is the problem it was evaluated against.
+    write(
+        d,
+        "kernels/level1/3_ReLU/boom.py",
+        "# kernelgate: backend=cpp\nraise RuntimeError('boom')\n",
+    );
+    write(
+        d,
+        "kernels/elsewhere/relu.py",
+        "# kernelgate: problem=level1/3_ReLU backend=cpp\nraise RuntimeError('boom')\n",
+    );
+    for kernel in ["kernels/level1/3_ReLU/boom.py", "kernels/elsewhere/relu.py"] {
+        let out = kernelgate(
+            d,
+            &[
+                "eval",
+                "--kernel",
+                kernel,
+                "--no-timing",
+                "--format",
+                "json",
+            ],
+            &[],
+        );
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let json: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+        assert_eq!(json["problem"], "level1/3_ReLU", "{json:#}");
+    }
+    // Nothing maps it: say so and what to do.
+    write(d, "scratch/mine.py", "raise RuntimeError('boom')\n");
+    let out = kernelgate(d, &["eval", "--kernel", "scratch/mine.py"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--problem not given") && err.contains("# kernelgate: problem="),
+        "{err}"
+    );
+}

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
-use kernelgate_model::{Config, Device, Precision};
+use kernelgate_model::{Config, Device};
 use kernelgate_timing::baseline::{BASELINES_FILE, KB_COMPILE_FILE, KB_EAGER_FILE, KERNELS_FILE};
 use kernelgate_timing::{
     hardware_dir_name, stale_check, BaselineEntry, BaselineFile, HardwareKey, KbEntry, KbFile,
@@ -37,8 +37,6 @@ pub struct Args {
     /// auto | cuda | cpu (default: `[defaults] device`).
     #[arg(long)]
     pub device: Option<String>,
-    #[arg(long)]
-    pub precision: Option<Precision>,
     /// Folder name under results/timing/ (default: from the device name, e.g. NVIDIA_H200).
     #[arg(long)]
     pub hardware: Option<String>,
@@ -49,6 +47,8 @@ pub struct Args {
     /// Whole-run limit in seconds (default: 60 s per problem and variant, plus 120 s).
     #[arg(long)]
     pub timeout: Option<u64>,
+    #[command(flatten)]
+    pub eval: crate::cli::EvalOptions,
 }
 
 #[derive(Deserialize)]
@@ -90,7 +90,8 @@ struct ChildResult {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
-    let cfg = Config::load(&cli.repo, cli.config.as_deref())?;
+    let mut cfg = Config::load(&cli.repo, cli.config.as_deref())?;
+    args.eval.apply(&mut cfg)?;
     let spec = cfg.dataset_spec(&cli.repo);
     let set = spec
         .load()
@@ -122,7 +123,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             d => d.as_str().to_string(),
         },
     };
-    let precision = args.precision.unwrap_or(cfg.defaults.precision);
+    let precision = cfg.defaults.precision;
     let variants: Vec<&str> = if args.compile_only {
         vec!["compile"]
     } else if args.compile || cfg.timing.compile_baseline {

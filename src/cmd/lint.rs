@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
+    /// Findings with source excerpts, for people (alias: `table`, as the other commands).
+    #[value(alias = "table")]
     Human,
     Json,
     Sarif,

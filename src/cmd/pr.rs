@@ -74,11 +74,14 @@ pub struct Args {
     /// No progress lines.
     #[arg(long, short)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub eval: crate::cli::EvalOptions,
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     let ctx = PrContext::from_env()?;
-    let cfg = Config::load(&cli.repo, cli.config.as_deref())?;
+    let mut cfg = Config::load(&cli.repo, cli.config.as_deref())?;
+    args.eval.apply(&mut cfg)?;
     let layout =
         Layout::from_config(&cfg).context("invalid `[kernels] globs` in kernelgate.toml")?;
     let git = Git::open(&cli.repo)?;

@@ -8,18 +8,15 @@ use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Table,
-    Json,
-}
+pub use crate::cli::Format;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Only this level.
     #[arg(long)]
     pub level: Option<u32>,
-    #[arg(long, value_enum, default_value_t = Format::Table)]
+    /// human (alias: table) or json.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
     /// Dataset instead of `[dataset]` in kernelgate.toml: a directory, `hf:<owner>/<name>`,
     /// a `.parquet` or a `.jsonl` file.
@@ -57,7 +54,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             .map(PathBuf::from)
             .or_else(|| cfg.harness.python.clone())
             .unwrap_or_else(|| kernelgate_eval::find_python(&cli.repo));
-        if args.format == Format::Table {
+        if args.format == Format::Human {
             eprintln!(
                 "checking {} problem(s) with {} on the CPU...",
                 problems.len(),
@@ -93,7 +90,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
                 .collect();
             println!("{}", serde_json::to_string_pretty(&rows)?);
         }
-        Format::Table => {
+        Format::Human => {
             let rows: Vec<Vec<String>> = problems
                 .iter()
                 .map(|p| match &checks {
@@ -181,7 +178,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             );
             return Ok(1);
         }
-        if args.format == Format::Table {
+        if args.format == Format::Human {
             eprintln!("all {} problem(s) load", checks.len());
         }
     } else if !broken.is_empty() {
