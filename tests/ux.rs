@@ -692,3 +692,30 @@ fn eval_finds_the_problem_from_the_kernels_path_or_directive() {
         "{err}"
     );
 }
+
+/// docs/troubleshooting.md lists each message this issue added, as the code words it.
+#[test]
+fn troubleshooting_lists_each_new_message() {
+    let doc = std::fs::read_to_string(root().join("docs/troubleshooting.md")).unwrap();
+    for message in [
+        "does not exist in",
+        "which is shallow",
+        "cannot import torch (No module named 'torch')",
+        "skipped — needs a GPU",
+        "this file is not UTF-8",
+        "cannot read this file",
+        "missing Python package",
+        "problems --check",
+        "NOT WRITTEN: too noisy",
+        "wrote nothing",
+        "baseline_tolerance_pct",
+        "help: give --config an existing file",
+        "--problem not given",
+        "`table`, the old name, is an alias of `human`",
+        "get_code_hash",
+        "fast_p",
+        "CPU (no GPU)",
+    ] {
+        assert!(doc.contains(message), "docs/troubleshooting.md lacks `{message}`");
+    }
+}
