@@ -455,7 +455,7 @@ fn a_baseline_too_noisy_to_compare_against_is_not_written_and_nothing_claims_it_
     let out = kernelgate(d, &["baseline", "--device", "cpu"], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let all = text(&out);
-    assert!(all.contains("NOT WRITTEN: too noisy (CV"), "{all}");
+    assert!(all.contains("NOT WRITTEN: too noisy (robust CV"), "{all}");
     assert!(all.contains("baseline_max_cv_pct = 0.0001%"), "{all}");
     assert!(all.contains("wrote nothing"), "{all}");
     assert!(!all.contains("\nwrote results"), "{all}");
@@ -716,6 +716,9 @@ fn troubleshooting_lists_each_new_message() {
         "fast_p",
         "CPU (no GPU)",
     ] {
-        assert!(doc.contains(message), "docs/troubleshooting.md lacks `{message}`");
+        assert!(
+            doc.contains(message),
+            "docs/troubleshooting.md lacks `{message}`"
+        );
     }
 }

@@ -259,18 +259,18 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
                 continue;
             }
         };
-        if stats.cv_pct() > max_cv {
+        if stats.robust_cv_pct() > max_cv {
             // Too wide a spread to compare pull requests against: keep what is stored.
             noisy += 1;
             println!(
-                "{:<32} {:<8} {:>11.4} {:>21} {:>5} {:>9.3}  NOT WRITTEN: too noisy (CV {:.1}% > {max_cv}%)",
+                "{:<32} {:<8} {:>11.4} {:>21} {:>5} {:>9.3}  NOT WRITTEN: too noisy (robust CV {:.1}% > {max_cv}%)",
                 p.key,
                 r.variant,
                 stats.median,
                 format!("{:.4}..{:.4}", stats.ci95_median.0, stats.ci95_median.1),
                 stats.n,
                 stats.cv_pct(),
-                stats.cv_pct(),
+                stats.robust_cv_pct(),
             );
             continue;
         }
@@ -385,8 +385,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     }
     if noisy > 0 {
         eprintln!(
-            "warning: {noisy} sample(s) too noisy to be a baseline (coefficient of variation above \
-             [timing] baseline_max_cv_pct = {max_cv}%): not written. Re-run on an idle runner \
+            "warning: {noisy} sample(s) too noisy to be a baseline (robust coefficient of variation, \
+             0.74 x IQR / median, above [timing] baseline_max_cv_pct = {max_cv}%): not written. Re-run on an idle runner \
              (no other jobs, fixed clocks), or raise baseline_max_cv_pct in kernelgate.toml"
         );
         failed += noisy;
@@ -498,17 +498,17 @@ fn time_kernels(
                 continue;
             }
         };
-        if stats.cv_pct() > cfg.timing.baseline_max_cv_pct {
+        if stats.robust_cv_pct() > cfg.timing.baseline_max_cv_pct {
             noisy += 1;
             println!(
-                "{:<32} {:<8} {:>11.4} {:>21} {:>5} {:>9.3}  NOT WRITTEN: too noisy (CV {:.1}% > {}%)",
+                "{:<32} {:<8} {:>11.4} {:>21} {:>5} {:>9.3}  NOT WRITTEN: too noisy (robust CV {:.1}% > {}%)",
                 k.path.display(),
                 "kernel",
                 stats.median,
                 format!("{:.4}..{:.4}", stats.ci95_median.0, stats.ci95_median.1),
                 stats.n,
                 stats.cv_pct(),
-                stats.cv_pct(),
+                stats.robust_cv_pct(),
                 cfg.timing.baseline_max_cv_pct
             );
             continue;
