@@ -232,6 +232,27 @@ fn cuda_and_triton_kernels_without_a_gpu_are_skipped_not_failed() {
     assert_eq!(report["summary"]["skipped"], 2, "{:#}", report["summary"]);
     assert_eq!(report["summary"]["failed"], 0);
     assert_eq!(report["summary"]["verdict"], "pass");
+
+    // `eval` of the CUDA kernel here: torch finds no CUDA, which is neutral, not a failure.
+    let out = kernelgate(
+        d,
+        &[
+            "eval",
+            "--kernel",
+            "kernels/level1/3_ReLU/cuda.py",
+            "--no-timing",
+        ],
+        &[("CUDA_VISIBLE_DEVICES", "")],
+    );
+    if !Path::new("/usr/local/cuda/bin/nvcc").exists() && std::env::var_os("CUDA_HOME").is_none() {
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("SKIPPED — needs a GPU"), "{stdout}");
+        assert!(
+            !stdout.contains(d.to_str().unwrap()),
+            "absolute path: {stdout}"
+        );
+    }
     let comment = std::fs::read_to_string(out_dir.join("comment.md")).unwrap();
     assert!(comment.contains("needs a GPU"), "{comment}");
     assert!(

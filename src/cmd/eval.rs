@@ -207,9 +207,51 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
                 config.timing.excessive_speedup,
             ));
     }
+    // The kernel and problem as given, not as the runner's absolute paths.
+    let mut subs: Vec<(String, String)> = Vec::new();
+    for (path, shown) in [
+        (args.kernel.as_path(), args.kernel.display().to_string()),
+        (problem.as_path(), problem.display().to_string()),
+    ] {
+        if let Ok(abs) = std::fs::canonicalize(path) {
+            let abs = abs.display().to_string();
+            if abs != shown {
+                subs.push((abs, shown));
+            }
+        }
+    }
+    if let Ok(text) = serde_json::to_string(&result.outcome) {
+        let mut text = text;
+        for (from, to) in &subs {
+            text = text.replace(from.as_str(), to);
+        }
+        if let Ok(o) = serde_json::from_str(&text) {
+            result.outcome = o;
+        }
+    }
+    // Torch found no CUDA on a CPU run: the machine cannot judge this kernel (neutral, as
+    // `kernelgate pr` rows say `skipped — needs a GPU`), not the candidate's failure.
+    let needs_gpu = needs_gpu(&result);
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&to_json(&result))?),
+        Format::Json => {
+            let mut v = to_json(&result);
+            v["needs_gpu"] = needs_gpu.into();
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        Format::Human if needs_gpu => {
+            println!("problem  {}", result.problem);
+            println!("kernel   {}", result.kernel);
+            println!("device   {}", result.device.as_deref().unwrap_or("-"));
+            println!(
+                "outcome  SKIPPED — needs a GPU: torch found no CUDA on this machine ({}); run it \
+                 on a GPU machine",
+                result.outcome.summary().lines().next().unwrap_or("").trim()
+            );
+        }
         Format::Human => print_table(&result),
+    }
+    if needs_gpu {
+        return Ok(0);
     }
     let failing_finding = result
         .findings
@@ -220,6 +262,22 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     } else {
         1
     })
+}
+
+/// A CPU run whose failure is torch reporting that CUDA is missing.
+fn needs_gpu(r: &EvalResult) -> bool {
+    let on_cpu = r.device.as_deref().is_none_or(|d| d == "cpu");
+    let text = match &r.outcome {
+        Outcome::CompileError { message, log_tail } => format!("{message}\n{log_tail}"),
+        Outcome::RuntimeError {
+            message, traceback, ..
+        } => format!("{message}\n{traceback}"),
+        Outcome::Crash {
+            reason, traceback, ..
+        } => format!("{reason}\n{traceback}"),
+        _ => return false,
+    };
+    on_cpu && kernelgate::pr::adapters::no_cuda_text(&text)
 }
 
 /// The `--format json` object: the keys the issue fixes, plus seed, phases and log tails.

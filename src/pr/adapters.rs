@@ -222,6 +222,15 @@ pub fn needs_gpu_failure(outcome: &OutcomeSummary) -> bool {
     ) {
         return false;
     }
+    no_cuda_text(&format!(
+        "{}\n{}",
+        outcome.message,
+        outcome.log_tail.as_deref().unwrap_or("")
+    ))
+}
+
+/// True when `text` (a message, a log) is torch saying that CUDA is missing.
+pub fn no_cuda_text(text: &str) -> bool {
     const NO_CUDA: [&str; 7] = [
         "CUDA_HOME environment variable is not set",
         "Found no NVIDIA driver",
@@ -231,11 +240,6 @@ pub fn needs_gpu_failure(outcome: &OutcomeSummary) -> bool {
         "no CUDA-capable device is detected",
         "nvcc: not found",
     ];
-    let text = format!(
-        "{}\n{}",
-        outcome.message,
-        outcome.log_tail.as_deref().unwrap_or("")
-    );
     NO_CUDA.iter().any(|m| text.contains(m))
 }
 
