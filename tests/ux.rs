@@ -116,6 +116,21 @@ fn a_non_utf8_or_unreadable_kernel_is_one_kg000_finding_on_its_own_row() {
         assert!(all.contains(f), "{f} not linted: {all}");
     }
 
+    // kernels: the file's own error line, the others listed.
+    let out = kernelgate(d, &["kernels"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("kernels/level1/3_ReLU/latin1.py: this file is not UTF-8"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("kernels/level1/5_Sigmoid/cpp.py")
+            || err.contains("kernels/level1/5_Sigmoid/cpp.py"),
+        "{}",
+        text(&out)
+    );
+
     // pr: report.json, the comment and the check run are still written; KG000 only on the
     // bad rows, the others judged on their own findings.
     let out_dir = d.join("kg-out");
