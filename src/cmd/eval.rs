@@ -294,6 +294,7 @@ pub fn to_json(r: &EvalResult) -> serde_json::Value {
         "floor_ms": r.timing.as_ref().and_then(|t| t.floor.as_ref()).map(|f| f.floor_ms),
         "work": r.work,
         "audit": r.audit,
+        "memory": r.memory,
         "seed": r.seed,
         "seed_random": r.seed_random,
         "sandbox": r.sandbox,

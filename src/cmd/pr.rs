@@ -263,6 +263,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         seed: args.seed,
         no_timing: args.no_timing,
         repo_root: Some(git.root().to_path_buf()),
+        has_gpu: devices.iter().any(|d| matches!(d, run::Device::Cuda(_))),
+        prepared: Default::default(),
     };
     let linter = RepoLinter::new(&cfg);
     // Baselines as committed on the base branch, not as the pull request left them.
@@ -272,7 +274,15 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         Err(_) => Committed::load_dir(&timing_dir),
     };
     baselines.tolerance_pct = cfg.timing.baseline_tolerance_pct;
+    let build_workers = match cfg.harness.build_workers {
+        0 => kernelgate::pr::schedule::auto_build_workers(
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            devices.len(),
+        ),
+        n => n as usize,
+    };
     let pipeline = Pipeline {
+        build_workers,
         linter: &linter,
         evaluator: &evaluator,
         baselines: &baselines,

@@ -72,17 +72,17 @@ pub struct HarnessEvaluator {
     pub no_timing: bool,
     /// The repository's root: absolute paths under it become relative in messages.
     pub repo_root: Option<PathBuf>,
+    /// False on a machine without a GPU: kernels that need one are skipped, never built.
+    pub has_gpu: bool,
+    /// Processes started ahead of their device's turn ([`Evaluator::prepare`]).
+    pub prepared: std::sync::Mutex<Vec<(String, Device, kernelgate_eval::PreparedJob)>>,
 }
 
-impl Evaluator for HarnessEvaluator {
-    fn evaluate(&self, job: &Job, device: Device) -> Evaluation {
-        let Some(problem_file) = &job.problem_file else {
-            return Evaluation::failed(OutcomeKind::Skipped, "no problem file");
-        };
-        // No GPU for this run and a kernel that needs one: neutral, decided before the harness.
-        if device == Device::Cpu && super::plan::needs_gpu(&job.source) {
-            return Evaluation::failed(OutcomeKind::Skipped, self.no_gpu_message(job));
-        }
+impl HarnessEvaluator {
+    /// The job's spec: the same for its build, its prepared process and its eval, so the eval
+    /// finds what the build wrote (same extensions directory, same architecture list).
+    fn spec(&self, job: &Job, device: Device) -> Result<JobSpec, String> {
+        let problem_file = job.problem_file.as_ref().ok_or("no problem file")?;
         let h = &self.config.harness;
         let mut spec = JobSpec::new(problem_file, &job.kernel_file);
         spec.base_kernel = job.base_file.clone();
@@ -103,21 +103,96 @@ impl Evaluator for HarnessEvaluator {
         spec.python = self.python.clone().or_else(|| h.python.clone());
         spec.extensions_dir = self.extensions_dir.clone();
         let sandbox = &self.config.sandbox;
-        spec.sandbox =
-            match kernelgate_eval::SandboxMode::resolve(sandbox.enabled, sandbox.required) {
-                Ok(mode) => mode,
-                Err(e) => return Evaluation::failed(OutcomeKind::Other, e.to_string()),
-            };
+        spec.sandbox = kernelgate_eval::SandboxMode::resolve(sandbox.enabled, sandbox.required)
+            .map_err(|e| e.to_string())?;
+        Ok(spec)
+    }
+
+    fn stash(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Vec<(String, Device, kernelgate_eval::PreparedJob)>> {
+        self.prepared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Evaluator for HarnessEvaluator {
+    fn needs_build(&self, job: &Job) -> bool {
+        // Triton compiles at its first launch, on the GPU; Python and CPU C++ kernels build
+        // nothing a GPU waits for.
+        use kernelgate_model::Backend;
+        matches!(
+            job.backend,
+            Backend::Cuda | Backend::Cute | Backend::Hip | Backend::Thunderkittens | Backend::Cpp
+        ) && job.problem_file.is_some()
+            && self.extensions_dir.is_some()
+            && !self.skips_for_want_of_a_gpu(job, None)
+    }
+
+    fn runs_on_cpu(&self, job: &Job) -> bool {
+        // The harness's own rule: a CPU-only C++ extension cannot take CUDA tensors.
+        kernelgate_eval::is_cpu_kernel(&job.source)
+    }
+
+    fn build(&self, job: &Job) -> Result<(), String> {
+        let mut spec = self.spec(job, Device::Cpu)?;
+        spec.build_only = true;
+        spec.timing = None;
+        spec.audit = false;
+        let result = kernelgate_eval::run_job(&spec);
+        match result.outcome {
+            Outcome::Passed { .. } => Ok(()),
+            other => Err(other.summary()),
+        }
+    }
+
+    fn prepare(&self, job: &Job, device: Device) {
+        if self.skips_for_want_of_a_gpu(job, Some(device)) {
+            return;
+        }
+        if let Ok(spec) = self.spec(job, device) {
+            let prepared = kernelgate_eval::prepare_job(&spec);
+            self.stash()
+                .push((job.path().to_string(), device, prepared));
+        }
+    }
+
+    fn discard(&self, job: &Job, device: Device) {
+        self.stash()
+            .retain(|(path, d, _)| !(path == job.path() && *d == device));
+    }
+
+    fn evaluate(&self, job: &Job, device: Device) -> Evaluation {
+        if job.problem_file.is_none() {
+            return Evaluation::failed(OutcomeKind::Skipped, "no problem file");
+        }
+        // No GPU for this run and a kernel that needs one: neutral, decided before the harness.
+        if self.skips_for_want_of_a_gpu(job, Some(device)) {
+            self.discard(job, device);
+            return Evaluation::failed(OutcomeKind::Skipped, self.no_gpu_message(job));
+        }
+        let spec = match self.spec(job, device) {
+            Ok(spec) => spec,
+            Err(e) => return Evaluation::failed(OutcomeKind::Other, e),
+        };
+        let prepared = {
+            let mut stash = self.stash();
+            stash
+                .iter()
+                .position(|(path, d, _)| path == job.path() && *d == device)
+                .map(|k| stash.swap_remove(k).2)
+        };
         let python = spec
             .python
             .clone()
             .unwrap_or_else(|| kernelgate_eval::find_python(std::path::Path::new(".")));
-        let result = kernelgate_eval::run_job(&spec);
+        let result = prepared
+            .unwrap_or_else(|| kernelgate_eval::prepare_job(&spec))
+            .finish();
         let on_cpu = device == Device::Cpu;
         let device = result.device.clone();
         let torch = result.torch.clone();
         let mut eval = convert(result);
-        if on_cpu && needs_gpu_failure(&eval.outcome) {
+        if on_cpu && !self.has_gpu && needs_gpu_failure(&eval.outcome) {
             // torch found no CUDA (no toolkit, driver or device): the machine's limit, not the
             // candidate's failure.
             eval = Evaluation::failed(OutcomeKind::Skipped, self.no_gpu_message(job));
@@ -138,6 +213,16 @@ impl Evaluator for HarnessEvaluator {
 }
 
 impl HarnessEvaluator {
+    /// True when the kernel needs a GPU and this run has none (`device`: the job's device, when
+    /// known; a job on the CPU lane of a GPU runner is not skipped for want of one).
+    fn skips_for_want_of_a_gpu(&self, job: &Job, device: Option<Device>) -> bool {
+        let on_cpu = match device {
+            Some(d) => d == Device::Cpu && !self.has_gpu,
+            None => !self.has_gpu,
+        };
+        on_cpu && super::plan::needs_gpu(&job.source)
+    }
+
     /// Messages and logs name files as the repository does (`kernels/...`), never by the
     /// runner's absolute paths or temporary copies.
     fn relative_paths(&self, job: &Job, eval: &mut Evaluation) {
@@ -342,6 +427,7 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
         Outcome::Crash { .. } => OutcomeKind::Crash,
         Outcome::Timeout { .. } => OutcomeKind::Timeout,
         Outcome::HarnessError { .. } => OutcomeKind::Other,
+        Outcome::Infrastructure { .. } => OutcomeKind::Infrastructure,
     };
     let mut outcome = OutcomeSummary::new(kind, result.outcome.summary());
     let mut details = serde_json::to_value(&result.outcome).unwrap_or_default();
@@ -400,6 +486,12 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
     }
 
     let mut eval = Evaluation::failed(outcome.kind, "");
+    eval.phases = result
+        .phases
+        .iter()
+        .map(|p| (p.name.clone(), p.ms))
+        .collect();
+    eval.memory = result.memory.clone();
     eval.outcome = outcome;
     eval.findings = findings;
     eval.flags = flags;

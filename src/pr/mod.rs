@@ -13,4 +13,5 @@ pub mod layout;
 pub mod plan;
 pub mod policy;
 pub mod run;
+pub mod schedule;
 pub mod shard;

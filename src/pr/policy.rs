@@ -31,7 +31,10 @@ pub mod code {
 /// The policy condition an outcome falls under (the model's `Condition` names).
 pub fn outcome_code(kind: OutcomeKind) -> Option<&'static str> {
     Some(match kind {
-        OutcomeKind::Correct | OutcomeKind::NotRun | OutcomeKind::Skipped => return None,
+        OutcomeKind::Correct
+        | OutcomeKind::NotRun
+        | OutcomeKind::Skipped
+        | OutcomeKind::Infrastructure => return None,
         OutcomeKind::Incorrect | OutcomeKind::Hack => code::INCORRECT,
         OutcomeKind::CompileError => "compile_error",
         OutcomeKind::Timeout => "timeout",
@@ -178,6 +181,12 @@ pub fn judge(row: &mut KernelRow, policy: &Policy, acks: &Acks, source: &str) {
 
     match row.outcome.kind {
         OutcomeKind::Correct | OutcomeKind::NotRun => {}
+        // Not the candidate's doing: the row is neutral unless something else fails it.
+        OutcomeKind::Infrastructure => reasons.push(format!(
+            "neutral: {} (the machine or kernelgate failed before the kernel ran, after one \
+             automatic retry; re-run the check)",
+            row.outcome.message
+        )),
         OutcomeKind::Skipped => {
             if row.problem.is_empty() {
                 raise(
@@ -318,9 +327,14 @@ pub fn judge(row: &mut KernelRow, policy: &Policy, acks: &Acks, source: &str) {
         raise(&flag.code, flag.message.clone(), &mut verdict, &mut reasons);
     }
 
-    // Not run for a neutral reason (no GPU, deleted) and nothing else against it: skipped,
-    // as the header counts it.
-    if verdict == Verdict::Pass && row.outcome.kind == OutcomeKind::Skipped {
+    // Not run for a neutral reason (no GPU, deleted, the runner's own failure) and nothing else
+    // against it: skipped, as the header counts it.
+    if verdict == Verdict::Pass
+        && matches!(
+            row.outcome.kind,
+            OutcomeKind::Skipped | OutcomeKind::Infrastructure
+        )
+    {
         verdict = Verdict::Skipped;
     }
     row.verdict = verdict;

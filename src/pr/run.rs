@@ -9,13 +9,12 @@ use kernelgate_report::{
 };
 use std::collections::VecDeque;
 use std::io::Write;
-use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
-use std::sync::{mpsc, Mutex};
 
 use super::baselines::{Committed, Live, RunKey};
 use super::changes::KernelStatus;
 use super::plan::{Job, Plan};
+use super::schedule::Event;
 use super::policy::{self, code, Acks, Policy};
 
 /// Where a job runs.
@@ -91,6 +90,9 @@ pub struct Evaluation {
     pub reference_samples_ms: Vec<f64>,
     /// The harness's op audit (custom share), for the policy.
     pub audit: Option<kernelgate_model::OpAudit>,
+    /// The harness's phases (name, ms).
+    pub phases: Vec<(String, f64)>,
+    pub memory: Option<kernelgate_model::MemoryUse>,
 }
 
 impl Evaluation {
@@ -110,6 +112,8 @@ impl Evaluation {
             candidate_samples_ms: Vec::new(),
             reference_samples_ms: Vec::new(),
             audit: None,
+            phases: Vec::new(),
+            memory: None,
         }
     }
 }
@@ -118,6 +122,25 @@ impl Evaluation {
 /// kernel: every failure of the candidate is an outcome.
 pub trait Evaluator: Send + Sync {
     fn evaluate(&self, job: &Job, device: Device) -> Evaluation;
+    /// Whether the kernel runs on the CPU whatever the device (a CPU C++ extension): on a GPU
+    /// runner it gets a CPU worker instead of a GPU.
+    fn runs_on_cpu(&self, _job: &Job) -> bool {
+        false
+    }
+    /// Whether [`Evaluator::build`] has work to do ahead of the device for this kernel.
+    fn needs_build(&self, _job: &Job) -> bool {
+        false
+    }
+    /// The compile stage, on CPU cores ahead of the device. Never a verdict: `Err` says why it
+    /// did not build, and the eval that follows reports the truth.
+    fn build(&self, _job: &Job) -> Result<(), String> {
+        Ok(())
+    }
+    /// Starts what can start before `device` is free for `job` (its process); the next
+    /// [`Evaluator::evaluate`] of `job` on `device` uses it.
+    fn prepare(&self, _job: &Job, _device: Device) {}
+    /// Lets go of what [`Evaluator::prepare`] started when `job` will not be evaluated there.
+    fn discard(&self, _job: &Job, _device: Device) {}
 }
 
 /// Static checks of one kernel file.
@@ -132,6 +155,8 @@ pub struct Progress {
 }
 
 pub struct Pipeline<'a> {
+    /// Builds at once in the compile stage ahead of the GPUs.
+    pub build_workers: usize,
     pub linter: &'a dyn Linter,
     pub evaluator: &'a dyn Evaluator,
     /// Timings committed on main (`Committed::default()`: none).
@@ -205,101 +230,54 @@ impl Pipeline<'_> {
         report.finalize();
         kernelgate_report::render_all(&report, &self.out_dir)?;
 
-        // 2. Evaluate: one worker per device pulling from the queue.
+        // 2. Evaluate: builds ahead on CPU cores, one kernel at a time per device.
         let total = jobs.len();
-        let mut done = total - todo.len();
+        let mut done = 0;
         for (i, row) in report.kernels.iter().enumerate().take(total) {
             if row.outcome.kind != OutcomeKind::NotRun {
-                self.print(i, total, row, jobs[i].problem(), None);
+                done += 1;
+                self.print(done, total, row, jobs[i].problem(), None);
             }
         }
-        let queue = Mutex::new(todo);
-        let (tx, rx) = mpsc::channel::<(usize, Device, Evaluation)>();
-        std::thread::scope(|scope| -> Result<(), kernelgate_report::ReportError> {
-            for &device in &self.devices {
-                let tx = tx.clone();
-                let queue = &queue;
-                scope.spawn(move || loop {
-                    let Some(i) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
-                    else {
-                        break;
-                    };
-                    let job = &jobs[i];
-                    let eval = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        self.evaluator.evaluate(job, device)
-                    }))
-                    .unwrap_or_else(|panic| {
-                        let msg = panic
-                            .downcast_ref::<String>()
-                            .cloned()
-                            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                            .unwrap_or_default();
-                        Evaluation::failed(
-                            OutcomeKind::Other,
-                            format!("internal error in kernelgate (please report): {msg}"),
-                        )
-                    });
-                    if tx.send((i, device, eval)).is_err() {
-                        break;
+        let building = std::cell::Cell::new(0usize);
+        super::schedule::run(
+            self.evaluator,
+            jobs,
+            todo.into_iter().collect(),
+            &self.devices,
+            self.build_workers,
+            |event| -> Result<(), kernelgate_report::ReportError> {
+                match event {
+                    Event::BuildStarted(i) => {
+                        building.set(building.get() + 1);
+                        self.note(format!("building {} ({})", jobs[i].path(), jobs[i].problem()));
                     }
-                });
-            }
-            drop(tx);
-            for (i, device, eval) in rx {
-                let job = &jobs[i];
-                let row = &mut report.kernels[i];
-                let run_key = eval.run_key.clone();
-                apply(
-                    row,
-                    eval,
-                    job,
-                    self.baselines,
-                    invalid.contains(job.problem()),
-                    self.policy.regression_threshold * 100.0,
-                );
-                policy::judge(row, self.policy, &self.acks, &job.source);
-                let details = &row.outcome.details;
-                let hw = &mut report.run.hardware;
-                // The first GPU job names the hardware; a CPU job only until one arrives.
-                if let Some(d) = details.get("device").and_then(|d| d.as_str()) {
-                    if hw.gpu.is_empty() || (hw.gpu == "cpu" && d != "cpu") {
-                        hw.gpu = d.to_string();
+                    Event::Built(i, built) => {
+                        building.set(building.get().saturating_sub(1));
+                        if let Err(e) = built {
+                            self.note(format!(
+                                "build of {} did not finish ahead ({}); the eval builds it",
+                                jobs[i].path(),
+                                one_line(&e)
+                            ));
+                        }
+                    }
+                    Event::EvalStarted(i, device) => {
+                        self.note(format!("evaluating {} on {device}", jobs[i].path()));
+                    }
+                    Event::Evaluated(i, device, eval, spent) => {
+                        let job = &jobs[i];
+                        self.absorb(&mut report, i, job, *eval, &invalid);
+                        report.kernels[i].time_spent = Some(spent);
+                        done += 1;
+                        self.print(done, total, &report.kernels[i], job.problem(), Some(device));
+                        report.finalize();
+                        kernelgate_report::render_all(&report, &self.out_dir)?;
                     }
                 }
-                if let (true, Some(t)) = (
-                    hw.torch.is_empty(),
-                    details.get("torch").and_then(|t| t.as_str()),
-                ) {
-                    hw.torch = t.to_string();
-                }
-                // Driver and CUDA of the first GPU job (CPU jobs say `none`).
-                if let Some(k) = run_key.filter(|k| k.key.cuda != "none") {
-                    if hw.driver.is_empty() {
-                        hw.driver = k.key.driver;
-                    }
-                    if hw.cuda.is_empty() {
-                        hw.cuda = k.key.cuda;
-                    }
-                }
-                if let Some(seed) = row.outcome.details.get("seed").and_then(|s| s.as_u64()) {
-                    report.run.seed.get_or_insert(seed);
-                }
-                if let Some(level) = row.outcome.details.get("sandbox").and_then(|s| s.as_str()) {
-                    report.run.add_sandbox_level(level);
-                }
-                done += 1;
-                self.print(
-                    done - 1,
-                    total,
-                    &report.kernels[i],
-                    job.problem(),
-                    Some(device),
-                );
-                report.finalize();
-                kernelgate_report::render_all(&report, &self.out_dir)?;
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
 
         report.run.complete = true;
         report.run.finished_at = Some(now_rfc3339());
@@ -308,9 +286,70 @@ impl Pipeline<'_> {
         Ok(report)
     }
 
+    /// Takes one kernel's evaluation into its row and the run's hardware facts, and judges it.
+    fn absorb(
+        &self,
+        report: &mut Report,
+        i: usize,
+        job: &Job,
+        eval: Evaluation,
+        invalid: &std::collections::BTreeSet<&str>,
+    ) {
+        let row = &mut report.kernels[i];
+        let run_key = eval.run_key.clone();
+        apply(
+            row,
+            eval,
+            job,
+            self.baselines,
+            invalid.contains(job.problem()),
+            self.policy.regression_threshold * 100.0,
+        );
+        policy::judge(row, self.policy, &self.acks, &job.source);
+        let details = &row.outcome.details;
+        let hw = &mut report.run.hardware;
+        // The first GPU job names the hardware; a CPU job only until one arrives.
+        if let Some(d) = details.get("device").and_then(|d| d.as_str()) {
+            if hw.gpu.is_empty() || (hw.gpu == "cpu" && d != "cpu") {
+                hw.gpu = d.to_string();
+            }
+        }
+        if let (true, Some(t)) = (
+            hw.torch.is_empty(),
+            details.get("torch").and_then(|t| t.as_str()),
+        ) {
+            hw.torch = t.to_string();
+        }
+        // Driver and CUDA of the first GPU job (CPU jobs say `none`).
+        if let Some(k) = run_key.filter(|k| k.key.cuda != "none") {
+            if hw.driver.is_empty() {
+                hw.driver = k.key.driver;
+            }
+            if hw.cuda.is_empty() {
+                hw.cuda = k.key.cuda;
+            }
+        }
+        let row = &report.kernels[i];
+        if let Some(seed) = row.outcome.details.get("seed").and_then(|s| s.as_u64()) {
+            report.run.seed.get_or_insert(seed);
+        }
+        if let Some(level) = row.outcome.details.get("sandbox").and_then(|s| s.as_str()) {
+            let level = level.to_string();
+            report.run.add_sandbox_level(&level);
+        }
+    }
+
+    /// A progress line on stderr (stdout keeps the per-kernel results).
+    fn note(&self, line: String) {
+        if !self.progress.quiet {
+            eprintln!("  {line}");
+        }
+    }
+
+    /// `n`: how many kernels are finished, this one included.
     fn print(
         &self,
-        i: usize,
+        n: usize,
         total: usize,
         row: &KernelRow,
         problem: &str,
@@ -321,7 +360,7 @@ impl Pipeline<'_> {
         }
         let mut line = format!(
             "[{}/{}] {} {} {}",
-            i + 1,
+            n,
             total,
             if problem.is_empty() { "?" } else { problem },
             row.path,
@@ -355,6 +394,11 @@ impl Pipeline<'_> {
         }
         let _ = out.flush();
     }
+}
+
+fn one_line(s: &str) -> String {
+    let first = s.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    first.chars().take(200).collect()
 }
 
 fn initial_row(job: &Job) -> KernelRow {
@@ -402,6 +446,7 @@ fn apply(
     row.time_ms = eval.time_ms;
     row.reference_ms = eval.reference_ms;
     row.compiled_ms = eval.compiled_ms;
+    row.memory = eval.memory.clone();
     row.speedup_eager = eval.speedup_eager;
     row.speedup_compile = eval.speedup_compile;
     row.vs_base = eval.vs_base;
@@ -524,6 +569,7 @@ mod pipeline_tests {
     use kernelgate_model::{Backend, Precision};
     use std::collections::HashMap;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
     use std::time::Duration;
 
     fn job(path: &str, status: KernelStatus, source: &str) -> Job {
@@ -679,6 +725,7 @@ mod pipeline_tests {
         out: &std::path::Path,
     ) -> Pipeline<'a> {
         Pipeline {
+            build_workers: 1,
             linter: &Lint,
             evaluator: fake,
             baselines: &NO_BASELINES,
@@ -846,6 +893,36 @@ mod pipeline_tests {
             .iter()
             .any(|s| s.contains("kernelgate:ack-speedup")));
         assert_eq!(policy::exit_code(report.summary.verdict), 0);
+    }
+
+    #[test]
+    fn an_infrastructure_failure_is_neutral_never_the_candidates_failure() {
+        let infra = Evaluation::failed(
+            OutcomeKind::Infrastructure,
+            "the child process ended before the harness started",
+        );
+        let fake = Fake::new(vec![("k/infra.py", infra), ("k/ok.py", correct(1.5))]);
+        let plan = Plan::from_jobs(
+            changes(),
+            vec![
+                job("k/infra.py", KernelStatus::Added, ""),
+                job("k/ok.py", KernelStatus::Added, ""),
+            ],
+        )
+        .unwrap();
+        let policy = Policy::default();
+        let out = tempfile::tempdir().unwrap();
+        let report = pipeline(&fake, &policy, &[], vec![Device::Cpu], out.path())
+            .run(&plan, Report::new(Default::default()))
+            .unwrap();
+        let r = row(&report, "k/infra.py");
+        assert_eq!(r.verdict, Verdict::Skipped, "{:?}", r.reasons);
+        assert!(r.reasons.iter().any(|s| s.starts_with("neutral:")), "{:?}", r.reasons);
+        assert_eq!(r.time_spent.as_ref().unwrap().retries, 1);
+        assert_eq!(row(&report, "k/ok.py").verdict, Verdict::Pass);
+        // Neutral, not green: the kernel was never judged.
+        assert_eq!(report.summary.verdict, Verdict::Warn);
+        assert_eq!(kernelgate_report::check_run::conclusion(&report), "neutral");
     }
 
     #[test]

@@ -85,7 +85,28 @@ pub fn is_secret_var(name: &str) -> bool {
         || matches!(up.as_str(), "PYTHONSTARTUP" | "PYTHONINSPECT" | "PYTHONPATH")
 }
 
-pub fn run(launch: Launch<'_>) -> Result<Report, LaunchError> {
+/// A child started and confined, importing torch while it waits for its job: `pr` starts the
+/// next job's process while the GPU is busy with the current one. The job (and the clock of
+/// its limits) starts with [`Spawned::supervise`]; dropping it kills the process.
+pub struct Spawned {
+    child: Option<std::process::Child>,
+    pgid: i32,
+    key: [u8; 32],
+    tag: String,
+    job: serde_json::Value,
+    result_path: PathBuf,
+    progress_path: PathBuf,
+    stdout_path: PathBuf,
+    stderr_path: PathBuf,
+    compile_timeout: Duration,
+    run_timeout: Duration,
+    memory_limit_bytes: u64,
+    rlimit_as: bool,
+    level: SandboxLevel,
+}
+
+/// Starts the child process, confined and limited, without its job.
+pub fn spawn(launch: Launch<'_>) -> Result<Spawned, LaunchError> {
     let dir = launch.dir;
     let pydir = dir.join("py");
     let work = dir.join("work");
@@ -100,11 +121,6 @@ pub fn run(launch: Launch<'_>) -> Result<Report, LaunchError> {
     let mut job = launch.job;
     job["result_path"] = result_path.display().to_string().into();
     job["progress_path"] = progress_path.display().to_string().into();
-    job["spawn_unix"] = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-        .into();
 
     let key: [u8; 32] = rand::random();
     // Every process of this job inherits the tag, so strays are found wherever they went.
@@ -178,20 +194,64 @@ pub fn run(launch: Launch<'_>) -> Result<Report, LaunchError> {
     job["sandbox"]["level"] = level.to_string().into();
     // Held across the spawn: a concurrent job's sweep must not see this group before it is live.
     let mut live = LIVE_GROUPS.lock().unwrap_or_else(|e| e.into_inner());
-    let mut child = cmd.spawn()?;
+    let child = cmd.spawn()?;
     let pgid = child.id() as i32;
     live.push(pgid);
     drop(live);
-    {
-        let mut stdin = child.stdin.take().expect("stdin is piped");
-        let mut msg = hex::encode(key);
-        msg.push('\n');
-        msg.push_str(&job.to_string());
-        // A child that dies at once closes the pipe: that is reported from its exit status.
-        let _ = stdin.write_all(msg.as_bytes());
-    }
+    Ok(Spawned {
+        child: Some(child),
+        pgid,
+        key,
+        tag,
+        job,
+        result_path,
+        progress_path,
+        stdout_path,
+        stderr_path,
+        compile_timeout: launch.compile_timeout,
+        run_timeout: launch.run_timeout,
+        memory_limit_bytes: launch.memory_limit_bytes,
+        rlimit_as: launch.rlimit_as,
+        level,
+    })
+}
 
-    let mut phase: Option<String> = None;
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        // Never supervised (its turn never came): the process and its group go.
+        if let Some(mut child) = self.child.take() {
+            kill_group(self.pgid);
+            let _ = child.wait();
+            forget_group(self.pgid);
+        }
+    }
+}
+
+impl Spawned {
+    /// Hands the child its job and supervises it: limits per phase, memory, the result's HMAC,
+    /// and the sweep for processes it left behind.
+    pub fn supervise(mut self) -> Result<Report, LaunchError> {
+        let mut child = self.child.take().expect("supervised once");
+        let pgid = self.pgid;
+        let (compile_timeout, run_timeout) = (self.compile_timeout, self.run_timeout);
+        let (limit, rlimit_as) = (self.memory_limit_bytes, self.rlimit_as);
+        let progress_path = self.progress_path.clone();
+        self.job["spawn_unix"] = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0)
+            .into();
+        {
+            let mut stdin = child.stdin.take().expect("stdin is piped");
+            let mut msg = hex::encode(self.key);
+            msg.push('\n');
+            msg.push_str(&self.job.to_string());
+            // A child that died while it waited closes the pipe: that is reported from its exit
+            // status.
+            let _ = stdin.write_all(msg.as_bytes());
+        }
+
+        let mut phase: Option<String> = None;
     let mut compile_spent = Duration::ZERO;
     let mut run_spent = Duration::ZERO;
     let mut last = Instant::now();
@@ -213,15 +273,15 @@ pub fn run(launch: Launch<'_>) -> Result<Report, LaunchError> {
         } else {
             run_spent += dt;
         }
-        if compile_spent > launch.compile_timeout {
+        if compile_spent > compile_timeout {
             ended = Some(Ended::Timeout {
                 phase: "compile".into(),
-                limit: launch.compile_timeout,
+                limit: compile_timeout,
             });
-        } else if run_spent > launch.run_timeout {
+        } else if run_spent > run_timeout {
             ended = Some(Ended::Timeout {
                 phase: "run".into(),
-                limit: launch.run_timeout,
+                limit: run_timeout,
             });
         } else if !rlimit_as && limit > 0 && now - last_rss_check > Duration::from_millis(100) {
             last_rss_check = now;
@@ -237,15 +297,12 @@ pub fn run(launch: Launch<'_>) -> Result<Report, LaunchError> {
     };
     // Whatever the candidate left behind (compilers, daemons) goes with the job.
     kill_group(pgid);
-    LIVE_GROUPS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|g| *g != pgid);
-    let strays = kill_strays(pgid, &tag);
+    forget_group(pgid);
+    let strays = kill_strays(pgid, &self.tag);
 
     let ended = match ended {
         Some(e) => e,
-        None => read_result(&result_path, &key),
+        None => read_result(&self.result_path, &self.key),
     };
     Ok(Report {
         ended,
@@ -254,11 +311,19 @@ pub fn run(launch: Launch<'_>) -> Result<Report, LaunchError> {
             signal: status.signal(),
         },
         phase,
-        stdout_tail: tail(&stdout_path),
-        stderr_tail: tail(&stderr_path),
+        stdout_tail: tail(&self.stdout_path),
+        stderr_tail: tail(&self.stderr_path),
         strays,
-        sandbox: level,
+        sandbox: self.level.clone(),
     })
+    }
+}
+
+fn forget_group(pgid: i32) {
+    LIVE_GROUPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|g| *g != pgid);
 }
 
 /// The environment variable that tags every process of one job.

@@ -44,6 +44,10 @@ pub enum EvalError {
     },
     #[error(transparent)]
     Sandbox(#[from] sandbox::SandboxError),
+    /// The candidate's file is unreadable or not UTF-8: its own compile error, never an
+    /// infrastructure outcome.
+    #[error("{0}")]
+    KernelSource(String),
 }
 
 use locate::HARNESS_LIB;
@@ -93,6 +97,10 @@ pub struct JobSpec {
     pub audit: bool,
     /// The sandbox around the child ([`SandboxMode::Auto`] by default).
     pub sandbox: SandboxMode,
+    /// Only import the candidate (and base) kernel, building its extensions into
+    /// `extensions_dir`, with no GPU visible: the compile stage that runs ahead of the GPU. The
+    /// outcome is never a verdict; the eval that follows loads the build.
+    pub build_only: bool,
 }
 
 impl JobSpec {
@@ -120,6 +128,7 @@ impl JobSpec {
             count_flops: None,
             audit: true,
             sandbox: SandboxMode::Auto,
+            build_only: false,
         }
     }
 }
@@ -147,6 +156,8 @@ struct RunnerResult {
     /// The op audit, read apart: a malformed audit is a warning, never a lost result.
     #[serde(default)]
     audit: Option<serde_json::Value>,
+    #[serde(default)]
+    memory: Option<kernelgate_model::MemoryUse>,
 }
 
 #[derive(Deserialize)]
@@ -159,11 +170,32 @@ struct RawFinding {
 /// Runs one job to an outcome. Never panics on candidate behaviour and never returns an error:
 /// set-up problems are `harness_error` outcomes with a message saying what to fix.
 pub fn run_job(spec: &JobSpec) -> EvalResult {
+    prepare_job(spec).finish()
+}
+
+/// A job whose child process is started (confined, importing torch) but not yet given its job:
+/// start the next job on a device while the current one runs, then [`PreparedJob::finish`] it
+/// when the device is free. The limits' clocks start at `finish`.
+pub struct PreparedJob {
+    spec: JobSpec,
+    result: EvalResult,
+    started: Result<Started, EvalError>,
+}
+
+struct Started {
+    spawned: child::Spawned,
+    python: PathBuf,
+    /// Deleted with the job: the child's working directory, result file and logs.
+    _dir: tempfile::TempDir,
+}
+
+/// Starts the job's child process; see [`PreparedJob`].
+pub fn prepare_job(spec: &JobSpec) -> PreparedJob {
     let (seed, seed_random) = match spec.seed {
         Some(s) => (s, false),
         None => (rand::random::<u32>() as u64, true),
     };
-    let mut result = EvalResult {
+    let result = EvalResult {
         problem: spec
             .problem_label
             .clone()
@@ -178,6 +210,7 @@ pub fn run_job(spec: &JobSpec) -> EvalResult {
         timing: None,
         work: None,
         audit: None,
+        memory: None,
         seed,
         seed_random,
         torch: None,
@@ -187,17 +220,57 @@ pub fn run_job(spec: &JobSpec) -> EvalResult {
         stderr_tail: String::new(),
         sandbox: String::new(),
     };
-    if let Err(e) = execute(spec, seed, &mut result) {
-        result.outcome = Outcome::HarnessError {
-            message: e.to_string(),
-            traceback: String::new(),
-        };
+    PreparedJob {
+        started: start(spec, seed),
+        spec: spec.clone(),
+        result,
     }
-    result
 }
 
-fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), EvalError> {
-    let started = std::time::Instant::now();
+impl PreparedJob {
+    /// Runs the job to its end; never fails on a candidate (every failure is an [`Outcome`]).
+    pub fn finish(self) -> EvalResult {
+        let PreparedJob {
+            spec,
+            mut result,
+            started,
+        } = self;
+        if let Err(e) = started.and_then(|s| conclude(&spec, s, &mut result)) {
+            let message = e.to_string();
+            result.outcome = match e {
+                EvalError::KernelSource(why) => Outcome::CompileError {
+                    message: format!("{}: {why}", result.kernel),
+                    log_tail: String::new(),
+                },
+                // A required sandbox that cannot be had must fail, not pass as neutral.
+                EvalError::Sandbox(_) => Outcome::HarnessError {
+                    message,
+                    traceback: String::new(),
+                },
+                _ => Outcome::Infrastructure {
+                    message,
+                    traceback: String::new(),
+                },
+            };
+        }
+        result
+    }
+}
+
+/// The job's own torch extensions directory under the shared cache: one per kernel (and base)
+/// content, so builds of different kernels never share sources or a `.so` (a parallel build of
+/// one could otherwise replace another's library between its build and its load), and the
+/// prebuild and the eval of one kernel find the same build.
+pub fn extensions_subdir(root: &Path, kernel_src: &str, base_src: Option<&str>) -> PathBuf {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(kernel_src.as_bytes());
+    h.update([0u8]);
+    h.update(base_src.unwrap_or("").as_bytes());
+    root.join(hex::encode(&h.finalize()[..8]))
+}
+
+fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
     let harness = match &spec.harness {
         Some(h) => h.clone(),
         None => find_harness()?,
@@ -216,15 +289,16 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
         python
     };
     // An unreadable or non-UTF-8 kernel is the candidate's failure, not the harness's.
-    let kernel_src = match kernelgate_model::read_source(&spec.kernel) {
-        Ok(s) => s,
-        Err(e) => {
-            result.outcome = Outcome::CompileError {
-                message: format!("{}: {e}", result.kernel),
-                log_tail: String::new(),
-            };
-            return Ok(());
-        }
+    let kernel_src = kernelgate_model::read_source(&spec.kernel)
+        .map_err(|e| EvalError::KernelSource(e.to_string()))?;
+    let base_src = match &spec.base_kernel {
+        Some(b) => Some(
+            std::fs::read_to_string(b).map_err(|source| EvalError::Read {
+                path: b.clone(),
+                source,
+            })?,
+        ),
+        None => None,
     };
     std::fs::metadata(&spec.problem).map_err(|source| EvalError::Read {
         path: spec.problem.clone(),
@@ -233,7 +307,8 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
     let abs = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let cpu_backend = is_cpu_kernel(&kernel_src);
     // CPU-only C++ kernels run on the CPU even under `--device cuda` (they cannot take CUDA tensors).
-    let may_use_gpu = spec.device != Device::Cpu && !cpu_backend && libcuda_present();
+    let may_use_gpu =
+        spec.device != Device::Cpu && !cpu_backend && !spec.build_only && libcuda_present();
 
     let dir = tempfile::Builder::new()
         .prefix("kernelgate-job-")
@@ -257,6 +332,7 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
         "inputs_on_device": spec.inputs_on_device,
         "count_flops": spec.count_flops.unwrap_or(may_use_gpu),
         "audit": spec.audit,
+        "build_only": spec.build_only,
         "timing": spec.timing.as_ref().map(|t| serde_json::json!({
             "warmup": t.warmup,
             "min_samples": t.min_samples,
@@ -270,9 +346,9 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
     // The child works in its own directory: a relative cache path would land there.
     let ext_dir = match &spec.extensions_dir {
         Some(d) if d.is_relative() => std::env::current_dir()
-            .map(|c| c.join(d))
+            .map(|c| extensions_subdir(&c.join(d), &kernel_src, base_src.as_deref()))
             .unwrap_or_else(|_| d.clone()),
-        Some(d) => d.clone(),
+        Some(d) => extensions_subdir(d, &kernel_src, base_src.as_deref()),
         None => dir.path().join("torch_extensions"),
     };
     let mut env = vec![(
@@ -287,14 +363,30 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
         ));
     }
     if !may_use_gpu {
-        // Keep a CPU job off the GPU even where one exists.
+        // Keep a CPU job (and a build) off the GPU even where one exists.
         env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
+    }
+    if may_use_gpu || spec.build_only {
+        // The build (no GPU visible) and the eval must compile for the same architectures,
+        // or the eval rebuilds what the build left.
+        if let Some(arch) = cuda_arch_list() {
+            env.push(("TORCH_CUDA_ARCH_LIST".into(), arch));
+        }
+    }
+    if may_use_gpu && spec.audit && std::env::var("KERNELGATE_WARM_PROFILER").as_deref() != Ok("0")
+    {
+        // The audit's profiler starts while the child waits for its job (see kg_audit).
+        env.push(("KERNELGATE_WARM_PROFILER".into(), "1".into()));
+    }
+    if spec.build_only && std::env::var_os("MAX_JOBS").is_none() {
+        // Several builds run at once: two compiler processes each.
+        env.push(("MAX_JOBS".into(), "2".into()));
     }
     if spec.extensions_dir.is_some() {
         // It must exist to be granted to the sandboxed child.
         let _ = std::fs::create_dir_all(&ext_dir);
     }
-    let report = child::run(child::Launch {
+    let spawned = child::spawn(child::Launch {
         python: &python,
         harness: &harness,
         job,
@@ -321,13 +413,33 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
             .into_iter()
             .collect(),
     })
-    .map_err(|e| match e {
+    .map_err(|e| launch_error(e, &python))?;
+    Ok(Started {
+        spawned,
+        python,
+        _dir: dir,
+    })
+}
+
+fn launch_error(e: child::LaunchError, python: &Path) -> EvalError {
+    match e {
         child::LaunchError::Io(source) => EvalError::Spawn {
-            python: python.clone(),
+            python: python.to_path_buf(),
             source,
         },
         child::LaunchError::Sandbox(e) => EvalError::Sandbox(e),
-    })?;
+    }
+}
+
+/// Gives the started child its job, supervises it and turns what it reported into the result.
+fn conclude(spec: &JobSpec, job: Started, result: &mut EvalResult) -> Result<(), EvalError> {
+    let started = std::time::Instant::now();
+    let Started {
+        spawned,
+        python,
+        _dir,
+    } = job;
+    let report = spawned.supervise().map_err(|e| launch_error(e, &python))?;
     result.sandbox = report.sandbox.to_string();
     match &report.sandbox {
         SandboxLevel::Off => eprintln!(
@@ -366,7 +478,7 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
             phase: report.phase.clone(),
             traceback: String::new(),
         },
-        child::Ended::NoResult if report.phase.is_none() => Outcome::HarnessError {
+        child::Ended::NoResult if report.phase.is_none() => Outcome::Infrastructure {
             message: format!(
                 "the child process ({}) ended before the harness started ({}); stderr: {}",
                 python.display(),
@@ -456,6 +568,34 @@ fn execute(spec: &JobSpec, seed: u64, result: &mut EvalResult) -> Result<(), Eva
     Ok(())
 }
 
+/// `TORCH_CUDA_ARCH_LIST` for extension builds: the environment's own when set, else the
+/// compute capabilities of this machine's GPUs (`nvidia-smi`), e.g. `9.0`; `None` without GPUs.
+fn cuda_arch_list() -> Option<String> {
+    static ARCH: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    ARCH.get_or_init(|| {
+        if let Some(v) = std::env::var("TORCH_CUDA_ARCH_LIST")
+            .ok()
+            .filter(|v| !v.is_empty())
+        {
+            return Some(v);
+        }
+        let out = std::process::Command::new("nvidia-smi")
+            .args(["--query-gpu=compute_cap", "--format=csv,noheader"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())?;
+        let mut caps: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_digit() || c == '.'))
+            .collect();
+        caps.sort();
+        caps.dedup();
+        (!caps.is_empty()).then(|| caps.join(";"))
+    })
+    .clone()
+}
+
 /// Runtime finding: processes of the candidate outlived its job outside the job's group.
 pub const RULE_STRAY_PROCESS: &str = "eval/stray-process";
 
@@ -465,7 +605,7 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
     let r = match serde_json::from_str::<RunnerResult>(payload) {
         Ok(r) => r,
         Err(e) => {
-            return Outcome::HarnessError {
+            return Outcome::Infrastructure {
                 message: format!("the runner's result does not parse: {e}"),
                 traceback: payload.chars().take(2000).collect(),
             }
@@ -474,6 +614,7 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
     result.device = r.device.map(|d| slot_label(&d, spec.gpu));
     result.torch = r.torch;
     result.work = r.work;
+    result.memory = r.memory;
     result.phases = r
         .phases
         .into_iter()
@@ -688,6 +829,7 @@ mod tests {
             timing: None,
             work: None,
             audit: None,
+            memory: None,
             seed: 1,
             seed_random: false,
             torch: None,

@@ -114,7 +114,17 @@ pub enum Outcome {
         limit_s: f64,
         message: String,
     },
+    /// kernelgate's runner failed after the candidate's code ran (a bug of ours, or a
+    /// candidate tampering with the runner): fails the row.
     HarnessError {
+        message: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        traceback: String,
+    },
+    /// The machine or kernelgate failed before any candidate code ran (no child, out of GPU
+    /// memory in the reference's phase, a driver error at start-up): not the candidate's
+    /// doing, so `pr` retries it once and shows the row as neutral.
+    Infrastructure {
         message: String,
         #[serde(default, skip_serializing_if = "String::is_empty")]
         traceback: String,
@@ -137,6 +147,7 @@ impl Outcome {
             Outcome::Crash { .. } => "crash",
             Outcome::Timeout { .. } => "timeout",
             Outcome::HarnessError { .. } => "harness_error",
+            Outcome::Infrastructure { .. } => "infrastructure",
         }
     }
 
@@ -168,7 +179,8 @@ impl Outcome {
             | Outcome::CompileError { message, .. }
             | Outcome::RuntimeError { message, .. }
             | Outcome::Timeout { message, .. }
-            | Outcome::HarnessError { message, .. } => message.clone(),
+            | Outcome::HarnessError { message, .. }
+            | Outcome::Infrastructure { message, .. } => message.clone(),
             Outcome::Crash { reason, .. } => reason.clone(),
         }
     }
@@ -268,6 +280,9 @@ pub struct EvalResult {
     /// warning finding `eval/audit-failed` says why).
     #[serde(default)]
     pub audit: Option<kernelgate_model::OpAudit>,
+    /// Peak GPU and host memory of the eval, and the harness's memory budget.
+    #[serde(default)]
+    pub memory: Option<kernelgate_model::MemoryUse>,
     /// The seed the run used: report it so `--seed` can reproduce the run.
     pub seed: u64,
     /// True when the seed was drawn at random (secret until the run ended).

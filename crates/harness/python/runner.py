@@ -168,6 +168,9 @@ class Runner:
         self.timing = None
         self.trials_run = 0
         self.op_audit = None
+        self.memory_budget = None
+        # Whether candidate code may have run: failures before it are the machine's or ours.
+        self.candidate_started = False
         self._t = _perf()
 
     # ---- bookkeeping -------------------------------------------------------------------------
@@ -205,6 +208,8 @@ class Runner:
         T = self.capture(torch)
         self.T = T
 
+        if job.get("build_only"):
+            return self.build()
         dev = self.pick_device()
         self.phase("device_init")
         dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[job.get("precision", "fp32")]
@@ -260,7 +265,9 @@ class Runner:
         t_gen = 0.0
         t_ref = 0.0
         trials = []  # (seed, pristine inputs, reference outputs)
-        for s in trial_seeds:
+        for s in list(trial_seeds):
+            if len(trials) >= len(trial_seeds):
+                break
             t0 = _perf()
             inputs = gen_inputs(s)
             self.sync()
@@ -269,6 +276,9 @@ class Runner:
             t_gen += t1 - t0
             t_ref += _perf() - t1
             trials.append((s, inputs, refs))
+            if len(trials) == 1 and dev.type == "cuda":
+                # Sized on the first set: drop copies before the rest are made, not after an OOM.
+                trial_seeds = trial_seeds[: self.fit_memory(inputs, refs, len(trial_seeds))]
         self.phases.append(["input_generation", t_gen * 1000.0])
         self.phases.append(["reference", t_ref * 1000.0])
         self._t = _perf()
@@ -294,6 +304,7 @@ class Runner:
         if job.get("sandbox"):
             _audit_sandbox(job["sandbox"], self.finding)
         self.mark("compile")
+        self.candidate_started = True
         try:
             cand_mod = _load_module(job["kernel"], "kg_candidate_" + job["job_id"])
         except BaseException as e:
@@ -338,6 +349,76 @@ class Runner:
         # After timing: the profiler's CUPTI state slows later launches (seen on the H200: the
         # reference 2.1x slower after the audit, a false `timing/reference-tampered`).
         self.audit_ops(cand, cand_mod, trials)
+
+    def build(self):
+        """The compile stage, ahead of the GPU and with no GPU visible: import the candidate and
+        the base kernel so `load_inline`/`load` build into the job's extensions directory, and
+        construct `ModelNew` on the CPU where that works (some kernels build in `__init__`).
+        Never a verdict: the eval that follows imports the same build and reports the truth."""
+        torch, job = self.torch, self.job
+        try:
+            problem = _load_module(job["problem"], "kg_problem_" + job["job_id"])
+            with torch.no_grad():
+                init_inputs = list(problem.get_init_inputs())
+        except BaseException:
+            init_inputs = None
+        self.phase("problem_load")
+        for key, prefix, phase in (("kernel", "kg_candidate_", "compile"), ("base_kernel", "kg_base_", "base_compile")):
+            if not job.get(key):
+                continue
+            self.mark("compile")
+            self.candidate_started = True
+            try:
+                mod = _load_module(job[key], prefix + job["job_id"])
+            except BaseException as e:
+                self.mark("run")
+                self.phase(phase)
+                if key == "kernel":
+                    raise _Stop(self.compile_error(e))
+                continue
+            model_new = getattr(mod, "ModelNew", None)
+            if model_new is not None and init_inputs is not None:
+                try:
+                    with torch.no_grad():
+                        model_new(*init_inputs)
+                except BaseException:
+                    pass  # it may need the GPU; the eval constructs it for real
+            self.mark("run")
+            self.phase(phase)
+
+    def fit_memory(self, inputs, refs, trials):
+        """The harness's GPU memory budget: from the first input set's size, the copies it keeps
+        (correctness trials, the shifted set, timing's input sets and their fresh-content pool,
+        outputs) must fit in 80% of what is free with room for the candidate's own outputs;
+        when they do not, keep fewer (timing sets, then the shifted set, then trials), say so in
+        a warning, and return how many trials to keep."""
+        torch, T = self.torch, self.T
+        nbytes = lambda xs: sum(x.numel() * x.element_size() for x in xs if _isinstance(x, T.Tensor))
+        set_bytes = nbytes(inputs) + nbytes(refs)
+        free, _total = torch.cuda.mem_get_info()
+        free += torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        plan = plan_memory(
+            set_bytes=set_bytes,
+            input_bytes=nbytes(inputs),
+            available=free + set_bytes,  # the first set is already held
+            trials=trials,
+            shifted=int(self.job.get("shifted_trials", 1)),
+            input_sets=int((self.job.get("timing") or {}).get("input_sets", 3)),
+        )
+        self.memory_budget = plan
+        if plan["reduced"]:
+            self.job["shifted_trials"] = plan["shifted"]
+            if self.job.get("timing"):
+                self.job["timing"]["input_sets"] = plan["input_sets"]
+            self.finding(
+                "memory-budget",
+                "warning",
+                f"the problem's inputs and outputs take {set_bytes / 2**30:.2f} GiB per set and "
+                f"{plan['available'] / 2**30:.1f} GiB of GPU memory is available: kept "
+                + ", ".join(plan["reduced"])
+                + " so the harness's own copies fit",
+            )
+        return plan["trials"]
 
     # ---- helpers -----------------------------------------------------------------------------
     def capture(self, torch):
@@ -1089,7 +1170,60 @@ class Runner:
             "work": self.work,
             "bandwidth_gbs": self.bandwidth_gbs,
             "audit": self.op_audit,
+            "memory": self.memory_use(),
         }
+
+    def memory_use(self):
+        """Peak memory of this eval: the GPU's (torch's allocator) and the host's (this process)."""
+        out = {"budget": getattr(self, "memory_budget", None)}
+        try:
+            import resource
+
+            out["host_peak_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        except Exception:
+            pass
+        try:
+            dev = getattr(self, "dev", None)
+            if dev is not None and dev.type == "cuda":
+                out["gpu_peak_bytes"] = int(self.torch.cuda.max_memory_allocated())
+        except Exception:
+            pass
+        return out
+
+
+def plan_memory(set_bytes, input_bytes, available, trials, shifted, input_sets, share=0.8):
+    """How many copies the harness keeps on the GPU. Sets it needs at once: every trial's
+    inputs and outputs, the shifted sets, timing's fresh-content pool (one copy of the timed
+    inputs), and two sets of headroom (the candidate's outputs and an input clone). Cuts timing
+    sets first, then shifted sets, then trials (at least one of each that is asked for)."""
+    budget = share * available
+
+    def need(t, sh, n):
+        return set_bytes * (t + sh + 2) + input_bytes * n
+
+    t, sh, n = trials, shifted, input_sets
+    reduced = []
+    while need(t, sh, n) > budget and n > 1:
+        n -= 1
+    while need(t, sh, n) > budget and sh > 0:
+        sh -= 1
+    while need(t, sh, n) > budget and t > 1:
+        t -= 1
+    n = min(n, t)
+    if n < input_sets and n < trials:
+        reduced.append(f"{n} of {input_sets} timing input sets")
+    if sh < shifted:
+        reduced.append(f"{sh} of {shifted} shifted-input trials")
+    if t < trials:
+        reduced.append(f"{t} of {trials} correctness trials")
+    return {
+        "trials": t,
+        "shifted": sh,
+        "input_sets": n,
+        "need_bytes": need(t, sh, n),
+        "available": available,
+        "reduced": reduced,
+    }
 
 
 def _clean(x):
@@ -1121,6 +1255,8 @@ def run(job_json, kg_timing=None, timer=None):
             "message": f"kernelgate's runner failed: {e!r}",
             "traceback": _tail(_format_exc()),
         }
+    if outcome.get("kind") == "harness_error" and not runner.candidate_started:
+        outcome["kind"] = "infrastructure"
     if outcome.get("kind") == "passed":
         outcome["trials"] = runner.trials_run
     total = sum(ms for _, ms in runner.phases)

@@ -34,6 +34,10 @@ fn main(py: Python<'_>) -> PyResult<()> {
             "kernelgate_harness.main() runs once per process",
         ));
     }
+    // Warm up before the job arrives: a child started ahead of its turn (`pr` starts the next
+    // job's process while the GPU is busy) spends its import time while it waits. Trusted code
+    // only: no candidate file is known yet.
+    let warm = load_runner(py);
     let mut input = String::new();
     std::io::stdin().read_to_string(&mut input).map_err(|e| {
         pyo3::exceptions::PyRuntimeError::new_err(format!("reading the job from stdin: {e}"))
@@ -51,9 +55,13 @@ fn main(py: Python<'_>) -> PyResult<()> {
         .map(PathBuf::from)
         .ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("job JSON has no result_path"))?;
 
-    let payload = match drive_runner(py, job) {
-        Ok(json) => json,
-        Err(message) => harness_error_json(&message),
+    let payload = match warm {
+        // No candidate code has run: the machine's or kernelgate's failure.
+        Err(message) => error_json("infrastructure", &message),
+        Ok(runner) => match drive_runner(py, &runner, job) {
+            Ok(json) => json,
+            Err(message) => error_json("harness_error", &message),
+        },
     };
     // Flush what Python buffered for the captured stdout/stderr files before leaving.
     let _ = py.run(
@@ -76,9 +84,17 @@ fn main(py: Python<'_>) -> PyResult<()> {
     std::process::exit(code);
 }
 
-/// Loads the runner as a private module (removed from `sys.modules`) and runs the job.
-/// Returns the result JSON, validated, or a message describing the harness's own failure.
-fn drive_runner(py: Python<'_>, job: &str) -> Result<String, String> {
+/// The runner and its helper modules, loaded and holding torch, ready for a job.
+struct Runner<'py> {
+    runner: Bound<'py, PyModule>,
+    timing: Bound<'py, PyModule>,
+}
+
+/// Imports torch and loads the runner as a private module (removed from `sys.modules`), with
+/// `kg_audit` and `kg_timing`.
+fn load_runner(py: Python<'_>) -> Result<Runner<'_>, String> {
+    // An import failure is the runner's to report, with the interpreter's name.
+    let _ = py.import("torch");
     let code = CString::new(RUNNER_SRC).map_err(|e| e.to_string())?;
     let runner = PyModule::from_code(py, &code, c"<kernelgate runner>", c"_kernelgate_runner")
         .map_err(|e| format!("loading the embedded runner: {}", py_error_text(py, &e)))?;
@@ -95,12 +111,23 @@ fn drive_runner(py: Python<'_>, job: &str) -> Result<String, String> {
         c"_kernelgate_kg_audit",
     )
     .map_err(|e| format!("loading kg_audit: {}", py_error_text(py, &e)))?;
+    // Only where the child sees a GPU (its job's), and before CUDA has a context here.
+    if let Ok(torch) = py.import("torch") {
+        let _ = audit.call_method1("warm_profiler", (torch,));
+    }
     runner
         .setattr("kg_audit", audit)
         .map_err(|e| format!("installing kg_audit: {}", py_error_text(py, &e)))?;
     // The timer is made by kg_timing itself (`make_timer`), on the device the runner picked.
     let timing = timer::load_timing_module(py)
         .map_err(|e| format!("loading kg_timing: {}", py_error_text(py, &e)))?;
+    Ok(Runner { runner, timing })
+}
+
+/// Runs the job on the loaded runner. Returns the result JSON, validated, or a message
+/// describing the harness's own failure.
+fn drive_runner(py: Python<'_>, loaded: &Runner<'_>, job: &str) -> Result<String, String> {
+    let Runner { runner, timing } = loaded;
     let timer: Option<Bound<'_, PyAny>> = None;
     let out = runner
         .call_method1("run", (job, timing, timer))
@@ -137,9 +164,9 @@ fn py_error_text(py: Python<'_>, err: &PyErr) -> String {
     format!("{tb}{err}")
 }
 
-fn harness_error_json(message: &str) -> String {
+fn error_json(kind: &str, message: &str) -> String {
     serde_json::json!({
-        "outcome": {"kind": "harness_error", "message": message},
+        "outcome": {"kind": kind, "message": message},
         "findings": [],
         "phases": [],
         "timing": null,

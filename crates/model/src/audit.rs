@@ -226,3 +226,17 @@ mod tests {
         assert_eq!(back, a);
     }
 }
+
+/// Peak memory of one eval and the harness's memory plan for it (`report.json`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MemoryUse {
+    /// Torch allocator's peak on the GPU (bytes); `None` on the CPU.
+    #[serde(default)]
+    pub gpu_peak_bytes: Option<u64>,
+    /// Peak resident memory of the eval's process (bytes).
+    #[serde(default)]
+    pub host_peak_bytes: Option<u64>,
+    /// The budget's decision (sizes, what it kept fewer of); `None` on the CPU.
+    #[serde(default)]
+    pub budget: Option<serde_json::Value>,
+}

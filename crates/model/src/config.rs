@@ -180,6 +180,9 @@ pub struct HarnessConfig {
     /// Correctness trials (KernelBench uses 5).
     #[serde(deserialize_with = "de_positive_u32")]
     pub trials: u32,
+    /// Kernels built at once in the compile stage ahead of the GPUs; 0: half the cores left
+    /// after two per GPU.
+    pub build_workers: u32,
 }
 
 impl Default for HarnessConfig {
@@ -190,6 +193,7 @@ impl Default for HarnessConfig {
             run_timeout_s: 120,
             memory_limit_mb: 16384,
             trials: 5,
+            build_workers: 0,
         }
     }
 }

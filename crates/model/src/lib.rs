@@ -11,7 +11,7 @@ pub mod problem;
 pub mod source;
 pub mod types;
 
-pub use audit::{AuditClock, AuditEntry, ExtensionCalls, OpAudit, OpClass};
+pub use audit::{AuditClock, AuditEntry, ExtensionCalls, MemoryUse, OpAudit, OpClass};
 pub use config::{Condition, Config, ConfigError, Device, L2Mode, LintLevel};
 pub use dataset::{DatasetError, DatasetSpec};
 pub use finding::{Finding, Severity};

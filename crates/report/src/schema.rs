@@ -205,6 +205,34 @@ pub struct KernelRow {
     /// The runtime op audit: custom share and the ops still run by PyTorch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<kernelgate_model::OpAudit>,
+    /// Peak GPU and host memory of the eval and the harness's memory budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<kernelgate_model::MemoryUse>,
+    /// Where this kernel's wall time went; `None` when it was not evaluated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_spent: Option<TimeSpent>,
+}
+
+/// Where one kernel's wall time went in a run (ms, measured by the CLI's clock).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimeSpent {
+    /// From the start of the evaluation stage to the start of this kernel's build (or of its
+    /// eval when it was not built ahead).
+    pub queued_ms: f64,
+    /// The compile stage, on CPU cores ahead of the GPU (0: not built ahead).
+    pub build_ms: f64,
+    /// Built, waiting for a free device.
+    pub wait_ms: f64,
+    /// The eval on its device: the child process, correctness, timing and the audit.
+    pub eval_ms: f64,
+    /// From the start of the evaluation stage to the end of this kernel's eval.
+    pub total_ms: f64,
+    /// Automatic retries after an infrastructure failure (0 or 1).
+    #[serde(default)]
+    pub retries: u32,
+    /// The harness's own phases of the eval (`compile`, `timing`, `audit`, ...), in order.
+    #[serde(default)]
+    pub phases: Vec<(String, f64)>,
 }
 
 impl KernelRow {
@@ -237,6 +265,8 @@ impl KernelRow {
             reasons: Vec::new(),
             annotate_line: None,
             audit: None,
+            time_spent: None,
+            memory: None,
         }
     }
 
@@ -299,6 +329,9 @@ pub enum OutcomeKind {
     Skipped,
     /// Not run yet (incremental report while the run is going).
     NotRun,
+    /// The machine or kernelgate failed before the candidate's code ran (retried once):
+    /// neutral, never the candidate's failure.
+    Infrastructure,
     #[serde(other)]
     Other,
 }
@@ -317,6 +350,7 @@ impl OutcomeKind {
             OutcomeKind::Hack => "hack",
             OutcomeKind::Skipped => "skipped",
             OutcomeKind::NotRun => "not_run",
+            OutcomeKind::Infrastructure => "infrastructure",
             OutcomeKind::Other => "other",
         }
     }
@@ -335,6 +369,7 @@ impl OutcomeKind {
             OutcomeKind::Hack => "🚩 hack detected",
             OutcomeKind::Skipped => "⏭️ skipped",
             OutcomeKind::NotRun => "… not run",
+            OutcomeKind::Infrastructure => "⚙️ infrastructure",
             OutcomeKind::Other => "❔ other",
         }
     }
@@ -541,9 +576,13 @@ impl Summary {
             count(Verdict::Pass),
             count(Verdict::Skipped),
         );
+        // A kernel the machine could not judge leaves the run neutral, never green.
+        let unjudged = rows
+            .iter()
+            .any(|r| r.outcome.kind == OutcomeKind::Infrastructure);
         let verdict = if failed > 0 {
             Verdict::Fail
-        } else if warned > 0 {
+        } else if warned > 0 || unjudged {
             Verdict::Warn
         } else {
             Verdict::Pass

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Time to verdict: `kernelgate pr` on a pull request that adds the 13 bundled kernels
+# (kernels/*/*/*.py) to a repository holding only the KernelBench problems. Prints the wall
+# time and, from report.json, where each kernel's time went (queue, build, wait, eval, and the
+# eval's harness phases). A benchmark, not a test: run it on the GPU machine.
+# Usage:   bash scripts/bench-pr.sh [label]     (OUT=dir keeps the repo, report and log)
+# Needs:   KERNELGATE_BIN (default target/device/kernelgate) and its harness beside it or in
+#          KERNELGATE_HARNESS, KERNELGATE_PYTHON with torch, git; nvcc + ninja for CUDA kernels.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+label=${1:-run}
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+bin=${KERNELGATE_BIN:-$root/target/device/kernelgate}
+export KERNELGATE_PYTHON=${KERNELGATE_PYTHON:-python3}
+repo="$OUT/repo-$label"
+rm -rf "$repo"
+mkdir -p "$repo"
+cp -r "$root/KernelBench" "$repo/"
+# kernelgate's defaults (the GPU runner's), with the bundled layout.
+printf '[dataset]\nroot = "KernelBench"\n\n[kernels]\nglobs = ["kernels/**/*.py"]\n' >"$repo/kernelgate.toml"
+git -C "$repo" init -q -b main
+git -C "$repo" -c user.name=bench -c user.email=bench@localhost add -A
+git -C "$repo" -c user.name=bench -c user.email=bench@localhost commit -qm base
+git -C "$repo" branch -q bench-base
+cp -r "$root/kernels" "$repo/"
+git -C "$repo" -c user.name=bench -c user.email=bench@localhost add -A
+git -C "$repo" -c user.name=bench -c user.email=bench@localhost commit -qm "add the bundled kernels"
+n=$(git -C "$repo" diff --name-only bench-base HEAD -- kernels | wc -l)
+# A cold extensions cache: every build happens in this run.
+export TORCH_EXTENSIONS_DIR="$OUT/ext-$label"
+rm -rf "$TORCH_EXTENSIONS_DIR"
+t0=$(date +%s.%N)
+set +e
+"$bin" --repo "$repo" pr --base bench-base --head HEAD --device "${DEVICE:-cuda}" \
+  --publish files --out "$OUT/report-$label" >"$OUT/log-$label.txt" 2>&1
+rc=$?
+set -e
+t1=$(date +%s.%N)
+wall=$(python3 -c "print(f'{$t1 - $t0:.1f}')")
+echo "== $label: kernelgate pr on $n added kernels: wall ${wall} s (exit $rc), $(nproc) cores, $(nvidia-smi -L 2>/dev/null | wc -l) GPU(s)"
+python3 - "$OUT/report-$label/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+rows = r["kernels"]
+print(f"{'kernel':44} {'outcome':12} {'queued':>7} {'build':>7} {'wait':>7} {'eval':>7} {'total':>7}  eval phases > 300 ms")
+evals = []
+for k in rows:
+    t = k.get("time_spent")
+    if not t:
+        print(f"{k['path']:44} {k['outcome']['kind']:12} (no time_spent)")
+        continue
+    evals.append(t["eval_ms"])
+    big = " ".join(f"{n}={ms/1000:.1f}" for n, ms in t.get("phases", []) if ms > 300 and n not in ("total", "job_wall"))
+    print(f"{k['path']:44} {k['outcome']['kind']:12} {t['queued_ms']/1000:7.1f} {t['build_ms']/1000:7.1f} {t['wait_ms']/1000:7.1f} {t['eval_ms']/1000:7.1f} {t['total_ms']/1000:7.1f}  {big}")
+if evals:
+    evals.sort()
+    print(f"eval wall per kernel: median {evals[len(evals)//2]/1000:.1f} s, max {evals[-1]/1000:.1f} s")
+s = r["summary"]
+print(f"verdict {s['verdict']}: {s['passed']} passed, {s['warned']} warned, {s['failed']} failed, {s['skipped']} skipped")
+PY

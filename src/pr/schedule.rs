@@ -1,0 +1,554 @@
+//! The evaluation stage's scheduler. Kernels that need a build (CUDA/C++ extensions) are built
+//! on CPU cores ahead of the devices, several at once; each device evaluates one kernel at a
+//! time, always the earliest one whose build is ready; while a device is busy, the process of
+//! the kernel it will take next is started (its interpreter imports torch meanwhile).
+//!
+//! Kernels that run on the CPU whatever the device (CPU C++ extensions) get a lane of their own
+//! on a GPU runner, so they never hold a GPU; that lane starts once no build is left, since
+//! parallel builds on the same cores would distort CPU timing (a reference timed before and
+//! after the candidate's import under different loads reads as tampering).
+//!
+//! Events go back to the caller's thread over a channel, in the order they happen, so the
+//! report can be rewritten and progress printed as each kernel moves on.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::panic::AssertUnwindSafe;
+use std::sync::{mpsc, Condvar, Mutex};
+use std::time::Instant;
+
+use kernelgate_report::{OutcomeKind, TimeSpent};
+
+use super::plan::Job;
+use super::run::{Device, Evaluation, Evaluator};
+
+/// What happened to one kernel, as it happened.
+pub enum Event {
+    BuildStarted(usize),
+    /// The build ended; `Err` carries why it did not build (the eval reports the truth).
+    Built(usize, Result<(), String>),
+    EvalStarted(usize, Device),
+    /// The last eval of the kernel (after a retry, if there was one).
+    Evaluated(usize, Device, Box<Evaluation>, TimeSpent),
+}
+
+/// How many builds run at once when the configuration says `0` (auto): half the cores not
+/// kept for the devices' own host threads, at least one. Each build runs with `MAX_JOBS=2`.
+pub fn auto_build_workers(cores: usize, devices: usize) -> usize {
+    (cores.saturating_sub(2 * devices) / 2).max(1)
+}
+
+/// The kind of worker a kernel needs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    Gpu,
+    Cpu,
+}
+
+struct State {
+    /// A GPU runner: its CPU lane waits for the builds.
+    gpu_runner: bool,
+    /// Not yet started building, in plan order.
+    to_build: VecDeque<usize>,
+    /// Ready for a worker of each lane; the earliest (plan order) goes first.
+    ready: [BTreeSet<usize>; 2],
+    /// Queued or building, per lane: its workers wait for these.
+    unready: [usize; 2],
+    /// Workers waiting for a ready kernel, per lane.
+    idle: [usize; 2],
+    lane: Vec<Lane>,
+    build_started: Vec<Option<Instant>>,
+    build_ms: Vec<f64>,
+    ready_at: Vec<Option<Instant>>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The earliest ready kernel of `lane`, waiting for one; `None` when nothing is left.
+    fn take(&self, lane: Lane) -> Option<usize> {
+        let l = lane as usize;
+        let mut s = self.lock();
+        loop {
+            let builds_left = s.unready[0] + s.unready[1];
+            let held = lane == Lane::Cpu && s.gpu_runner && builds_left > 0;
+            if !held {
+                if let Some(i) = s.ready[l].pop_first() {
+                    return Some(i);
+                }
+            }
+            if s.unready[l] == 0 && s.ready[l].is_empty() {
+                return None;
+            }
+            s.idle[l] += 1;
+            s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+            s.idle[l] -= 1;
+        }
+    }
+
+    /// The earliest ready kernel to start ahead, only when no worker of the lane is waiting for
+    /// work (a kernel held ahead by a busy device must not leave an idle one without work).
+    fn take_ahead(&self, lane: Lane) -> Option<usize> {
+        let l = lane as usize;
+        let mut s = self.lock();
+        if s.idle[l] > 0 || (lane == Lane::Cpu && s.gpu_runner && s.unready[0] + s.unready[1] > 0) {
+            return None;
+        }
+        s.ready[l].pop_first()
+    }
+}
+
+/// Runs `todo` (indices into `jobs`) on `devices`, building ahead with `build_workers` threads
+/// when a device is a GPU. Calls `on_event` on the caller's thread for every event; returns
+/// when every kernel was evaluated or `on_event` failed.
+pub fn run<E>(
+    evaluator: &dyn Evaluator,
+    jobs: &[Job],
+    todo: Vec<usize>,
+    devices: &[Device],
+    build_workers: usize,
+    mut on_event: impl FnMut(Event) -> Result<(), E>,
+) -> Result<(), E> {
+    let stage_start = Instant::now();
+    // Never build ahead of a CPU device: builds would share its cores with the timing.
+    let gpu_runner = devices.iter().any(|d| matches!(d, Device::Cuda(_)));
+    let n = jobs.len();
+    let mut state = State {
+        gpu_runner,
+        to_build: VecDeque::new(),
+        ready: [BTreeSet::new(), BTreeSet::new()],
+        unready: [0, 0],
+        idle: [0, 0],
+        lane: vec![Lane::Gpu; n],
+        build_started: vec![None; n],
+        build_ms: vec![0.0; n],
+        ready_at: vec![None; n],
+    };
+    for i in todo {
+        let lane = if gpu_runner && !evaluator.runs_on_cpu(&jobs[i]) {
+            Lane::Gpu
+        } else {
+            Lane::Cpu
+        };
+        state.lane[i] = lane;
+        if gpu_runner && evaluator.needs_build(&jobs[i]) {
+            state.to_build.push_back(i);
+            state.unready[lane as usize] += 1;
+        } else {
+            state.ready[lane as usize].insert(i);
+            state.ready_at[i] = Some(stage_start);
+        }
+    }
+    // Workers: each device in its lane, plus one CPU worker on a GPU runner with CPU kernels.
+    let mut workers: Vec<(Device, Lane)> = devices
+        .iter()
+        .map(|&d| (d, if gpu_runner { Lane::Gpu } else { Lane::Cpu }))
+        .collect();
+    let cpu_kernels = state.ready[Lane::Cpu as usize].len() + state.unready[Lane::Cpu as usize];
+    if gpu_runner && cpu_kernels > 0 {
+        workers.push((Device::Cpu, Lane::Cpu));
+    }
+    let builders = build_workers.max(1).min(state.to_build.len());
+    let shared = Shared {
+        state: Mutex::new(state),
+        changed: Condvar::new(),
+    };
+    let (tx, rx) = mpsc::channel::<Event>();
+
+    std::thread::scope(|scope| {
+        for _ in 0..builders {
+            let tx = tx.clone();
+            let shared = &shared;
+            scope.spawn(move || loop {
+                let i = {
+                    let mut s = shared.lock();
+                    let Some(i) = s.to_build.pop_front() else {
+                        break;
+                    };
+                    s.build_started[i] = Some(Instant::now());
+                    i
+                };
+                let _ = tx.send(Event::BuildStarted(i));
+                let t0 = Instant::now();
+                let built = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    evaluator.build(&jobs[i])
+                }))
+                .unwrap_or_else(|_| Err("the build stage panicked".into()));
+                {
+                    let mut s = shared.lock();
+                    s.build_ms[i] = t0.elapsed().as_secs_f64() * 1000.0;
+                    s.ready_at[i] = Some(Instant::now());
+                    let l = s.lane[i] as usize;
+                    s.ready[l].insert(i);
+                    s.unready[l] -= 1;
+                }
+                shared.changed.notify_all();
+                let _ = tx.send(Event::Built(i, built));
+            });
+        }
+        for &(device, lane) in &workers {
+            let tx = tx.clone();
+            let shared = &shared;
+            scope.spawn(move || {
+                let mut next: Option<usize> = None;
+                loop {
+                    let Some(i) = next.take().or_else(|| shared.take(lane)) else {
+                        break;
+                    };
+                    next = shared.take_ahead(lane);
+                    if let Some(j) = next {
+                        evaluator.prepare(&jobs[j], device);
+                    }
+                    let started = Instant::now();
+                    if tx.send(Event::EvalStarted(i, device)).is_err() {
+                        break;
+                    }
+                    let mut eval = evaluate(evaluator, &jobs[i], device);
+                    let mut retries = 0;
+                    if eval.outcome.kind == OutcomeKind::Infrastructure {
+                        // The machine's or kernelgate's fault, not the candidate's: once more.
+                        retries = 1;
+                        eval = evaluate(evaluator, &jobs[i], device);
+                    }
+                    let ended = Instant::now();
+                    let spent = {
+                        let s = shared.lock();
+                        let ms = |a: Instant, b: Instant| {
+                            b.saturating_duration_since(a).as_secs_f64() * 1000.0
+                        };
+                        let queued_until = s.build_started[i].unwrap_or(started);
+                        TimeSpent {
+                            queued_ms: ms(stage_start, queued_until),
+                            build_ms: s.build_ms[i],
+                            wait_ms: ms(s.ready_at[i].unwrap_or(started).max(queued_until), started),
+                            eval_ms: ms(started, ended),
+                            total_ms: ms(stage_start, ended),
+                            retries,
+                            phases: eval.phases.clone(),
+                        }
+                    };
+                    if tx
+                        .send(Event::Evaluated(i, device, Box::new(eval), spent))
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+                if let Some(j) = next {
+                    // Started ahead but never evaluated (the run stopped): let it go.
+                    evaluator.discard(&jobs[j], device);
+                }
+            });
+        }
+        drop(tx);
+        for event in rx {
+            if let Err(e) = on_event(event) {
+                // Stop handing out work; running evals finish and their results are dropped.
+                let mut s = shared.lock();
+                s.to_build.clear();
+                s.unready = [0, 0];
+                s.ready = [BTreeSet::new(), BTreeSet::new()];
+                drop(s);
+                shared.changed.notify_all();
+                return Err(e);
+            }
+        }
+        Ok(())
+    })
+}
+
+fn evaluate(evaluator: &dyn Evaluator, job: &Job, device: Device) -> Evaluation {
+    std::panic::catch_unwind(AssertUnwindSafe(|| evaluator.evaluate(job, device))).unwrap_or_else(
+        |panic| {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Evaluation::failed(
+                OutcomeKind::Other,
+                format!("internal error in kernelgate (please report): {msg}"),
+            )
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pr::changes::{KernelChange, KernelStatus};
+    use kernelgate_model::{Backend, Precision};
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    fn job(path: &str, backend: Backend) -> Job {
+        Job {
+            change: KernelChange {
+                path: path.to_string(),
+                problem: Some("level1/3_ReLU".into()),
+                status: KernelStatus::Added,
+                base_path: None,
+                problem_changed: false,
+                mapping_error: None,
+            },
+            kernel_file: PathBuf::from(path),
+            problem_file: Some(PathBuf::from("KernelBench/level1/3_ReLU.py")),
+            base_file: None,
+            backend,
+            precision: Precision::Fp32,
+            source: String::new(),
+        }
+    }
+
+    /// Builds and evals that sleep; records when each happened and on which device.
+    struct Clocked {
+        t0: Instant,
+        build_ms: HashMap<String, u64>,
+        eval_ms: u64,
+        failing_builds: Vec<String>,
+        cpu_only: Vec<String>,
+        /// Paths whose first eval is an infrastructure failure (`true`: every eval).
+        flaky: HashMap<String, bool>,
+        log: Mutex<Vec<(String, String, f64)>>,
+        evals: Mutex<HashMap<String, u32>>,
+    }
+
+    impl Clocked {
+        fn new(build_ms: &[(&str, u64)], eval_ms: u64) -> Clocked {
+            Clocked {
+                t0: Instant::now(),
+                build_ms: build_ms.iter().map(|(p, ms)| (p.to_string(), *ms)).collect(),
+                eval_ms,
+                failing_builds: vec![],
+                cpu_only: vec![],
+                flaky: HashMap::new(),
+                log: Mutex::new(vec![]),
+                evals: Mutex::new(HashMap::new()),
+            }
+        }
+        fn note(&self, what: &str, path: &str) {
+            let t = self.t0.elapsed().as_secs_f64() * 1000.0;
+            self.log
+                .lock()
+                .unwrap()
+                .push((what.to_string(), path.to_string(), t));
+        }
+        fn at(&self, what: &str, path: &str) -> f64 {
+            let log = self.log.lock().unwrap();
+            log.iter()
+                .find(|(w, p, _)| w == what && p == path)
+                .map(|e| e.2)
+                .unwrap_or_else(|| panic!("no {what} of {path}: {log:?}"))
+        }
+    }
+
+    impl Evaluator for Clocked {
+        fn needs_build(&self, job: &Job) -> bool {
+            self.build_ms.contains_key(job.path())
+        }
+        fn runs_on_cpu(&self, job: &Job) -> bool {
+            self.cpu_only.iter().any(|p| p == job.path())
+        }
+        fn build(&self, job: &Job) -> Result<(), String> {
+            std::thread::sleep(Duration::from_millis(self.build_ms[job.path()]));
+            self.note("built", job.path());
+            if self.failing_builds.iter().any(|p| p == job.path()) {
+                return Err("nvcc: error".into());
+            }
+            Ok(())
+        }
+        fn prepare(&self, job: &Job, device: Device) {
+            self.note(&format!("prepare {device}"), job.path());
+        }
+        fn evaluate(&self, job: &Job, device: Device) -> Evaluation {
+            let n = {
+                let mut e = self.evals.lock().unwrap();
+                let n = e.entry(job.path().to_string()).or_insert(0);
+                *n += 1;
+                *n
+            };
+            self.note(&format!("start {device}"), job.path());
+            std::thread::sleep(Duration::from_millis(self.eval_ms));
+            self.note(&format!("end {device}"), job.path());
+            match self.flaky.get(job.path()) {
+                Some(always) if *always || n == 1 => Evaluation::failed(
+                    OutcomeKind::Infrastructure,
+                    "CUDA driver error at start-up",
+                ),
+                _ => Evaluation::failed(OutcomeKind::Correct, "passed 5 correctness trials"),
+            }
+        }
+    }
+
+    type Done = Vec<(usize, Device, OutcomeKind, TimeSpent)>;
+
+    fn run_all(ev: &Clocked, jobs: &[Job], devices: &[Device], builders: usize) -> Done {
+        let mut done = Vec::new();
+        run::<()>(
+            ev,
+            jobs,
+            (0..jobs.len()).collect(),
+            devices,
+            builders,
+            |e| {
+                if let Event::Evaluated(i, d, eval, spent) = e {
+                    done.push((i, d, eval.outcome.kind, spent));
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+        done
+    }
+
+    fn evals_on(ev: &Clocked, device: Device) -> Vec<(f64, f64)> {
+        let log = ev.log.lock().unwrap();
+        let starts: Vec<_> = log
+            .iter()
+            .filter(|(w, _, _)| *w == format!("start {device}"))
+            .collect();
+        starts
+            .iter()
+            .map(|(_, p, t)| {
+                let end = log
+                    .iter()
+                    .find(|(w, q, te)| *w == format!("end {device}") && q == p && te >= t)
+                    .unwrap()
+                    .2;
+                (*t, end)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn builds_run_in_parallel_and_feed_every_gpu_earliest_ready_first() {
+        // The first kernel builds slowly; the three after it are ready long before it.
+        let ev = Clocked::new(
+            &[("k0.py", 600), ("k1.py", 50), ("k2.py", 50), ("k3.py", 50)],
+            150,
+        );
+        let jobs: Vec<Job> = (0..4)
+            .map(|i| job(&format!("k{i}.py"), Backend::Cuda))
+            .collect();
+        let gpus = [Device::Cuda(0), Device::Cuda(1)];
+        let t = Instant::now();
+        let done = run_all(&ev, &jobs, &gpus, 4);
+        let wall = t.elapsed().as_millis();
+        assert_eq!(done.len(), 4);
+        // Both GPUs worked while k0 was still building; neither ran two kernels at once.
+        for gpu in gpus {
+            let spans = evals_on(&ev, gpu);
+            assert!(!spans.is_empty(), "{gpu} never evaluated anything");
+            assert!(spans[0].0 < ev.at("built", "k0.py"), "{gpu} idled while builds were ready");
+            for w in spans.windows(2) {
+                assert!(w[1].0 >= w[0].1, "{gpu} ran two evals at once: {spans:?}");
+            }
+        }
+        // Every eval starts after its own build; k1 and k2 (ready first) went first.
+        for i in 0..4 {
+            let p = format!("k{i}.py");
+            let start = ev
+                .log
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|(w, q, _)| w.starts_with("start") && *q == p)
+                .unwrap()
+                .2;
+            assert!(start >= ev.at("built", &p), "{p} evaluated before its build");
+        }
+        // Sequential builds alone would take 750 ms, plus 600 ms of evals on one GPU.
+        assert!(wall < 1300, "the stage took {wall} ms: builds or GPUs did not overlap");
+        // Where the time went, per kernel.
+        let k0 = &done.iter().find(|d| d.0 == 0).unwrap().3;
+        assert!(k0.build_ms >= 600.0, "{k0:?}");
+        assert!(k0.eval_ms >= 150.0 && k0.total_ms >= k0.build_ms + k0.eval_ms, "{k0:?}");
+    }
+
+    #[test]
+    fn a_failed_build_does_not_stop_the_others_and_its_kernel_is_still_evaluated() {
+        let mut ev = Clocked::new(&[("bad.py", 30), ("good.py", 30)], 10);
+        ev.failing_builds = vec!["bad.py".into()];
+        let jobs = vec![job("bad.py", Backend::Cuda), job("good.py", Backend::Cuda)];
+        let done = run_all(&ev, &jobs, &[Device::Cuda(0)], 1);
+        let mut evaluated: Vec<usize> = done.iter().map(|d| d.0).collect();
+        evaluated.sort();
+        assert_eq!(evaluated, vec![0, 1]);
+    }
+
+    #[test]
+    fn kernels_without_a_build_go_to_the_gpu_while_others_build() {
+        let ev = Clocked::new(&[("cuda.py", 400)], 50);
+        let jobs = vec![job("cuda.py", Backend::Cuda), job("triton.py", Backend::Triton)];
+        run_all(&ev, &jobs, &[Device::Cuda(0)], 1);
+        assert!(ev.at("end cuda:0", "triton.py") < ev.at("built", "cuda.py"));
+    }
+
+    #[test]
+    fn a_cpu_device_never_builds_ahead() {
+        let ev = Clocked::new(&[("a.py", 10), ("b.py", 10)], 10);
+        let jobs = vec![job("a.py", Backend::Cuda), job("b.py", Backend::Cuda)];
+        let done = run_all(&ev, &jobs, &[Device::Cpu], 2);
+        assert_eq!(done.len(), 2);
+        assert!(!ev.log.lock().unwrap().iter().any(|(w, _, _)| w == "built"));
+        assert!(done.iter().all(|d| d.3.build_ms == 0.0));
+    }
+
+    #[test]
+    fn the_next_kernel_is_started_ahead_on_a_busy_gpu() {
+        let ev = Clocked::new(&[], 50);
+        let jobs = vec![job("a.py", Backend::Triton), job("b.py", Backend::Triton)];
+        run_all(&ev, &jobs, &[Device::Cuda(0)], 1);
+        // b's process was started while a ran, before b's own eval.
+        assert!(ev.at("prepare cuda:0", "b.py") < ev.at("end cuda:0", "a.py"));
+    }
+
+    #[test]
+    fn an_infrastructure_failure_is_retried_once() {
+        let mut ev = Clocked::new(&[], 5);
+        ev.flaky.insert("once.py".into(), false);
+        ev.flaky.insert("always.py".into(), true);
+        let jobs = vec![job("once.py", Backend::Triton), job("always.py", Backend::Triton)];
+        let done = run_all(&ev, &jobs, &[Device::Cuda(0)], 1);
+        let once = done.iter().find(|d| d.0 == 0).unwrap();
+        assert_eq!((once.2, once.3.retries), (OutcomeKind::Correct, 1));
+        let always = done.iter().find(|d| d.0 == 1).unwrap();
+        assert_eq!((always.2, always.3.retries), (OutcomeKind::Infrastructure, 1));
+        assert_eq!(ev.evals.lock().unwrap()["always.py"], 2, "retried exactly once");
+    }
+
+    #[test]
+    fn cpu_kernels_get_their_own_lane_and_never_hold_a_gpu() {
+        let mut ev = Clocked::new(&[], 100);
+        ev.cpu_only = vec!["cpp.py".into()];
+        let jobs = vec![job("cpp.py", Backend::Cpp), job("cuda.py", Backend::Cuda)];
+        let done = run_all(&ev, &jobs, &[Device::Cuda(0)], 1);
+        let on = |i: usize| done.iter().find(|d| d.0 == i).unwrap().1;
+        assert_eq!((on(0), on(1)), (Device::Cpu, Device::Cuda(0)));
+        // Side by side, not one after the other.
+        assert!(ev.at("start cuda:0", "cuda.py") < ev.at("end cpu", "cpp.py"));
+    }
+
+    #[test]
+    fn the_cpu_lane_waits_until_no_build_is_left() {
+        let mut ev = Clocked::new(&[("cpp.py", 20), ("cuda.py", 300)], 50);
+        ev.cpu_only = vec!["cpp.py".into()];
+        let jobs = vec![job("cpp.py", Backend::Cpp), job("cuda.py", Backend::Cuda)];
+        run_all(&ev, &jobs, &[Device::Cuda(0)], 2);
+        assert!(ev.at("start cpu", "cpp.py") >= ev.at("built", "cuda.py"));
+    }
+
+    #[test]
+    fn auto_build_workers_leave_cores_for_the_gpus() {
+        assert_eq!(auto_build_workers(16, 1), 7);
+        assert_eq!(auto_build_workers(16, 8), 1);
+        assert_eq!(auto_build_workers(2, 1), 1);
+    }
+}
