@@ -7,3 +7,5 @@ bash scripts/setup-python.sh
 export KERNELGATE_PYTHON="$PWD/.venv/bin/python"
 cargo build --workspace --locked
 cargo test --workspace --locked
+# The harness's Python on CPU torch (its memory decisions).
+.venv/bin/python -m unittest discover -s crates/harness/python/tests

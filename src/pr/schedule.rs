@@ -92,12 +92,13 @@ impl Shared {
         }
     }
 
-    /// The earliest ready kernel to start ahead, only when no worker of the lane is waiting for
-    /// work (a kernel held ahead by a busy device must not leave an idle one without work).
+    /// The earliest ready kernel to start ahead on a busy GPU, only when no GPU worker is
+    /// waiting for work (a kernel held ahead must not leave an idle GPU without work). Never on
+    /// the CPU lane: a process importing torch beside CPU timing would disturb it.
     fn take_ahead(&self, lane: Lane) -> Option<usize> {
         let l = lane as usize;
         let mut s = self.lock();
-        if s.idle[l] > 0 || (lane == Lane::Cpu && s.gpu_runner && s.unready[0] + s.unready[1] > 0) {
+        if lane == Lane::Cpu || s.idle[l] > 0 {
             return None;
         }
         s.ready[l].pop_first()
@@ -534,6 +535,14 @@ mod tests {
         assert_eq!((on(0), on(1)), (Device::Cpu, Device::Cuda(0)));
         // Side by side, not one after the other.
         assert!(ev.at("start cuda:0", "cuda.py") < ev.at("end cpu", "cpp.py"));
+    }
+
+    #[test]
+    fn nothing_is_started_ahead_beside_cpu_timing() {
+        let ev = Clocked::new(&[], 20);
+        let jobs = vec![job("a.py", Backend::Cpp), job("b.py", Backend::Cpp)];
+        run_all(&ev, &jobs, &[Device::Cpu], 1);
+        assert!(!ev.log.lock().unwrap().iter().any(|(w, _, _)| w.starts_with("prepare")));
     }
 
     #[test]

@@ -110,6 +110,10 @@ REPEATED_SUFFIX = "_repeated"
 REFILL_SERIES = "input_refill"
 
 
+# Elements per step of `FreshInputs.digest` (128 MiB of float64 at a time).
+DIGEST_CHUNK = 1 << 24
+
+
 class FreshInputs:
     """Fresh content for every timed call, from the problem's own distribution.
 
@@ -231,16 +235,22 @@ class FreshInputs:
         """Weighted sums of every pool (weights from a seed held here): a pool changed by
         candidate code would make content repeat unseen."""
         torch = self.torch
-        g = torch.Generator(device="cpu")
-        g.manual_seed(self._seed)
         sums = []
         with torch.no_grad():
             for slot in self.slots:
                 if slot is None:
                     continue
-                p = slot[0].reshape(-1).double()
-                w = torch.rand(p.numel(), generator=g, dtype=torch.float64).to(p.device)
-                sums.append(float((p * w).sum()))
+                p = slot[0].reshape(-1)
+                # In chunks on the pool's own device: a whole-pool float64 copy and weight vector
+                # would be 16 bytes per element (77 GB for KernelBench's ReLU), on the host too.
+                g = torch.Generator(device=p.device)
+                g.manual_seed(self._seed)
+                total = 0.0
+                for start in range(0, p.numel(), DIGEST_CHUNK):
+                    c = p[start : start + DIGEST_CHUNK].double()
+                    w = torch.rand(c.numel(), generator=g, dtype=torch.float64, device=p.device)
+                    total += float((c * w).sum())
+                sums.append(total)
         return sums
 
     def intact(self):

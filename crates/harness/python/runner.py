@@ -1199,7 +1199,8 @@ def plan_memory(set_bytes, input_bytes, available, trials, shifted, input_sets, 
     budget = share * available
 
     def need(t, sh, n):
-        return set_bytes * (t + sh + 2) + input_bytes * n
+        # A single timed set draws one more set for its pool.
+        return set_bytes * (t + sh + 2) + input_bytes * max(n, 2)
 
     t, sh, n = trials, shifted, input_sets
     reduced = []
