@@ -531,7 +531,9 @@ fn conclude(spec: &JobSpec, job: Started, result: &mut EvalResult) -> Result<(),
             traceback: String::new(),
         },
     };
-    if let Outcome::HarnessError { message, .. } = &mut result.outcome {
+    if let Outcome::HarnessError { message, .. } | Outcome::Infrastructure { message, .. } =
+        &mut result.outcome
+    {
         if message.contains("No module named 'torch'") {
             // Name the interpreter and how to pick another.
             *message = format!(
