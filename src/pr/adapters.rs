@@ -141,7 +141,11 @@ impl Evaluator for HarnessEvaluator {
         let result = kernelgate_eval::run_job(&spec);
         match result.outcome {
             Outcome::Passed { .. } => Ok(()),
-            other => Err(other.summary()),
+            other => {
+                let mut why = other.summary();
+                self.relativize(job, &mut why);
+                Err(why)
+            }
         }
     }
 
@@ -226,6 +230,34 @@ impl HarnessEvaluator {
     /// Messages and logs name files as the repository does (`kernels/...`), never by the
     /// runner's absolute paths or temporary copies.
     fn relative_paths(&self, job: &Job, eval: &mut Evaluation) {
+        let fix = |t: &mut String| self.relativize(job, t);
+        fix(&mut eval.outcome.message);
+        if let Some(t) = eval.outcome.log_tail.as_mut() {
+            fix(t);
+        }
+        for f in &mut eval.findings {
+            fix(&mut f.message);
+        }
+        for f in &mut eval.flags {
+            fix(&mut f.message);
+        }
+        fn walk(v: &mut serde_json::Value, fix: &dyn Fn(&mut String)) {
+            match v {
+                serde_json::Value::String(t) => fix(t),
+                serde_json::Value::Array(a) => a.iter_mut().for_each(|x| walk(x, fix)),
+                serde_json::Value::Object(o) => o.values_mut().for_each(|x| walk(x, fix)),
+                _ => {}
+            }
+        }
+        walk(&mut eval.outcome.details, &fix);
+    }
+
+    /// `text` with the job's absolute paths (kernel, base copy, problem, repository, extensions
+    /// cache) written as the repository names them.
+    fn relativize(&self, job: &Job, text: &mut String) {
+        if !text.contains('/') {
+            return;
+        }
         let mut subs: Vec<(String, String)> = Vec::new();
         let mut add = |from: &std::path::Path, to: String| {
             for p in [Some(from.to_path_buf()), std::fs::canonicalize(from).ok()]
@@ -255,33 +287,12 @@ impl HarnessEvaluator {
         }
         // Longest first, so a file is replaced before its directory.
         subs.sort_by_key(|(f, _)| std::cmp::Reverse(f.len()));
-        let fix = |t: &mut String| {
-            for (from, to) in &subs {
-                if t.contains(from.as_str()) {
-                    *t = t.replace(&format!("{from}/"), &format!("{to}/").replace("./", ""));
-                    *t = t.replace(from.as_str(), to);
-                }
-            }
-        };
-        fix(&mut eval.outcome.message);
-        if let Some(t) = eval.outcome.log_tail.as_mut() {
-            fix(t);
-        }
-        for f in &mut eval.findings {
-            fix(&mut f.message);
-        }
-        for f in &mut eval.flags {
-            fix(&mut f.message);
-        }
-        fn walk(v: &mut serde_json::Value, fix: &dyn Fn(&mut String)) {
-            match v {
-                serde_json::Value::String(t) => fix(t),
-                serde_json::Value::Array(a) => a.iter_mut().for_each(|x| walk(x, fix)),
-                serde_json::Value::Object(o) => o.values_mut().for_each(|x| walk(x, fix)),
-                _ => {}
+        for (from, to) in &subs {
+            if text.contains(from.as_str()) {
+                *text = text.replace(&format!("{from}/"), &format!("{to}/").replace("./", ""));
+                *text = text.replace(from.as_str(), to);
             }
         }
-        walk(&mut eval.outcome.details, &fix);
     }
 
     fn no_gpu_message(&self, job: &Job) -> String {
