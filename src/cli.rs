@@ -1,6 +1,7 @@
 //! Command-line surface. Each subcommand's arguments live beside its implementation in `cmd/`.
 
 use clap::{Parser, Subcommand};
+use kernelgate_model::{Config, Precision};
 use std::path::PathBuf;
 
 use crate::cmd;
@@ -42,4 +43,78 @@ pub enum Command {
     Publish(cmd::publish::Args),
     /// Join the report.json files of a sharded run into one report and render it.
     Merge(cmd::merge::Args),
+}
+
+/// `--format` of the listing commands (`problems`, `kernels`, `eval`). One vocabulary with
+/// `lint` (`human|json|sarif|github`): `human` for people, `json` for tools; `table`, the old
+/// name, is accepted as an alias of `human`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned text for people (alias: `table`).
+    #[value(alias = "table")]
+    Human,
+    /// One JSON document on stdout.
+    Json,
+}
+
+/// The evaluation options shared by `eval`, `pr` and `baseline` (flattened into each), so the
+/// flags that messages tell users to raise exist wherever kernels run. Each overrides its
+/// `kernelgate.toml` key for this run.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct EvalOptions {
+    /// Correctness trials per kernel (default: `[harness] trials`, 5).
+    #[arg(long, value_name = "N")]
+    pub trials: Option<u32>,
+    /// Seconds allowed for importing (compiling) a kernel (default: `[harness] compile_timeout_s`).
+    #[arg(long, value_name = "SECONDS")]
+    pub compile_timeout: Option<u64>,
+    /// Seconds allowed for everything after the import (default: `[harness] run_timeout_s`).
+    #[arg(long, value_name = "SECONDS")]
+    pub run_timeout: Option<u64>,
+    /// fp32, fp16 or bf16 for kernels whose directive or mapping names none (tolerance 1e-4 or
+    /// 1e-2, as KernelBench; default: `[defaults] precision`).
+    #[arg(long, value_parser = parse_precision)]
+    pub precision: Option<Precision>,
+    /// Regression threshold in percent: slower than the base by more than this (and
+    /// significantly) is a regression (default: `[timing] threshold_pct`, 2).
+    #[arg(long, value_name = "PERCENT")]
+    pub threshold: Option<f64>,
+}
+
+fn parse_precision(s: &str) -> Result<Precision, String> {
+    s.parse()
+}
+
+impl EvalOptions {
+    /// Writes the given options over the configuration.
+    pub fn apply(&self, cfg: &mut Config) -> anyhow::Result<()> {
+        if let Some(t) = self.trials {
+            if t == 0 {
+                anyhow::bail!("--trials must be at least 1");
+            }
+            cfg.harness.trials = t;
+        }
+        if let Some(s) = self.compile_timeout {
+            if s == 0 {
+                anyhow::bail!("--compile-timeout must be at least 1 second");
+            }
+            cfg.harness.compile_timeout_s = s;
+        }
+        if let Some(s) = self.run_timeout {
+            if s == 0 {
+                anyhow::bail!("--run-timeout must be at least 1 second");
+            }
+            cfg.harness.run_timeout_s = s;
+        }
+        if let Some(p) = self.precision {
+            cfg.defaults.precision = p;
+        }
+        if let Some(t) = self.threshold {
+            if !t.is_finite() || t < 0.0 {
+                anyhow::bail!("--threshold {t}: give a percentage of 0 or more (2 means 2%)");
+            }
+            cfg.timing.threshold_pct = t;
+        }
+        Ok(())
+    }
 }

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
-use kernelgate_model::{Config, Device, Precision};
+use kernelgate_model::{Config, Device};
 use kernelgate_timing::baseline::{BASELINES_FILE, KB_COMPILE_FILE, KB_EAGER_FILE, KERNELS_FILE};
 use kernelgate_timing::{
     hardware_dir_name, stale_check, BaselineEntry, BaselineFile, HardwareKey, KbEntry, KbFile,
@@ -37,8 +37,6 @@ pub struct Args {
     /// auto | cuda | cpu (default: `[defaults] device`).
     #[arg(long)]
     pub device: Option<String>,
-    #[arg(long)]
-    pub precision: Option<Precision>,
     /// Folder name under results/timing/ (default: from the device name, e.g. NVIDIA_H200).
     #[arg(long)]
     pub hardware: Option<String>,
@@ -49,6 +47,8 @@ pub struct Args {
     /// Whole-run limit in seconds (default: 60 s per problem and variant, plus 120 s).
     #[arg(long)]
     pub timeout: Option<u64>,
+    #[command(flatten)]
+    pub eval: crate::cli::EvalOptions,
 }
 
 #[derive(Deserialize)]
@@ -90,7 +90,8 @@ struct ChildResult {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
-    let cfg = Config::load(&cli.repo, cli.config.as_deref())?;
+    let mut cfg = Config::load(&cli.repo, cli.config.as_deref())?;
+    args.eval.apply(&mut cfg)?;
     let spec = cfg.dataset_spec(&cli.repo);
     let set = spec
         .load()
@@ -122,7 +123,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             d => d.as_str().to_string(),
         },
     };
-    let precision = args.precision.unwrap_or(cfg.defaults.precision);
+    let precision = cfg.defaults.precision;
     let variants: Vec<&str> = if args.compile_only {
         vec!["compile"]
     } else if args.compile || cfg.timing.compile_baseline {
@@ -225,6 +226,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         "PROBLEM", "VARIANT", "MEDIAN ms", "95% CI of median", "N", "CV %"
     );
     let mut failed = 0;
+    let mut noisy = 0;
+    let max_cv = cfg.timing.baseline_max_cv_pct;
     let mut wrote_eager = false;
     let mut wrote_compile = false;
     for r in &out.results {
@@ -256,6 +259,21 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
                 continue;
             }
         };
+        if stats.robust_cv_pct() > max_cv {
+            // Too wide a spread to compare pull requests against: keep what is stored.
+            noisy += 1;
+            println!(
+                "{:<32} {:<8} {:>11.4} {:>21} {:>5} {:>9.3}  NOT WRITTEN: too noisy (robust CV {:.1}% > {max_cv}%)",
+                p.key,
+                r.variant,
+                stats.median,
+                format!("{:.4}..{:.4}", stats.ci95_median.0, stats.ci95_median.1),
+                stats.n,
+                stats.cv_pct(),
+                stats.robust_cv_pct(),
+            );
+            continue;
+        }
         let q = Query {
             problem: &p.key,
             problem_sha256: &p.sha256,
@@ -332,8 +350,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     if wrote_eager || wrote_compile {
         ours.save(&ours_path)?;
     }
+    let mut wrote_kernels = false;
     if args.kernels {
-        failed += time_kernels(
+        let (k_failed, k_noisy, k_wrote) = time_kernels(
             cli,
             &cfg,
             &set,
@@ -344,6 +363,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             commit.as_deref(),
             now,
         )?;
+        failed += k_failed;
+        noisy += k_noisy;
+        wrote_kernels = k_wrote;
     }
     if let Some(bw) = out.bandwidth_gbs {
         eprintln!("measured device copy bandwidth: {bw:.0} GB/s");
@@ -351,7 +373,24 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     if let Some(s) = out.idle_sync_ms {
         eprintln!("idle context synchronise: {:.1} us", s * 1e3);
     }
-    eprintln!("wrote {} ({})", dir.display(), key);
+    let shown = dir
+        .strip_prefix(&cli.repo)
+        .unwrap_or(&dir)
+        .display()
+        .to_string();
+    if wrote_eager || wrote_compile || wrote_kernels {
+        eprintln!("wrote {shown} ({key})");
+    } else {
+        eprintln!("wrote nothing: no sample was both timed and quiet enough; {shown} is unchanged");
+    }
+    if noisy > 0 {
+        eprintln!(
+            "warning: {noisy} sample(s) too noisy to be a baseline (robust coefficient of variation, \
+             0.74 x IQR / median, above [timing] baseline_max_cv_pct = {max_cv}%): not written. Re-run on an idle runner \
+             (no other jobs, fixed clocks), or raise baseline_max_cv_pct in kernelgate.toml"
+        );
+        failed += noisy;
+    }
     let missing =
         problems.len() * variants.len() - out.results.len().min(problems.len() * variants.len());
     if timed_out || missing > 0 {
@@ -360,7 +399,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     }
     if failed > 0 {
         eprintln!(
-            "{failed} reference(s) or kernel(s) failed to time; their previous baselines, if any, are kept"
+            "{failed} reference(s) or kernel(s) failed to time or were too noisy; their previous baselines, if any, are kept"
         );
         return Ok(1);
     }
@@ -381,7 +420,7 @@ fn time_kernels(
     dir: &Path,
     commit: Option<&str>,
     now: u64,
-) -> anyhow::Result<usize> {
+) -> anyhow::Result<(usize, usize, bool)> {
     let (kernels, errors) = kernelgate_model::discover(&cli.repo, cfg, set);
     for e in &errors {
         eprintln!("warning: {e}");
@@ -398,6 +437,7 @@ fn time_kernels(
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| scratch.path().to_path_buf());
     let mut failed = 0;
+    let mut noisy = 0;
     let mut wrote = false;
     for k in kernels.iter().filter(|k| k.precision == key.precision) {
         let Some(p) = problems.iter().find(|p| p.key == k.problem_key) else {
@@ -458,6 +498,21 @@ fn time_kernels(
                 continue;
             }
         };
+        if stats.robust_cv_pct() > cfg.timing.baseline_max_cv_pct {
+            noisy += 1;
+            println!(
+                "{:<32} {:<8} {:>11.4} {:>21} {:>5} {:>9.3}  NOT WRITTEN: too noisy (robust CV {:.1}% > {}%)",
+                k.path.display(),
+                "kernel",
+                stats.median,
+                format!("{:.4}..{:.4}", stats.ci95_median.0, stats.ci95_median.1),
+                stats.n,
+                stats.cv_pct(),
+                stats.robust_cv_pct(),
+                cfg.timing.baseline_max_cv_pct
+            );
+            continue;
+        }
         println!(
             "{:<32} {:<8} {:>11.4} {:>21} {:>5} {:>9.3}  {}",
             k.path.display(),
@@ -487,7 +542,7 @@ fn time_kernels(
     if wrote {
         file.save(&path)?;
     }
-    Ok(failed)
+    Ok((failed, noisy, wrote))
 }
 
 /// Runs the child with a scrubbed environment and a wall-clock limit. `Ok(true)`: the limit

@@ -15,17 +15,14 @@ pub enum DeviceArg {
     Cpu,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Table,
-    Json,
-}
+pub use crate::cli::Format;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Problem: a file path, or a dataset key such as `level1/19_ReLU`.
+    /// Problem: a file path, or a dataset key such as `level1/19_ReLU`. Default: the kernel's
+    /// `# kernelgate: problem=...` directive or its path mapping, as `kernelgate kernels` shows.
     #[arg(long)]
-    pub problem: String,
+    pub problem: Option<String>,
     /// Candidate kernel file (defines `ModelNew`).
     #[arg(long)]
     pub kernel: PathBuf,
@@ -35,21 +32,9 @@ pub struct Args {
     /// Where to run: CUDA when a GPU and its driver are present (auto), or forced.
     #[arg(long, value_enum)]
     pub device: Option<DeviceArg>,
-    /// fp32, fp16 or bf16 (tolerance 1e-4 or 1e-2, as KernelBench).
-    #[arg(long, value_parser = parse_precision)]
-    pub precision: Option<Precision>,
-    /// Correctness trials (default from kernelgate.toml, else 5).
-    #[arg(long)]
-    pub trials: Option<u32>,
     /// A number (42 reproduces KernelBench), or `random` (default: secret, reported afterwards).
     #[arg(long, default_value = "random", value_parser = parse_seed)]
     pub seed: SeedArg,
-    /// Seconds allowed for importing (compiling) the kernel.
-    #[arg(long)]
-    pub compile_timeout: Option<u64>,
-    /// Seconds allowed for everything else.
-    #[arg(long)]
-    pub run_timeout: Option<u64>,
     /// Host memory limit for the job, MiB.
     #[arg(long)]
     pub memory_limit: Option<u64>,
@@ -71,8 +56,11 @@ pub struct Args {
     /// Generate inputs on the CPU as KernelBench does (slow for large problems; bit-identical inputs).
     #[arg(long)]
     pub host_inputs: bool,
-    #[arg(long, value_enum, default_value = "table")]
+    /// human (alias: table) or json.
+    #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
+    #[command(flatten)]
+    pub eval: crate::cli::EvalOptions,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,10 +76,6 @@ fn parse_seed(s: &str) -> Result<SeedArg, String> {
     s.parse::<u64>()
         .map(SeedArg::Fixed)
         .map_err(|_| format!("`{s}` is not a seed: give a non-negative integer (42 reproduces KernelBench) or `random`"))
-}
-
-fn parse_precision(s: &str) -> Result<Precision, String> {
-    s.parse()
 }
 
 /// A file path when it exists, else a key of the dataset named by the config.
@@ -118,15 +102,53 @@ fn resolve_problem(repo: &Path, config: &Config, query: &str) -> anyhow::Result<
     Ok((problem.path.clone(), problem.key.clone()))
 }
 
+/// The problem and precision the kernel's directive or path maps it to (`kernelgate kernels`).
+fn mapped_problem(
+    repo: &Path,
+    config: &Config,
+    kernel: &Path,
+) -> anyhow::Result<(PathBuf, String, Precision)> {
+    let spec = config.dataset_spec(repo);
+    let set = spec.load().with_context(|| {
+        format!("--problem not given, and the problems to map the kernel to could not be loaded from {spec}")
+    })?;
+    let k = kernelgate_model::Kernel::resolve_one(repo, kernel, config, &set).map_err(|e| {
+        anyhow::anyhow!(
+            "--problem not given, and {} maps to no problem: {e}\n  help: pass --problem KEY \
+             (`kernelgate problems` lists them), or add `# kernelgate: problem=level1/19_ReLU` \
+             near the top of the kernel",
+            kernel.display()
+        )
+    })?;
+    let p = set.get(&k.problem_key).with_context(|| {
+        format!(
+            "{} maps to {}, which is not a problem",
+            kernel.display(),
+            k.problem_key
+        )
+    })?;
+    Ok((p.path.clone(), p.key.clone(), k.precision))
+}
+
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
-    let config = Config::load(&cli.repo, cli.config.as_deref())?;
-    let (problem, problem_label) = resolve_problem(&cli.repo, &config, &args.problem)?;
+    let mut config = Config::load(&cli.repo, cli.config.as_deref())?;
+    args.eval.apply(&mut config)?;
     if !args.kernel.is_file() {
         bail!(
             "{}: no such kernel file (give the path of a Python file defining ModelNew)",
             args.kernel.display()
         );
     }
+    let (problem, problem_label, mapped_precision) = match &args.problem {
+        Some(q) => {
+            let (p, label) = resolve_problem(&cli.repo, &config, q)?;
+            (p, label, None)
+        }
+        None => {
+            let (p, label, precision) = mapped_problem(&cli.repo, &config, &args.kernel)?;
+            (p, label, Some(precision))
+        }
+    };
     if let Some(b) = &args.base_kernel {
         if !b.is_file() {
             bail!("{}: no such base kernel file", b.display());
@@ -143,17 +165,19 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         Some(DeviceArg::Cpu) => Device::Cpu,
         None => config.defaults.device,
     };
-    spec.precision = args.precision.unwrap_or(config.defaults.precision);
-    spec.trials = args.trials.unwrap_or(h.trials);
-    if spec.trials == 0 {
-        bail!("--trials must be at least 1");
-    }
+    // --precision, else the kernel's mapping (when it chose the problem), else the config.
+    spec.precision = args
+        .eval
+        .precision
+        .or(mapped_precision)
+        .unwrap_or(config.defaults.precision);
+    spec.trials = h.trials;
     spec.seed = match args.seed {
         SeedArg::Random => None,
         SeedArg::Fixed(s) => Some(s),
     };
-    spec.compile_timeout = Duration::from_secs(args.compile_timeout.unwrap_or(h.compile_timeout_s));
-    spec.run_timeout = Duration::from_secs(args.run_timeout.unwrap_or(h.run_timeout_s));
+    spec.compile_timeout = Duration::from_secs(h.compile_timeout_s);
+    spec.run_timeout = Duration::from_secs(h.run_timeout_s);
     spec.memory_limit_mb = args.memory_limit.unwrap_or(h.memory_limit_mb);
     spec.timing = (!args.no_timing).then(|| config.timing.clone());
     spec.gpu = args.gpu;
@@ -183,9 +207,51 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
                 config.timing.excessive_speedup,
             ));
     }
+    // The kernel and problem as given, not as the runner's absolute paths.
+    let mut subs: Vec<(String, String)> = Vec::new();
+    for (path, shown) in [
+        (args.kernel.as_path(), args.kernel.display().to_string()),
+        (problem.as_path(), problem.display().to_string()),
+    ] {
+        if let Ok(abs) = std::fs::canonicalize(path) {
+            let abs = abs.display().to_string();
+            if abs != shown {
+                subs.push((abs, shown));
+            }
+        }
+    }
+    if let Ok(text) = serde_json::to_string(&result.outcome) {
+        let mut text = text;
+        for (from, to) in &subs {
+            text = text.replace(from.as_str(), to);
+        }
+        if let Ok(o) = serde_json::from_str(&text) {
+            result.outcome = o;
+        }
+    }
+    // Torch found no CUDA on a CPU run: the machine cannot judge this kernel (neutral, as
+    // `kernelgate pr` rows say `skipped — needs a GPU`), not the candidate's failure.
+    let needs_gpu = needs_gpu(&result);
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&to_json(&result))?),
-        Format::Table => print_table(&result),
+        Format::Json => {
+            let mut v = to_json(&result);
+            v["needs_gpu"] = needs_gpu.into();
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        Format::Human if needs_gpu => {
+            println!("problem  {}", result.problem);
+            println!("kernel   {}", result.kernel);
+            println!("device   {}", result.device.as_deref().unwrap_or("-"));
+            println!(
+                "outcome  SKIPPED — needs a GPU: torch found no CUDA on this machine ({}); run it \
+                 on a GPU machine",
+                result.outcome.summary().lines().next().unwrap_or("").trim()
+            );
+        }
+        Format::Human => print_table(&result),
+    }
+    if needs_gpu {
+        return Ok(0);
     }
     let failing_finding = result
         .findings
@@ -196,6 +262,22 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     } else {
         1
     })
+}
+
+/// A CPU run whose failure is torch reporting that CUDA is missing.
+fn needs_gpu(r: &EvalResult) -> bool {
+    let on_cpu = r.device.as_deref().is_none_or(|d| d == "cpu");
+    let text = match &r.outcome {
+        Outcome::CompileError { message, log_tail } => format!("{message}\n{log_tail}"),
+        Outcome::RuntimeError {
+            message, traceback, ..
+        } => format!("{message}\n{traceback}"),
+        Outcome::Crash {
+            reason, traceback, ..
+        } => format!("{reason}\n{traceback}"),
+        _ => return false,
+    };
+    on_cpu && kernelgate::pr::adapters::no_cuda_text(&text)
 }
 
 /// The `--format json` object: the keys the issue fixes, plus seed, phases and log tails.

@@ -4,11 +4,12 @@ use crate::cli::Cli;
 use anyhow::Context;
 use kernelgate_model::{discover, Config};
 
-pub use super::problems::Format;
+pub use crate::cli::Format;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[arg(long, value_enum, default_value_t = Format::Table)]
+    /// human (alias: table) or json.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
 }
 
@@ -39,7 +40,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
                 }))?
             );
         }
-        Format::Table => {
+        Format::Human => {
             let rows: Vec<Vec<String>> = kernels
                 .iter()
                 .map(|k| {

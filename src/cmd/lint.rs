@@ -3,7 +3,7 @@
 use crate::cli::Cli;
 use anyhow::Context;
 use kernelgate_lint::{
-    lint_file, output, Backend, Finding, LintOptions, Precision, Severity, SeverityOrOff,
+    lint_path, output, Backend, Finding, LintOptions, Precision, Severity, SeverityOrOff,
 };
 use kernelgate_model::{discover, Config, Kernel, LintLevel, ProblemSet};
 use std::collections::BTreeMap;
@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
+    /// Findings with source excerpts, for people (alias: `table`, as the other commands).
+    #[value(alias = "table")]
     Human,
     Json,
     Sarif,
@@ -65,15 +67,14 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     let mut sources: BTreeMap<String, String> = BTreeMap::new();
     let mut files = Vec::new();
     for t in &targets {
-        let source = std::fs::read_to_string(&t.path)
-            .with_context(|| format!("cannot read {}: check the path", t.path.display()))?;
         let opts = LintOptions {
             precision: t.precision,
             backend: t.backend,
             severity_overrides: overrides.clone(),
             problem_source: t.problem_source.clone(),
         };
-        let mut found = lint_file(&t.shown, &source, &opts).map_err(|e| {
+        // An unreadable or non-UTF-8 file is one KG000 finding on its own row.
+        let (mut found, source) = lint_path(&t.shown, &t.path, &opts).map_err(|e| {
             let at = cfg
                 .path
                 .as_ref()
@@ -83,7 +84,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         })?;
         findings.append(&mut found);
         files.push(t.shown.clone());
-        sources.insert(t.shown.clone(), source);
+        if let Some(source) = source {
+            sources.insert(t.shown.clone(), source);
+        }
     }
     let summary = output::Summary::of(&findings, files.len());
     let text = match args.format {

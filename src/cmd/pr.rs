@@ -74,11 +74,14 @@ pub struct Args {
     /// No progress lines.
     #[arg(long, short)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub eval: crate::cli::EvalOptions,
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     let ctx = PrContext::from_env()?;
-    let cfg = Config::load(&cli.repo, cli.config.as_deref())?;
+    let mut cfg = Config::load(&cli.repo, cli.config.as_deref())?;
+    args.eval.apply(&mut cfg)?;
     let layout =
         Layout::from_config(&cfg).context("invalid `[kernels] globs` in kernelgate.toml")?;
     let git = Git::open(&cli.repo)?;
@@ -259,15 +262,18 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         extensions_dir: Some(extensions),
         seed: args.seed,
         no_timing: args.no_timing,
+        repo_root: Some(git.root().to_path_buf()),
+        has_gpu: devices.iter().any(|d| matches!(d, run::Device::Cuda(_))),
         prepared: Default::default(),
     };
     let linter = RepoLinter::new(&cfg);
     // Baselines as committed on the base branch, not as the pull request left them.
     let timing_dir = cfg.results_root(git.root()).join("timing");
-    let baselines = match timing_dir.strip_prefix(git.root()) {
+    let mut baselines = match timing_dir.strip_prefix(git.root()) {
         Ok(rel) => Committed::load_git(&git, &plan.changes.base, &rel.to_string_lossy()),
         Err(_) => Committed::load_dir(&timing_dir),
     };
+    baselines.tolerance_pct = cfg.timing.baseline_tolerance_pct;
     let build_workers = match cfg.harness.build_workers {
         0 => kernelgate::pr::schedule::auto_build_workers(
             std::thread::available_parallelism().map_or(1, |n| n.get()),

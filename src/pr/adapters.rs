@@ -52,7 +52,10 @@ impl Linter for RepoLinter {
                 .as_ref()
                 .and_then(|p| std::fs::read_to_string(p).ok()),
         };
-        kernelgate_lint::lint_file(job.path(), &job.source, &opts).map_err(|e| e.to_string())
+        // The file on disk, not the plan's lossy copy: unreadable or not UTF-8 is KG000.
+        kernelgate_lint::lint_path(job.path(), &job.kernel_file, &opts)
+            .map(|(findings, _)| findings)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -67,6 +70,10 @@ pub struct HarnessEvaluator {
     pub seed: Option<u64>,
     /// Correctness only (no timing), for quick local runs.
     pub no_timing: bool,
+    /// The repository's root: absolute paths under it become relative in messages.
+    pub repo_root: Option<PathBuf>,
+    /// False on a machine without a GPU: kernels that need one are skipped, never built.
+    pub has_gpu: bool,
     /// Processes started ahead of their device's turn ([`Evaluator::prepare`]).
     pub prepared: std::sync::Mutex<Vec<(String, Device, kernelgate_eval::PreparedJob)>>,
 }
@@ -118,6 +125,7 @@ impl Evaluator for HarnessEvaluator {
             Backend::Cuda | Backend::Cute | Backend::Hip | Backend::Thunderkittens | Backend::Cpp
         ) && job.problem_file.is_some()
             && self.extensions_dir.is_some()
+            && !self.skips_for_want_of_a_gpu(job, None)
     }
 
     fn runs_on_cpu(&self, job: &Job) -> bool {
@@ -133,11 +141,18 @@ impl Evaluator for HarnessEvaluator {
         let result = kernelgate_eval::run_job(&spec);
         match result.outcome {
             Outcome::Passed { .. } => Ok(()),
-            other => Err(other.summary()),
+            other => {
+                let mut why = other.summary();
+                self.relativize(job, &mut why);
+                Err(why)
+            }
         }
     }
 
     fn prepare(&self, job: &Job, device: Device) {
+        if self.skips_for_want_of_a_gpu(job, Some(device)) {
+            return;
+        }
         if let Ok(spec) = self.spec(job, device) {
             let prepared = kernelgate_eval::prepare_job(&spec);
             self.stash()
@@ -153,6 +168,11 @@ impl Evaluator for HarnessEvaluator {
     fn evaluate(&self, job: &Job, device: Device) -> Evaluation {
         if job.problem_file.is_none() {
             return Evaluation::failed(OutcomeKind::Skipped, "no problem file");
+        }
+        // No GPU for this run and a kernel that needs one: neutral, decided before the harness.
+        if self.skips_for_want_of_a_gpu(job, Some(device)) {
+            self.discard(job, device);
+            return Evaluation::failed(OutcomeKind::Skipped, self.no_gpu_message(job));
         }
         let spec = match self.spec(job, device) {
             Ok(spec) => spec,
@@ -175,9 +195,16 @@ impl Evaluator for HarnessEvaluator {
         let result = prepared
             .unwrap_or_else(|| kernelgate_eval::prepare_job(&spec))
             .finish();
+        let on_cpu = device == Device::Cpu;
         let device = result.device.clone();
         let torch = result.torch.clone();
         let mut eval = convert(result);
+        if on_cpu && !self.has_gpu && needs_gpu_failure(&eval.outcome) {
+            // torch found no CUDA (no toolkit, driver or device): the machine's limit, not the
+            // candidate's failure.
+            eval = Evaluation::failed(OutcomeKind::Skipped, self.no_gpu_message(job));
+        }
+        self.relative_paths(job, &mut eval);
         if let (Some(device), Some(torch)) = (device, torch) {
             eval.run_key = Some(RunKey {
                 key: hardware_key(&device, &torch, job.precision, &python),
@@ -190,6 +217,129 @@ impl Evaluator for HarnessEvaluator {
         }
         eval
     }
+}
+
+impl HarnessEvaluator {
+    /// True when the kernel needs a GPU and this run has none (`device`: the job's device, when
+    /// known; a job on the CPU lane of a GPU runner is not skipped for want of one).
+    fn skips_for_want_of_a_gpu(&self, job: &Job, device: Option<Device>) -> bool {
+        let on_cpu = match device {
+            Some(d) => d == Device::Cpu && !self.has_gpu,
+            None => !self.has_gpu,
+        };
+        on_cpu && super::plan::needs_gpu(&job.source)
+    }
+
+    /// Messages and logs name files as the repository does (`kernels/...`), never by the
+    /// runner's absolute paths or temporary copies.
+    fn relative_paths(&self, job: &Job, eval: &mut Evaluation) {
+        let fix = |t: &mut String| self.relativize(job, t);
+        fix(&mut eval.outcome.message);
+        if let Some(t) = eval.outcome.log_tail.as_mut() {
+            fix(t);
+        }
+        for f in &mut eval.findings {
+            fix(&mut f.message);
+        }
+        for f in &mut eval.flags {
+            fix(&mut f.message);
+        }
+        fn walk(v: &mut serde_json::Value, fix: &dyn Fn(&mut String)) {
+            match v {
+                serde_json::Value::String(t) => fix(t),
+                serde_json::Value::Array(a) => a.iter_mut().for_each(|x| walk(x, fix)),
+                serde_json::Value::Object(o) => o.values_mut().for_each(|x| walk(x, fix)),
+                _ => {}
+            }
+        }
+        walk(&mut eval.outcome.details, &fix);
+    }
+
+    /// `text` with the job's absolute paths (kernel, base copy, problem, repository, extensions
+    /// cache) written as the repository names them.
+    fn relativize(&self, job: &Job, text: &mut String) {
+        if !text.contains('/') {
+            return;
+        }
+        let mut subs: Vec<(String, String)> = Vec::new();
+        let mut add = |from: &std::path::Path, to: String| {
+            for p in [Some(from.to_path_buf()), std::fs::canonicalize(from).ok()]
+                .into_iter()
+                .flatten()
+            {
+                let p = p.display().to_string();
+                if p.starts_with('/') && !subs.iter().any(|(f, _)| *f == p) {
+                    subs.push((p, to.clone()));
+                }
+            }
+        };
+        add(&job.kernel_file, job.path().to_string());
+        if let (Some(b), Some(bp)) = (&job.base_file, &job.change.base_path) {
+            add(b, format!("{bp} (base version)"));
+        }
+        if let Some(root) = &self.repo_root {
+            if let Some(p) = &job.problem_file {
+                if let Ok(rel) = p.strip_prefix(root) {
+                    add(p, rel.display().to_string());
+                }
+            }
+            add(root, ".".into());
+        }
+        if let Some(ext) = &self.extensions_dir {
+            add(ext, "$TORCH_EXTENSIONS_DIR".into());
+        }
+        // Longest first, so a file is replaced before its directory.
+        subs.sort_by_key(|(f, _)| std::cmp::Reverse(f.len()));
+        for (from, to) in &subs {
+            if text.contains(from.as_str()) {
+                *text = text.replace(&format!("{from}/"), &format!("{to}/").replace("./", ""));
+                *text = text.replace(from.as_str(), to);
+            }
+        }
+    }
+
+    fn no_gpu_message(&self, job: &Job) -> String {
+        let why = if self.device == kernelgate_model::Device::Cpu {
+            "this run uses the CPU (--device cpu or `[defaults] device`)"
+        } else {
+            "no GPU was detected on this machine"
+        };
+        format!(
+            "skipped — needs a GPU: {} is a {} kernel and {why}; run the gate on a GPU runner",
+            job.path(),
+            job.backend.as_str()
+        )
+    }
+}
+
+/// True when an outcome is torch reporting that CUDA is missing (no toolkit, no driver, no
+/// device), rather than the candidate failing.
+pub fn needs_gpu_failure(outcome: &OutcomeSummary) -> bool {
+    if !matches!(
+        outcome.kind,
+        OutcomeKind::CompileError | OutcomeKind::RuntimeError | OutcomeKind::Crash
+    ) {
+        return false;
+    }
+    no_cuda_text(&format!(
+        "{}\n{}",
+        outcome.message,
+        outcome.log_tail.as_deref().unwrap_or("")
+    ))
+}
+
+/// True when `text` (a message, a log) is torch saying that CUDA is missing.
+pub fn no_cuda_text(text: &str) -> bool {
+    const NO_CUDA: [&str; 7] = [
+        "CUDA_HOME environment variable is not set",
+        "Found no NVIDIA driver",
+        "No CUDA GPUs are available",
+        "Torch not compiled with CUDA enabled",
+        "CUDA driver initialization failed",
+        "no CUDA-capable device is detected",
+        "nvcc: not found",
+    ];
+    NO_CUDA.iter().any(|m| text.contains(m))
 }
 
 /// The hardware key of a run, as `kernelgate baseline` writes it (`kg_timing._hardware`): the
@@ -397,6 +547,23 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn torch_without_cuda_is_recognised_and_candidate_errors_are_not() {
+        let mut o = OutcomeSummary::new(OutcomeKind::CompileError, "building the extension failed");
+        o.log_tail =
+            Some("OSError: CUDA_HOME environment variable is not set. Please set it".into());
+        assert!(needs_gpu_failure(&o));
+        let o = OutcomeSummary::new(
+            OutcomeKind::RuntimeError,
+            "RuntimeError: Found no NVIDIA driver on your system",
+        );
+        assert!(needs_gpu_failure(&o));
+        let o = OutcomeSummary::new(OutcomeKind::CompileError, "error: expected ';'");
+        assert!(!needs_gpu_failure(&o));
+        let o = OutcomeSummary::new(OutcomeKind::Incorrect, "No CUDA GPUs are available");
+        assert!(!needs_gpu_failure(&o));
+    }
 
     #[test]
     fn hardware_key_of_a_cpu_run_matches_what_the_baseline_command_writes() {

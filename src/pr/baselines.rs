@@ -45,6 +45,10 @@ pub struct Committed {
     pub kernelbench: BTreeMap<String, KbFile>,
     /// Files that exist but cannot be read; every evaluated row says so.
     pub errors: Vec<String>,
+    /// Cross-host tolerance (percent, `[timing] baseline_tolerance_pct`): the live reference
+    /// counts as disagreeing with its stored baseline only beyond this (and beyond the
+    /// regression threshold). Another healthy host of the same GPU differs by a few percent.
+    pub tolerance_pct: f64,
 }
 
 impl Committed {
@@ -197,6 +201,7 @@ impl Committed {
         }
         let key = &live.run.key;
         let refresh = refresh_command(live.problem, key);
+        let stale_pct = threshold_pct.max(self.tolerance_pct);
 
         // 1. The reference: is the runner still the one the baselines were measured on?
         let q = Query {
@@ -210,16 +215,27 @@ impl Committed {
         let mut stale = false;
         let vs_reference = match same_device(self.references.lookup(&q), key) {
             Lookup::Match(e) => {
-                if let Ok(Staleness::Stale { message, .. }) =
-                    stale_check(live.reference_ms, e, threshold_pct)
-                {
-                    stale = true;
-                    out.flag(message);
+                let mut drift = String::new();
+                match stale_check(live.reference_ms, e, stale_pct) {
+                    Ok(Staleness::Stale { message, .. }) => {
+                        stale = true;
+                        out.flag(message);
+                    }
+                    Ok(Staleness::Fresh { ratio })
+                        if (ratio - 1.0).abs() * 100.0 > threshold_pct =>
+                    {
+                        drift = format!(
+                            "; the live reference is {:+.1}% off it, within the {:.0}% cross-host tolerance",
+                            (ratio - 1.0) * 100.0,
+                            stale_pct
+                        );
+                    }
+                    _ => {}
                 }
                 let source = BaselineSource {
                     kind: BaselineKind::Reference,
                     detail: format!(
-                        "reference `Model` of {}: median {:.4} ms over {} samples on {} (commit {}), from {}",
+                        "reference `Model` of {}: median {:.4} ms over {} samples on {} (commit {}), from {}{drift}",
                         live.problem,
                         e.stats.median,
                         e.stats.n,
@@ -307,9 +323,12 @@ impl Committed {
         if kb.mean <= 0.0 || (!kb.hardware.is_empty() && kb.hardware != key.gpu) {
             return None;
         }
-        if let Ok(Staleness::Stale { message, .. }) =
-            stale_check_kb(live.reference_ms, kb, live.problem, threshold_pct)
-        {
+        if let Ok(Staleness::Stale { message, .. }) = stale_check_kb(
+            live.reference_ms,
+            kb,
+            live.problem,
+            threshold_pct.max(self.tolerance_pct),
+        ) {
             *stale = true;
             out.flag(message);
         }
@@ -689,6 +708,20 @@ mod tests {
             assert!(j.flags.is_empty(), "{live}: {:?}", j.flags);
             assert_eq!(j.vs_baseline.unwrap().verdict, ComparisonVerdict::Slower);
         }
+    }
+
+    #[test]
+    fn a_reference_drift_within_the_cross_host_tolerance_is_not_flagged() {
+        let (_d, mut c) = loaded(key());
+        c.tolerance_pct = 10.0;
+        let run = run_key(key());
+        // Another healthy host: the live reference 5% faster than its stored baseline.
+        let j = judge(&c, &run, SHA, &around(0.5, 40), &around(0.95, 40));
+        assert!(j.flags.is_empty(), "{:?}", j.flags);
+        // Beyond the tolerance it is still flagged.
+        let j = judge(&c, &run, SHA, &around(0.5, 40), &around(0.85, 40));
+        assert_eq!(j.flags.len(), 1, "{:?}", j.flags);
+        assert!(j.flags[0].message.contains("-15.0%"), "{:?}", j.flags);
     }
 
     #[test]

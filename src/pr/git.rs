@@ -10,19 +10,19 @@ pub enum GitError {
     Spawn(std::io::Error),
     #[error("{dir} is not inside a git repository; run `kernelgate pr` from a clone of the kernel repository (or pass --repo)")]
     NotARepo { dir: PathBuf },
-    #[error(
-        "commit `{rev}` is not in this clone of {dir}. The clone is probably shallow: in GitHub Actions use \
-         `actions/checkout` with `fetch-depth: 0`, or run `git fetch origin {rev}` before `kernelgate pr`"
-    )]
-    MissingCommit { rev: String, dir: PathBuf },
-    #[error(
-        "no common ancestor between `{base}` and `{head}` in {dir}; the history is incomplete (shallow clone?): \
-         fetch it with `git fetch --unshallow` or `fetch-depth: 0`"
-    )]
+    /// `detail` says what to do: a typo of a name, a commit not fetched, a shallow clone.
+    #[error("{detail}")]
+    MissingCommit {
+        rev: String,
+        dir: PathBuf,
+        detail: String,
+    },
+    #[error("no common ancestor between `{base}` and `{head}` in {dir}; {detail}")]
     NoMergeBase {
         base: String,
         head: String,
         dir: PathBuf,
+        detail: String,
     },
     #[error("`git {args}` failed in {dir}: {stderr}")]
     Failed {
@@ -121,9 +121,67 @@ impl Git {
             Err(GitError::Failed { .. }) => Err(GitError::MissingCommit {
                 rev: rev.to_string(),
                 dir: self.dir.clone(),
+                detail: self.missing_detail(rev),
             }),
             Err(e) => Err(e),
         }
+    }
+
+    /// True when this clone is shallow (it lacks older history).
+    pub fn is_shallow(&self) -> bool {
+        self.output(&["rev-parse", "--is-shallow-repository"])
+            .is_ok_and(|o| String::from_utf8_lossy(&o).trim() == "true")
+    }
+
+    /// Why `rev` resolves to nothing, and what to do. A shallow clone is blamed only when the
+    /// clone is shallow; a name (not a commit id) that exists nowhere is a typo until shown
+    /// otherwise.
+    fn missing_detail(&self, rev: &str) -> String {
+        let dir = self.dir.display();
+        let looks_like_id = rev.len() >= 7 && rev.chars().all(|c| c.is_ascii_hexdigit());
+        if self.is_shallow() {
+            return format!(
+                "`{rev}` is not in this clone of {dir}, which is shallow (it lacks older history): \
+                 in GitHub Actions use `actions/checkout` with `fetch-depth: 0`, or run \
+                 `git fetch --unshallow` (or `git fetch origin {rev}`) before `kernelgate pr`"
+            );
+        }
+        if looks_like_id {
+            return format!(
+                "commit `{rev}` is not in this clone of {dir}: fetch it with `git fetch origin {rev}` \
+                 (in GitHub Actions, `actions/checkout` with `fetch-depth: 0`), or check the id"
+            );
+        }
+        let names: Vec<String> = self
+            .output(&[
+                "for-each-ref",
+                "--format=%(refname:short)",
+                "refs/heads",
+                "refs/remotes",
+                "refs/tags",
+            ])
+            .map(|o| {
+                String::from_utf8_lossy(&o)
+                    .lines()
+                    .map(str::to_string)
+                    .filter(|n| !n.ends_with("/HEAD"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let known = if names.is_empty() {
+            String::new()
+        } else {
+            let shown: Vec<&str> = names.iter().take(8).map(String::as_str).collect();
+            format!(
+                " (this clone has: {}{})",
+                shown.join(", "),
+                if names.len() > 8 { ", ..." } else { "" }
+            )
+        };
+        format!(
+            "`{rev}` does not exist in {dir}: no branch, tag or commit has that name{known}. \
+             Check the spelling of --base/--head; a branch of the remote may need `git fetch origin`"
+        )
     }
 
     /// True when `rev` names a commit in this clone.
@@ -138,6 +196,15 @@ impl Git {
                 base: base.to_string(),
                 head: head.to_string(),
                 dir: self.dir.clone(),
+                detail: if self.is_shallow() {
+                    "the clone is shallow and lacks the history that joins them: fetch it with \
+                     `git fetch --unshallow` or `fetch-depth: 0` in `actions/checkout`"
+                        .into()
+                } else {
+                    "they share no history: check that --base and --head name branches of the \
+                     same repository"
+                        .into()
+                },
             }),
             Err(e) => Err(e),
         }

@@ -71,10 +71,11 @@ impl Plan {
                 }
             };
             let kernel_file = head_file(&change.path)?;
-            let source = std::fs::read_to_string(&kernel_file).map_err(|e| PlanError::Read {
-                path: kernel_file.clone(),
-                source: e,
-            })?;
+            // Unreadable or not UTF-8: the linter gives the row its KG000 finding; the rest of
+            // the plan proceeds.
+            let source = std::fs::read(&kernel_file)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default();
             let problem_file = match &change.problem {
                 Some(p) => Some(head_file(&layout.problem_path(p))?),
                 None => None,
@@ -119,6 +120,21 @@ impl Plan {
             shard: None,
             _files: files,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::needs_gpu;
+
+    #[test]
+    fn cuda_triton_and_declared_backends_need_a_gpu_cpu_cpp_and_unmarked_files_do_not() {
+        assert!(needs_gpu("load_inline(cpp_sources=a, cuda_sources=b)"));
+        assert!(needs_gpu("import triton\n@triton.jit\ndef k(): pass"));
+        assert!(needs_gpu("# kernelgate: backend=cuda\nimport torch\n"));
+        assert!(!needs_gpu("load_inline(name='x', cpp_sources=src)"));
+        assert!(!needs_gpu("# kernelgate: backend=cpp\nimport torch\n"));
+        assert!(!needs_gpu("import torch\nclass ModelNew: pass\n"));
     }
 }
 
@@ -177,15 +193,35 @@ pub fn kernel_properties(source: &str, default_precision: Precision) -> (Backend
 }
 
 fn infer_backend(source: &str) -> Backend {
+    marked_backend(source).unwrap_or(Backend::Cuda)
+}
+
+/// The backend the source's own markers show (`@triton.jit`, `cuda_sources`, ...), if any.
+fn marked_backend(source: &str) -> Option<Backend> {
     if source.contains("@triton.jit") || source.contains("@triton.autotune") {
-        Backend::Triton
+        Some(Backend::Triton)
     } else if source.contains("tilelang") {
-        Backend::Tilelang
+        Some(Backend::Tilelang)
     } else if source.contains("cuda_sources") || source.contains("__global__") {
-        Backend::Cuda
+        Some(Backend::Cuda)
     } else if source.contains("cpp_sources") {
-        Backend::Cpp
+        Some(Backend::Cpp)
     } else {
-        Backend::Cuda
+        None
+    }
+}
+
+/// True when the kernel cannot run without a GPU: its directive declares a GPU backend, or its
+/// source shows one (CUDA sources, Triton, TileLang), and it is not CPU-only C++. A file with no
+/// marker at all is not decided here: the harness runs it, and a "no CUDA" failure of torch
+/// still becomes a skip (`adapters::needs_gpu_failure`).
+pub fn needs_gpu(source: &str) -> bool {
+    let declared = directives(source)
+        .into_iter()
+        .filter(|d| d.line <= 10)
+        .find_map(|d| d.get("backend").and_then(|b| b.parse::<Backend>().ok()));
+    match declared.or_else(|| marked_backend(source)) {
+        None | Some(Backend::Cpp) => false,
+        Some(_) => !kernelgate_eval::is_cpu_kernel(source),
     }
 }

@@ -327,7 +327,14 @@ pub fn judge(row: &mut KernelRow, policy: &Policy, acks: &Acks, source: &str) {
         raise(&flag.code, flag.message.clone(), &mut verdict, &mut reasons);
     }
 
-    if row.outcome.kind == OutcomeKind::Infrastructure && verdict == Verdict::Pass {
+    // Not run for a neutral reason (no GPU, deleted, the runner's own failure) and nothing else
+    // against it: skipped, as the header counts it.
+    if verdict == Verdict::Pass
+        && matches!(
+            row.outcome.kind,
+            OutcomeKind::Skipped | OutcomeKind::Infrastructure
+        )
+    {
         verdict = Verdict::Skipped;
     }
     row.verdict = verdict;

@@ -44,6 +44,10 @@ pub enum EvalError {
     },
     #[error(transparent)]
     Sandbox(#[from] sandbox::SandboxError),
+    /// The candidate's file is unreadable or not UTF-8: its own compile error, never an
+    /// infrastructure outcome.
+    #[error("{0}")]
+    KernelSource(String),
 }
 
 use locate::HARNESS_LIB;
@@ -234,6 +238,10 @@ impl PreparedJob {
         if let Err(e) = started.and_then(|s| conclude(&spec, s, &mut result)) {
             let message = e.to_string();
             result.outcome = match e {
+                EvalError::KernelSource(why) => Outcome::CompileError {
+                    message: format!("{}: {why}", result.kernel),
+                    log_tail: String::new(),
+                },
                 // A required sandbox that cannot be had must fail, not pass as neutral.
                 EvalError::Sandbox(_) => Outcome::HarnessError {
                     message,
@@ -280,10 +288,9 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
     } else {
         python
     };
-    let kernel_src = std::fs::read_to_string(&spec.kernel).map_err(|source| EvalError::Read {
-        path: spec.kernel.clone(),
-        source,
-    })?;
+    // An unreadable or non-UTF-8 kernel is the candidate's failure, not the harness's.
+    let kernel_src = kernelgate_model::read_source(&spec.kernel)
+        .map_err(|e| EvalError::KernelSource(e.to_string()))?;
     let base_src = match &spec.base_kernel {
         Some(b) => Some(
             std::fs::read_to_string(b).map_err(|source| EvalError::Read {
@@ -525,6 +532,20 @@ fn conclude(spec: &JobSpec, job: Started, result: &mut EvalResult) -> Result<(),
             traceback: String::new(),
         },
     };
+    if let Outcome::HarnessError { message, .. } | Outcome::Infrastructure { message, .. } =
+        &mut result.outcome
+    {
+        if message.contains("No module named 'torch'") {
+            // Name the interpreter and how to pick another.
+            *message = format!(
+                "{} cannot import torch (No module named 'torch'): set KERNELGATE_PYTHON (or \
+                 `[harness] python` in kernelgate.toml) to a Python with torch, or run `{} -m pip \
+                 install torch`",
+                python.display(),
+                python.display()
+            );
+        }
+    }
     if report.strays > 0 {
         // Work that outlives the job can run on the GPU during the next candidate's timing.
         result.findings.push(Finding {
@@ -820,6 +841,7 @@ mod tests {
             timing: None,
             work: None,
             audit: None,
+            memory: None,
             seed: 1,
             seed_random: false,
             torch: None,

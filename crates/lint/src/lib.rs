@@ -83,6 +83,35 @@ pub fn rule(code: &str) -> Option<&'static RuleMeta> {
         .find(|r| r.code.eq_ignore_ascii_case(code))
 }
 
+/// The `KG000` finding of a file that is unreadable or not UTF-8: one finding on its own row,
+/// so the rest of a run proceeds.
+pub fn unreadable_finding(path: &str, err: &kernelgate_model::SourceError) -> Finding {
+    let (line, column) = err.position();
+    Finding {
+        file: path.to_string(),
+        line,
+        column,
+        end_line: line,
+        end_column: column + 1,
+        rule: "KG000".into(),
+        severity: Severity::Error,
+        message: err.to_string(),
+    }
+}
+
+/// Reads `path` and lints it, or gives the `KG000` finding of an unreadable or non-UTF-8 file.
+/// Returns the source too (`None` when there is none).
+pub fn lint_path(
+    shown: &str,
+    path: &std::path::Path,
+    opts: &LintOptions,
+) -> Result<(Vec<Finding>, Option<String>), LintError> {
+    match kernelgate_model::read_source(path) {
+        Ok(source) => Ok((lint_file(shown, &source, opts)?, Some(source))),
+        Err(e) => Ok((vec![unreadable_finding(shown, &e)], None)),
+    }
+}
+
 /// Lint one candidate. A syntax error is a `KG000` finding, not an `Err`; `Err` means the options
 /// are invalid. Findings are sorted by line and column.
 pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Finding>, LintError> {

@@ -13,11 +13,11 @@ pub const CONFIG_FILE: &str = "kernelgate.toml";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {}: {source}", path.display())]
+    /// The OS error is in the message once (not also as a `source`, which `{:#}` repeats).
+    #[error("cannot read config file {}: {}{}", path.display(), error.to_string(), io_hint(error))]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{}:{line}:{column}: {message}\n  help: {help}", path.display())]
     Invalid {
@@ -231,6 +231,14 @@ pub struct TimingConfig {
     pub excessive_speedup: f64,
     /// Also compare against the torch.compile baseline.
     pub compile_baseline: bool,
+    /// Cross-host tolerance for committed baselines (percent): the live reference is called
+    /// stale against its stored time only beyond this. The live interleaved comparison judges.
+    #[serde(deserialize_with = "de_non_negative")]
+    pub baseline_tolerance_pct: f64,
+    /// `kernelgate baseline` refuses to write a sample whose coefficient of variation (standard
+    /// deviation over mean, percent) is above this: too noisy to compare against.
+    #[serde(deserialize_with = "de_positive")]
+    pub baseline_max_cv_pct: f64,
 }
 
 impl Default for TimingConfig {
@@ -245,6 +253,8 @@ impl Default for TimingConfig {
             l2: L2Mode::Cold,
             excessive_speedup: 10.0,
             compile_baseline: false,
+            baseline_tolerance_pct: 10.0,
+            baseline_max_cv_pct: 50.0,
         }
     }
 }
@@ -358,6 +368,16 @@ impl PolicyConfig {
     }
 }
 
+fn io_hint(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            "\n  help: give --config an existing file, or leave it out to use <repo>/kernelgate.toml (defaults when there is none)"
+        }
+        std::io::ErrorKind::PermissionDenied => "\n  help: make the file readable by this user",
+        _ => "",
+    }
+}
+
 impl Config {
     /// Load `explicit` (must exist) or `<repo_root>/kernelgate.toml` (optional; defaults without it).
     pub fn load(repo_root: &Path, explicit: Option<&Path>) -> Result<Config, ConfigError> {
@@ -371,9 +391,9 @@ impl Config {
                 p
             }
         };
-        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Io {
+        let text = std::fs::read_to_string(&path).map_err(|error| ConfigError::Io {
             path: path.clone(),
-            source,
+            error,
         })?;
         Config::parse(&text, &path)
     }
@@ -670,6 +690,28 @@ mod tests {
         let e = Config::load(dir.path(), Some(&dir.path().join("nope.toml"))).unwrap_err();
         assert!(matches!(e, ConfigError::Io { .. }));
         assert!(e.to_string().contains("nope.toml"));
+        // The OS error once, also through anyhow's `{:#}` chain, and what to do.
+        let shown = format!("{:#}", anyhow_like(&e));
+        assert_eq!(
+            shown.matches("No such file or directory").count(),
+            1,
+            "{shown}"
+        );
+        assert!(
+            shown.contains("help: give --config an existing file"),
+            "{shown}"
+        );
+    }
+
+    /// What `eprintln!("error: {err:#}")` prints for an error and its sources.
+    fn anyhow_like(e: &dyn std::error::Error) -> String {
+        let mut s = e.to_string();
+        let mut src = e.source();
+        while let Some(x) = src {
+            s.push_str(&format!(": {x}"));
+            src = x.source();
+        }
+        s
     }
 
     #[test]
@@ -702,6 +744,20 @@ fail_on = ["incorrect"]
         assert_eq!(cfg.kernels.mapping["kernels/relu_*.py"], "level1/3_ReLU");
         assert_eq!(cfg.policy.fail_on, vec![Condition::Incorrect]);
         assert!(!cfg.policy.fails_on(Condition::Regression));
+    }
+
+    #[test]
+    fn baseline_tolerance_and_noise_limit_have_documented_defaults() {
+        let cfg = parse("").unwrap();
+        assert_eq!(cfg.timing.baseline_tolerance_pct, 10.0);
+        assert_eq!(cfg.timing.baseline_max_cv_pct, 50.0);
+        let cfg =
+            parse("[timing]\nbaseline_tolerance_pct = 5\nbaseline_max_cv_pct = 25.0\n").unwrap();
+        assert_eq!(cfg.timing.baseline_tolerance_pct, 5.0);
+        assert_eq!(cfg.timing.baseline_max_cv_pct, 25.0);
+        let doc = include_str!("../../../docs/config.md");
+        assert!(doc.contains("| `baseline_tolerance_pct` | `10.0` |"));
+        assert!(doc.contains("| `baseline_max_cv_pct` | `50.0` |"));
     }
 
     #[test]

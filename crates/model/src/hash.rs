@@ -1,9 +1,10 @@
-//! Problem identity: a hash of the source with comments, docstrings and all whitespace removed,
-//! as KernelBench computes it (md5), plus sha-256 of the same text.
+//! Problem identity: sha-256 of the source with comments, docstrings and all whitespace removed
+//! (kernelgate's key), and KernelBench's own md5 (`get_code_hash`), shown beside it.
 //!
-//! KernelBench strips with regexes; we tokenize with ruff's Python lexer so that a `#` inside a
-//! string literal is kept. For sources without `#` in strings and without non-docstring
-//! triple-quoted strings both give the same md5.
+//! KernelBench strips with regexes; for the sha-256 we tokenize with ruff's Python lexer so that
+//! a `#` inside a string literal is kept. The md5 is KernelBench's regexes exactly, so it equals
+//! `get_code_hash` for every source (`r"""` docstrings, `#` in strings, assigned triple-quoted
+//! strings included), even where the two normalisations differ.
 
 use md5::Md5;
 use ruff_python_ast::token::TokenKind;
@@ -90,13 +91,30 @@ pub fn strip_comments(source: &str) -> String {
     out
 }
 
-/// `(sha256, md5)` of [`normalize`]d source, lowercase hex.
+/// `(sha256 of the [`normalize`]d source, KernelBench's md5 [`kernelbench_code_hash`])`,
+/// lowercase hex.
 pub fn hashes(source: &str) -> (String, String) {
     let norm = normalize(source);
     (
         hex::encode(Sha256::digest(norm.as_bytes())),
-        hex::encode(Md5::digest(norm.as_bytes())),
+        kernelbench_code_hash(source),
     )
+}
+
+/// KernelBench's `get_code_hash` (src/dataset.py): every `"""..."""` / `'''...'''` span
+/// removed (non-greedy, a string prefix such as `r` stays), then `#` to the end of each line and
+/// all whitespace, then md5 of what is left.
+pub fn kernelbench_code_hash(source: &str) -> String {
+    use std::sync::OnceLock;
+    static TRIPLE: OnceLock<regex::Regex> = OnceLock::new();
+    static TRIVIA: OnceLock<regex::Regex> = OnceLock::new();
+    let triple = TRIPLE.get_or_init(|| {
+        regex::Regex::new(r#""""[\s\S]*?"""|'''[\s\S]*?'''"#).expect("valid regex")
+    });
+    let trivia = TRIVIA.get_or_init(|| regex::Regex::new(r"(?m)#.*$|\s+").expect("valid regex"));
+    let without_strings = triple.replace_all(source, "");
+    let cleaned = trivia.replace_all(&without_strings, "");
+    hex::encode(Md5::digest(cleaned.as_bytes()))
 }
 
 #[cfg(test)]
@@ -181,4 +199,14 @@ def get_init_inputs():
     }
 
     const KERNELBENCH_MD5: &str = "05e24504a15f43b469a14ae2ddb407db";
+
+    #[test]
+    fn md5_of_a_raw_docstring_matches_kernelbench() {
+        // KernelBench's regex removes `"""..."""` and leaves the `r` prefix; computed with
+        // KernelBench's get_code_hash (src/dataset.py) in Python.
+        let src = "import torch\n\n\nclass Model(torch.nn.Module):\n    r\"\"\"Applies ReLU: $y = \\max(0, x)$ # not a comment.\"\"\"\n\n    def forward(self, x):  # the op\n        return torch.relu(x)\n\n\ndef get_inputs():\n    return [torch.randn(4, 4)]\n\n\ndef get_init_inputs():\n    return []\n";
+        assert!(src.contains("r\"\"\"Applies ReLU: $y = \\max"));
+        assert_eq!(hashes(src).1, "3878c086e597329e52518309ffaab937");
+        assert_eq!(kernelbench_code_hash(SRC), KERNELBENCH_MD5);
+    }
 }

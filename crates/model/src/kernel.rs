@@ -55,12 +55,9 @@ pub struct Kernel {
 
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
-    #[error("cannot read kernel {}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// Unreadable or not UTF-8 (`crate::source`): `lint` and `pr` make it a KG000 finding.
+    #[error("{}: {message}", path.display())]
+    Io { path: PathBuf, message: String },
     #[error("{}: not mapped to any problem\n  help: add `# kernelgate: problem=level<N>/<id>_<Name>` to its first lines, move it to kernels/level<N>/<id>_<Name>/, or add it to [kernels.mapping] in kernelgate.toml", path.display())]
     Unmapped { path: PathBuf },
     #[error("{}: [kernels.mapping] globs {} map it to different problems ({})\n  help: make the globs in kernelgate.toml disjoint, or put a `# kernelgate: problem=...` directive in the file", path.display(), globs.iter().map(|g| format!("`{g}`")).collect::<Vec<_>>().join(", "), keys.join(", "))]
@@ -376,9 +373,9 @@ impl Kernel {
             repo.join(path)
         };
         let rel = relative_to_repo(repo, &full);
-        let source = std::fs::read_to_string(&full).map_err(|source| KernelError::Io {
+        let source = crate::read_source(&full).map_err(|e| KernelError::Io {
             path: rel.clone(),
-            source,
+            message: e.to_string(),
         })?;
         Mapper::new(cfg, problems).resolve(&rel, &source)
     }
@@ -432,10 +429,10 @@ pub fn discover(
     let mut kernels = Vec::new();
     let mut errors = Vec::new();
     for rel in files {
-        let result = std::fs::read_to_string(repo.join(&rel))
-            .map_err(|source| KernelError::Io {
+        let result = crate::read_source(&repo.join(&rel))
+            .map_err(|e| KernelError::Io {
                 path: rel.clone(),
-                source,
+                message: e.to_string(),
             })
             .and_then(|src| mapper.resolve(&rel, &src));
         match result {

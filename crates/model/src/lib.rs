@@ -8,6 +8,7 @@ pub mod finding;
 pub mod hash;
 pub mod kernel;
 pub mod problem;
+pub mod source;
 pub mod types;
 
 pub use audit::{AuditClock, AuditEntry, ExtensionCalls, MemoryUse, OpAudit, OpClass};
@@ -16,4 +17,5 @@ pub use dataset::{DatasetError, DatasetSpec};
 pub use finding::{Finding, Severity};
 pub use kernel::{discover, Kernel, KernelError, MappedBy};
 pub use problem::{LookupError, Problem, ProblemError, ProblemSet};
+pub use source::{read_source, SourceError};
 pub use types::{Backend, Precision};

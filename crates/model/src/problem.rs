@@ -69,6 +69,57 @@ impl Problem {
     }
 }
 
+impl Problem {
+    /// What makes this file unusable as a KernelBench problem, found without running it: a
+    /// syntax error, no top-level `class Model`, no `get_inputs()` or `get_init_inputs()`.
+    /// Empty when it looks right (`kernelgate problems --check` imports it to be sure).
+    pub fn structure_warnings(&self) -> Vec<String> {
+        structure_warnings(&self.source)
+    }
+}
+
+/// See [`Problem::structure_warnings`].
+pub fn structure_warnings(source: &str) -> Vec<String> {
+    use ruff_python_ast::Stmt;
+    let parsed = match ruff_python_parser::parse_module(source) {
+        Ok(p) => p,
+        Err(e) => {
+            let at = usize::from(e.location.start()).min(source.len());
+            let line = source[..at].matches('\n').count() + 1;
+            return vec![format!("syntax error at line {line}: {}", e.error)];
+        }
+    };
+    let body = &parsed.syntax().body;
+    let has_class = body
+        .iter()
+        .any(|s| matches!(s, Stmt::ClassDef(c) if c.name.as_str() == "Model"));
+    // A name bound at the top level by any statement counts (`get_inputs = ...` too).
+    let defines = |name: &str| {
+        body.iter().any(|s| match s {
+            Stmt::FunctionDef(f) => f.name.as_str() == name,
+            Stmt::Assign(a) => a
+                .targets
+                .iter()
+                .any(|t| matches!(t, ruff_python_ast::Expr::Name(n) if n.id.as_str() == name)),
+            Stmt::ImportFrom(i) => i
+                .names
+                .iter()
+                .any(|a| a.asname.as_ref().unwrap_or(&a.name).as_str() == name),
+            _ => false,
+        })
+    };
+    let mut out = Vec::new();
+    if !has_class && !defines("Model") {
+        out.push("no `class Model` at the top level".to_string());
+    }
+    for f in ["get_inputs", "get_init_inputs"] {
+        if !defines(f) {
+            out.push(format!("no `{f}()` at the top level"));
+        }
+    }
+    out
+}
+
 /// Splits `19_ReLU.py` (or `19_ReLU`) into `(19, "ReLU")`.
 pub fn parse_file_name(file_name: &str) -> Option<(u32, String)> {
     let stem = file_name.strip_suffix(".py").unwrap_or(file_name);
@@ -316,6 +367,23 @@ impl fmt::Display for Problem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn structure_warnings_name_a_syntax_error_and_a_missing_model() {
+        let ok = "class Model:\n    pass\n\ndef get_inputs():\n    return []\n\ndef get_init_inputs():\n    return []\n";
+        assert!(structure_warnings(ok).is_empty());
+        let w = structure_warnings("import torch\n\ndef get_inputs(:\n");
+        assert_eq!(w.len(), 1);
+        assert!(w[0].starts_with("syntax error at line 3"), "{w:?}");
+        let w = structure_warnings("def get_inputs():\n    return []\n");
+        assert_eq!(
+            w,
+            vec![
+                "no `class Model` at the top level".to_string(),
+                "no `get_init_inputs()` at the top level".to_string()
+            ]
+        );
+    }
 
     fn tree() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();

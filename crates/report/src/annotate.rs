@@ -34,7 +34,9 @@ fn row_located(row: &KernelRow) -> Vec<Located> {
         };
         let one_line = f.line != 0 && start == end && f.column > 0;
         out.push(Located {
-            path: if f.file.is_empty() {
+            // GitHub drops annotations on paths outside the repository: absolute ones go on
+            // the row's own file.
+            path: if f.file.is_empty() || f.file.starts_with('/') {
                 row.path.clone()
             } else {
                 f.file.clone()

@@ -163,6 +163,12 @@ pub(crate) fn headline(report: &Report) -> String {
     let s = &report.summary;
     let what = match s.verdict {
         Verdict::Pass if s.total == 0 => "no kernels to evaluate".to_string(),
+        Verdict::Pass if s.passed == 0 => {
+            format!("nothing failed; {} kernel(s) skipped", s.skipped)
+        }
+        Verdict::Pass if s.skipped > 0 => {
+            format!("{} kernel(s) passed, {} skipped", s.passed, s.skipped)
+        }
         Verdict::Pass => format!("all {} kernel(s) passed", s.passed),
         Verdict::Warn if s.warned == 0 && !report.reference_changes.is_empty() => {
             format!(
@@ -234,10 +240,15 @@ fn totals(s: &mut String, report: &Report) {
     );
     let _ = writeln!(
         s,
-        " over {correct} correct kernel(s) · {} passed, {} warned, {} failed, {} skipped\n",
+        " over {correct} correct kernel(s) · {} passed, {} warned, {} failed, {} skipped",
         m.passed, m.warned, m.failed, m.skipped
     );
+    s.push_str(FAST_P_NOTE);
+    s.push_str("\n\n");
 }
+
+/// What the fast_p numbers mean, under the totals.
+const FAST_P_NOTE: &str = "<sub>fast_p: the fraction of evaluated kernels that are correct and more than p× faster than the PyTorch reference (fast_0: correct at all), as KernelBench defines it.</sub>";
 
 fn table(s: &mut String, report: &Report, rows: &[&KernelRow]) {
     s.push_str("| | Kernel | Problem | Backend | Correctness | Time (ms) | vs eager | vs compile | vs base | vs baseline | Flags |\n");
@@ -289,13 +300,15 @@ fn table(s: &mut String, report: &Report, rows: &[&KernelRow]) {
 
 /// Mermaid bar chart of speedups vs eager for correct kernels.
 fn chart(s: &mut String, rows: &[&KernelRow]) {
-    let bars: Vec<(String, f64)> = rows
+    let bars: Vec<(&str, f64)> = rows
         .iter()
         .filter(|r| r.is_correct())
-        .filter_map(|r| r.speedup_eager.map(|v| (short_name(&r.path), v.value)))
+        .filter_map(|r| r.speedup_eager.map(|v| (r.path.as_str(), v.value)))
         .filter(|(_, v)| v.is_finite())
         .take(40)
         .collect();
+    let names = chart_labels(&bars.iter().map(|(p, _)| *p).collect::<Vec<_>>());
+    let bars: Vec<(String, f64)> = names.into_iter().zip(bars.iter().map(|b| b.1)).collect();
     if bars.is_empty() {
         return;
     }
@@ -314,13 +327,20 @@ fn chart(s: &mut String, rows: &[&KernelRow]) {
 
 /// The outcome, with the op audit's custom share under it when the kernel was audited.
 fn correctness_cell(r: &KernelRow) -> String {
+    let label = outcome_label(r);
     match &r.audit {
-        Some(a) => format!(
-            "{}<br><sub>custom {}</sub>",
-            r.outcome.kind.label(),
-            a.share_label()
-        ),
-        None => r.outcome.kind.label().to_string(),
+        Some(a) => format!("{label}<br><sub>custom {}</sub>", a.share_label()),
+        None => label.to_string(),
+    }
+}
+
+/// The outcome's label; a row that was not run and still failed or warned (lint errors, no
+/// problem) says "not run", so "skipped" appears only on rows the header counts as skipped.
+fn outcome_label(r: &KernelRow) -> &'static str {
+    if r.outcome.kind == OutcomeKind::Skipped && r.verdict != Verdict::Skipped {
+        "⛔ not run"
+    } else {
+        r.outcome.kind.label()
     }
 }
 
@@ -333,6 +353,7 @@ fn has_details(r: &KernelRow) -> bool {
         || is_failure(r.outcome.kind)
         || r.outcome.log_tail.is_some()
         || !r.flags.is_empty()
+        || !r.outcome.message.is_empty()
 }
 
 fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
@@ -341,20 +362,26 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
         "\n<details><summary>{} <code>{}</code> — {}</summary>\n",
         r.verdict.emoji(),
         html(&r.path),
-        html(r.outcome.kind.label())
+        html(outcome_label(r))
     );
+    // Each message once: the policy's reasons quote the outcome, runtime findings and flags.
+    let said = |m: &str| !m.is_empty() && r.reasons.iter().any(|x| x.contains(m));
     for reason in &r.reasons {
         let _ = writeln!(s, "- {}", text(reason));
     }
-    if !r.outcome.message.is_empty() {
-        let _ = writeln!(
-            s,
-            "- **{}:** {}",
-            r.outcome.kind.as_str().replace('_', " "),
-            text(&r.outcome.message)
-        );
+    if !r.outcome.message.is_empty() && !said(&r.outcome.message) {
+        let kind = r.outcome.kind.as_str().replace('_', " ");
+        if r.outcome.message.starts_with(&kind) || r.outcome.message.starts_with("not run") {
+            let _ = writeln!(s, "- {}", text(&r.outcome.message));
+        } else {
+            let _ = writeln!(s, "- **{kind}:** {}", text(&r.outcome.message));
+        }
     }
-    for f in &r.findings {
+    for f in r
+        .findings
+        .iter()
+        .filter(|f| f.line > 0 || !said(&f.message))
+    {
         let place = if f.line > 0 {
             let file = if f.file.is_empty() { &r.path } else { &f.file };
             match link(report, file, Some(f.line)) {
@@ -393,7 +420,7 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
     if let Some(a) = r.vs_baseline.as_ref().and_then(|c| c.against.as_ref()) {
         let _ = writeln!(s, "- {}: {}", a.kind.label(), text(&a.detail));
     }
-    for flag in &r.flags {
+    for flag in r.flags.iter().filter(|f| !said(&f.message)) {
         let _ = writeln!(
             s,
             "- {} flag {}: {}",
@@ -402,18 +429,8 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
             text(&flag.message)
         );
     }
-    if !r.outcome.details.is_null() {
-        let details = serde_json::to_string_pretty(&r.outcome.details).unwrap_or_default();
-        let lines: Vec<&str> = details.lines().collect();
-        let _ = writeln!(s, "\n```json");
-        for l in lines.iter().take(LOG_TAIL_LINES) {
-            let _ = writeln!(s, "{}", l.replace("```", "`\u{200b}``"));
-        }
-        if lines.len() > LOG_TAIL_LINES {
-            let _ = writeln!(s, "…");
-        }
-        s.push_str("```\n");
-    }
+    // The harness's raw details stay in report.json; the comment gives what a contributor
+    // acts on (the messages above, the log tail below).
     if let Some(tail) = &r.outcome.log_tail {
         let lines: Vec<&str> = tail.lines().collect();
         let start = lines.len().saturating_sub(LOG_TAIL_LINES);
@@ -438,9 +455,15 @@ fn run_section(s: &mut String, report: &Report) {
     line("base", &run.base_sha);
     line("head", &run.head_sha);
     line("seed", &run.seed.map(|x| x.to_string()).unwrap_or_default());
-    line("GPU", &hw.gpu);
-    line("driver", &hw.driver);
-    line("CUDA", &hw.cuda);
+    match gpu_name(&hw.gpu) {
+        Some(gpu) => {
+            line("GPU", gpu);
+            line("driver", &hw.driver);
+            line("CUDA", &hw.cuda);
+        }
+        None if !hw.gpu.is_empty() => line("device", "CPU (no GPU)"),
+        None => {}
+    }
     line("torch", &hw.torch);
     line("Python", &hw.python);
     line("CPU", &hw.cpu);
@@ -459,6 +482,19 @@ fn run_section(s: &mut String, report: &Report) {
         line("acknowledged", a);
     }
     s.push_str("\n</details>\n");
+}
+
+/// The GPU's name from the harness's device label (`cuda:0 (NVIDIA H200)` or a bare name);
+/// `None` for the CPU.
+fn gpu_name(device: &str) -> Option<&str> {
+    let d = device.trim();
+    if d.is_empty() || d.eq_ignore_ascii_case("cpu") || d.starts_with("cpu ") {
+        return None;
+    }
+    match d.strip_prefix("cuda").and_then(|r| r.split_once('(')) {
+        Some((_, name)) => Some(name.trim_end_matches(')').trim()),
+        None => Some(d),
+    }
 }
 
 pub(crate) fn link(report: &Report, path: &str, line: Option<u32>) -> Option<String> {
@@ -499,13 +535,48 @@ pub(crate) fn link(report: &Report, path: &str, line: Option<u32>) -> Option<Str
     ))
 }
 
-fn short_name(path: &str) -> String {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let name = name.strip_suffix(".py").unwrap_or(name);
-    name.chars()
-        .filter(|c| !matches!(c, '"' | '[' | ']' | ',' | '\n'))
-        .take(30)
-        .collect()
+/// Unique bar labels from the paths: the last two components (`3_ReLU/cpp`), more of the path
+/// where those collide, and a counter as a last resort.
+fn chart_labels(paths: &[&str]) -> Vec<String> {
+    let clean = |s: &str| -> String {
+        let s: String = s
+            .chars()
+            .filter(|c| !matches!(c, '"' | '[' | ']' | ',' | '\n'))
+            .collect();
+        let n = s.chars().count();
+        if n > 40 {
+            format!("…{}", s.chars().skip(n - 39).collect::<String>())
+        } else {
+            s
+        }
+    };
+    let tail = |p: &str, k: usize| -> String {
+        let p = p.strip_suffix(".py").unwrap_or(p);
+        let p = p.strip_prefix("kernels/").unwrap_or(p);
+        let parts: Vec<&str> = p.split('/').collect();
+        parts[parts.len().saturating_sub(k)..].join("/")
+    };
+    let short: Vec<String> = paths.iter().map(|p| clean(&tail(p, 2))).collect();
+    let mut labels: Vec<String> = short
+        .iter()
+        .zip(paths)
+        .map(|(l, p)| {
+            if short.iter().filter(|o| *o == l).count() > 1 {
+                clean(&tail(p, usize::MAX))
+            } else {
+                l.clone()
+            }
+        })
+        .collect();
+    let mut seen: std::collections::HashMap<String, usize> = Default::default();
+    for l in labels.iter_mut() {
+        let n = seen.entry(l.clone()).or_insert(0);
+        *n += 1;
+        if *n > 1 {
+            l.push_str(&format!(" #{n}"));
+        }
+    }
+    labels
 }
 
 pub(crate) fn pct(x: f64) -> String {

@@ -490,3 +490,163 @@ fn the_op_audit_shows_its_custom_share_and_the_ops_left_to_pytorch() {
     let back: Report = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
     assert_eq!(back.kernels[0].audit, r.kernels[0].audit);
 }
+
+/// A CPU runner's view of a PR as a contributor meets it: two C++ kernels named `cpp.py`, a
+/// compile error whose message the policy quotes, a lint-blocked hack, a CUDA kernel skipped
+/// for want of a GPU.
+fn contributor_view() -> Report {
+    let mut relu = passing("level1/3_ReLU/cpp", 1.5);
+    relu.problem = "level1/3_ReLU".into();
+    let mut sigmoid = passing("level1/5_Sigmoid/cpp", 1.2);
+    sigmoid.problem = "level1/5_Sigmoid".into();
+    let mut broken = passing("level1/7_Softmax/cpp", 1.0);
+    broken.problem = "level1/7_Softmax".into();
+    broken.outcome = OutcomeSummary {
+        kind: OutcomeKind::CompileError,
+        message: "Error building extension 'kg_broken': expected ';' before 'is'".into(),
+        details: json!({"kind": "compile_error", "seed": 7, "device": "cpu", "log_tail": "…"}),
+        log_tail: Some(
+            "kernels/level1/7_Softmax/cpp.py: main.cpp:3:19: error: expected ';' before 'is'\n"
+                .into(),
+        ),
+    };
+    broken.speedup_eager = None;
+    broken.speedup_compile = None;
+    broken.time_ms = None;
+    broken.vs_base = None;
+    broken.verdict = Verdict::Fail;
+    broken.reasons = vec![
+        "fail: compile_error: Error building extension 'kg_broken': expected ';' before 'is'"
+            .into(),
+    ];
+    let mut hack = passing("level1/4_GELU/cpp", 1.0);
+    hack.problem = "level1/4_GELU".into();
+    hack.outcome = OutcomeSummary::new(
+        OutcomeKind::Skipped,
+        "not run: lint errors block evaluation",
+    );
+    hack.speedup_eager = None;
+    hack.speedup_compile = None;
+    hack.time_ms = None;
+    hack.vs_base = None;
+    hack.findings = vec![Finding {
+        file: "kernels/level1/4_GELU/cpp.py".into(),
+        line: 14,
+        column: 20,
+        end_line: 14,
+        end_column: 26,
+        rule: "KG101".into(),
+        severity: Severity::Error,
+        message: "`F.gelu` runs a PyTorch compute op on the forward path instead of your kernel"
+            .into(),
+    }];
+    hack.verdict = Verdict::Fail;
+    hack.reasons = vec!["fail: 1 lint error(s) (KG101)".into()];
+    let mut gpu = passing("level1/3_ReLU/cuda", 1.0);
+    gpu.problem = "level1/3_ReLU".into();
+    gpu.outcome = OutcomeSummary::new(
+        OutcomeKind::Skipped,
+        "skipped — needs a GPU: kernels/level1/3_ReLU/cuda.py is a cuda kernel and no GPU was detected on this machine; run the gate on a GPU runner",
+    );
+    gpu.speedup_eager = None;
+    gpu.speedup_compile = None;
+    gpu.time_ms = None;
+    gpu.vs_base = None;
+    gpu.verdict = Verdict::Skipped;
+    let mut r = Report::new(RunInfo {
+        hardware: Hardware {
+            gpu: "cpu".into(),
+            torch: "2.11.0+cpu".into(),
+            ..Hardware::default()
+        },
+        ..run()
+    });
+    r.kernels = vec![relu, sigmoid, broken, hack, gpu];
+    r.finalize();
+    r
+}
+
+#[test]
+fn comment_for_a_contributor_counts_agree_messages_once_no_json_honest_device() {
+    let r = contributor_view();
+    let c = render_comment(&r);
+    // Rows that say "skipped" are the rows the header counts as skipped.
+    let skipped_rows = c
+        .lines()
+        .filter(|l| l.starts_with("| ") && l.contains("⏭️ skipped"))
+        .count();
+    assert_eq!(skipped_rows, r.summary.skipped as usize, "{c}");
+    assert!(c.contains(&format!("{} skipped", r.summary.skipped)), "{c}");
+    assert!(c.contains("⛔ not run"), "{c}");
+    // Each failure's message once.
+    assert_eq!(c.matches("expected ';' before 'is'\u{2019}").count(), 0);
+    let details = &c[c.find("<details>").unwrap()..];
+    assert_eq!(
+        details.matches("Error building extension").count(),
+        1,
+        "{details}"
+    );
+    assert!(c.contains("needs a GPU"), "the skip says why: {c}");
+    assert!(!c.contains("```json"), "no raw JSON: {c}");
+    assert!(c.contains("**device:** CPU (no GPU)"), "{c}");
+    assert!(!c.contains("**GPU:** cpu"), "{c}");
+    assert!(
+        c.contains("fast_p: the fraction of evaluated kernels"),
+        "{c}"
+    );
+    // Chart labels from the paths, unique.
+    assert!(
+        c.contains("x-axis [\"3_ReLU/cpp\", \"5_Sigmoid/cpp\"]"),
+        "{c}"
+    );
+    insta::assert_snapshot!(c);
+}
+
+#[test]
+fn every_failing_row_gets_an_annotation_on_its_own_relative_path() {
+    let mut r = contributor_view();
+    // A runtime finding that names the runner's absolute path still lands on the row's file.
+    r.kernels[2].findings.push(Finding {
+        file: "/home/runner/work/kernels/kernels/level1/7_Softmax/cpp.py".into(),
+        line: 0,
+        column: 0,
+        end_line: 0,
+        end_column: 0,
+        rule: "eval/stray-process".into(),
+        severity: Severity::Error,
+        message: "stray".into(),
+    });
+    let annotations = check_run::annotations(&r);
+    for row in r.kernels.iter().filter(|k| k.verdict == Verdict::Fail) {
+        assert!(
+            annotations
+                .iter()
+                .any(|a| a.path == row.path && a.annotation_level == "failure"),
+            "{} has no failure annotation: {annotations:#?}",
+            row.path
+        );
+    }
+    assert!(
+        annotations.iter().all(|a| !a.path.starts_with('/')),
+        "{annotations:#?}"
+    );
+    assert!(
+        !annotations
+            .iter()
+            .any(|a| a.path == "kernels/level1/3_ReLU/cuda.py"),
+        "a skipped row is not a failure"
+    );
+}
+
+#[test]
+fn chart_labels_are_unique_even_when_the_last_two_components_collide() {
+    let mut a = passing("x/level1/3_ReLU/cpp", 1.5);
+    a.path = "kernels/a/level1/3_ReLU/cpp.py".into();
+    let mut b = passing("y/level1/3_ReLU/cpp", 1.6);
+    b.path = "kernels/b/level1/3_ReLU/cpp.py".into();
+    let c = render_comment(&report(vec![a, b]));
+    assert!(
+        c.contains("x-axis [\"a/level1/3_ReLU/cpp\", \"b/level1/3_ReLU/cpp\"]"),
+        "{c}"
+    );
+}
