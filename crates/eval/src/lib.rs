@@ -998,8 +998,9 @@ mod tests {
         );
         assert!(r.passed());
         assert!(r.work.is_none() && r.timing.is_none());
+        // An authenticated result that does not parse is kernelgate's fault, not the candidate's.
         let r = run("not json", L2Mode::Cold);
-        assert_eq!(r.outcome.kind(), "harness_error");
+        assert_eq!(r.outcome.kind(), "infrastructure");
     }
 
     #[test]
