@@ -1743,3 +1743,121 @@ fn zizmor_finds_nothing_of_medium_or_high_severity() {
         );
     }
 }
+
+#[test]
+fn the_release_workflow_builds_both_architectures_with_least_privilege() {
+    let wf = load(&root().join(".github/workflows/release.yml"));
+    let tags: Vec<&str> = wf["on"]["push"]["tags"]
+        .as_vec()
+        .expect("runs on pushed tags")
+        .iter()
+        .filter_map(Yaml::as_str)
+        .collect();
+    assert_eq!(tags, ["v*"]);
+    assert!(
+        wf["on"]["pull_request"].is_badvalue() && wf["on"]["pull_request_target"].is_badvalue(),
+        "a release never runs for a pull request"
+    );
+    assert_eq!(
+        map_keys(&wf["permissions"]).len(),
+        0,
+        "no permission at the top: each job asks for its own"
+    );
+    let jobs = &wf["jobs"];
+    let perms = |job: &str| -> Vec<(String, String)> {
+        jobs[job]["permissions"]
+            .as_hash()
+            .unwrap_or_else(|| panic!("job {job} names its permissions"))
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().unwrap().to_owned(),
+                    v.as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let read = vec![("contents".to_owned(), "read".to_owned())];
+    assert_eq!(perms("wheels"), read);
+    assert_eq!(perms("binaries"), read);
+    assert_eq!(
+        perms("pypi"),
+        [("id-token".to_owned(), "write".to_owned())],
+        "trusted publishing needs the OIDC token and nothing else"
+    );
+    assert_eq!(
+        perms("github-release"),
+        [("contents".to_owned(), "write".to_owned())]
+    );
+
+    let matrix_values = |job: &str, key: &str| -> Vec<String> {
+        jobs[job]["strategy"]["matrix"]["include"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .map(|m| m[key].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(matrix_values("wheels", "arch"), ["x86_64", "aarch64"]);
+    assert_eq!(
+        matrix_values("binaries", "target"),
+        ["x86_64-unknown-linux-musl", "aarch64-unknown-linux-musl"]
+    );
+
+    let text = read_text(".github/workflows/release.yml");
+    for needle in [
+        "PyO3/maturin-action@",
+        "pypa/gh-action-pypi-publish@",
+        "manylinux: \"2_28\"",
+        "bash scripts/stage-wheel-cli.sh release",
+        "sha256sum",
+        "SHA256SUMS",
+    ] {
+        assert!(text.contains(needle), "release.yml lacks {needle}");
+    }
+    // The asset name the action downloads is the one the release uploads.
+    let action = read_text("action.yml");
+    assert!(action.contains(r#"asset="kernelgate-v$KG_VERSION-$target.tar.gz""#));
+    assert!(text.contains(r#"asset="kernelgate-$TAG-$TARGET.tar.gz""#));
+    // Every checkout keeps no credentials.
+    for (name, job) in jobs.as_hash().unwrap() {
+        for step in job["steps"].as_vec().unwrap() {
+            if step["uses"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("actions/checkout@"))
+            {
+                assert_eq!(
+                    step["with"]["persist-credentials"].as_bool(),
+                    Some(false),
+                    "{name:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_publish_jobs_install_the_release_binary_instead_of_building() {
+    for file in ["kernelgate-publish.yml", "kernelgate-trusted.yml"] {
+        let text = read_text(&format!(".github/workflows/{file}"));
+        assert!(
+            !text.contains("rust-toolchain"),
+            "{file} installs Rust: the publish job downloads the binary"
+        );
+        let wf = load(&root().join(".github/workflows").join(file));
+        let mut publishes = 0;
+        for (_, job) in wf["jobs"].as_hash().unwrap() {
+            for step in job["steps"].as_vec().unwrap() {
+                if step["with"]["command"].as_str() == Some("publish") {
+                    publishes += 1;
+                    assert_eq!(step["with"]["install"].as_str(), Some("binary"), "{file}");
+                }
+            }
+        }
+        assert_eq!(publishes, 1, "{file}: one publish step");
+    }
+}
+
+fn read_text(rel: &str) -> String {
+    read(&root().join(rel))
+}
