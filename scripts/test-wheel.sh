@@ -31,7 +31,12 @@ fi
 say "building the wheel (profile ${KG_WHEEL_PROFILE:-dev})"
 rm -rf "$work/dist"
 KG_WHEEL_PROFILE="${KG_WHEEL_PROFILE:-dev}" KG_WHEEL_OUT="$work/dist" MATURIN="$tools/bin/maturin" \
-  bash scripts/build-wheel.sh
+  bash scripts/build-wheel.sh 2>&1 | tee "$work/build.log"
+# After the test build, the dev-profile wheel compiles only kernelgate (its commit), pyo3 and the
+# harness; many more means the harness's feature unification (crates/harness/Cargo.toml) is stale.
+compiled=$(grep -c '^ *Compiling ' "$work/build.log" || true)
+say "the wheel build compiled $compiled crate(s)"
+[ "$compiled" -le 8 ] || echo "warning: the wheel build compiled $compiled crates: see the feature unification in crates/harness/Cargo.toml" >&2
 wheel=$(ls "$work"/dist/kernelgate-*-cp39-abi3-*.whl 2>/dev/null | head -n 1)
 [ -n "$wheel" ] || fail "maturin wrote no cp39-abi3 wheel into $work/dist"
 say "built $(basename "$wheel") ($(du -h "$wheel" | cut -f1))"
