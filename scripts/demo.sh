@@ -15,6 +15,7 @@
 #   KERNELGATE_BIN=PATH    use this kernelgate binary instead of building one
 #   KERNELGATE_PYTHON=PATH the interpreter that holds torch (default: .venv/bin/python, created)
 #   CARGO_PROFILE=release  cargo profile for the build (default: dev, the quickest to build)
+#   KG_DEMO_ARGS="..."     extra arguments for `kernelgate pr` (e.g. --no-timing)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -81,7 +82,8 @@ git -C "$repo" --no-pager diff --stat "$base" "$head"
 
 step 4 "kernelgate pr --device $pr_device (compiles each kernel: a minute or more per kernel on 2 cores)"
 set +e
-"$bin" --repo "$repo" pr --base "$base" --head "$head" --out "$report" --publish files --device "$pr_device"
+read -r -a extra <<< "${KG_DEMO_ARGS:-}"
+"$bin" --repo "$repo" pr --base "$base" --head "$head" --out "$report" --publish files --device "$pr_device" "${extra[@]}"
 rc=$?
 set -e
 

@@ -9,3 +9,8 @@ cargo build --workspace --locked
 cargo test --workspace --locked
 # The harness's Python on CPU torch (its memory decisions).
 .venv/bin/python -m unittest discover -s crates/harness/python/tests
+# The wheel (issue #20): built with maturin, installed into a fresh venv, kernelgate eval and pr
+# on the demo from the installed package with no cargo on PATH. KERNELGATE_SKIP_WHEEL_TEST=1 skips.
+if [ "${KERNELGATE_SKIP_WHEEL_TEST:-0}" != 1 ]; then
+  bash scripts/test-wheel.sh
+fi

@@ -6,12 +6,50 @@ use std::path::PathBuf;
 
 use crate::cmd;
 
+/// The commit kernelgate was built from: `KERNELGATE_COMMIT` at build time (set by
+/// `scripts/build-wheel.sh` and the release workflow).
+pub fn commit() -> &'static str {
+    option_env!("KERNELGATE_COMMIT")
+        .filter(|c| !c.is_empty())
+        .unwrap_or("unknown")
+}
+
+/// The harness ABI: a CPython stable-ABI (abi3) extension for Python >= 3.9, and the job protocol.
+pub fn harness_abi() -> String {
+    format!("abi3-py39, protocol {}", kernelgate_eval::HARNESS_PROTOCOL)
+}
+
+/// `kernelgate -V`: version, commit and harness ABI on one line.
+pub fn short_version() -> &'static str {
+    let v = format!(
+        "{} (commit {}, harness {})",
+        env!("CARGO_PKG_VERSION"),
+        commit(),
+        harness_abi()
+    );
+    Box::leak(v.into_boxed_str())
+}
+
+/// `kernelgate --version`: the short line, then where the harness and the runner's Python are.
+pub fn long_version() -> &'static str {
+    let harness = match kernelgate_eval::find_harness() {
+        Ok(p) => p.display().to_string(),
+        Err(e) => format!("not found: {e}"),
+    };
+    let v = format!(
+        "{}\ncommit: {}\nharness: {} ({})\nharness module: {}\npython: {}",
+        env!("CARGO_PKG_VERSION"),
+        commit(),
+        kernelgate_eval::HARNESS_PACKAGE,
+        harness_abi(),
+        harness,
+        kernelgate_eval::find_python(std::path::Path::new(".")).display(),
+    );
+    Box::leak(v.into_boxed_str())
+}
+
 #[derive(Debug, Parser)]
-#[command(
-    name = "kernelgate",
-    version,
-    about = "Merge gate for GPU-kernel pull requests"
-)]
+#[command(name = "kernelgate", about = "Merge gate for GPU-kernel pull requests")]
 pub struct Cli {
     /// Repository root (where `kernelgate.toml`, `KernelBench/` and `kernels/` live).
     #[arg(long, global = true, default_value = ".")]

@@ -1,6 +1,6 @@
 //! kernelgate: the merge gate for GPU-kernel pull requests.
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 mod cli;
 mod cmd;
@@ -14,7 +14,12 @@ fn main() {
     // Before anything else runs: the token in our environment is out of reach of other
     // processes of this user (candidates included).
     kernelgate_eval::sandbox::make_this_process_undumpable();
-    let cli = cli::Cli::parse();
+    let mut command = cli::Cli::command().version(cli::short_version());
+    // The long form looks for the harness (it may ask Python): only when it is asked for.
+    if std::env::args_os().any(|a| a == "--version") {
+        command = command.long_version(cli::long_version());
+    }
+    let cli = cli::Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
     let code = match cmd::run(cli) {
         Ok(code) => code,
         Err(err) => {

@@ -697,12 +697,12 @@ exit 1
 fn action_fails_clearly_without_rust_or_torch() {
     let bin = tempfile::tempdir().unwrap();
     // No cargo on PATH: only the shell's basics.
-    for tool in ["bash", "cat", "cut", "sha256sum", "tr"] {
+    for tool in ["bash", "cat", "cut", "sed", "sha256sum", "tr"] {
         if let Ok(p) = which(tool) {
             std::os::unix::fs::symlink(p, bin.path().join(tool)).unwrap();
         }
     }
-    let mut run = ActionRun::new(&[]);
+    let mut run = ActionRun::new(&[("install", "source")]);
     let (code, log) = run.step("prereq", &bin.path().display().to_string());
     assert_eq!(code, 1, "{log}");
     assert!(
@@ -710,6 +710,15 @@ fn action_fails_clearly_without_rust_or_torch() {
         "{log}"
     );
     assert!(log.contains("rustup"), "{log}");
+    assert!(
+        log.contains("drop 'install: source'"),
+        "the message names the way without Rust: {log}"
+    );
+    // The default installs a release: no Rust toolchain needed for publishing.
+    let mut run = ActionRun::new(&[("command", "publish")]);
+    let (code, log) = run.step("prereq", &bin.path().display().to_string());
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(run.output("prereq", "method"), "binary");
 
     // cargo present, but the interpreter has no torch.
     write_executable(
@@ -772,25 +781,23 @@ fn action_makes_the_built_harness_importable_or_says_why_not() {
         std::env::var("PATH").unwrap()
     );
 
-    let mut run = ActionRun::new(&[("python", &python)]);
+    let mut run = ActionRun::new(&[("python", &python), ("install", "source")]);
     run.runner_env
         .push(("FAKE_HARNESS".into(), harness.display().to_string()));
+    let (code, log) = run.step("prereq", &path);
+    assert_eq!(code, 0, "{log}");
     let (code, log) = run.step("build", &path);
     assert_eq!(code, 0, "{log}");
     assert_eq!(
         read(&run.dir.path().join("cargo-args")).trim(),
         "build --release --locked -p kernelgate -p kernelgate-harness"
     );
-    let env = read(&run.dir.path().join("env"));
     let lib = run
         .dir
         .path()
         .join("target/release/libkernelgate_harness.so");
-    assert!(
-        env.contains(&format!("KERNELGATE_HARNESS={}", lib.display())),
-        "{env}"
-    );
-    assert!(env.contains("KERNELGATE_PYTHON="), "{env}");
+    assert_eq!(run.output("build", "harness"), lib.display().to_string());
+    assert!(!run.output("build", "python").is_empty());
     assert!(run
         .output("build", "bin")
         .ends_with("target/release/kernelgate"));
@@ -798,9 +805,10 @@ fn action_makes_the_built_harness_importable_or_says_why_not() {
     // A module Python cannot load: the step fails and says which interpreter and why.
     let garbage = run.dir.path().join("garbage.so");
     std::fs::write(&garbage, "not an ELF file").unwrap();
-    let mut run = ActionRun::new(&[("python", &python)]);
+    let mut run = ActionRun::new(&[("python", &python), ("install", "source")]);
     run.runner_env
         .push(("FAKE_HARNESS".into(), garbage.display().to_string()));
+    run.step("prereq", &path);
     let (code, log) = run.step("build", &path);
     assert_eq!(code, 1, "{log}");
     assert!(
@@ -808,6 +816,235 @@ fn action_makes_the_built_harness_importable_or_says_why_not() {
         "{log}"
     );
     assert!(log.contains(&python), "{log}");
+}
+
+/// The workspace version in Cargo.toml: what the action installs by default.
+fn workspace_version() -> String {
+    let cargo = read(&root().join("Cargo.toml"));
+    let section = cargo.split("[workspace.package]").nth(1).unwrap();
+    let line = section
+        .lines()
+        .find(|l| l.starts_with("version = "))
+        .unwrap();
+    line.trim_start_matches("version = ")
+        .trim_matches('"')
+        .to_owned()
+}
+
+#[test]
+fn action_picks_the_install_method_and_version() {
+    let path = std::env::var("PATH").unwrap();
+    let python = std::env::var("KERNELGATE_PYTHON")
+        .unwrap_or_else(|_| root().join(".venv/bin/python").display().to_string());
+    for (command, install, method) in [
+        ("pr", "auto", "wheel"),
+        ("baseline", "auto", "wheel"),
+        ("publish", "auto", "binary"),
+        ("merge", "auto", "binary"),
+        ("publish", "wheel", "wheel"),
+        ("pr", "binary", "binary"),
+    ] {
+        let mut run = ActionRun::new(&[
+            ("command", command),
+            ("install", install),
+            ("python", &python),
+        ]);
+        let (code, log) = run.step("prereq", &path);
+        assert_eq!(code, 0, "{command} {install}: {log}");
+        assert_eq!(
+            run.output("prereq", "method"),
+            method,
+            "{command} {install}"
+        );
+        assert_eq!(run.output("prereq", "version"), workspace_version());
+        assert_eq!(
+            run.output("prereq", "key"),
+            "",
+            "no cargo cache key without a cargo build"
+        );
+    }
+    let mut run = ActionRun::new(&[("command", "publish"), ("version", "v9.8.7")]);
+    let (code, log) = run.step("prereq", &path);
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(run.output("prereq", "version"), "9.8.7");
+
+    let mut run = ActionRun::new(&[("command", "publish"), ("install", "conda")]);
+    let (code, log) = run.step("prereq", &path);
+    assert_eq!(code, 2, "{log}");
+    assert!(
+        log.contains("::error title=kernelgate: bad install::"),
+        "{log}"
+    );
+    assert!(log.contains("auto, wheel, binary or source"), "{log}");
+
+    let mut run = ActionRun::new(&[("command", "publish"), ("version", "latest; rm -rf /")]);
+    let (code, log) = run.step("prereq", &path);
+    assert_eq!(code, 2, "{log}");
+    assert!(
+        log.contains("::error title=kernelgate: bad version::"),
+        "{log}"
+    );
+}
+
+/// A stand-in `curl` that serves `-o FILE URL` from `$FAKE_RELEASE/<file name of URL>`, and
+/// logs each URL.
+fn fake_curl(dir: &Path) {
+    write_executable(
+        &dir.join("curl"),
+        "#!/bin/bash\nout=\"\"\nfor a in \"$@\"; do [ \"$prev\" = -o ] && out=\"$a\"; prev=\"$a\"; url=\"$a\"; done\necho \"$url\" >> \"$RUNNER_TEMP/urls\"\ncp \"$FAKE_RELEASE/$(basename \"$url\")\" \"$out\" 2>/dev/null || { echo \"curl: (22) 404\" >&2; exit 22; }\n",
+    );
+}
+
+#[test]
+fn action_installs_the_release_binary_only_when_its_checksum_matches() {
+    let version = workspace_version();
+    let asset = format!("kernelgate-v{version}-x86_64-unknown-linux-musl.tar.gz");
+    let release = tempfile::tempdir().unwrap();
+    // The release: a "binary" that prints its version, packed as the release workflow packs it.
+    let stage = tempfile::tempdir().unwrap();
+    write_executable(
+        &stage.path().join("kernelgate"),
+        &format!("#!/bin/bash\necho 'kernelgate {version} (commit test)'\n"),
+    );
+    let tar = Command::new("tar")
+        .args(["-czf"])
+        .arg(release.path().join(&asset))
+        .arg("-C")
+        .arg(stage.path())
+        .arg("kernelgate")
+        .status()
+        .unwrap();
+    assert!(tar.success());
+    let sum = Command::new("sha256sum")
+        .arg(&asset)
+        .current_dir(release.path())
+        .output()
+        .unwrap();
+    let sum_text = String::from_utf8(sum.stdout).unwrap();
+    std::fs::write(release.path().join(format!("{asset}.sha256")), &sum_text).unwrap();
+    let digest = sum_text.split_whitespace().next().unwrap().to_owned();
+
+    let bin = tempfile::tempdir().unwrap();
+    fake_curl(bin.path());
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let install = |extra: &[(&str, &str)]| {
+        let mut inputs = vec![("command", "publish"), ("install", "binary")];
+        inputs.extend_from_slice(extra);
+        let mut run = ActionRun::new(&inputs);
+        run.runner_env
+            .push(("FAKE_RELEASE".into(), release.path().display().to_string()));
+        run.runner_env
+            .push(("GITHUB_ACTION_REPOSITORY".into(), "acme/kernelgate".into()));
+        run.runner_env
+            .push(("GITHUB_SERVER_URL".into(), "https://github.com".into()));
+        let (code, log) = run.step("prereq", &path);
+        assert_eq!(code, 0, "{log}");
+        let (code, log) = run.step("build", &path);
+        (run, code, log)
+    };
+
+    let (run, code, log) = install(&[]);
+    assert_eq!(code, 0, "{log}");
+    let urls = read(&run.dir.path().join("urls"));
+    assert!(
+        urls.contains(&format!(
+            "https://github.com/acme/kernelgate/releases/download/v{version}/{asset}"
+        )),
+        "{urls}"
+    );
+    let installed = run.output("build", "bin").to_owned();
+    assert!(
+        installed.ends_with("kernelgate-bin/kernelgate"),
+        "{installed}"
+    );
+    assert!(log.contains("(verified)"), "{log}");
+
+    // Pinned to the right digest: installed; to another: refused.
+    let (_, code, log) = install(&[("binary-sha256", &digest)]);
+    assert_eq!(code, 0, "{log}");
+    let (run, code, log) = install(&[("binary-sha256", &"0".repeat(64))]);
+    assert_eq!(code, 1, "{log}");
+    assert!(
+        log.contains("::error title=kernelgate: checksum mismatch::"),
+        "{log}"
+    );
+    assert_eq!(run.output("build", "bin"), "", "no binary is handed on");
+
+    // A tampered file: refused, whatever the release's checksum file says.
+    std::fs::write(release.path().join(&asset), "not the release").unwrap();
+    let (_, code, log) = install(&[]);
+    assert_eq!(code, 1, "{log}");
+    assert!(log.contains("not running it"), "{log}");
+
+    // No such release: the message says what to do.
+    let (_, code, log) = install(&[("version", "0.0.1")]);
+    assert_eq!(code, 1, "{log}");
+    assert!(
+        log.contains("::error title=kernelgate: cannot download the binary::"),
+        "{log}"
+    );
+    assert!(log.contains("install: source"), "{log}");
+}
+
+#[test]
+fn action_installs_the_wheel_into_the_given_python() {
+    let version = workspace_version();
+    let dir = tempfile::tempdir().unwrap();
+    let scripts = dir.path().join("venv-bin");
+    std::fs::create_dir(&scripts).unwrap();
+    // A stand-in interpreter: has torch, "installs" the wheel's script, imports the harness.
+    let python = dir.path().join("python");
+    write_executable(
+        &python,
+        &format!(
+            "#!/bin/bash\nif [ \"$1 $2\" = '-m pip' ]; then echo \"$*\" > \"$RUNNER_TEMP/pip-args\"\n  [ -n \"$PIP_FAILS\" ] && {{ echo \"$PIP_FAILS\" >&2; exit 1; }}\n  printf '#!/bin/bash\\necho kernelgate {version}\\n' > {s}/kernelgate; chmod +x {s}/kernelgate; exit 0; fi\ncase \"$2\" in *sysconfig*) [ -x {s}/kernelgate ] && echo {s}/kernelgate || echo;; *) ;; esac\nexit 0\n",
+            s = scripts.display()
+        ),
+    );
+    let path = std::env::var("PATH").unwrap();
+    let py = python.display().to_string();
+    let mut run = ActionRun::new(&[("python", &py)]);
+    let (code, log) = run.step("prereq", &path);
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(run.output("prereq", "method"), "wheel");
+    let (code, log) = run.step("build", &path);
+    assert_eq!(code, 0, "{log}");
+    let pip = read(&run.dir.path().join("pip-args"));
+    assert!(pip.contains(&format!("kernelgate=={version}")), "{pip}");
+    assert!(
+        pip.contains("--only-binary :all:"),
+        "never builds from source: {pip}"
+    );
+    assert_eq!(
+        run.output("build", "bin"),
+        scripts.join("kernelgate").display().to_string()
+    );
+    assert_eq!(run.output("build", "python"), py);
+    assert_eq!(
+        run.output("build", "harness"),
+        "",
+        "kernelgate finds the wheel's harness itself"
+    );
+
+    // A system Python that refuses pip (PEP 668): the message says to use a venv.
+    std::fs::remove_file(scripts.join("kernelgate")).unwrap();
+    let mut run = ActionRun::new(&[("python", &py)]);
+    run.runner_env.push((
+        "PIP_FAILS".into(),
+        "error: externally-managed-environment".into(),
+    ));
+    run.step("prereq", &path);
+    let (code, log) = run.step("build", &path);
+    assert_eq!(code, 1, "{log}");
+    assert!(
+        log.contains("::error title=kernelgate: cannot install the wheel::"),
+        "{log}"
+    );
+    assert!(log.contains("virtual environment"), "{log}");
 }
 
 /// A stand-in kernelgate that appends each invocation's arguments, one line per call.
@@ -1151,7 +1388,11 @@ fn jobs_that_run_pr_code_and_jobs_that_publish_use_separate_caches() {
     let path = std::env::var("PATH").unwrap();
     let mut keys = vec![];
     for command in ["pr", "publish"] {
-        let mut run = ActionRun::new(&[("command", command), ("python", &python)]);
+        let mut run = ActionRun::new(&[
+            ("command", command),
+            ("python", &python),
+            ("install", "source"),
+        ]);
         let (code, log) = run.step("prereq", &path);
         assert_eq!(code, 0, "{log}");
         keys.push((
@@ -1501,4 +1742,122 @@ fn zizmor_finds_nothing_of_medium_or_high_severity() {
             "docs/security.md does not explain zizmor's `{audit}`"
         );
     }
+}
+
+#[test]
+fn the_release_workflow_builds_both_architectures_with_least_privilege() {
+    let wf = load(&root().join(".github/workflows/release.yml"));
+    let tags: Vec<&str> = wf["on"]["push"]["tags"]
+        .as_vec()
+        .expect("runs on pushed tags")
+        .iter()
+        .filter_map(Yaml::as_str)
+        .collect();
+    assert_eq!(tags, ["v*"]);
+    assert!(
+        wf["on"]["pull_request"].is_badvalue() && wf["on"]["pull_request_target"].is_badvalue(),
+        "a release never runs for a pull request"
+    );
+    assert_eq!(
+        map_keys(&wf["permissions"]).len(),
+        0,
+        "no permission at the top: each job asks for its own"
+    );
+    let jobs = &wf["jobs"];
+    let perms = |job: &str| -> Vec<(String, String)> {
+        jobs[job]["permissions"]
+            .as_hash()
+            .unwrap_or_else(|| panic!("job {job} names its permissions"))
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().unwrap().to_owned(),
+                    v.as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let read = vec![("contents".to_owned(), "read".to_owned())];
+    assert_eq!(perms("wheels"), read);
+    assert_eq!(perms("binaries"), read);
+    assert_eq!(
+        perms("pypi"),
+        [("id-token".to_owned(), "write".to_owned())],
+        "trusted publishing needs the OIDC token and nothing else"
+    );
+    assert_eq!(
+        perms("github-release"),
+        [("contents".to_owned(), "write".to_owned())]
+    );
+
+    let matrix_values = |job: &str, key: &str| -> Vec<String> {
+        jobs[job]["strategy"]["matrix"]["include"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .map(|m| m[key].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(matrix_values("wheels", "arch"), ["x86_64", "aarch64"]);
+    assert_eq!(
+        matrix_values("binaries", "target"),
+        ["x86_64-unknown-linux-musl", "aarch64-unknown-linux-musl"]
+    );
+
+    let text = read_text(".github/workflows/release.yml");
+    for needle in [
+        "PyO3/maturin-action@",
+        "pypa/gh-action-pypi-publish@",
+        "manylinux: \"2_28\"",
+        "bash scripts/stage-wheel-cli.sh release",
+        "sha256sum",
+        "SHA256SUMS",
+    ] {
+        assert!(text.contains(needle), "release.yml lacks {needle}");
+    }
+    // The asset name the action downloads is the one the release uploads.
+    let action = read_text("action.yml");
+    assert!(action.contains(r#"asset="kernelgate-v$KG_VERSION-$target.tar.gz""#));
+    assert!(text.contains(r#"asset="kernelgate-$TAG-$TARGET.tar.gz""#));
+    // Every checkout keeps no credentials.
+    for (name, job) in jobs.as_hash().unwrap() {
+        for step in job["steps"].as_vec().unwrap() {
+            if step["uses"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("actions/checkout@"))
+            {
+                assert_eq!(
+                    step["with"]["persist-credentials"].as_bool(),
+                    Some(false),
+                    "{name:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_publish_jobs_install_the_release_binary_instead_of_building() {
+    for file in ["kernelgate-publish.yml", "kernelgate-trusted.yml"] {
+        let text = read_text(&format!(".github/workflows/{file}"));
+        assert!(
+            !text.contains("rust-toolchain"),
+            "{file} installs Rust: the publish job downloads the binary"
+        );
+        let wf = load(&root().join(".github/workflows").join(file));
+        let mut publishes = 0;
+        for (_, job) in wf["jobs"].as_hash().unwrap() {
+            for step in job["steps"].as_vec().unwrap() {
+                if step["with"]["command"].as_str() == Some("publish") {
+                    publishes += 1;
+                    assert_eq!(step["with"]["install"].as_str(), Some("binary"), "{file}");
+                }
+            }
+        }
+        assert_eq!(publishes, 1, "{file}: one publish step");
+    }
+}
+
+fn read_text(rel: &str) -> String {
+    read(&root().join(rel))
 }

@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use child::is_secret_var;
-pub use locate::{find_harness, find_python, is_cpu_kernel, libcuda_present};
+pub use locate::{
+    find_harness, find_python, is_cpu_kernel, libcuda_present, HARNESS_PACKAGE, HARNESS_PROTOCOL,
+};
 pub use outcome::{
     EvalResult, ExitInfo, Floor, Mismatch, Outcome, Phase, ProblemWork, TimingResult, TrialMismatch,
 };
@@ -27,8 +29,10 @@ pub use sandbox::{SandboxLevel, SandboxMode};
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
     #[error(
-        "the harness extension {HARNESS_LIB} was not found (looked at {}); build it with \
-         `cargo build -p kernelgate-harness` (same profile as the CLI) or point KERNELGATE_HARNESS at it",
+        "the harness extension {HARNESS_LIB} was not found (looked at {}); install it with \
+         `pip install kernelgate` into the Python that holds torch (or set KERNELGATE_PYTHON to \
+         that Python), build it with `cargo build -p kernelgate-harness` (same profile as the \
+         CLI), or point KERNELGATE_HARNESS at it",
         looked.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
     )]
     HarnessMissing { looked: Vec<PathBuf> },

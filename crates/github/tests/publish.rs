@@ -497,6 +497,100 @@ async fn the_double_answers_422_like_github_for_an_oversized_summary() {
     assert_eq!(fake.state().violations.len(), 1);
 }
 
+#[test]
+fn the_vendored_schemas_come_from_githubs_rest_description() {
+    for name in [
+        "checks-create",
+        "checks-update",
+        "issues-create-comment",
+        "issues-update-comment",
+    ] {
+        let path = format!("{}/tests/schemas/{name}.json", env!("CARGO_MANIFEST_DIR"));
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let from = &v["x-vendored-from"];
+        assert_eq!(from["repository"], "github/rest-api-description", "{name}");
+        assert_eq!(
+            from["path"], "descriptions/api.github.com/api.github.com.json",
+            "{name}"
+        );
+        let commit = from["commit"].as_str().unwrap_or_default();
+        assert!(
+            commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{name}: commit {commit:?}"
+        );
+        assert!(
+            v["$comment"]
+                .as_str()
+                .is_some_and(|c| c.contains("scripts/vendor-github-schemas.py")),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn the_vendored_schemas_refuse_bodies_github_refuses() {
+    let ok = |name: &str, body: Value| {
+        let errors: Vec<String> = schema(name)
+            .iter_errors(&body)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errors.is_empty(), "{name} refused {body}: {errors:?}");
+    };
+    let bad = |name: &str, body: Value| {
+        assert!(!schema(name).is_valid(&body), "{name} accepted {body}");
+    };
+    let annotation = json!({"path": "kernels/a.py", "start_line": 3, "end_line": 3,
+                            "annotation_level": "failure", "message": "m"});
+    ok(
+        "checks-create",
+        json!({"name": "kernelgate", "head_sha": HEAD, "status": "in_progress",
+               "external_id": "x", "output": {"title": "t", "summary": "s",
+               "annotations": [annotation.clone()]}}),
+    );
+    ok(
+        "checks-create",
+        json!({"name": "kernelgate", "head_sha": HEAD, "status": "completed", "conclusion": "neutral"}),
+    );
+    // Required fields, enums and GitHub's own rule: `completed` needs a conclusion.
+    bad("checks-create", json!({"name": "kernelgate"}));
+    bad(
+        "checks-create",
+        json!({"name": "k", "head_sha": HEAD, "status": "completed"}),
+    );
+    bad(
+        "checks-create",
+        json!({"name": "k", "head_sha": HEAD, "conclusion": "passed"}),
+    );
+    // A misspelled field fails here instead of being ignored by GitHub.
+    bad(
+        "checks-create",
+        json!({"name": "k", "head_sha": HEAD, "conclusoin": "success"}),
+    );
+    let mut no_path = annotation.clone();
+    no_path.as_object_mut().unwrap().remove("path");
+    bad(
+        "checks-update",
+        json!({"output": {"title": "t", "summary": "s", "annotations": [no_path]}}),
+    );
+    bad(
+        "checks-update",
+        json!({"output": {"title": "t", "summary": "s",
+               "annotations": vec![annotation.clone(); 51]}}),
+    );
+    bad("checks-update", json!({"output": {"title": "t"}}));
+    ok(
+        "checks-update",
+        json!({"status": "completed", "conclusion": "failure",
+               "output": {"title": "t", "summary": "s", "annotations": vec![annotation; 50]}}),
+    );
+    for name in ["issues-create-comment", "issues-update-comment"] {
+        ok(name, json!({"body": "<!-- kernelgate -->"}));
+        bad(name, json!({}));
+        bad(name, json!({"body": 7}));
+        bad(name, json!({"body": "x", "bdy": "y"}));
+    }
+}
+
 async fn reqwest_like_patch(server: &MockServer, id: u64, summary: &str) -> u16 {
     // The raw request, outside kernelgate's cutting.
     let body = json!({"status": "completed", "conclusion": "success",

@@ -123,6 +123,16 @@ def _audit_sandbox(policy, report):
                 note(f"write {path} (outside the job's directory)")
             elif not writes and not readable(path) and os.path.dirname(path) not in bytecode_dirs:
                 note(f"read {path} (outside the files the job may read)")
+        elif event in ("os.mkdir", "os.rename", "os.remove", "os.rmdir", "os.symlink", "os.link", "os.truncate"):
+            # Changes to the file tree: the paths changed must be writable (a link's target
+            # may be anywhere: reading through it is what the sandbox judges).
+            changed = args[1:2] if event in ("os.symlink", "os.link") else args
+            for p in changed:
+                if _isinstance(p, (str, bytes)):
+                    path = real(fsdecode(p))
+                    if not under(path, read_write):
+                        note(f"{event.split('.')[1]} {path} (outside the job's directory)")
+                        break
         elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
             sock, address = args[0], args[-1]
             if getattr(sock, "family", None) in inet:

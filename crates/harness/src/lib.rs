@@ -196,6 +196,9 @@ fn write_result(path: &std::path::Path, key: &[u8], payload: &str) -> std::io::R
 #[pymodule]
 fn kernelgate_harness(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(main, m)?)?;
+    // The job protocol this harness speaks (kernelgate_eval::HARNESS_PROTOCOL on the CLI's side).
+    m.add("PROTOCOL", 1u32)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     timer::register(m)?;
     Ok(())
 }
