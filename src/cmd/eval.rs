@@ -193,6 +193,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     spec.sandbox =
         kernelgate_eval::SandboxMode::resolve(config.sandbox.enabled, config.sandbox.required)?;
 
+    spec.progress = true;
+    eprintln!(
+        "kernelgate eval: {} against {}: starting the harness (torch import, reference)...",
+        args.kernel.display(),
+        spec.problem_label.as_deref().unwrap_or("?")
+    );
     let mut result = kernelgate_eval::run_job(&spec);
     // `kernelgate pr` leaves the excessive-speedup flag to its policy; a lone eval has none.
     if let Some(c) = result.timing.as_ref().and_then(|t| t.vs_reference.as_ref()) {

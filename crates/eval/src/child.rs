@@ -34,6 +34,8 @@ pub struct Launch<'a> {
     pub read_files: Vec<PathBuf>,
     /// Directories outside the job's own that the child writes (a shared extensions cache).
     pub write_dirs: Vec<PathBuf>,
+    /// Say on stderr when the child starts compiling and running.
+    pub progress: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +105,7 @@ pub struct Spawned {
     memory_limit_bytes: u64,
     rlimit_as: bool,
     level: SandboxLevel,
+    progress: bool,
 }
 
 /// Starts the child process, confined and limited, without its job.
@@ -213,6 +216,7 @@ pub fn spawn(launch: Launch<'_>) -> Result<Spawned, LaunchError> {
         memory_limit_bytes: launch.memory_limit_bytes,
         rlimit_as: launch.rlimit_as,
         level,
+        progress: launch.progress,
     })
 }
 
@@ -266,7 +270,15 @@ impl Spawned {
             let dt = now - last;
             last = now;
             if let Ok(p) = std::fs::read_to_string(&progress_path) {
-                phase = Some(p.trim().to_string());
+                let p = p.trim().to_string();
+                if self.progress && phase.as_deref() != Some(p.as_str()) {
+                    match p.as_str() {
+                        "compile" => eprintln!("  importing the kernel (compiling its extension can take a minute)..."),
+                        "run" if phase.as_deref() == Some("compile") => eprintln!("  running the kernel: correctness trials, then timing and the op audit when asked..."),
+                        _ => {}
+                    }
+                }
+                phase = Some(p);
             }
             if phase.as_deref() == Some("compile") {
                 compile_spent += dt;

@@ -105,6 +105,9 @@ pub struct JobSpec {
     /// `extensions_dir`, with no GPU visible: the compile stage that runs ahead of the GPU. The
     /// outcome is never a verdict; the eval that follows loads the build.
     pub build_only: bool,
+    /// Progress lines on stderr as the child moves from phase to phase (a lone `eval`; `pr`
+    /// prints its own).
+    pub progress: bool,
 }
 
 impl JobSpec {
@@ -133,6 +136,7 @@ impl JobSpec {
             audit: true,
             sandbox: SandboxMode::Auto,
             build_only: false,
+            progress: false,
         }
     }
 }
@@ -401,6 +405,7 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         rlimit_as: !may_use_gpu,
         env,
         sandbox: spec.sandbox,
+        progress: spec.progress,
         read_files: [
             Some(&spec.problem),
             Some(&spec.kernel),
