@@ -498,21 +498,7 @@ fn time_kernels(
                 continue;
             }
         };
-        if stats.robust_cv_pct() > cfg.timing.baseline_max_cv_pct {
-            noisy += 1;
-            println!(
-                "{:<32} {:<8} {:>11.4} {:>21} {:>5} {:>9.3}  NOT WRITTEN: too noisy (robust CV {:.1}% > {}%)",
-                k.path.display(),
-                "kernel",
-                stats.median,
-                format!("{:.4}..{:.4}", stats.ci95_median.0, stats.ci95_median.1),
-                stats.n,
-                stats.cv_pct(),
-                stats.robust_cv_pct(),
-                cfg.timing.baseline_max_cv_pct
-            );
-            continue;
-        }
+        let too_noisy = stats.robust_cv_pct() > cfg.timing.baseline_max_cv_pct;
         println!(
             "{:<32} {:<8} {:>11.4} {:>21} {:>5} {:>9.3}  {}",
             k.path.display(),
@@ -521,8 +507,20 @@ fn time_kernels(
             format!("{:.4}..{:.4}", stats.ci95_median.0, stats.ci95_median.1),
             stats.n,
             stats.cv_pct(),
-            p.key
+            if too_noisy {
+                format!(
+                    "NOT WRITTEN: too noisy (robust CV {:.1}% > {}%)",
+                    stats.robust_cv_pct(),
+                    cfg.timing.baseline_max_cv_pct
+                )
+            } else {
+                p.key.to_string()
+            }
         );
+        if too_noisy {
+            noisy += 1;
+            continue;
+        }
         file.upsert(BaselineEntry {
             problem: p.key.clone(),
             problem_sha256: p.sha256.clone(),
