@@ -458,6 +458,15 @@ fn apply(
     row.audit = eval.audit;
 
     if reference_changed || job.change.problem_changed {
+        if row.outcome.kind == OutcomeKind::Infrastructure {
+            // The pull request's own edit of the reference is the likely cause: neutral here
+            // would let a PR break its problem file to turn every check on it grey.
+            row.outcome.kind = OutcomeKind::Other;
+            row.outcome.message = format!(
+                "the reference problem this pull request edits could not be run: {}",
+                row.outcome.message
+            );
+        }
         row.vs_baseline = Some(ComparisonSummary {
             ratio: f64::NAN,
             ci_lo: None,
@@ -1133,5 +1142,30 @@ mod pipeline_tests {
             ComparisonVerdict::Invalid
         );
         assert!(r.flags.iter().any(|f| f.code == code::REFERENCE_CHANGED));
+    }
+
+    #[test]
+    fn a_reference_the_pr_breaks_fails_instead_of_going_neutral() {
+        let infra = Evaluation::failed(
+            OutcomeKind::Infrastructure,
+            "the problem file failed to load",
+        );
+        let fake = Fake::new(vec![("k/a.py", infra)]);
+        let mut j = job("k/a.py", KernelStatus::ProblemChanged, "");
+        j.change.problem_changed = true;
+        let plan = Plan::from_jobs(changes(), vec![j]).unwrap();
+        let policy = Policy::default();
+        let out = tempfile::tempdir().unwrap();
+        let report = pipeline(&fake, &policy, &[], vec![Device::Cpu], out.path())
+            .run(&plan, Report::new(Default::default()))
+            .unwrap();
+        let r = row(&report, "k/a.py");
+        assert_eq!(r.verdict, Verdict::Fail, "{:?}", r.reasons);
+        assert!(
+            r.outcome.message.contains("this pull request edits"),
+            "{}",
+            r.outcome.message
+        );
+        assert_eq!(report.summary.verdict, Verdict::Fail);
     }
 }
