@@ -705,41 +705,59 @@ class Runner:
 
     def mismatch(self, outs, refs):
         """None when all outputs are within tolerance, else the detail of the first bad output."""
-        T = self.T
-        tol = self.tol
+        T, tol = self.T, self.tol
         for k, (o, r) in enumerate(zip(outs, refs)):
-            if bool(T.allclose(o, r, atol=tol, rtol=tol)):
+            if all(bool(T.allclose(oc, rc, atol=tol, rtol=tol)) for _, oc, rc in _compare_chunks(o, r)):
                 continue
-            bad = ~T.isclose(o, r, atol=tol, rtol=tol)
-            n_bad = int(bad.sum().item())
-            diff = (o.double() - r.double()).abs() if o.numel() < (1 << 26) else (o - r).abs().double()
-            finite = T.isfinite(diff)
-            max_abs = float(diff[finite].max().item()) if bool(finite.any()) else None
-            rel = diff / r.double().abs().clamp_min(1e-12)
-            rel_f = T.isfinite(rel)
-            max_rel = float(rel[rel_f].max().item()) if bool(rel_f.any()) else None
-            flat = int(bad.reshape(-1).to(self.torch.uint8).argmax().item())
-            index = []
-            rem = flat
-            for dim in reversed(list(o.shape)):
-                index.append(rem % dim if dim else 0)
-                rem = rem // dim if dim else 0
-            index.reverse()
-            of = o.reshape(-1)[flat].item() if o.numel() else None
-            rf = r.reshape(-1)[flat].item() if r.numel() else None
-            return {
-                "output": k,
-                "max_abs_error": _finite(max_abs) if max_abs is not None else None,
-                "max_rel_error": _finite(max_rel) if max_rel is not None else None,
-                "mismatches": n_bad,
-                "elements": int(o.numel()),
-                "mismatch_share": n_bad / max(1, int(o.numel())),
-                "first_mismatch_index": index,
-                "expected": _finite(rf) if _isinstance(rf, float) else rf,
-                "got": _finite(of) if _isinstance(of, float) else of,
-                "nonfinite_outputs": int((~T.isfinite(o)).sum().item()) if o.is_floating_point() else 0,
-            }
+            return self.mismatch_detail(k, o, r)
         return None
+
+    def mismatch_detail(self, k, o, r):
+        """Where and by how much output `k` misses, gathered chunk by chunk."""
+        T, tol = self.T, self.tol
+        n_bad, max_abs, max_rel, flat, nonfinite = 0, None, None, None, 0
+        for start, oc, rc in _compare_chunks(o, r):
+            bad = ~T.isclose(oc, rc, atol=tol, rtol=tol)
+            n = int(bad.sum().item())
+            if n and flat is None:
+                flat = start + int(bad.reshape(-1).to(self.torch.uint8).argmax().item())
+            n_bad += n
+            del bad
+            diff = (oc.double() - rc.double()).abs() if oc.numel() <= COMPARE_CHUNK else (oc - rc).abs().double()
+            finite = T.isfinite(diff)
+            if bool(finite.any()):
+                m = float(diff[finite].max().item())
+                max_abs = m if max_abs is None else max(max_abs, m)
+            rel = diff / rc.double().abs().clamp_min(1e-12)
+            del diff, finite
+            rel_f = T.isfinite(rel)
+            if bool(rel_f.any()):
+                m = float(rel[rel_f].max().item())
+                max_rel = m if max_rel is None else max(max_rel, m)
+            del rel, rel_f
+            if oc.is_floating_point():
+                nonfinite += int((~T.isfinite(oc)).sum().item())
+        flat = flat or 0
+        index = []
+        rem = flat
+        for dim in reversed(list(o.shape)):
+            index.append(rem % dim if dim else 0)
+            rem = rem // dim if dim else 0
+        index.reverse()
+        of = o.reshape(-1)[flat].item() if o.numel() else None
+        rf = r.reshape(-1)[flat].item() if r.numel() else None
+        return {
+            "output": k,
+            "max_abs_error": _finite(max_abs) if max_abs is not None else None,
+            "max_rel_error": _finite(max_rel) if max_rel is not None else None,
+            "mismatches": n_bad,
+            "elements": int(o.numel()),
+            "mismatch_share": n_bad / max(1, int(o.numel())),
+            "first_mismatch_index": index,
+            "expected": _finite(rf) if _isinstance(rf, float) else rf,
+            "got": _finite(of) if _isinstance(of, float) else of,
+            "nonfinite_outputs": nonfinite,
+        }
 
     def snapshot(self, outs):
         return [self.T.clone(o) for o in outs]
@@ -1201,16 +1219,41 @@ class Runner:
         return out
 
 
+# Outputs are compared in steps of this many elements: whole-tensor comparisons allocate several
+# output-sized temporaries (four copies of a KernelBench-size ReLU output ran the H200 out of
+# memory in the middle of a correctness check).
+COMPARE_CHUNK = 1 << 26
+
+
+def _compare_chunks(o, r):
+    """(flat offset, piece of o, piece of r): flat views in COMPARE_CHUNK steps when both are
+    contiguous and of one shape, else the pair whole."""
+    if o.numel() > COMPARE_CHUNK and o.shape == r.shape and o.is_contiguous() and r.is_contiguous():
+        fo, fr = o.view(-1), r.view(-1)
+        for start in range(0, fo.numel(), COMPARE_CHUNK):
+            yield start, fo[start : start + COMPARE_CHUNK], fr[start : start + COMPARE_CHUNK]
+    else:
+        yield 0, o, r
+
+
 def plan_memory(set_bytes, input_bytes, available, trials, shifted, input_sets, share=0.8):
-    """How many copies the harness keeps on the GPU. Sets it needs at once: every trial's
-    inputs and outputs, the shifted sets, timing's fresh-content pool (one copy of the timed
-    inputs), and two sets of headroom (the candidate's outputs and an input clone). Cuts timing
-    sets first, then shifted sets, then trials (at least one of each that is asked for)."""
+    """How many copies the harness keeps on the GPU. What it holds at once: every trial's inputs
+    and outputs and the shifted sets (`set_bytes` each); timing's input sets and their
+    fresh-content pool (a copy of every set's inputs, at least two); the correctness check's
+    working set (the argument buffers, the candidate's outputs, their snapshot and the previous
+    call's outputs) and the comparison's chunked scratch. Cuts timing sets first, then shifted
+    sets, then trials (at least one of each that is asked for). Sized from a KernelBench-size
+    ReLU on the H200, which the former estimate (two sets of headroom) ran out of memory."""
     budget = share * available
+    output_bytes = max(0, set_bytes - input_bytes)
+    scratch = 4 * 8 * COMPARE_CHUNK
 
     def need(t, sh, n):
-        # A single timed set draws one more set for its pool.
-        return set_bytes * (t + sh + 2) + input_bytes * max(n, 2)
+        timing = input_bytes * (n + max(n, 2))
+        # check_trials keeps every earlier output under 8 GiB of them, else the last call's.
+        kept = t * output_bytes if t * output_bytes < (8 << 30) else output_bytes
+        check = input_bytes + 2 * output_bytes + kept + scratch
+        return set_bytes * (t + sh) + timing + check
 
     t, sh, n = trials, shifted, input_sets
     reduced = []

@@ -49,6 +49,53 @@ class PlanMemory(unittest.TestCase):
         self.assertTrue(p["reduced"], "something must give at this size")
         self.assertTrue(p["reduced"][0].endswith("timing input sets"), p["reduced"])
 
+    def test_what_an_h200_held_at_kernelbench_relu_size_is_counted(self):
+        # Measured: with 5 trials, 1 shifted set and 2 timing sets, 114 GiB were held when the
+        # first trial's comparison began (trials 60, shifted 12, timing sets and pool 24, the
+        # argument buffer, the output and its snapshot 18); the old plan counted 108 GiB and
+        # allowed it, and the comparison's whole-tensor temporaries ran out of memory.
+        p = self.plan(12, 139, input_sets=2)
+        p_full = runner.plan_memory(12 * GIB, 6 * GIB, 10_000 * GIB, 5, 1, 2)
+        self.assertGreaterEqual(p_full["need_bytes"], 114 * GIB)
+        self.assertLessEqual(p["need_bytes"], 0.8 * 139 * GIB)
+        self.assertTrue(p["reduced"], p)
+
+    def test_comparisons_work_in_bounded_chunks(self):
+        saved = runner.COMPARE_CHUNK
+        runner.COMPARE_CHUNK = 1000
+        try:
+            o = torch.rand(10_500)
+            r = o.clone()
+            pieces = list(runner._compare_chunks(o, r))
+            self.assertEqual(len(pieces), 11)
+            self.assertTrue(all(p[1].numel() <= 1000 for p in pieces))
+            self.assertEqual(sum(p[1].numel() for p in pieces), o.numel())
+            # A non-contiguous pair is compared whole (a reshape would copy it).
+            self.assertEqual(len(list(runner._compare_chunks(o[::2], r[::2]))), 1)
+        finally:
+            runner.COMPARE_CHUNK = saved
+
+    def test_a_chunked_comparison_reports_what_a_whole_one_does(self):
+        r_ = runner.Runner.__new__(runner.Runner)
+        r_.torch, r_.tol = torch, 1e-4
+        r_.T = r_.capture(torch)
+        ref = torch.rand(40, 263)
+        out = ref.clone()
+        out[9, 130] += 0.5
+        out[31, 7] = float("nan")
+        out[35, 200] -= 2.0
+        whole = r_.mismatch([out], [ref])
+        saved = runner.COMPARE_CHUNK
+        runner.COMPARE_CHUNK = 1000
+        try:
+            chunked = r_.mismatch([out], [ref])
+            self.assertIsNone(r_.mismatch([ref.clone()], [ref]))
+        finally:
+            runner.COMPARE_CHUNK = saved
+        self.assertEqual(chunked, whole)
+        self.assertEqual((whole["mismatches"], whole["first_mismatch_index"], whole["nonfinite_outputs"]), (3, [9, 130], 1))
+        self.assertAlmostEqual(whole["max_abs_error"], 2.0, places=5)
+
     def test_then_shifted_sets_then_trials_never_below_one(self):
         p = self.plan(12, 60)
         self.assertEqual((p["shifted"], p["input_sets"]), (0, 1))
