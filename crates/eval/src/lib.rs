@@ -824,6 +824,8 @@ fn summarise_timing(
             control_alone: samples.get(ig::SERIES_CONTROL_ALONE).map(Vec::as_slice),
             interleaved,
             control: samples.get(ig::SERIES_CONTROL).map(Vec::as_slice),
+            after: samples.get(ig::SERIES_REFERENCE_AFTER).map(Vec::as_slice),
+            control_after: samples.get(ig::SERIES_CONTROL_AFTER).map(Vec::as_slice),
         };
         findings.extend(ig::reference_tampered(file, &w, on_gpu));
     }

@@ -1086,31 +1086,35 @@ class Runner:
             self.torch, sets, None, lambda: self.gen_inputs(int.from_bytes(_urandom(4), "little"))
         )
         self.timing_inputs = (sets, seeds, fresh)
-        cfg = self.timing_cfg()
-        # A witness needs enough calls for a rank test, not a 1% interval: a quarter of the budget.
-        budget = float(cfg.get("budget_s", 10.0))
-        cfg["budget_s"] = min(budget, max(1.0, budget / 4.0))
         try:
-            if self.timer is None:
-                self.timer = self.kg_timing.make_timer(cfg)
-
-            def call(i):
-                with self.torch.no_grad():
-                    return ref_model(*sets[i])
-
-            callables = {"reference": call}
-            if self.control_call(sets) is not None:
-                callables["control"] = self.control_call(sets)
-            alone = self.kg_timing.measure(callables, n_sets, self.timer, cfg, None, fresh)
-            self.reference_alone = alone["reference"]
-            self.control_alone = alone.get("control")
-            fresh.restore()
-            self.sync()
+            self.reference_alone, self.control_alone = self.time_alone(ref_model, sets, fresh)
         except BaseException as e:
             raise _Stop(
                 {"kind": "harness_error", "message": f"timing the reference before the candidate failed: {e!r}", "traceback": _tail(_format_exc())}
             )
         self.phase("reference_alone_timing")
+
+    def time_alone(self, ref_model, sets, fresh):
+        """The reference and the control timed alone on the timing buffers; then the buffers'
+        original content is put back. A witness needs enough calls for a rank test, not a 1%
+        interval: a quarter of the budget."""
+        cfg = self.timing_cfg()
+        budget = float(cfg.get("budget_s", 10.0))
+        cfg["budget_s"] = min(budget, max(1.0, budget / 4.0))
+        if self.timer is None:
+            self.timer = self.kg_timing.make_timer(cfg)
+
+        def call(i):
+            with self.torch.no_grad():
+                return ref_model(*sets[i])
+
+        callables = {"reference": call}
+        if self.control_call(sets) is not None:
+            callables["control"] = self.control_call(sets)
+        alone = self.kg_timing.measure(callables, len(sets), self.timer, cfg, None, fresh)
+        fresh.restore()
+        self.sync()
+        return alone["reference"], alone.get("control")
 
     def run_timing(self, ref_model, cand, base, trials):
         if self.kg_timing is None or getattr(self, "timing_inputs", None) is None:
@@ -1184,6 +1188,17 @@ class Runner:
             samples["control_before_import"] = self.control_alone
         self.timing = samples
         self.phase("timing")
+        # Alone again after the candidate's calls (GPU): a reference slower only between those
+        # calls (a short, launch-bound one) is told apart from one the candidate's code slows.
+        if self.reference_alone and self.dev.type == "cuda":
+            try:
+                after, control_after = self.time_alone(ref_model, sets, fresh)
+            except BaseException as e:
+                raise _Stop(self.runtime_error(e, "timing"))
+            samples["reference_after_calls"] = after
+            if control_after:
+                samples["control_after_calls"] = control_after
+            self.phase("reference_after_calls")
 
     def result(self, outcome):
         return {
