@@ -17,6 +17,11 @@ if ! .venv/bin/python -c "import torch, ninja" >/dev/null 2>&1; then
   .venv/bin/pip install --quiet torch numpy ninja
 fi
 .venv/bin/python -c "import torch; print('==> python', torch.__version__, 'cuda' if torch.cuda.is_available() else 'cpu')"
+# ruff lints the harness's Python (scripts/test.sh); pinned, as its rules change between releases.
+RUFF_VERSION=0.14.0
+if [ "$(.venv/bin/ruff --version 2>/dev/null)" != "ruff $RUFF_VERSION" ]; then
+  .venv/bin/pip install --quiet "ruff==$RUFF_VERSION"
+fi
 
 [ "${KERNELGATE_SKIP_ACTIONLINT:-0}" = 1 ] && exit 0
 

@@ -7,7 +7,8 @@ bash scripts/setup-python.sh
 export KERNELGATE_PYTHON="$PWD/.venv/bin/python"
 cargo build --workspace --locked
 cargo test --workspace --locked
-# The harness's Python on CPU torch (its memory decisions).
+# The harness's Python: lint, then its unit tests on CPU torch (the job protocol, the memory plan).
+.venv/bin/ruff check crates/harness/python
 .venv/bin/python -m unittest discover -s crates/harness/python/tests
 # The wheel (issue #20): built with maturin, installed into a fresh venv, kernelgate eval and pr
 # on the demo from the installed package with no cargo on PATH. KERNELGATE_SKIP_WHEEL_TEST=1 skips.

@@ -8,7 +8,7 @@
 //! C++ source, so torch compiles it once into `target/kernelgate-test-torch-extensions`.
 
 mod common;
-use common::{python, root};
+use common::{python, root, AUDIT_DEFENDS};
 
 use kernelgate::pr::adapters::convert;
 use kernelgate::pr::policy::{judge, Acks, Policy};
@@ -291,4 +291,67 @@ fn the_floor_and_warning_threshold_come_from_the_config() {
         "{:?}",
         row.reasons
     );
+}
+
+/// The hack fixtures the static rules leave to the runtime (`AUDIT_DEFENDS`: a working kernel
+/// with PyTorch computing next to it) each fail the gate as a whole: linted, evaluated against
+/// the ReLU problem their extension implements, judged by the default policy with the lint's
+/// findings. The CPU C++ ones are evaluated here; the CUDA ones need a GPU (on a CPU runner the
+/// gate skips them, never passes them).
+#[test]
+fn every_hack_the_linter_leaves_to_the_runtime_fails_the_gate_as_a_whole() {
+    let ext = root().join("target/kernelgate-test-torch-extensions");
+    std::fs::create_dir_all(&ext).unwrap();
+    let problem = root().join("tests/fixtures/eval/problems/relu.py");
+    let problem_src = std::fs::read_to_string(&problem).unwrap();
+    let mut evaluated = 0;
+    for f in AUDIT_DEFENDS {
+        let path = root().join("tests/fixtures/lint").join(f);
+        let source = std::fs::read_to_string(&path).unwrap();
+        let opts = kernelgate_lint::LintOptions {
+            problem_source: Some(problem_src.clone()),
+            ..Default::default()
+        };
+        let lint = kernelgate_lint::lint_file(f, &source, &opts).unwrap();
+        assert!(
+            lint.iter().all(|x| x.severity != Severity::Error),
+            "{f}: the lint alone blocks it now; move it out of AUDIT_DEFENDS: {lint:?}"
+        );
+        if source.contains("cuda_sources") {
+            continue;
+        }
+        let mut spec = JobSpec::new(&problem, &path);
+        spec.device = Device::Cpu;
+        spec.trials = 2;
+        spec.seed = Some(42);
+        spec.python = Some(python());
+        spec.harness = Some(harness());
+        spec.extensions_dir = Some(ext.clone());
+        spec.compile_timeout = Duration::from_secs(600);
+        let r = run_job(&spec);
+        let stderr = r.stderr_tail.clone();
+        let eval = convert(r);
+        let mut row = KernelRow::new(
+            format!("kernels/{f}"),
+            "level1/19_ReLU",
+            Backend::Cpp,
+            Precision::Fp32,
+            Change::Added,
+            eval.outcome,
+        );
+        row.findings = lint;
+        row.findings.extend(eval.findings);
+        row.flags = eval.flags;
+        row.audit = eval.audit;
+        judge(&mut row, &Policy::default(), &Acks::default(), &source);
+        assert_eq!(
+            row.verdict,
+            Verdict::Fail,
+            "{f} passes the gate: {:?} {:?}\n{stderr}",
+            row.outcome,
+            row.reasons
+        );
+        evaluated += 1;
+    }
+    assert!(evaluated >= 10, "only {evaluated} CPU fixtures evaluated");
 }

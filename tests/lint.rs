@@ -3,7 +3,7 @@
 //! severity overrides and generated docs behave.
 
 mod common;
-use common::root;
+use common::{root, AUDIT_DEFENDS};
 
 use std::process::Command;
 
@@ -275,33 +275,6 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
     ("hacks/load_code_from_file.py", &[("KG204", 18)]),
     // The extension runs but its result is thrown away: a decoy, so the torch op blocks.
     ("hacks/discarded_kernel_result.py", &[("KG101", 21)]),
-];
-
-/// Hack fixtures whose only errors were torch-op findings and that do run a working custom
-/// kernel on the forward path (PyTorch does part of the work next to it). Statically that is
-/// partial replacement, a warning; the runtime op audit (custom share of the GPU time) is the
-/// defense for them. Every other hack fixture keeps at least one error.
-const AUDIT_DEFENDS: &[&str] = &[
-    // A working C++/CUDA kernel, plus ATen ops inside the same extension.
-    "cpp/hack_aten_op.py",
-    "cpp/hack_dispatcher.py",
-    "cpp/hack_escaped_string.py",
-    "cpp/hack_namespace_alias.py",
-    "cpp/hack_tensor_arithmetic.py",
-    "cpp/hack_torch_nn_module.py",
-    // The extension's real `relu` runs, PyTorch (or CuPy) computes around it.
-    "hacks/cupy_library.py",
-    "hacks/getattr_method.py",
-    "hacks/indirect_attribute_access.py",
-    "hacks/inplace_and_dunder_methods.py",
-    "hacks/layer_subclass.py",
-    "hacks/more_tensor_methods.py",
-    "hacks/stored_op_wrappers.py",
-    "hacks/tensor_method.py",
-    "hacks/tensor_operators.py",
-    "hacks/torch_dict_and_vf.py",
-    "hacks/torch_op_alias.py",
-    "hacks/torch_op_getattr.py",
 ];
 
 /// Hack fixtures whose rules are warnings by design (a signal for review, not a proof).

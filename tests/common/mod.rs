@@ -50,3 +50,31 @@ pub fn write(dir: &Path, path: &str, text: &str) {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, text).unwrap();
 }
+
+/// Hack fixtures whose only errors were torch-op findings and that do run a working custom
+/// kernel on the forward path (PyTorch does part of the work next to it). Statically that is
+/// partial replacement, a warning; the runtime op audit (custom share of the GPU time) is the
+/// defense for them. Every other hack fixture keeps at least one error (tests/lint.rs); each of
+/// these still fails the gate as a whole (tests/audit.rs). Paths under `tests/fixtures/lint/`.
+pub const AUDIT_DEFENDS: &[&str] = &[
+    // A working C++/CUDA kernel, plus ATen ops inside the same extension.
+    "cpp/hack_aten_op.py",
+    "cpp/hack_dispatcher.py",
+    "cpp/hack_escaped_string.py",
+    "cpp/hack_namespace_alias.py",
+    "cpp/hack_tensor_arithmetic.py",
+    "cpp/hack_torch_nn_module.py",
+    // The extension's real `relu` runs, PyTorch (or CuPy) computes around it.
+    "hacks/cupy_library.py",
+    "hacks/getattr_method.py",
+    "hacks/indirect_attribute_access.py",
+    "hacks/inplace_and_dunder_methods.py",
+    "hacks/layer_subclass.py",
+    "hacks/more_tensor_methods.py",
+    "hacks/stored_op_wrappers.py",
+    "hacks/tensor_method.py",
+    "hacks/tensor_operators.py",
+    "hacks/torch_dict_and_vf.py",
+    "hacks/torch_op_alias.py",
+    "hacks/torch_op_getattr.py",
+];

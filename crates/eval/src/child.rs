@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::outcome::ExitInfo;
+use crate::protocol::Job;
 use crate::sandbox::{self, SandboxError, SandboxLevel, SandboxMode};
 
 /// Bytes of stdout/stderr kept in the result.
@@ -21,7 +22,7 @@ pub const TAIL_BYTES: u64 = 4096;
 pub struct Launch<'a> {
     pub python: &'a Path,
     pub harness: &'a Path,
-    pub job: serde_json::Value,
+    pub job: Job,
     pub dir: &'a Path,
     pub compile_timeout: Duration,
     pub run_timeout: Duration,
@@ -95,7 +96,7 @@ pub struct Spawned {
     pgid: i32,
     key: [u8; 32],
     tag: String,
-    job: serde_json::Value,
+    job: Job,
     result_path: PathBuf,
     progress_path: PathBuf,
     stdout_path: PathBuf,
@@ -122,8 +123,8 @@ pub fn spawn(launch: Launch<'_>) -> Result<Spawned, LaunchError> {
     let stderr_path = dir.join("stderr.txt");
 
     let mut job = launch.job;
-    job["result_path"] = result_path.display().to_string().into();
-    job["progress_path"] = progress_path.display().to_string().into();
+    job.result_path = result_path.display().to_string();
+    job.progress_path = progress_path.display().to_string();
 
     let key: [u8; 32] = rand::random();
     // Every process of this job inherits the tag, so strays are found wherever they went.
@@ -192,9 +193,8 @@ pub fn spawn(launch: Launch<'_>) -> Result<Spawned, LaunchError> {
     let policy =
         sandbox::Policy::for_job(launch.python, launch.harness, dir, &read_files, &write_dirs);
     // The runner's audit hook reports against the same lists the kernel enforces.
-    job["sandbox"] = policy.to_json();
     let level = sandbox::confine(&mut cmd, launch.sandbox, &policy)?;
-    job["sandbox"]["level"] = level.to_string().into();
+    job.sandbox = Some(policy.grant(&level));
     // Held across the spawn: a concurrent job's sweep must not see this group before it is live.
     let mut live = LIVE_GROUPS.lock().unwrap_or_else(|e| e.into_inner());
     let child = cmd.spawn()?;
@@ -240,16 +240,17 @@ impl Spawned {
         let (compile_timeout, run_timeout) = (self.compile_timeout, self.run_timeout);
         let (limit, rlimit_as) = (self.memory_limit_bytes, self.rlimit_as);
         let progress_path = self.progress_path.clone();
-        self.job["spawn_unix"] = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0)
-            .into();
+        self.job.spawn_unix = Some(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0),
+        );
         {
             let mut stdin = child.stdin.take().expect("stdin is piped");
             let mut msg = hex::encode(self.key);
             msg.push('\n');
-            msg.push_str(&self.job.to_string());
+            msg.push_str(&serde_json::to_string(&self.job).expect("a job serialises"));
             // A child that died while it waited closes the pipe: that is reported from its exit
             // status.
             let _ = stdin.write_all(msg.as_bytes());

@@ -7,22 +7,22 @@
 mod child;
 pub mod locate;
 pub mod outcome;
+pub mod protocol;
 pub mod sandbox;
 
 use kernelgate_model::config::{L2Mode, TimingConfig};
 use kernelgate_model::{Device, Finding, Precision, Severity};
-use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use child::is_secret_var;
-pub use locate::{
-    find_harness, find_python, is_cpu_kernel, libcuda_present, HARNESS_PACKAGE, HARNESS_PROTOCOL,
-};
+pub use locate::{find_harness, find_python, is_cpu_kernel, libcuda_present, HARNESS_PACKAGE};
 pub use outcome::{
     EvalResult, ExitInfo, Floor, Mismatch, Outcome, Phase, ProblemWork, TimingResult, TrialMismatch,
 };
+pub use protocol::HARNESS_PROTOCOL;
+use protocol::{Job, JobTiming, RunnerResult};
 pub use sandbox::{SandboxLevel, SandboxMode};
 
 /// Errors of the set-up, before any candidate runs (reported as `harness_error` by `run_job`).
@@ -139,40 +139,6 @@ impl JobSpec {
             progress: false,
         }
     }
-}
-
-/// What the runner writes (after the HMAC was checked).
-#[derive(Deserialize)]
-struct RunnerResult {
-    outcome: Outcome,
-    #[serde(default)]
-    findings: Vec<RawFinding>,
-    #[serde(default)]
-    phases: Vec<(String, f64)>,
-    #[serde(default)]
-    device: Option<String>,
-    #[serde(default)]
-    torch: Option<String>,
-    #[serde(default)]
-    timing: Option<BTreeMap<String, Vec<kernelgate_timing::Sample>>>,
-    /// The problem's work, counted on the reference (timing jobs only).
-    #[serde(default)]
-    work: Option<ProblemWork>,
-    /// Copy bandwidth measured on the GPU, GB/s (CUDA with a cold L2 only).
-    #[serde(default)]
-    bandwidth_gbs: Option<f64>,
-    /// The op audit, read apart: a malformed audit is a warning, never a lost result.
-    #[serde(default)]
-    audit: Option<serde_json::Value>,
-    #[serde(default)]
-    memory: Option<kernelgate_model::MemoryUse>,
-}
-
-#[derive(Deserialize)]
-struct RawFinding {
-    rule: String,
-    severity: Severity,
-    message: String,
 }
 
 /// Runs one job to an outcome. Never panics on candidate behaviour and never returns an error:
@@ -326,31 +292,40 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
             source,
         })?;
     let job_id: String = format!("{:016x}", rand::random::<u64>());
-    let job = serde_json::json!({
-        "job_id": job_id,
-        "problem": abs(&spec.problem).display().to_string(),
-        "kernel": abs(&spec.kernel).display().to_string(),
-        "base_kernel": spec.base_kernel.as_deref().map(|p| abs(p).display().to_string()),
-        "device": spec.device.as_str(),
-        "cpu_backend": cpu_backend,
-        "precision": spec.precision.as_str(),
-        "trials": spec.trials.max(1),
-        "seed": seed,
-        "shifted_trials": spec.shifted_trials.min(2),
-        "inputs_on_device": spec.inputs_on_device,
-        "count_flops": spec.count_flops.unwrap_or(may_use_gpu),
-        "audit": spec.audit,
-        "build_only": spec.build_only,
-        "timing": spec.timing.as_ref().map(|t| serde_json::json!({
-            "warmup": t.warmup,
-            "min_samples": t.min_samples,
-            "max_samples": t.max_samples,
-            "budget_s": t.budget_s,
-            "ci_target_pct": t.ci_target_pct,
-            "l2": match t.l2 { L2Mode::Cold => "cold", L2Mode::Warm => "warm" },
-            "input_sets": 3,
-        })),
-    });
+    let job = Job {
+        protocol: HARNESS_PROTOCOL,
+        job_id,
+        problem: abs(&spec.problem).display().to_string(),
+        kernel: abs(&spec.kernel).display().to_string(),
+        base_kernel: spec
+            .base_kernel
+            .as_deref()
+            .map(|p| abs(p).display().to_string()),
+        device: spec.device.as_str().to_string(),
+        cpu_backend,
+        precision: spec.precision,
+        tolerance: spec.precision.tolerance(),
+        trials: spec.trials.max(1),
+        seed,
+        shifted_trials: spec.shifted_trials.min(2),
+        inputs_on_device: spec.inputs_on_device,
+        count_flops: spec.count_flops.unwrap_or(may_use_gpu),
+        audit: spec.audit,
+        build_only: spec.build_only,
+        timing: spec.timing.as_ref().map(|t| JobTiming {
+            warmup: t.warmup,
+            min_samples: t.min_samples,
+            max_samples: t.max_samples,
+            budget_s: t.budget_s,
+            ci_target_pct: t.ci_target_pct,
+            l2: t.l2,
+            input_sets: 3,
+        }),
+        result_path: String::new(),
+        progress_path: String::new(),
+        sandbox: None,
+        spawn_unix: None,
+    };
     // The child works in its own directory: a relative cache path would land there.
     let ext_dir = match &spec.extensions_dir {
         Some(d) if d.is_relative() => std::env::current_dir()

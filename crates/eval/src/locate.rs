@@ -96,10 +96,6 @@ pub fn find_harness() -> Result<PathBuf, EvalError> {
 /// The import name of the harness, and of its package in the `kernelgate` wheel.
 pub const HARNESS_PACKAGE: &str = "kernelgate_harness";
 
-/// Version of the job description and result protocol between the CLI and the harness; the
-/// harness module exports it as `kernelgate_harness.PROTOCOL`.
-pub const HARNESS_PROTOCOL: u32 = 1;
-
 /// The extension module file in an installed `kernelgate_harness` package directory
 /// (`kernelgate_harness.abi3.so`, or a `kernelgate_harness.cpython-*.so`).
 fn extension_in(pkg: &Path) -> Option<PathBuf> {

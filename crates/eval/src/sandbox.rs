@@ -206,18 +206,23 @@ impl Policy {
     }
 
     /// The lists for the runner's audit hook, plus the syscalls seccomp denies.
-    pub fn to_json(&self) -> serde_json::Value {
+    /// The lists as the runner's audit hook checks them, with the level the launcher reached.
+    pub fn grant(&self, level: &SandboxLevel) -> crate::protocol::SandboxGrant {
         let s = |v: &[PathBuf]| {
             v.iter()
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
         };
-        serde_json::json!({
-            "read_exec": s(&self.read_exec),
-            "read_files": s(&self.read_files),
-            "read_write": s(&self.read_write),
-            "denied_syscalls": DENIED_SYSCALLS.iter().map(|(n, nr)| (n.to_string(), *nr)).collect::<BTreeMap<_, _>>(),
-        })
+        crate::protocol::SandboxGrant {
+            read_exec: s(&self.read_exec),
+            read_files: s(&self.read_files),
+            read_write: s(&self.read_write),
+            denied_syscalls: DENIED_SYSCALLS
+                .iter()
+                .map(|(n, nr)| (n.to_string(), *nr as i64))
+                .collect(),
+            level: level.to_string(),
+        }
     }
 }
 

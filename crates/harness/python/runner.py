@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import asdict as _asdict
 
 # Captured before any candidate code exists in the process.
 _perf = time.perf_counter
@@ -27,8 +28,10 @@ _urandom = os.urandom
 
 TAIL = 4000
 
-# The op audit module (`kg_audit.py`), set by the harness when it loads this runner.
+# The op audit module (`kg_audit.py`) and the job's protocol (`kg_protocol.py`), set by the
+# harness when it loads this runner.
 kg_audit = None
+kg_protocol = None
 
 
 class _Stop(Exception):
@@ -191,7 +194,7 @@ class Runner:
 
     def mark(self, phase):
         """Tells the CLI which limit applies now (compile or run); not trusted for results."""
-        path = self.job.get("progress_path")
+        path = self.job.progress_path
         if not path:
             return
         try:
@@ -206,7 +209,7 @@ class Runner:
     # ---- the job -----------------------------------------------------------------------------
     def execute(self):
         job = self.job
-        spawn = job.get("spawn_unix")
+        spawn = job.spawn_unix
         if spawn:
             self.phases.append(["process_start", max(0.0, (_now() - spawn) * 1000.0)])
         self._t = _perf()
@@ -218,23 +221,23 @@ class Runner:
         T = self.capture(torch)
         self.T = T
 
-        if job.get("build_only"):
+        if job.build_only:
             return self.build()
         dev = self.pick_device()
         self.phase("device_init")
-        dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[job.get("precision", "fp32")]
+        dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[job.precision]
         self.dtype = dtype
-        self.tol = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}[job.get("precision", "fp32")]
-        seed = int(job["seed"])
+        self.tol = job.tolerance
+        seed = int(job.seed)
 
         try:
-            problem = _load_module(job["problem"], "kg_problem_" + job["job_id"])
+            problem = _load_module(job.problem, "kg_problem_" + job.job_id)
             Model, get_inputs, get_init_inputs = problem.Model, problem.get_inputs, problem.get_init_inputs
         except BaseException as e:
             raise _Stop(
                 {
                     "kind": "harness_error",
-                    "message": f"the problem file {job['problem']} failed to load: {e!r}; it must define "
+                    "message": f"the problem file {job.problem} failed to load: {e!r}; it must define "
                     "Model, get_inputs and get_init_inputs",
                     "traceback": _tail(_format_exc()),
                 }
@@ -249,7 +252,7 @@ class Runner:
                 return x.to(device=dev)
             return x
 
-        on_device = dev.type == "cuda" and job.get("inputs_on_device", True)
+        on_device = dev.type == "cuda" and job.inputs_on_device
 
         def gen_inputs(s):
             self.set_seed(s)
@@ -271,7 +274,7 @@ class Runner:
 
         # KernelBench: trial seeds drawn from torch's CPU generator seeded with the run seed.
         torch.manual_seed(seed)
-        trial_seeds = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(int(job.get("trials", 5)))]
+        trial_seeds = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(job.trials)]
         t_gen = 0.0
         t_ref = 0.0
         trials = []  # (seed, pristine inputs, reference outputs)
@@ -298,7 +301,7 @@ class Runner:
         self.phase("shifted_reference")
 
         # The plausibility floor's inputs, measured before any candidate code exists.
-        if job.get("timing"):
+        if job.timing:
             self.count_work(ref_model, trials[0][1], trials[0][2], trial_seeds[0])
             self.measure_bandwidth()
             self.phase("work")
@@ -311,12 +314,12 @@ class Runner:
         threads_native = _native_threads()
 
         # ---- candidate -------------------------------------------------------------------------
-        if job.get("sandbox"):
-            _audit_sandbox(job["sandbox"], self.finding)
+        if job.sandbox:
+            _audit_sandbox(_asdict(job.sandbox), self.finding)
         self.mark("compile")
         self.candidate_started = True
         try:
-            cand_mod = _load_module(job["kernel"], "kg_candidate_" + job["job_id"])
+            cand_mod = _load_module(job.kernel, "kg_candidate_" + job.job_id)
         except BaseException as e:
             self.mark("run")
             raise _Stop(self.compile_error(e))
@@ -328,7 +331,7 @@ class Runner:
             raise _Stop(
                 {
                     "kind": "compile_error",
-                    "message": f"{job['kernel']} defines no class ModelNew; define `class ModelNew(nn.Module)` "
+                    "message": f"{job.kernel} defines no class ModelNew; define `class ModelNew(nn.Module)` "
                     "with the same constructor and forward signature as the problem's Model",
                     "log_tail": "",
                 }
@@ -345,16 +348,16 @@ class Runner:
         self.check_trials(cand, trials, extra, threads_py, threads_native)
 
         base = None
-        if job.get("base_kernel") and job.get("timing") and self.kg_timing is not None:
+        if job.base_kernel and job.timing and self.kg_timing is not None:
             try:
-                base_mod = _load_module(job["base_kernel"], "kg_base_" + job["job_id"])
+                base_mod = _load_module(job.base_kernel, "kg_base_" + job.job_id)
                 with torch.no_grad():
                     self.set_seed(seed)
                     base = base_mod.ModelNew(*init_inputs).to(device=dev, dtype=dtype)
             except BaseException as e:
                 self.finding("base-kernel-failed", "warning", f"the base kernel could not be loaded for timing: {e!r}")
             self.phase("base_compile")
-        if job.get("timing"):
+        if job.timing:
             self.run_timing(ref_model, cand, base, trials)
         # After timing: the profiler's CUPTI state slows later launches (seen on the H200: the
         # reference 2.1x slower after the audit, a false `timing/reference-tampered`).
@@ -367,19 +370,19 @@ class Runner:
         Never a verdict: the eval that follows imports the same build and reports the truth."""
         torch, job = self.torch, self.job
         try:
-            problem = _load_module(job["problem"], "kg_problem_" + job["job_id"])
+            problem = _load_module(job.problem, "kg_problem_" + job.job_id)
             with torch.no_grad():
                 init_inputs = list(problem.get_init_inputs())
         except BaseException:
             init_inputs = None
         self.phase("problem_load")
         for key, prefix, phase in (("kernel", "kg_candidate_", "compile"), ("base_kernel", "kg_base_", "base_compile")):
-            if not job.get(key):
+            if not getattr(job, key):
                 continue
             self.mark("compile")
             self.candidate_started = True
             try:
-                mod = _load_module(job[key], prefix + job["job_id"])
+                mod = _load_module(getattr(job, key), prefix + job.job_id)
             except BaseException as e:
                 self.mark("run")
                 self.phase(phase)
@@ -403,7 +406,10 @@ class Runner:
         when they do not, keep fewer (timing sets, then the shifted set, then trials), say so in
         a warning, and return how many trials to keep."""
         torch, T = self.torch, self.T
-        nbytes = lambda xs: sum(x.numel() * x.element_size() for x in xs if _isinstance(x, T.Tensor))
+
+        def nbytes(xs):
+            return sum(x.numel() * x.element_size() for x in xs if _isinstance(x, T.Tensor))
+
         set_bytes = nbytes(inputs) + nbytes(refs)
         free, _total = torch.cuda.mem_get_info()
         free += torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
@@ -412,14 +418,14 @@ class Runner:
             input_bytes=nbytes(inputs),
             available=free + set_bytes,  # the first set is already held
             trials=trials,
-            shifted=int(self.job.get("shifted_trials", 1)),
-            input_sets=int((self.job.get("timing") or {}).get("input_sets", 3)),
+            shifted=self.job.shifted_trials,
+            input_sets=self.job.timing.input_sets if self.job.timing else 1,
         )
         self.memory_budget = plan
         if plan["reduced"]:
-            self.job["shifted_trials"] = plan["shifted"]
-            if self.job.get("timing"):
-                self.job["timing"]["input_sets"] = plan["input_sets"]
+            self.job.shifted_trials = plan["shifted"]
+            if self.job.timing:
+                self.job.timing.input_sets = plan["input_sets"]
             self.finding(
                 "memory-budget",
                 "warning",
@@ -451,10 +457,10 @@ class Runner:
 
     def pick_device(self):
         torch = self.torch
-        want = self.job.get("device", "auto")
+        want = self.job.device
         has_cuda = torch.cuda.is_available()
         # A CPU-only C++ extension cannot take CUDA tensors: it runs on the CPU whatever was asked.
-        cpu_only = bool(self.job.get("cpu_backend"))
+        cpu_only = self.job.cpu_backend
         if want == "cuda" and not has_cuda and not cpu_only:
             raise _Stop(
                 {
@@ -503,7 +509,7 @@ class Runner:
     def shifted_sets(self, ref_model, inputs, s):
         """Signed, scaled copies of the first trial's inputs where the reference stays finite."""
         T = self.T
-        budget = self.job.get("shifted_trials", 1)
+        budget = self.job.shifted_trials
         out = []
         if budget <= 0:
             return out
@@ -585,7 +591,7 @@ class Runner:
             msg = f"the module called sys.exit({e.code}) while being imported"
         return {
             "kind": "compile_error",
-            "message": f"importing {self.job['kernel']} failed ({_type(e).__name__}): {_tail(msg.splitlines()[0] if msg else '', 300)}",
+            "message": f"importing {self.job.kernel} failed ({_type(e).__name__}): {_tail(msg.splitlines()[0] if msg else '', 300)}",
             "log_tail": _tail(msg + "\n" + _format_exc()),
         }
 
@@ -923,7 +929,7 @@ class Runner:
         """One extra, untimed call on trial 0's inputs under `kg_audit`: which ops ran, custom or
         PyTorch's, and their time. Never fails the job: a failure is a warning finding."""
         self.op_audit = None
-        if not self.job.get("audit", True):
+        if not self.job.audit:
             return
         if kg_audit is None:
             self.finding("audit-failed", "warning", "this harness build has no op audit module; the audit was skipped")
@@ -980,7 +986,7 @@ class Runner:
         except Exception:
             self.work = None
             return
-        if not self.job.get("count_flops"):
+        if not self.job.count_flops:
             return
         try:
             self.set_seed(s)
@@ -1036,7 +1042,7 @@ class Runner:
         if self.kg_timing is None or self.dev.type != "cuda":
             return
         try:
-            cfg = dict(self.job["timing"])
+            cfg = _asdict(self.job.timing)
             cfg["device"] = "cuda"
             timer = self.timer if self.timer is not None else self.kg_timing.make_timer(cfg)
             bw = timer.bandwidth_gbs()
@@ -1047,7 +1053,7 @@ class Runner:
 
     # ---- timing ------------------------------------------------------------------------------
     def timing_cfg(self):
-        cfg = dict(self.job["timing"])
+        cfg = _asdict(self.job.timing)
         cfg["device"] = "cuda" if self.dev.type == "cuda" else "cpu"
         return cfg
 
@@ -1077,7 +1083,7 @@ class Runner:
         self.control_alone = None
         if self.kg_timing is None:
             return
-        n_sets = min(len(trials), int(self.job["timing"].get("input_sets", 3)))
+        n_sets = min(len(trials), self.job.timing.input_sets)
         # The first trials' own inputs (no second copy: inputs can be gigabytes); their original
         # content is put back before the correctness trials read them.
         sets = [trials[i][1] for i in range(n_sets)]
@@ -1205,7 +1211,7 @@ class Runner:
             "outcome": outcome,
             "findings": self.findings,
             "phases": self.phases,
-            "seed": self.job.get("seed"),
+            "seed": self.job.seed,
             "device": self.device_label,
             "torch": self.torch_version,
             "trials_run": self.trials_run,
@@ -1311,7 +1317,12 @@ def run(job_json, kg_timing=None, timer=None):
     import json
 
     dumps = json.dumps
-    job = json.loads(job_json)
+    try:
+        job = kg_protocol.parse_job(job_json)
+    except kg_protocol.ProtocolError as e:
+        # Neither the machine's fault nor the candidate's: a CLI and a harness that do not match.
+        outcome = {"kind": "harness_error", "message": f"kernelgate's harness cannot read its job: {e}"}
+        return dumps({"outcome": outcome, "findings": [], "phases": [], "timing": None})
     runner = Runner(job, kg_timing, timer)
     outcome = {"kind": "passed"}
     try:

@@ -22,6 +22,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 const RUNNER_SRC: &str = include_str!("../python/runner.py");
 /// The op audit the runner calls after correctness (custom vs PyTorch work).
 const KG_AUDIT_SRC: &str = include_str!("../python/kg_audit.py");
+/// The job's dataclasses (the mirror of `kernelgate_eval::protocol::Job`).
+const KG_PROTOCOL_SRC: &str = include_str!("../python/kg_protocol.py");
+/// The job protocol this harness speaks: `kernelgate_eval::HARNESS_PROTOCOL` and
+/// `kg_protocol.PROTOCOL` must agree (tests/protocol.rs).
+const PROTOCOL: u32 = 1;
 
 /// `main()` may run once per process: a candidate calling it again must not get a signed result.
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -118,6 +123,16 @@ fn load_runner(py: Python<'_>) -> Result<Runner<'_>, String> {
     runner
         .setattr("kg_audit", audit)
         .map_err(|e| format!("installing kg_audit: {}", py_error_text(py, &e)))?;
+    let protocol = load_private_module(
+        py,
+        KG_PROTOCOL_SRC,
+        c"<kernelgate kg_protocol>",
+        c"_kernelgate_kg_protocol",
+    )
+    .map_err(|e| format!("loading kg_protocol: {}", py_error_text(py, &e)))?;
+    runner
+        .setattr("kg_protocol", protocol)
+        .map_err(|e| format!("installing kg_protocol: {}", py_error_text(py, &e)))?;
     // The timer is made by kg_timing itself (`make_timer`), on the device the runner picked.
     let timing = timer::load_timing_module(py)
         .map_err(|e| format!("loading kg_timing: {}", py_error_text(py, &e)))?;
@@ -197,7 +212,7 @@ fn write_result(path: &std::path::Path, key: &[u8], payload: &str) -> std::io::R
 fn kernelgate_harness(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(main, m)?)?;
     // The job protocol this harness speaks (kernelgate_eval::HARNESS_PROTOCOL on the CLI's side).
-    m.add("PROTOCOL", 1u32)?;
+    m.add("PROTOCOL", PROTOCOL)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     timer::register(m)?;
     Ok(())

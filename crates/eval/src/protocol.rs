@@ -1,0 +1,170 @@
+//! The contract between the CLI and the harness's Python runner: the job the runner reads from
+//! stdin and the result it writes. Mirrored field for field by the dataclasses of
+//! `crates/harness/python/kg_protocol.py` (`Job`, `Timing`); both carry [`HARNESS_PROTOCOL`]
+//! and the runner refuses a job of another version, or one with a field missing or unknown.
+//! Every default is decided here, once: the runner reads what it is given.
+
+use std::collections::BTreeMap;
+
+use kernelgate_model::config::L2Mode;
+use kernelgate_model::{Precision, Severity};
+use serde::{Deserialize, Serialize};
+
+use crate::outcome::{Outcome, ProblemWork};
+
+/// The job protocol this CLI speaks; the harness extension reports its own as `PROTOCOL`.
+pub const HARNESS_PROTOCOL: u32 = 1;
+
+/// One job for the runner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Job {
+    pub protocol: u32,
+    /// Random per job: names the runner's private modules.
+    pub job_id: String,
+    /// Absolute paths.
+    pub problem: String,
+    pub kernel: String,
+    pub base_kernel: Option<String>,
+    /// `auto`, `cpu` or `cuda` (the visible GPU is chosen by `CUDA_VISIBLE_DEVICES`).
+    pub device: String,
+    /// The kernel builds a CPU-only extension: it runs on the CPU whatever the device.
+    pub cpu_backend: bool,
+    pub precision: Precision,
+    /// atol = rtol of the correctness check ([`Precision::tolerance`]).
+    pub tolerance: f64,
+    pub trials: u32,
+    pub seed: u64,
+    pub shifted_trials: u32,
+    pub inputs_on_device: bool,
+    pub count_flops: bool,
+    pub audit: bool,
+    pub build_only: bool,
+    pub timing: Option<JobTiming>,
+    /// Filled in by the launcher (`child::spawn`).
+    pub result_path: String,
+    pub progress_path: String,
+    /// What the sandbox grants, for the runner's audit hook; `None` before the launch.
+    pub sandbox: Option<SandboxGrant>,
+    /// When the job was handed over (Unix seconds): the runner's `process_start` phase.
+    pub spawn_unix: Option<f64>,
+}
+
+/// The timing part of a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobTiming {
+    pub warmup: u32,
+    pub min_samples: u32,
+    pub max_samples: u32,
+    pub budget_s: f64,
+    pub ci_target_pct: f64,
+    pub l2: L2Mode,
+    /// Input sets the timed calls rotate through (the memory budget may keep fewer).
+    pub input_sets: u32,
+}
+
+/// The sandbox's lists as the runner's audit hook checks them (`sandbox::Policy`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxGrant {
+    pub read_exec: Vec<String>,
+    pub read_files: Vec<String>,
+    pub read_write: Vec<String>,
+    pub denied_syscalls: BTreeMap<String, i64>,
+    /// The level the launcher reached (`full`, `partial`, `off`).
+    pub level: String,
+}
+
+/// What the runner writes back (authenticated by the launcher).
+#[derive(Debug, Deserialize)]
+pub(crate) struct RunnerResult {
+    pub outcome: Outcome,
+    #[serde(default)]
+    pub findings: Vec<RawFinding>,
+    #[serde(default)]
+    pub phases: Vec<(String, f64)>,
+    #[serde(default)]
+    pub device: Option<String>,
+    #[serde(default)]
+    pub torch: Option<String>,
+    #[serde(default)]
+    pub timing: Option<BTreeMap<String, Vec<kernelgate_timing::Sample>>>,
+    /// The problem's work, counted on the reference (timing jobs only).
+    #[serde(default)]
+    pub work: Option<ProblemWork>,
+    /// Copy bandwidth measured on the GPU, GB/s (CUDA with a cold L2 only).
+    #[serde(default)]
+    pub bandwidth_gbs: Option<f64>,
+    /// The op audit, read apart: a malformed audit is a warning, never a lost result.
+    #[serde(default)]
+    pub audit: Option<serde_json::Value>,
+    #[serde(default)]
+    pub memory: Option<kernelgate_model::MemoryUse>,
+}
+
+/// A runtime finding as the runner reports it (`eval/` is prefixed to its rule).
+#[derive(Debug, Deserialize)]
+pub(crate) struct RawFinding {
+    pub rule: String,
+    pub severity: Severity,
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn sample_job() -> Job {
+        Job {
+            protocol: HARNESS_PROTOCOL,
+            job_id: "00ff".into(),
+            problem: "/p.py".into(),
+            kernel: "/k.py".into(),
+            base_kernel: None,
+            device: "cpu".into(),
+            cpu_backend: false,
+            precision: Precision::Bf16,
+            tolerance: Precision::Bf16.tolerance(),
+            trials: 5,
+            seed: 42,
+            shifted_trials: 1,
+            inputs_on_device: true,
+            count_flops: false,
+            audit: true,
+            build_only: false,
+            timing: Some(JobTiming {
+                warmup: 3,
+                min_samples: 10,
+                max_samples: 200,
+                budget_s: 10.0,
+                ci_target_pct: 1.0,
+                l2: L2Mode::Cold,
+                input_sets: 3,
+            }),
+            result_path: "/r".into(),
+            progress_path: "/q".into(),
+            sandbox: None,
+            spawn_unix: None,
+        }
+    }
+
+    #[test]
+    fn a_job_round_trips_and_names_its_precision_as_the_runner_reads_it() {
+        let job = sample_job();
+        let v = serde_json::to_value(&job).unwrap();
+        assert_eq!(v["precision"], "bf16");
+        assert_eq!(v["timing"]["l2"], "cold");
+        assert_eq!(v["tolerance"], 1e-2);
+        let back: Job = serde_json::from_value(v).unwrap();
+        assert_eq!(back, job);
+    }
+
+    #[test]
+    fn an_unknown_field_is_refused() {
+        let mut v = serde_json::to_value(sample_job()).unwrap();
+        v["trails"] = 5.into();
+        let e = serde_json::from_value::<Job>(v).unwrap_err().to_string();
+        assert!(e.contains("trails"), "{e}");
+    }
+}

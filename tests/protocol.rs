@@ -1,0 +1,165 @@
+//! The CLI ↔ runner contract, from both ends: the job the CLI serialises is the job the
+//! runner's `kg_protocol` parses, field for field; the three copies of the protocol number
+//! agree; every outcome kind the runner writes is one the CLI reads.
+
+mod common;
+use common::{python, root};
+
+use kernelgate_eval::outcome::Outcome;
+use kernelgate_eval::protocol::{Job, JobTiming, SandboxGrant, HARNESS_PROTOCOL};
+use kernelgate_model::config::L2Mode;
+use kernelgate_model::Precision;
+use std::process::Command;
+
+fn job() -> Job {
+    Job {
+        protocol: HARNESS_PROTOCOL,
+        job_id: "00ff".into(),
+        problem: "/p.py".into(),
+        kernel: "/k.py".into(),
+        base_kernel: Some("/b.py".into()),
+        device: "cuda".into(),
+        cpu_backend: false,
+        precision: Precision::Fp16,
+        tolerance: Precision::Fp16.tolerance(),
+        trials: 5,
+        seed: 7,
+        shifted_trials: 1,
+        inputs_on_device: true,
+        count_flops: true,
+        audit: true,
+        build_only: false,
+        timing: Some(JobTiming {
+            warmup: 3,
+            min_samples: 10,
+            max_samples: 200,
+            budget_s: 10.0,
+            ci_target_pct: 1.0,
+            l2: L2Mode::Warm,
+            input_sets: 3,
+        }),
+        result_path: "/r".into(),
+        progress_path: "/q".into(),
+        sandbox: Some(SandboxGrant {
+            read_exec: vec!["/usr".into()],
+            read_files: vec!["/k.py".into()],
+            read_write: vec!["/tmp/x".into()],
+            denied_syscalls: [("ptrace".to_string(), 101)].into_iter().collect(),
+            level: "full".into(),
+        }),
+        spawn_unix: Some(1.5),
+    }
+}
+
+/// Runs `script` with kg_protocol loaded from the harness's sources; returns stdout.
+fn with_kg_protocol(script: &str, stdin: &str) -> String {
+    use std::io::Write;
+    let dir = root().join("crates/harness/python");
+    let prelude = format!(
+        "import importlib.util, json, sys\n\
+         spec = importlib.util.spec_from_file_location('kg_protocol', {:?})\n\
+         kg_protocol = importlib.util.module_from_spec(spec); spec.loader.exec_module(kg_protocol)\n",
+        dir.join("kg_protocol.py").display().to_string()
+    );
+    let mut child = Command::new(python())
+        .args(["-c", &format!("{prelude}{script}")])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn the_runner_parses_the_job_the_cli_sends_field_for_field() {
+    let text = serde_json::to_string(&job()).unwrap();
+    let back = with_kg_protocol(
+        "from dataclasses import asdict\nprint(json.dumps(asdict(kg_protocol.parse_job(sys.stdin.read()))))",
+        &text,
+    );
+    let sent: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let parsed: serde_json::Value = serde_json::from_str(&back).unwrap();
+    assert_eq!(parsed, sent);
+    // And the defaults-free job of a CPU run without timing or sandbox.
+    let mut plain = job();
+    (
+        plain.timing,
+        plain.sandbox,
+        plain.base_kernel,
+        plain.spawn_unix,
+    ) = (None, None, None, None);
+    let text = serde_json::to_string(&plain).unwrap();
+    let back = with_kg_protocol(
+        "from dataclasses import asdict\nprint(json.dumps(asdict(kg_protocol.parse_job(sys.stdin.read()))))",
+        &text,
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&back).unwrap(),
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()
+    );
+}
+
+#[test]
+fn the_cli_the_harness_and_the_runner_speak_one_protocol_version() {
+    let py = with_kg_protocol("print(kg_protocol.PROTOCOL)", "");
+    assert_eq!(py, HARNESS_PROTOCOL.to_string(), "kg_protocol.PROTOCOL");
+    // The built extension's own number (what `kernelgate --version` reports).
+    let lib = std::path::PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"))
+        .parent()
+        .unwrap()
+        .join("libkernelgate_harness.so");
+    assert!(
+        lib.is_file(),
+        "build the harness first: cargo build -p kernelgate-harness"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&lib, dir.path().join("kernelgate_harness.abi3.so")).unwrap();
+    let out = Command::new(python())
+        .args(["-c", "import kernelgate_harness as h; print(h.PROTOCOL)"])
+        .env("PYTHONPATH", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        HARNESS_PROTOCOL.to_string(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Every `"kind": "..."` the runner writes names an [`Outcome`] variant (a renamed variant on
+/// one side would turn a verdict into an unparsable result).
+#[test]
+fn every_outcome_kind_the_runner_writes_is_one_the_cli_reads() {
+    let re = regex::Regex::new(r#""kind": "([a-z_]+)""#).unwrap();
+    let mut kinds = std::collections::BTreeSet::new();
+    for file in ["runner.py", "kg_audit.py", "kg_timing.py"] {
+        let src = std::fs::read_to_string(root().join("crates/harness/python").join(file)).unwrap();
+        kinds.extend(re.captures_iter(&src).map(|c| c[1].to_string()));
+    }
+    kinds.insert("infrastructure".into()); // the runner renames a harness_error to it
+    assert!(kinds.len() >= 10, "{kinds:?}");
+    for kind in &kinds {
+        let v = serde_json::json!({"kind": kind, "message": "m", "reason": "r",
+            "expected": null, "got": null});
+        if let Err(e) = serde_json::from_value::<Outcome>(v) {
+            assert!(
+                !e.to_string().contains("unknown variant"),
+                "the runner writes outcome kind `{kind}`, which the CLI does not know: {e}"
+            );
+        }
+    }
+}
