@@ -128,16 +128,30 @@ fn the_cli_the_harness_and_the_runner_speak_one_protocol_version() {
     let dir = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(&lib, dir.path().join("kernelgate_harness.abi3.so")).unwrap();
     let out = Command::new(python())
-        .args(["-c", "import kernelgate_harness as h; print(h.PROTOCOL)"])
+        .args([
+            "-c",
+            "import kernelgate_harness as h; print(h.PROTOCOL); \
+             print(h.ci_half_width_pct([1.0, 1.1, 0.9, 1.2, 1.0, 0.95, 1.05, 1.3])); \
+             print(h.ci_half_width_pct([1.0, 2.0]))",
+        ])
         .env("PYTHONPATH", dir.path())
         .output()
         .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        HARNESS_PROTOCOL.to_string(),
+        lines.first().copied(),
+        Some(HARNESS_PROTOCOL.to_string().as_str()),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The sampler's stopping rule is the CLI's statistic, computed by the same code.
+    let rust =
+        kernelgate_timing::SeriesStats::from_samples(&[1.0, 1.1, 0.9, 1.2, 1.0, 0.95, 1.05, 1.3])
+            .unwrap()
+            .ci_half_width_pct();
+    assert_eq!(lines[1].parse::<f64>().unwrap(), rust);
+    assert_eq!(lines[2], "inf", "under 6 samples there is no interval");
 }
 
 /// Every `"kind": "..."` the runner writes names an [`Outcome`] variant (a renamed variant on

@@ -336,9 +336,23 @@ fn timing_module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
 }
 
 /// Adds `Timer`, `cuda_available` and `timing_module` to the extension module.
+/// Half-width of the median's 95% confidence interval relative to the median, percent: the
+/// sampler's stopping rule (`kg_timing.measure`), from the same statistics the CLI reports.
+/// Infinite under 6 samples or for a non-positive median.
+#[pyfunction]
+fn ci_half_width_pct(samples: Vec<f64>) -> f64 {
+    if samples.len() < 6 {
+        return f64::INFINITY;
+    }
+    kernelgate_timing::SeriesStats::from_samples(&samples)
+        .map(|s| s.ci_half_width_pct())
+        .unwrap_or(f64::INFINITY)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Timer>()?;
     m.add_function(wrap_pyfunction!(cuda_available, m)?)?;
     m.add_function(wrap_pyfunction!(timing_module, m)?)?;
+    m.add_function(wrap_pyfunction!(ci_half_width_pct, m)?)?;
     Ok(())
 }
