@@ -24,6 +24,8 @@ const RUNNER_SRC: &str = include_str!("../python/runner.py");
 const KG_AUDIT_SRC: &str = include_str!("../python/kg_audit.py");
 /// The job's dataclasses (the mirror of `kernelgate_eval::protocol::Job`).
 const KG_PROTOCOL_SRC: &str = include_str!("../python/kg_protocol.py");
+/// The correctness check's comparisons and the GPU memory plan.
+const KG_CHECKS_SRC: &str = include_str!("../python/kg_checks.py");
 /// The job protocol this harness speaks: `kernelgate_eval::HARNESS_PROTOCOL` and
 /// `kg_protocol.PROTOCOL` must agree (tests/protocol.rs).
 const PROTOCOL: u32 = 1;
@@ -123,16 +125,26 @@ fn load_runner(py: Python<'_>) -> Result<Runner<'_>, String> {
     runner
         .setattr("kg_audit", audit)
         .map_err(|e| format!("installing kg_audit: {}", py_error_text(py, &e)))?;
-    let protocol = load_private_module(
-        py,
-        KG_PROTOCOL_SRC,
-        c"<kernelgate kg_protocol>",
-        c"_kernelgate_kg_protocol",
-    )
-    .map_err(|e| format!("loading kg_protocol: {}", py_error_text(py, &e)))?;
-    runner
-        .setattr("kg_protocol", protocol)
-        .map_err(|e| format!("installing kg_protocol: {}", py_error_text(py, &e)))?;
+    for (name, src, file, module) in [
+        (
+            "kg_protocol",
+            KG_PROTOCOL_SRC,
+            c"<kernelgate kg_protocol>",
+            c"_kernelgate_kg_protocol",
+        ),
+        (
+            "kg_checks",
+            KG_CHECKS_SRC,
+            c"<kernelgate kg_checks>",
+            c"_kernelgate_kg_checks",
+        ),
+    ] {
+        let m = load_private_module(py, src, file, module)
+            .map_err(|e| format!("loading {name}: {}", py_error_text(py, &e)))?;
+        runner
+            .setattr(name, m)
+            .map_err(|e| format!("installing {name}: {}", py_error_text(py, &e)))?;
+    }
     // The timer is made by kg_timing itself (`make_timer`), on the device the runner picked.
     let timing = timer::load_timing_module(py)
         .map_err(|e| format!("loading kg_timing: {}", py_error_text(py, &e)))?;

@@ -1,4 +1,4 @@
-"""The harness's memory decisions, on CPU torch: the GPU budget's plan (runner.plan_memory) and
+"""The harness's memory decisions, on CPU torch: the GPU budget's plan (kg_checks.plan_memory) and
 the fresh-input pool's digest, which must work in bounded steps (a whole-pool float64 copy
 crashed KernelBench-size problems on the H200: 16 bytes per element, on the host too).
 
@@ -22,13 +22,15 @@ def load(name):
 
 
 runner = load("runner")
+kg_checks = load("kg_checks")
+runner.kg_checks = kg_checks
 kg_timing = load("kg_timing")
 GIB = 1 << 30
 
 
 class PlanMemory(unittest.TestCase):
     def plan(self, set_gib, available_gib, trials=5, shifted=1, input_sets=3):
-        return runner.plan_memory(
+        return kg_checks.plan_memory(
             set_bytes=set_gib * GIB,
             input_bytes=set_gib * GIB // 2,
             available=available_gib * GIB,
@@ -55,25 +57,25 @@ class PlanMemory(unittest.TestCase):
         # argument buffer, the output and its snapshot 18); the old plan counted 108 GiB and
         # allowed it, and the comparison's whole-tensor temporaries ran out of memory.
         p = self.plan(12, 139, input_sets=2)
-        p_full = runner.plan_memory(12 * GIB, 6 * GIB, 10_000 * GIB, 5, 1, 2)
+        p_full = kg_checks.plan_memory(12 * GIB, 6 * GIB, 10_000 * GIB, 5, 1, 2)
         self.assertGreaterEqual(p_full["need_bytes"], 114 * GIB)
         self.assertLessEqual(p["need_bytes"], 0.8 * 139 * GIB)
         self.assertTrue(p["reduced"], p)
 
     def test_comparisons_work_in_bounded_chunks(self):
-        saved = runner.COMPARE_CHUNK
-        runner.COMPARE_CHUNK = 1000
+        saved = kg_checks.COMPARE_CHUNK
+        kg_checks.COMPARE_CHUNK = 1000
         try:
             o = torch.rand(10_500)
             r = o.clone()
-            pieces = list(runner._compare_chunks(o, r))
+            pieces = list(kg_checks.compare_chunks(o, r))
             self.assertEqual(len(pieces), 11)
             self.assertTrue(all(p[1].numel() <= 1000 for p in pieces))
             self.assertEqual(sum(p[1].numel() for p in pieces), o.numel())
             # A non-contiguous pair is compared whole (a reshape would copy it).
-            self.assertEqual(len(list(runner._compare_chunks(o[::2], r[::2]))), 1)
+            self.assertEqual(len(list(kg_checks.compare_chunks(o[::2], r[::2]))), 1)
         finally:
-            runner.COMPARE_CHUNK = saved
+            kg_checks.COMPARE_CHUNK = saved
 
     def test_a_chunked_comparison_reports_what_a_whole_one_does(self):
         r_ = runner.Runner.__new__(runner.Runner)
@@ -85,13 +87,13 @@ class PlanMemory(unittest.TestCase):
         out[31, 7] = float("nan")
         out[35, 200] -= 2.0
         whole = r_.mismatch([out], [ref])
-        saved = runner.COMPARE_CHUNK
-        runner.COMPARE_CHUNK = 1000
+        saved = kg_checks.COMPARE_CHUNK
+        kg_checks.COMPARE_CHUNK = 1000
         try:
             chunked = r_.mismatch([out], [ref])
             self.assertIsNone(r_.mismatch([ref.clone()], [ref]))
         finally:
-            runner.COMPARE_CHUNK = saved
+            kg_checks.COMPARE_CHUNK = saved
         self.assertEqual(chunked, whole)
         self.assertEqual((whole["mismatches"], whole["first_mismatch_index"], whole["nonfinite_outputs"]), (3, [9, 130], 1))
         self.assertAlmostEqual(whole["max_abs_error"], 2.0, places=5)

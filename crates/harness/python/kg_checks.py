@@ -1,0 +1,133 @@
+"""The correctness check's pure parts: comparing outputs with bounded temporaries, and the plan
+of what the harness keeps on the GPU. `T` is the runner's table of torch functions captured
+before any candidate code ran (`Runner.capture`), so a patched `torch.allclose` changes nothing.
+
+Loaded by the harness as a private module and given to the runner as `runner.kg_checks`.
+"""
+
+import math
+
+_isinstance = isinstance
+
+
+def _finite(x):
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+# Outputs are compared in steps of this many elements: whole-tensor comparisons allocate several
+# output-sized temporaries (four copies of a KernelBench-size ReLU output ran the H200 out of
+# memory in the middle of a correctness check).
+COMPARE_CHUNK = 1 << 26
+
+
+def compare_chunks(o, r):
+    """(flat offset, piece of o, piece of r): flat views in COMPARE_CHUNK steps when both are
+    contiguous and of one shape, else the pair whole."""
+    if o.numel() > COMPARE_CHUNK and o.shape == r.shape and o.is_contiguous() and r.is_contiguous():
+        fo, fr = o.view(-1), r.view(-1)
+        for start in range(0, fo.numel(), COMPARE_CHUNK):
+            yield start, fo[start : start + COMPARE_CHUNK], fr[start : start + COMPARE_CHUNK]
+    else:
+        yield 0, o, r
+
+
+def plan_memory(set_bytes, input_bytes, available, trials, shifted, input_sets, share=0.8):
+    """How many copies the harness keeps on the GPU. What it holds at once: every trial's inputs
+    and outputs and the shifted sets (`set_bytes` each); timing's input sets and their
+    fresh-content pool (a copy of every set's inputs, at least two); the correctness check's
+    working set (the argument buffers, the candidate's outputs, their snapshot and the previous
+    call's outputs) and the comparison's chunked scratch. Cuts timing sets first, then shifted
+    sets, then trials (at least one of each that is asked for). Sized from a KernelBench-size
+    ReLU on the H200, which the former estimate (two sets of headroom) ran out of memory."""
+    budget = share * available
+    output_bytes = max(0, set_bytes - input_bytes)
+    scratch = 4 * 8 * COMPARE_CHUNK
+
+    def need(t, sh, n):
+        timing = input_bytes * (n + max(n, 2))
+        # check_trials keeps every earlier output under 8 GiB of them, else the last call's.
+        kept = t * output_bytes if t * output_bytes < (8 << 30) else output_bytes
+        check = input_bytes + 2 * output_bytes + kept + scratch
+        return set_bytes * (t + sh) + timing + check
+
+    t, sh, n = trials, shifted, input_sets
+    reduced = []
+    while need(t, sh, n) > budget and n > 1:
+        n -= 1
+    while need(t, sh, n) > budget and sh > 0:
+        sh -= 1
+    while need(t, sh, n) > budget and t > 1:
+        t -= 1
+    n = min(n, t)
+    if n < input_sets and n < trials:
+        reduced.append(f"{n} of {input_sets} timing input sets")
+    if sh < shifted:
+        reduced.append(f"{sh} of {shifted} shifted-input trials")
+    if t < trials:
+        reduced.append(f"{t} of {trials} correctness trials")
+    return {
+        "trials": t,
+        "shifted": sh,
+        "input_sets": n,
+        "need_bytes": need(t, sh, n),
+        "available": available,
+        "reduced": reduced,
+    }
+
+
+def first_mismatch(T, torch, tol, outs, refs):
+    """None when every output is within tolerance (atol = rtol = tol), else the detail of the
+    first output that is not."""
+    for k, (o, r) in enumerate(zip(outs, refs)):
+        if all(bool(T.allclose(oc, rc, atol=tol, rtol=tol)) for _, oc, rc in compare_chunks(o, r)):
+            continue
+        return mismatch_detail(T, torch, tol, k, o, r)
+    return None
+
+
+def mismatch_detail(T, torch, tol, k, o, r):
+    """Where and by how much output `k` misses, gathered chunk by chunk."""
+    n_bad, max_abs, max_rel, flat, nonfinite = 0, None, None, None, 0
+    for start, oc, rc in compare_chunks(o, r):
+        bad = ~T.isclose(oc, rc, atol=tol, rtol=tol)
+        n = int(bad.sum().item())
+        if n and flat is None:
+            flat = start + int(bad.reshape(-1).to(torch.uint8).argmax().item())
+        n_bad += n
+        del bad
+        diff = (oc.double() - rc.double()).abs() if oc.numel() <= COMPARE_CHUNK else (oc - rc).abs().double()
+        finite = T.isfinite(diff)
+        if bool(finite.any()):
+            m = float(diff[finite].max().item())
+            max_abs = m if max_abs is None else max(max_abs, m)
+        rel = diff / rc.double().abs().clamp_min(1e-12)
+        del diff, finite
+        rel_f = T.isfinite(rel)
+        if bool(rel_f.any()):
+            m = float(rel[rel_f].max().item())
+            max_rel = m if max_rel is None else max(max_rel, m)
+        del rel, rel_f
+        if oc.is_floating_point():
+            nonfinite += int((~T.isfinite(oc)).sum().item())
+    flat = flat or 0
+    index = []
+    rem = flat
+    for dim in reversed(list(o.shape)):
+        index.append(rem % dim if dim else 0)
+        rem = rem // dim if dim else 0
+    index.reverse()
+    of = o.reshape(-1)[flat].item() if o.numel() else None
+    rf = r.reshape(-1)[flat].item() if r.numel() else None
+    return {
+        "output": k,
+        "max_abs_error": _finite(max_abs) if max_abs is not None else None,
+        "max_rel_error": _finite(max_rel) if max_rel is not None else None,
+        "mismatches": n_bad,
+        "elements": int(o.numel()),
+        "mismatch_share": n_bad / max(1, int(o.numel())),
+        "first_mismatch_index": index,
+        "expected": _finite(rf) if _isinstance(rf, float) else rf,
+        "got": _finite(of) if _isinstance(of, float) else of,
+        "nonfinite_outputs": nonfinite,
+    }
