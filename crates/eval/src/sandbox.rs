@@ -219,7 +219,7 @@ impl Policy {
             read_write: s(&self.read_write),
             denied_syscalls: DENIED_SYSCALLS
                 .iter()
-                .map(|(n, nr)| (n.to_string(), *nr as i64))
+                .map(|(n, nr)| (n.to_string(), *nr))
                 .collect(),
             level: level.to_string(),
         }
