@@ -277,26 +277,7 @@ class Runner:
         # KernelBench: trial seeds drawn from torch's CPU generator seeded with the run seed.
         torch.manual_seed(seed)
         trial_seeds = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(job.trials)]
-        t_gen = 0.0
-        t_ref = 0.0
-        trials = []  # (seed, pristine inputs, reference outputs)
-        for s in list(trial_seeds):
-            if len(trials) >= len(trial_seeds):
-                break
-            t0 = _perf()
-            inputs = gen_inputs(s)
-            self.sync()
-            t1 = _perf()
-            refs = self.reference(ref_model, inputs, s)
-            t_gen += t1 - t0
-            t_ref += _perf() - t1
-            trials.append((s, inputs, refs))
-            if len(trials) == 1 and dev.type == "cuda":
-                # Sized on the first set: drop copies before the rest are made, not after an OOM.
-                trial_seeds = trial_seeds[: self.fit_memory(inputs, refs, len(trial_seeds))]
-        self.phases.append(["input_generation", t_gen * 1000.0])
-        self.phases.append(["reference", t_ref * 1000.0])
-        self._t = _perf()
+        trials, trial_seeds = self.make_trials(ref_model, trial_seeds)
 
         extra = self.shifted_sets(ref_model, trials[0][1], trial_seeds[0])
         self.trivial_output_warning(trials[0][1], trials[0][2])
@@ -318,6 +299,55 @@ class Runner:
         # ---- candidate -------------------------------------------------------------------------
         if job.sandbox:
             _audit_sandbox(_asdict(job.sandbox), self.finding)
+        cand, cand_mod = self.load_candidate(init_inputs, seed)
+
+        self.check_trials(cand, trials, extra, threads_py, threads_native)
+
+        base = None
+        if job.base_kernel and job.timing and self.kg_timing is not None:
+            try:
+                base_mod = _load_module(job.base_kernel, "kg_base_" + job.job_id)
+                with torch.no_grad():
+                    self.set_seed(seed)
+                    base = base_mod.ModelNew(*init_inputs).to(device=dev, dtype=dtype)
+            except BaseException as e:
+                self.finding("base-kernel-failed", "warning", f"the base kernel could not be loaded for timing: {e!r}")
+            self.phase("base_compile")
+        if job.timing:
+            self.run_timing(ref_model, cand, base, trials)
+        # After timing: the profiler's CUPTI state slows later launches (seen on the H200: the
+        # reference 2.1x slower after the audit, a false `timing/reference-tampered`).
+        self.audit_ops(cand, cand_mod, trials)
+
+    def make_trials(self, ref_model, trial_seeds):
+        """Each trial's inputs and the reference's outputs on them, before any candidate code
+        exists; on a GPU, sized on the first set so copies are dropped before they are made.
+        Returns the trials, (seed, pristine inputs, reference outputs), and the seeds kept."""
+        t_gen = 0.0
+        t_ref = 0.0
+        trials = []
+        for s in list(trial_seeds):
+            if len(trials) >= len(trial_seeds):
+                break
+            t0 = _perf()
+            inputs = self.gen_inputs(s)
+            self.sync()
+            t1 = _perf()
+            refs = self.reference(ref_model, inputs, s)
+            t_gen += t1 - t0
+            t_ref += _perf() - t1
+            trials.append((s, inputs, refs))
+            if len(trials) == 1 and self.dev.type == "cuda":
+                trial_seeds = trial_seeds[: self.fit_memory(inputs, refs, len(trial_seeds))]
+        self.phases.append(["input_generation", t_gen * 1000.0])
+        self.phases.append(["reference", t_ref * 1000.0])
+        self._t = _perf()
+        return trials, trial_seeds
+
+    def load_candidate(self, init_inputs, seed):
+        """Imports the kernel (the compile phase) and constructs `ModelNew` as the reference was
+        constructed; returns (model, module)."""
+        job, torch = self.job, self.torch
         self.mark("compile")
         self.candidate_started = True
         try:
@@ -341,29 +371,12 @@ class Runner:
         try:
             with torch.no_grad():
                 self.set_seed(seed)
-                cand = ModelNew(*init_inputs).to(device=dev, dtype=dtype)
+                cand = ModelNew(*init_inputs).to(device=self.dev, dtype=self.dtype)
             self.sync()
         except BaseException as e:
             raise _Stop(self.runtime_error(e, "constructing ModelNew"))
         self.phase("construct")
-
-        self.check_trials(cand, trials, extra, threads_py, threads_native)
-
-        base = None
-        if job.base_kernel and job.timing and self.kg_timing is not None:
-            try:
-                base_mod = _load_module(job.base_kernel, "kg_base_" + job.job_id)
-                with torch.no_grad():
-                    self.set_seed(seed)
-                    base = base_mod.ModelNew(*init_inputs).to(device=dev, dtype=dtype)
-            except BaseException as e:
-                self.finding("base-kernel-failed", "warning", f"the base kernel could not be loaded for timing: {e!r}")
-            self.phase("base_compile")
-        if job.timing:
-            self.run_timing(ref_model, cand, base, trials)
-        # After timing: the profiler's CUPTI state slows later launches (seen on the H200: the
-        # reference 2.1x slower after the audit, a false `timing/reference-tampered`).
-        self.audit_ops(cand, cand_mod, trials)
+        return cand, cand_mod
 
     def build(self):
         """The compile stage, ahead of the GPU and with no GPU visible: import the candidate and
@@ -718,6 +731,36 @@ class Runner:
     def snapshot(self, outs):
         return [self.T.clone(o) for o in outs]
 
+    def assert_inputs_unchanged(self, args, inputs, i):
+        T = self.T
+        for j, (a, x) in enumerate(zip(args, inputs)):
+            if _isinstance(a, T.Tensor) and not T.equal(a, x):
+                raise _Stop(
+                    {
+                        "kind": "input_mutated",
+                        "trial": i,
+                        "input": j,
+                        "message": f"ModelNew.forward changed input {j} (trial {i}); kernels must not write "
+                        "their inputs: allocate the output instead",
+                    }
+                )
+
+    def assert_outputs_settled(self, outs, snap, i, failures, n_trials):
+        """The outputs, a moment after forward returned, are what they were when it returned."""
+        T = self.T
+        for k, (o, sn) in enumerate(zip(outs, snap)):
+            if not T.equal(o, sn) and not (o.is_floating_point() and bool(o.isnan().any())):
+                raise _Stop(
+                    {
+                        "kind": "incorrect",
+                        "message": f"output {k} changed after ModelNew.forward returned (trial {i}): work "
+                        "continues in the background (a thread or an unsynchronised stream)",
+                        "trials": failures,
+                        "passed_trials": max(0, i + 1 - len(failures)),
+                        "total_trials": n_trials,
+                    }
+                )
+
     def check_trials(self, cand, trials, extra, threads_py, threads_native):
         T = self.T
         tol = self.tol
@@ -756,17 +799,7 @@ class Runner:
             bad = self.structural(outs, refs, args, keep + previous, i)
             if bad:
                 raise _Stop(bad)
-            for j, (a, x) in enumerate(zip(args, inputs)):
-                if _isinstance(a, T.Tensor) and not T.equal(a, x):
-                    raise _Stop(
-                        {
-                            "kind": "input_mutated",
-                            "trial": i,
-                            "input": j,
-                            "message": f"ModelNew.forward changed input {j} (trial {i}); kernels must not write "
-                            "their inputs: allocate the output instead",
-                        }
-                    )
+            self.assert_inputs_unchanged(args, inputs, i)
             snap = self.snapshot(outs)
             detail = self.mismatch(snap, refs)
             if detail:
@@ -785,18 +818,7 @@ class Runner:
                 )
             _sleep(0.02)
             self.sync()
-            for k, (o, sn) in enumerate(zip(outs, snap)):
-                if not T.equal(o, sn) and not (o.is_floating_point() and bool(o.isnan().any())):
-                    raise _Stop(
-                        {
-                            "kind": "incorrect",
-                            "message": f"output {k} changed after ModelNew.forward returned (trial {i}): work "
-                            "continues in the background (a thread or an unsynchronised stream)",
-                            "trials": failures,
-                            "passed_trials": max(0, i + 1 - len(failures)),
-                            "total_trials": len(trials),
-                        }
-                    )
+            self.assert_outputs_settled(outs, snap, i, failures, len(trials))
             if keep_all:
                 previous.extend(outs)
             else:
