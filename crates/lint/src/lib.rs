@@ -7,6 +7,7 @@
 pub mod cpp;
 pub mod docs;
 pub mod embedded;
+mod file_rules;
 pub mod output;
 pub mod python;
 pub mod registry;
@@ -17,7 +18,7 @@ pub mod triton;
 
 pub use kernelgate_model::{Backend, Finding, Precision, Severity};
 pub use python::reach::{reachable, Reachability};
-pub use rule::{Context, LineIndex, RawFinding, RuleMeta};
+pub use rule::{Context, LineIndex, RawFinding, Rule, RuleMeta};
 pub use sarif::to_sarif;
 
 use serde::{Deserialize, Serialize};
@@ -63,7 +64,7 @@ pub struct LintOptions {
 /// Torch-op findings: PyTorch doing (part of) the work. They block only when the forward path
 /// reaches no custom code that does work; next to a working kernel they are partial
 /// replacement, a warning (the runtime op audit measures how much PyTorch still does).
-pub const TORCH_OP_RULES: [&str; 4] = ["KG101", "KG102", "KG104", "KG601"];
+pub const TORCH_OP_RULES: [Rule; 4] = [Rule::KG101, Rule::KG102, Rule::KG104, Rule::KG601];
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LintError {
@@ -93,7 +94,7 @@ pub fn unreadable_finding(path: &str, err: &kernelgate_model::SourceError) -> Fi
         column,
         end_line: line,
         end_column: column + 1,
-        rule: "KG000".into(),
+        rule: Rule::KG000.code().into(),
         severity: Severity::Error,
         message: err.to_string(),
     }
@@ -130,7 +131,7 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
         Err(err) => {
             let start = usize::from(err.location.start());
             let end = usize::from(err.location.end()).max(start);
-            let raw = RawFinding::new("KG000", start..end, format!("syntax error: {}", err.error));
+            let raw = RawFinding::new(Rule::KG000, start..end, format!("syntax error: {}", err.error));
             return Ok(finish(&ctx, vec![raw], opts));
         }
     };
@@ -202,7 +203,7 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
     let sup = suppress::Suppressions::collect(parsed.tokens(), source);
     raws.extend(directive.problems);
     raws.extend(sup.problems.iter().cloned());
-    raws.retain(|r| !sup.allows(r.code, ctx.lines.line_of(r.range.start)));
+    raws.retain(|r| !sup.allows(r.code.code(), ctx.lines.line_of(r.range.start)));
     Ok(finish(&ctx, raws, opts))
 }
 
@@ -230,7 +231,7 @@ fn finish(ctx: &Context, raws: Vec<RawFinding>, opts: &LintOptions) -> Vec<Findi
     let mut out: Vec<Finding> = raws
         .into_iter()
         .filter_map(|r| {
-            let meta = rule(r.code)?;
+            let meta = r.code.meta();
             let severity = match opts.severity_overrides.get(meta.code) {
                 Some(SeverityOrOff::Off) => return None,
                 Some(SeverityOrOff::Error) => Severity::Error,

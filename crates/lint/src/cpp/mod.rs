@@ -5,10 +5,11 @@
 pub mod device_store;
 pub mod macros;
 pub mod names;
+pub(crate) mod rules;
 
 use crate::embedded::{EmbeddedSource, PLACEHOLDER};
 use crate::python::ArgKind;
-use crate::rule::{Context, RawFinding};
+use crate::rule::{Context, RawFinding, Rule};
 use kernelgate_model::Precision;
 use macros::{expand, tokenize, Macro};
 use names::*;
@@ -210,10 +211,10 @@ pub fn check_full(
     ctx: &Context,
     py_args: &HashMap<String, Vec<ArgKind>>,
 ) -> CppOutput {
-    let mut out: Vec<(&'static str, Range<usize>, String)> = Vec::new();
+    let mut out: Vec<(Rule, Range<usize>, String)> = Vec::new();
     for (file, range) in &src.missing_files {
         out.push((
-            MISSING_SOURCE,
+            Rule::KG615,
             usize::MAX..usize::MAX,
             format!(
                 "`{}` (listed in `sources=`) was not found next to the file, so its C++/CUDA was not checked; commit it with the kernel",
@@ -226,14 +227,14 @@ pub fn check_full(
     }
     for r in &src.unresolved {
         out.push((
-            UNRESOLVED,
+            Rule::KG616,
             r.clone(),
             "the C++/CUDA sources passed here are not statically known (read or decoded at run time), so they were not checked; pass string literals or module-level strings".into(),
         ));
     }
     for r in &src.per_thread_stream_flags {
         out.push((
-            STREAM,
+            Rule::KG603,
             r.clone(),
             "`--default-stream per-thread` moves every launch off the stream the harness times (each host thread gets its own stream); remove the flag and launch on `at::cuda::getCurrentCUDAStream()`".into(),
         ));
@@ -273,7 +274,7 @@ pub fn check_full(
     let mut seen: HashSet<(&'static str, usize, String)> = HashSet::default();
     a.findings.sort_by_key(|f| f.1.start);
     for (code, range, msg) in a.findings {
-        if code == PRECISION && ctx.precision != Precision::Fp32 {
+        if code == Rule::KG610 && ctx.precision != Precision::Fp32 {
             continue;
         }
         let py = src.py_range(range.clone());
@@ -285,7 +286,7 @@ pub fn check_full(
         if !seen.insert((code, ctx.lines.line_of(py.start), file_line)) {
             continue;
         }
-        if code == STREAM && joined.iter().any(|j| j.contains(&range.start)) {
+        if code == Rule::KG603 && joined.iter().any(|j| j.contains(&range.start)) {
             raws.push(
                 RawFinding::new(code, py, format!("{msg}{loc}; it is joined back into the caller's stream with events (`cudaEventRecord` + `cudaStreamWaitEvent`), so a warning: the runtime leak check decides"))
                     .warning(),
@@ -379,7 +380,7 @@ struct FnState<'t> {
 struct Analyzer<'t> {
     text: &'t str,
     precision: Precision,
-    findings: Vec<(&'static str, Range<usize>, String)>,
+    findings: Vec<(Rule, Range<usize>, String)>,
     macros: HashMap<String, Macro>,
     funcs: Vec<Func>,
     cur: Option<usize>,
@@ -471,7 +472,7 @@ impl<'t> Analyzer<'t> {
     }
 
     fn flag(&mut self, code: &'static str, range: Range<usize>, msg: String) {
-        if code == PRECISION && (self.precision != Precision::Fp32 || self.half_depth > 0) {
+        if code == Rule::KG610 && (self.precision != Precision::Fp32 || self.half_depth > 0) {
             return;
         }
         self.findings.push((code, range, msg));
@@ -539,7 +540,7 @@ impl<'t> Analyzer<'t> {
                     if l.kind_fast() == "identifier" {
                         let compound = node.field("operator").is_some_and(|o| self.t(o) != "=");
                         if compound && self.is_tensor_name(self.t(l)) {
-                            self.flag(TORCH_OP, node.byte_range(), format!("`{}` is tensor arithmetic: an ATen kernel does the work inside the extension", self.t(node)));
+                            self.flag(Rule::KG601, node.byte_range(), format!("`{}` is tensor arithmetic: an ATen kernel does the work inside the extension", self.t(node)));
                         }
                         self.state.inits.insert(self.t(l), r);
                     } else {
@@ -552,7 +553,7 @@ impl<'t> Analyzer<'t> {
                             .map(|f| self.t(f));
                         if matches!(field, Some("stream" | "hStream")) && !self.stream_ok(r, 0) {
                             self.flag(
-                                STREAM,
+                                Rule::KG603,
                                 r.byte_range(),
                                 format!("the launch configuration's stream is `{}`, not `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(r)),
                             );
@@ -566,7 +567,7 @@ impl<'t> Analyzer<'t> {
                         self.record_write(a, false);
                     } else if self.cur.is_some() && self.static_ptrs.contains(self.t(a)) {
                         self.flag(
-                            STATIC_CACHE,
+                            Rule::KG606,
                             node.byte_range(),
                             format!("`{}` counts calls in a static variable: behaviour that changes with the call count (phase detection) passes the checks and cheats the timing", self.t(node)),
                         );
@@ -733,7 +734,7 @@ impl<'t> Analyzer<'t> {
             && (q.contains("::gemm::device") || q.contains("::conv::device"))
             && self.library_ops_banned()
         {
-            self.flag(VENDOR, node.byte_range(), format!("`{q}` is CUTLASS's prebuilt device-level operator: the library's kernel does the work, not the candidate's own"));
+            self.flag(Rule::KG602, node.byte_range(), format!("`{q}` is CUTLASS's prebuilt device-level operator: the library's kernel does the work, not the candidate's own"));
         }
         if q.starts_with("TORCH_LIBRARY") {
             self.library_registration(node, q);
@@ -866,7 +867,7 @@ impl<'t> Analyzer<'t> {
         for p in &pasted {
             if api_like(&p.text) {
                 self.flag(
-                    PASTE,
+                    Rule::KG604,
                     p.range.clone(),
                     format!("token pasting (`##`) in macro `{name}` builds the API name `{}`; write API calls out", p.text),
                 );
@@ -963,7 +964,7 @@ impl<'t> Analyzer<'t> {
             let pasted_names: HashSet<String> = pasted.iter().map(|p| p.text.clone()).collect();
             for t in expanded.iter().filter(|t| pasted_names.contains(&t.text)) {
                 if api_like(&t.text) {
-                    self.flag(PASTE, t.range.clone(), format!("token pasting (`##`) in macro `{name}` builds the API name `{}`; write API calls out", t.text));
+                    self.flag(Rule::KG604, t.range.clone(), format!("token pasting (`##`) in macro `{name}` builds the API name `{}`; write API calls out", t.text));
                 }
                 if let Some((code, msg)) = classify(&t.text, NameKind::Type) {
                     self.flag(
@@ -991,7 +992,7 @@ impl<'t> Analyzer<'t> {
         let t = self.t(node);
         if t.contains("globaltimer") || t.contains("%clock") {
             self.flag(
-                TIMER,
+                Rule::KG614,
                 node.byte_range(),
                 "inline PTX reads a clock register (`%globaltimer`, `%clock`): a kernel that reads the time can tell timed calls from checked ones".into(),
             );
@@ -1003,7 +1004,7 @@ impl<'t> Analyzer<'t> {
             || t.contains(".e5m2")
         {
             self.flag(
-                PRECISION,
+                Rule::KG610,
                 node.byte_range(),
                 "inline PTX computes in fp16/bf16/TF32 on an fp32 problem".into(),
             );
@@ -1076,7 +1077,7 @@ impl<'t> Analyzer<'t> {
         }
         if kind != FuncKind::Global && interposed_api(&name) {
             self.flag(
-                TIMER,
+                Rule::KG614,
                 name_range.clone(),
                 format!("defining `{name}` interposes the CUDA/timing API the harness relies on"),
             );
@@ -1123,7 +1124,7 @@ impl<'t> Analyzer<'t> {
         for (var, (range, written, returned)) in state.empties {
             if returned && !written {
                 self.flag(
-                    UNWRITTEN,
+                    Rule::KG609,
                     range,
                     format!("`{var}` is allocated with `empty` and returned, but no kernel is given it to write: it returns whatever the allocator's memory held"),
                 );
@@ -1218,7 +1219,7 @@ impl<'t> Analyzer<'t> {
             {
                 let target = d.field("declarator").unwrap_or(d);
                 self.flag(
-                    STATIC_CACHE,
+                    Rule::KG606,
                     target.byte_range(),
                     format!("`{}` is a {} `{ty}` that outlives the call: results can be cached across calls (keyed by pointer or shape)", self.t(target), if is_static { "static" } else { "global" }),
                 );
@@ -1291,7 +1292,7 @@ impl<'t> Analyzer<'t> {
         }
         if self.is_empty_alloc(e) {
             self.flag(
-                UNWRITTEN,
+                Rule::KG609,
                 e.byte_range(),
                 "returns a fresh `empty` tensor that no kernel wrote: it returns whatever the allocator's memory held".into(),
             );
@@ -1352,7 +1353,7 @@ impl<'t> Analyzer<'t> {
             };
             if let Some(z) = args.iter().take(2).find(|n| empty(n)) {
                 self.flag(
-                    DECOY,
+                    Rule::KG611,
                     z.byte_range(),
                     format!("kernel `{kernel}` is launched with an empty grid or block (`{}`): it runs no threads and does no work", self.t(*z)),
                 );
@@ -1360,7 +1361,7 @@ impl<'t> Analyzer<'t> {
             if let Some(stream) = args.get(3) {
                 if !self.stream_ok(*stream, 0) {
                     self.flag(
-                        STREAM,
+                        Rule::KG603,
                         stream.byte_range(),
                         format!("kernel `{kernel}` is launched on stream `{}`, not on `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(*stream)),
                     );
@@ -1376,7 +1377,7 @@ impl<'t> Analyzer<'t> {
             let at = field.map_or(func.byte_range(), |f| f.byte_range());
             if tensor_compute_method(&m) && recv_t != "this" && !recv_t.starts_with("std") {
                 self.flag(
-                    TORCH_OP,
+                    Rule::KG601,
                     at.clone(),
                     format!("`{recv_t}.{m}(...)` runs a PyTorch kernel inside the extension; compute it in your own kernel"),
                 );
@@ -1388,7 +1389,7 @@ impl<'t> Analyzer<'t> {
                     .any(|h| args.contains(h))
                 {
                     self.flag(
-                        PRECISION,
+                        Rule::KG610,
                         at.clone(),
                         format!("`.{m}{args}` converts to reduced precision on an fp32 problem"),
                     );
@@ -1396,7 +1397,7 @@ impl<'t> Analyzer<'t> {
             }
             if matches!(m.as_str(), "half" | "bfloat16") {
                 self.flag(
-                    PRECISION,
+                    Rule::KG610,
                     at.clone(),
                     format!("`.{m}()` converts to reduced precision on an fp32 problem"),
                 );
@@ -1410,7 +1411,7 @@ impl<'t> Analyzer<'t> {
                             .any(|p| p.is_tensor && p.name == recv_t)
                     {
                         self.flag(
-                            INPUT_MUTATION,
+                            Rule::KG608,
                             at.clone(),
                             format!(
                                 "`{recv_t}.{m}(...)` modifies the input tensor `{recv_t}` in place"
@@ -1495,7 +1496,7 @@ impl<'t> Analyzer<'t> {
             && !q.contains("CachingAllocator")
         {
             self.flag(
-                TORCH_OP,
+                Rule::KG601,
                 func.byte_range(),
                 format!("`{q}` runs a PyTorch/ATen op inside the extension; compute it in your own kernel"),
             );
@@ -1504,7 +1505,7 @@ impl<'t> Analyzer<'t> {
             self.unqualified_ops.push((last.clone(), func.byte_range()));
         }
         if (!qualified || ns == "std") && sandbox_call(&last) {
-            self.flag(SANDBOX, func.byte_range(), format!("`{q}(...)` reaches outside the sandbox (processes, libraries, environment or files)"));
+            self.flag(Rule::KG613, func.byte_range(), format!("`{q}(...)` reaches outside the sandbox (processes, libraries, environment or files)"));
         }
         if last == "fopen" || last == "open" {
             let mode = node
@@ -1519,7 +1520,7 @@ impl<'t> Analyzer<'t> {
                 || mode.contains("O_RDWR")
             {
                 self.flag(
-                    SANDBOX,
+                    Rule::KG613,
                     func.byte_range(),
                     format!("`{last}` opens a file for writing from inside the extension"),
                 );
@@ -1542,7 +1543,7 @@ impl<'t> Analyzer<'t> {
             if let Some(s) = at.and_then(|k| node.field("arguments")?.named_child(k)) {
                 if !self.stream_ok(s, 0) {
                     self.flag(
-                        STREAM,
+                        Rule::KG603,
                         s.byte_range(),
                         format!("`{last}` launches on stream `{}`, not on `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(s)),
                     );
@@ -1567,7 +1568,7 @@ impl<'t> Analyzer<'t> {
             .unwrap_or_default();
         if matches!(first.as_str(), "aten" | "prim" | "_") || first.contains("aten") {
             self.flag(
-                TIMER,
+                Rule::KG614,
                 node.byte_range(),
                 format!("`{q}({first}, ...)` registers kernels for PyTorch's own operators: the reference would run the candidate's code; register ops in your own namespace"),
             );
@@ -1610,7 +1611,7 @@ impl<'t> Analyzer<'t> {
             if tensor {
                 // At the operator, so an op call inside an operand keeps its own finding.
                 self.flag(
-                    TORCH_OP,
+                    Rule::KG601,
                     op_range,
                     format!("`{}` is tensor arithmetic: an ATen kernel does the work inside the extension; compute it in your own kernel", self.t(node)),
                 );
@@ -1623,7 +1624,7 @@ impl<'t> Analyzer<'t> {
             && result_like(self.t(r))
         {
             self.flag(
-                SANDBOX,
+                Rule::KG613,
                 node.byte_range(),
                 "printing result-like text from inside the extension could forge the harness's verdict".into(),
             );
@@ -1649,7 +1650,7 @@ impl<'t> Analyzer<'t> {
             });
             if let Some(a) = held {
                 self.flag(
-                    STATIC_CACHE,
+                    Rule::KG606,
                     a.byte_range(),
                     format!("`{q}` wraps `{}`, memory kept in a static or global pointer: the result outlives the call and can be returned again without computing", self.t(a)),
                 );
@@ -1657,14 +1658,14 @@ impl<'t> Analyzer<'t> {
         }
         if clock_call(last) && !(last == "clock" && q.contains("::")) {
             self.flag(
-                TIMER,
+                Rule::KG614,
                 node.field("function").map_or(node.byte_range(), |f| f.byte_range()),
                 format!("`{q}()` reads the clock: a kernel that times itself can behave differently when the harness times it"),
             );
         }
         if last == "exit" && arg0.is_some_and(|a| matches!(self.t(a), "0" | "EXIT_SUCCESS")) {
             self.flag(
-                SANDBOX,
+                Rule::KG613,
                 node.byte_range(),
                 "`exit(0)` from inside the extension ends the process with success before the harness checks anything".into(),
             );
@@ -1680,7 +1681,7 @@ impl<'t> Analyzer<'t> {
         if let Some(s) = stream_arg.and_then(|k| args?.named_child(k)) {
             if !self.stream_ok(s, 0) {
                 self.flag(
-                    STREAM,
+                    Rule::KG603,
                     s.byte_range(),
                     format!("`{last}` runs on stream `{}`, not on `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(s)),
                 );
@@ -1697,7 +1698,7 @@ impl<'t> Analyzer<'t> {
                 })
         {
             self.flag(
-                SANDBOX,
+                Rule::KG613,
                 node.byte_range(),
                 format!("`{last}` writes raw bytes to stdout/stderr from inside the extension: output can be forged this way"),
             );
@@ -1706,7 +1707,7 @@ impl<'t> Analyzer<'t> {
             let text = args.map(|a| self.t(a)).unwrap_or("");
             if result_like(text) {
                 self.flag(
-                    SANDBOX,
+                    Rule::KG613,
                     node.byte_range(),
                     format!(
                         "`{last}` prints result-like text that could forge the harness's verdict"
@@ -2018,7 +2019,7 @@ impl<'t> Analyzer<'t> {
             }
         }
         for (r, m) in hits {
-            self.flag(INPUT_MUTATION, r, m);
+            self.flag(Rule::KG608, r, m);
         }
     }
 
@@ -2035,7 +2036,7 @@ impl<'t> Analyzer<'t> {
             }
         }
         for (r, m) in hits {
-            self.flag(INPUT_MUTATION, r, m);
+            self.flag(Rule::KG608, r, m);
         }
     }
 
@@ -2194,7 +2195,7 @@ impl<'t> Analyzer<'t> {
             return;
         }
         self.findings.retain(|(code, r, _)| {
-            *code != PRECISION || !half_only.iter().any(|h| h.contains(&r.start))
+            *code != Rule::KG610 || !half_only.iter().any(|h| h.contains(&r.start))
         });
     }
 
@@ -2205,7 +2206,7 @@ impl<'t> Analyzer<'t> {
         let defined: HashSet<String> = self.funcs.iter().map(|f| f.name.clone()).collect();
         for (name, range) in std::mem::take(&mut self.unqualified_ops) {
             if !defined.contains(&name) {
-                self.flag(TORCH_OP, range, format!("`{name}(...)` (with `using namespace torch/at`) runs a PyTorch op inside the extension"));
+                self.flag(Rule::KG601, range, format!("`{name}(...)` (with `using namespace torch/at`) runs a PyTorch op inside the extension"));
             }
         }
         let kernels: Vec<usize> = (0..self.funcs.len())
@@ -2222,7 +2223,7 @@ impl<'t> Analyzer<'t> {
                     .find(|c: char| !c.is_whitespace())
                     .map_or(at, |k| at + k);
                 self.flag(
-                    NO_KERNEL,
+                    Rule::KG612,
                     first..first + 1,
                     "the CUDA sources define no `__global__` kernel: the extension launches no kernel of its own".into(),
                 );
@@ -2296,7 +2297,7 @@ impl<'t> Analyzer<'t> {
             }
         }
         for (r, m) in decoys {
-            self.flag(DECOY, r, m);
+            self.flag(Rule::KG611, r, m);
         }
         self.working_exports(src, &reported)
     }

@@ -7,12 +7,25 @@
 // non-matching node to the catch-all arm, which is the bug this style avoids.
 #![allow(clippy::collapsible_match)]
 
+pub(crate) mod bypass;
+pub(crate) mod concurrency;
+pub(crate) mod input_mutation;
+pub(crate) mod lazy_tensor;
+pub(crate) mod memoized_forward;
+pub(crate) mod output_cache;
+pub(crate) mod phase_detection;
+pub(crate) mod precision;
+pub(crate) mod sandbox;
+pub(crate) mod structure;
+pub(crate) mod tampering;
+pub(crate) mod torch_fallback;
+
 use super::names::{range, under, Names};
 use super::reach::{find_class, find_method, walk_live, walk_stmt_live, Reachability};
 use super::tables::{
     banned, nn_container, nn_layer, tamper_rule, tensor_compute_method, torch_compute, SIZE_NAMES,
 };
-use crate::rule::{Context, RawFinding};
+use crate::rule::{Context, RawFinding, Rule};
 use kernelgate_model::{Backend, Precision};
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{Expr, ExprCall, ModModule, Operator, Stmt, StmtFunctionDef};
@@ -222,7 +235,7 @@ impl<'a, 'c> Checker<'a, 'c> {
     fn push(&mut self, code: &'static str, r: std::ops::Range<usize>, msg: impl Into<String>) {
         // A precision conversion on a branch the problem never takes (`if x.dtype ==
         // torch.float16:` on an fp32 problem) never runs.
-        if code == "KG501" && self.dead.iter().any(|d| d.contains(&r.start)) {
+        if code == Rule::KG501 && self.dead.iter().any(|d| d.contains(&r.start)) {
             return;
         }
         let msg = msg.into();
@@ -230,7 +243,7 @@ impl<'a, 'c> Checker<'a, 'c> {
         // the join is right, and the runtime escaped-work check decides. Graphs stay errors.
         // Creating a stream does nothing by itself; launching on it is judged where it happens.
         let creates = msg.starts_with("a new") || msg.starts_with("an external");
-        if code == "KG403"
+        if code == Rule::KG403
             && !msg.contains("graph")
             && (self.joined.iter().any(|j| j.contains(&r.start))
                 || (creates && !self.joined.is_empty()))
@@ -544,7 +557,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                 })
             }) {
                 self.push(
-                    "KG405",
+                    Rule::KG405,
                     range(call),
                     "`type(...)` builds a `torch.Tensor` subclass: a lazy tensor can compute only when compared",
                 );
@@ -556,7 +569,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                 if let Some(m) = args.first().and_then(|a| self.names.fold_str(a)) {
                     if tensor_compute_method(&m) && !self.ext_functions.contains(&m) {
                         self.push(
-                            "KG104",
+                            Rule::KG104,
                             fr.clone(),
                             format!("`operator.methodcaller(\"{m}\")` packages a tensor compute method to call instead of your kernel"),
                         );
@@ -566,7 +579,7 @@ impl<'a, 'c> Checker<'a, 'c> {
             Some("torch.set_default_dtype") if self.fp32() && !in_inputs_fn => {
                 if args.first().is_some_and(|a| self.is_half_dtype(a)) {
                     self.push(
-                        "KG501",
+                        Rule::KG501,
                         fr.clone(),
                         "makes half precision the default dtype on an fp32 problem",
                     );
@@ -597,7 +610,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                         .any(|k| k.arg.as_ref().is_some_and(|a| a.contains("TF32")));
                 if tf32 {
                     self.push(
-                        "KG502",
+                        Rule::KG502,
                         range(call),
                         "sets a TF32 override in the environment on an fp32 problem",
                     );
@@ -611,7 +624,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                         && super::reach::const_truth(&kw.value) != Some(false)
                     {
                         self.push(
-                            "KG502",
+                            Rule::KG502,
                             range(kw),
                             format!(
                                 "`{arg}=` enables reduced-precision (TF32) math on an fp32 problem"
@@ -628,7 +641,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                             self.tamper(&path, range(call), None);
                         }
                         None => self.push(
-                            "KG303",
+                            Rule::KG303,
                             range(call),
                             format!("`setattr` on module `{base}` with a computed name: monkey-patches a library function"),
                         ),
@@ -642,7 +655,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                 if let Some(base) = self.names.qualify(&args[0]) {
                     if self.names.fold_str(&args[1]).is_none() {
                         self.push(
-                            "KG204",
+                            Rule::KG204,
                             range(call),
                             format!("`getattr` on module `{base}` with a name built at run time hides which function runs"),
                         );
@@ -655,7 +668,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                     .is_none_or(|a| self.names.fold_str(a).is_none())
                 {
                     self.push(
-                        "KG204",
+                        Rule::KG204,
                         range(call),
                         "importing a module whose name is built at run time hides what runs",
                     );
@@ -669,7 +682,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                     .any(|a| self.result_like(a))
                 {
                     self.push(
-                        "KG305",
+                        Rule::KG305,
                         fr.clone(),
                         "prints result-like text that could forge the harness's verdict",
                     );
@@ -678,7 +691,7 @@ impl<'a, 'c> Checker<'a, 'c> {
             Some("torch.save") => {
                 if !args.get(1).is_some_and(|p| self.tmp_like(p)) {
                     self.push(
-                        "KG306",
+                        Rule::KG306,
                         fr.clone(),
                         "`torch.save` writes a file outside a temporary directory",
                     );
@@ -688,7 +701,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                 let v = args.first().and_then(|a| self.names.fold_str(a));
                 if v.as_deref() != Some("highest") {
                     self.push(
-                        "KG502",
+                        Rule::KG502,
                         fr.clone(),
                         "lowers fp32 matmul precision (TF32/bf16) on an fp32 problem",
                     );
@@ -700,7 +713,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                     && (p.ends_with(".autocast") && under(p, "torch")) =>
             {
                 self.push(
-                    "KG501",
+                    Rule::KG501,
                     fr.clone(),
                     format!("`{p}` computes in half precision on an fp32 problem"),
                 );
@@ -729,7 +742,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                     matches!(m, "to" | "type") && args.iter().any(|x| self.is_half_dtype(x));
                 if half || to_half {
                     self.push(
-                        "KG501",
+                        Rule::KG501,
                         at.clone(),
                         format!("`.{m}(...)` converts to half precision on an fp32 problem"),
                     );
@@ -747,7 +760,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                 && !self.tmp_like(&a.value)
             {
                 self.push(
-                    "KG306",
+                    Rule::KG306,
                     range(&a.attr),
                     format!("`.{m}()` writes or deletes files outside a temporary directory"),
                 );
@@ -760,13 +773,13 @@ impl<'a, 'c> Checker<'a, 'c> {
                     if self.fp32() && !in_inputs_fn && self.is_half_dtype(&kw.value) =>
                 {
                     self.push(
-                        "KG501",
+                        Rule::KG501,
                         range(kw),
                         format!("`{arg}=` half precision on an fp32 problem"),
                     );
                 }
                 "stream" if !self.current_stream(&kw.value) => {
-                    self.push("KG403", range(kw), "`stream=` launches on a stream other than the current one, outside the timed region");
+                    self.push(Rule::KG403, range(kw), "`stream=` launches on a stream other than the current one, outside the timed region");
                 }
                 _ => {}
             }
@@ -828,13 +841,13 @@ impl<'a, 'c> Checker<'a, 'c> {
             .is_some_and(|p| p.starts_with("/dev/") || p.starts_with("/proc/"));
         if fd || dev {
             self.push(
-                "KG305",
+                Rule::KG305,
                 range(call),
                 "opens a raw file descriptor or device: can forge the result channel",
             );
         } else if mode.contains(['w', 'a', 'x', '+']) && !self.tmp_like(path) {
             self.push(
-                "KG306",
+                Rule::KG306,
                 range(call),
                 format!(
                     "writes a file outside a temporary directory (mode `{mode}`); use `tempfile`"
@@ -936,7 +949,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                 };
                 if lowers {
                     self.push(
-                        "KG502",
+                        Rule::KG502,
                         r,
                         format!(
                             "`{path}` enables reduced-precision (TF32) math on an fp32 problem"
@@ -948,8 +961,8 @@ impl<'a, 'c> Checker<'a, 'c> {
         }
         let code = tamper_rule(path);
         let what = match code {
-            "KG301" => "replaces a timing function",
-            "KG302" => "replaces a correctness check",
+            Rule::KG301 => "replaces a timing function",
+            Rule::KG302 => "replaces a correctness check",
             _ => "monkey-patches a library attribute",
         };
         self.push(code, r, format!("{what}: `{path}`"));
@@ -990,7 +1003,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                 for (container, r) in shape_probes {
                     if is_forward && returned.contains(&container) {
                         self.push(
-                            "KG401",
+                            Rule::KG401,
                             r,
                             format!("`{container}` returns stored results keyed by tensor shape"),
                         );
@@ -1049,7 +1062,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                     let entry = matches!(f.name.as_str(), "forward" | "__call__");
                     match (entry, self.memo_kind(f)) {
                         (true, _) | (_, Memo::Output) => self.push(
-                            "KG401",
+                            Rule::KG401,
                             range(d),
                             format!(
                                 "`{}` is memoised and computes outputs: repeated inputs return stored results",
@@ -1057,7 +1070,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                             ),
                         ),
                         (false, Memo::Unknown) => self.push(
-                            "KG406",
+                            Rule::KG406,
                             range(d),
                             format!(
                                 "`{}` is memoised: repeated inputs return stored outputs",
@@ -1117,14 +1130,14 @@ impl<'a, 'c> Checker<'a, 'c> {
         let mut seen = HashSet::default();
         for (name, r) in &tests {
             if self.env_names.contains(name) && seen.insert(name.clone()) {
-                self.push("KG402", r.clone(), format!("branches on `{name}`, read from the environment or argv at import: behaviour can depend on the harness's phase"));
+                self.push(Rule::KG402, r.clone(), format!("branches on `{name}`, read from the environment or argv at import: behaviour can depend on the harness's phase"));
             }
         }
         for (name, r) in tests {
             if let Some(inc) = counter_names.get(&name) {
                 if seen.insert(name.clone()) {
                     let (line, _) = self.ctx.line_col(inc.start);
-                    self.push("KG402", r, format!("branches on call counter `{name}` (incremented on line {line}): phase detection"));
+                    self.push(Rule::KG402, r, format!("branches on call counter `{name}` (incremented on line {line}): phase detection"));
                 }
             }
         }
@@ -1244,7 +1257,7 @@ impl<'a, 'c> Checker<'a, 'c> {
         if let Some(a) = alias {
             if self.is_reference(&a.value) {
                 self.push(
-                    "KG203",
+                    Rule::KG203,
                     range(a),
                     "`ModelNew` is the reference `Model`: the reference runs, not a kernel",
                 );
@@ -1252,7 +1265,7 @@ impl<'a, 'c> Checker<'a, 'c> {
         }
         match model_new {
             None if alias.is_none() => self.push(
-                "KG703",
+                Rule::KG703,
                 0..0,
                 "no `class ModelNew` in this file: the harness imports `ModelNew`",
             ),
@@ -1260,7 +1273,7 @@ impl<'a, 'c> Checker<'a, 'c> {
             Some(class) => {
                 for base in class.bases() {
                     if self.inherits_reference(base, &mut HashSet::default()) {
-                        self.push("KG203", range(base), "`ModelNew` inherits from the reference `Model`: its PyTorch code runs instead of a kernel");
+                        self.push(Rule::KG203, range(base), "`ModelNew` inherits from the reference `Model`: its PyTorch code runs instead of a kernel");
                     }
                 }
                 // Any use of the reference class from ModelNew's body or its reachable code.
@@ -1287,7 +1300,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                 let hits = uses.hits;
                 for r in hits {
                     self.push(
-                        "KG203",
+                        Rule::KG203,
                         r,
                         "`ModelNew` uses the reference `Model`: the reference's PyTorch code runs",
                     );
@@ -1377,10 +1390,10 @@ impl<'a, 'c> Checker<'a, 'c> {
                 .first()
                 .map(range)
                 .unwrap_or(range(&class.name));
-            self.push("KG102", at, format!("`ModelNew` inherits `forward` from the PyTorch layer `{layer}`: PyTorch computes it"));
+            self.push(Rule::KG102, at, format!("`ModelNew` inherits `forward` from the PyTorch layer `{layer}`: PyTorch computes it"));
         }
         for r in v.hits {
-            self.push("KG102", r, format!("`super()` runs the forward of the PyTorch layer `{layer}`: pass its weights to your kernel instead"));
+            self.push(Rule::KG102, r, format!("`super()` runs the forward of the PyTorch layer `{layer}`: pass its weights to your kernel instead"));
         }
     }
 
@@ -1493,7 +1506,7 @@ impl<'a, 'c> Checker<'a, 'c> {
         for (k, r) in guarded {
             if returned.contains(&k) {
                 self.push(
-                    "KG401",
+                    Rule::KG401,
                     r,
                     format!("`{k}` is computed once and returned for every later input: an output cache"),
                 );
@@ -1524,7 +1537,7 @@ impl<'a, 'c> Checker<'a, 'c> {
             let assigned = class.body.iter().any(|s| matches!(s, Stmt::Assign(a) if a.targets.iter().any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == "forward"))));
             if !inherited && !from_reference && !assigned {
                 self.push(
-                    "KG202",
+                    Rule::KG202,
                     range(&class.name),
                     "`ModelNew` defines no `forward`: the base class's runs",
                 );
@@ -1545,7 +1558,7 @@ impl<'a, 'c> Checker<'a, 'c> {
         });
         if trivial {
             self.push(
-                "KG202",
+                Rule::KG202,
                 range(&forward.name),
                 "`forward` does nothing (`pass`/`...`): no output is computed",
             );
@@ -1570,7 +1583,7 @@ impl<'a, 'c> Checker<'a, 'c> {
             } else {
                 "`forward` calls nothing, so no kernel can run: its output is stored or trivial"
             };
-            self.push("KG202", range(&forward.name), msg);
+            self.push(Rule::KG202, range(&forward.name), msg);
         }
     }
 
@@ -1582,7 +1595,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                     if matches!(f.name.as_str(), "get_inputs" | "get_init_inputs") =>
                 {
                     self.push(
-                        "KG701",
+                        Rule::KG701,
                         range(&f.name),
                         format!("the candidate redefines `{}`: kernelgate uses the reference's, remove it", f.name),
                     );
@@ -1597,7 +1610,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                                 )
                             {
                                 self.push(
-                                    "KG701",
+                                    Rule::KG701,
                                     range(t),
                                     format!("the candidate redefines the size constant `{}`: take sizes from the inputs", n.id),
                                 );
@@ -1690,7 +1703,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                 .map(|b| format!(" for backend `{b}`"))
                 .unwrap_or_default();
             self.push(
-                "KG702",
+                Rule::KG702,
                 at,
                 format!("{what}{backend}: the speedup can only come from PyTorch"),
             );
@@ -1970,7 +1983,7 @@ impl<'a> Visitor<'a> for FileVisitor<'_, 'a, '_> {
         match stmt {
             Stmt::Try(t) if !t.handlers.is_empty() => {
                 let s = usize::from(t.start());
-                self.c.push("KG201", s..s + 3, "`try`/`except` can hide a failing kernel behind a fallback; let errors propagate");
+                self.c.push(Rule::KG201, s..s + 3, "`try`/`except` can hide a failing kernel behind a fallback; let errors propagate");
             }
             Stmt::With(w) => {
                 for item in &w.items {
@@ -1979,7 +1992,7 @@ impl<'a> Visitor<'a> for FileVisitor<'_, 'a, '_> {
                             == Some("contextlib.suppress")
                         {
                             self.c.push(
-                                "KG201",
+                                Rule::KG201,
                                 range(&item.context_expr),
                                 "`contextlib.suppress` swallows a failing kernel's error",
                             );
@@ -2017,14 +2030,14 @@ impl<'a> Visitor<'a> for FileVisitor<'_, 'a, '_> {
                             || q.ends_with("TorchFunctionMode")
                             || q.ends_with("TorchDispatchMode")
                         {
-                            self.c.push("KG405", range(base), format!("`{}` subclasses `{q}`: a lazy tensor can compute only when compared", c.name));
+                            self.c.push(Rule::KG405, range(base), format!("`{}` subclasses `{q}`: a lazy tensor can compute only when compared", c.name));
                         }
                     }
                 }
             }
             Stmt::FunctionDef(f) => {
                 if matches!(f.name.as_str(), "__torch_function__" | "__torch_dispatch__") {
-                    self.c.push("KG405", range(&f.name), format!("`{}` intercepts PyTorch ops: a lazy tensor can compute only when compared", f.name));
+                    self.c.push(Rule::KG405, range(&f.name), format!("`{}` intercepts PyTorch ops: a lazy tensor can compute only when compared", f.name));
                 }
                 let inputs = matches!(f.name.as_str(), "get_inputs" | "get_init_inputs");
                 self.in_inputs_fn += inputs as u32;
@@ -2052,7 +2065,7 @@ impl<'a> Visitor<'a> for FileVisitor<'_, 'a, '_> {
                 for call in calls {
                     if let Some(q) = self.c.names.qualify(&call.func) {
                         if torch_compute(&q) {
-                            self.c.push("KG101", range(call.func.as_ref()), format!("a lambda calls the PyTorch compute op `{q}` instead of your kernel"));
+                            self.c.push(Rule::KG101, range(call.func.as_ref()), format!("a lambda calls the PyTorch compute op `{q}` instead of your kernel"));
                         }
                     } else if let Expr::Attribute(a) = call.func.as_ref() {
                         // `lambda t: t.sigmoid()`: a tensor method on the lambda's argument.
@@ -2060,7 +2073,7 @@ impl<'a> Visitor<'a> for FileVisitor<'_, 'a, '_> {
                         let on_param = matches!(a.value.as_ref(), Expr::Name(n) if params.contains(n.id.as_str()));
                         if on_param && tensor_compute_method(m) && !self.c.ext_functions.contains(m)
                         {
-                            self.c.push("KG104", range(&a.attr), format!("a lambda calls the tensor compute method `.{m}()` instead of your kernel"));
+                            self.c.push(Rule::KG104, range(&a.attr), format!("a lambda calls the tensor compute method `.{m}()` instead of your kernel"));
                         }
                     }
                 }
@@ -2079,7 +2092,7 @@ impl<'a> Visitor<'a> for FileVisitor<'_, 'a, '_> {
                         | "__closure__"
                 ) {
                     self.c.push(
-                        "KG304",
+                        Rule::KG304,
                         range(&a.attr),
                         format!("`.{attr}` reaches into frames or other modules' state"),
                     );
@@ -2089,7 +2102,7 @@ impl<'a> Visitor<'a> for FileVisitor<'_, 'a, '_> {
                     "_make_subclass" | "_make_wrapper_subclass" | "as_subclass"
                 ) {
                     self.c.push(
-                        "KG405",
+                        Rule::KG405,
                         range(&a.attr),
                         format!("`.{attr}` builds a tensor subclass that can defer work"),
                     );
@@ -2137,7 +2150,7 @@ impl<'a> FileVisitor<'_, 'a, '_> {
                     && self.c.tf32_env_key(&sub.slice)
                 {
                     self.c.push(
-                        "KG502",
+                        Rule::KG502,
                         range(t),
                         "sets a TF32 override in the environment on an fp32 problem",
                     );
@@ -2176,7 +2189,7 @@ impl<'a> FileVisitor<'_, 'a, '_> {
             Expr::Attribute(_) | Expr::Name(_) => {
                 if let Some(q) = self.c.names.qualify(v) {
                     if torch_compute(&q) {
-                        self.c.push("KG101", range(v), format!("stores the PyTorch compute op `{q}` to call it later instead of your kernel"));
+                        self.c.push(Rule::KG101, range(v), format!("stores the PyTorch compute op `{q}` to call it later instead of your kernel"));
                     }
                 }
             }
@@ -2297,7 +2310,7 @@ impl<'a> CacheVisitor<'_, 'a, '_> {
         };
         match kind {
             KeyKind::Identity => {
-                self.c.push("KG401", r, format!("`{name}` is keyed by tensor identity (`data_ptr()`/`id()`): an output cache"));
+                self.c.push(Rule::KG401, r, format!("`{name}` is keyed by tensor identity (`data_ptr()`/`id()`): an output cache"));
             }
             KeyKind::Shape => self.shape_probes.push((name, r)),
             KeyKind::Plain => {}
@@ -2603,7 +2616,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
 
     fn mutation(&mut self, r: std::ops::Range<usize>, input: &str, how: &str) {
         self.c.push(
-            "KG407",
+            Rule::KG407,
             r,
             if how == "returning it as the output" {
                 format!("`forward` returns its input `{input}` (or a view of it): the output aliases an input, so the work was done in place or not at all")
@@ -2640,7 +2653,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
 
     fn operator_finding(&mut self, r: std::ops::Range<usize>, op: &str) {
         self.c.push(
-            "KG104",
+            Rule::KG104,
             r,
             format!("`{op}` on a tensor runs a PyTorch kernel on the forward path instead of your kernel"),
         );
@@ -2703,7 +2716,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
         });
         if input && stored {
             self.c.push(
-                "KG401",
+                Rule::KG401,
                 range(c),
                 "compares an input's identity with one seen before: the stored result can be returned for a repeated tensor",
             );
@@ -2790,7 +2803,7 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
             Stmt::AugAssign(a) => {
                 if a.op == Operator::MatMult {
                     self.c.push(
-                        "KG103",
+                        Rule::KG103,
                         range(stmt),
                         "`@=` multiplies tensors with PyTorch's matmul",
                     );
@@ -2822,7 +2835,7 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
                     // `self._pending = x` / `self.saved.append(x)` keep an input beyond the call.
                     if key_of(t).is_some_and(|k| k.starts_with("self.")) {
                         if let Some(input) = self.input_root(&a.value) {
-                            self.c.push("KG401", range(stmt), format!("keeps the input `{input}` in `{}` across calls: later calls can return or batch stored work", self.c.text(t)));
+                            self.c.push(Rule::KG401, range(stmt), format!("keeps the input `{input}` in `{}` across calls: later calls can return or batch stored work", self.c.text(t)));
                         }
                     }
                 }
@@ -2899,13 +2912,13 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
                     match q.as_deref() {
                         _ if empty_input => {}
                         Some("torch.empty" | "torch.empty_like" | "torch.empty_strided") => {
-                            self.c.push("KG202", range(c), "`forward` returns a fresh `torch.empty` that no kernel wrote: its contents are whatever the allocator left there");
+                            self.c.push(Rule::KG202, range(c), "`forward` returns a fresh `torch.empty` that no kernel wrote: its contents are whatever the allocator left there");
                         }
                         Some(
                             "torch.zeros" | "torch.zeros_like" | "torch.ones" | "torch.ones_like"
                             | "torch.full" | "torch.full_like",
                         ) => {
-                            self.c.push("KG202", range(c), "`forward` returns a constant tensor that no kernel wrote: a trivial output that passes only a loose tolerance");
+                            self.c.push(Rule::KG202, range(c), "`forward` returns a constant tensor that no kernel wrote: a trivial output that passes only a loose tolerance");
                         }
                         _ => {}
                     }
@@ -2945,7 +2958,7 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
                     .map(|i| l + i..l + i + 1)
                     .unwrap_or_else(|| range(expr));
                 self.c.push(
-                    "KG103",
+                    Rule::KG103,
                     at,
                     "`@` multiplies tensors with PyTorch's matmul instead of your kernel",
                 );
@@ -2999,7 +3012,7 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
                 if let Some(q) = self.c.names.binding(n.id.as_str()) {
                     if is_env_path(q) && q != "os.getenv" && q != "os.getenvb" {
                         let q = q.to_string();
-                        self.c.push("KG402", range(expr), format!("reads `{q}` on the forward path: behaviour can depend on the harness's phase"));
+                        self.c.push(Rule::KG402, range(expr), format!("reads `{q}` on the forward path: behaviour can depend on the harness's phase"));
                     }
                 }
             }
@@ -3007,7 +3020,7 @@ impl<'a> Visitor<'a> for LiveVisitor<'_, 'a, '_> {
                 if let Some(q) = self.c.names.qualify(expr) {
                     if under(&q, "os.environ") || under(&q, "os.environb") || under(&q, "sys.argv")
                     {
-                        self.c.push("KG402", range(expr), format!("reads `{q}` on the forward path: behaviour can depend on the harness's phase"));
+                        self.c.push(Rule::KG402, range(expr), format!("reads `{q}` on the forward path: behaviour can depend on the harness's phase"));
                         return;
                     }
                 }
@@ -3028,7 +3041,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
         }
         if let Some(q) = self.c.names.qualify(expr) {
             if torch_compute(&q) {
-                self.c.push("KG101", range(expr), format!("refers to the PyTorch compute op `{q}` on the forward path, to call it instead of your kernel"));
+                self.c.push(Rule::KG101, range(expr), format!("refers to the PyTorch compute op `{q}` on the forward path, to call it instead of your kernel"));
                 return true;
             }
             return false;
@@ -3036,7 +3049,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
         if let Expr::Attribute(a) = expr {
             let m = a.attr.as_str();
             if tensor_compute_method(m) && self.is_tensor(&a.value) {
-                self.c.push("KG104", range(&a.attr), format!("takes the tensor compute method `.{m}` on the forward path, to call it instead of your kernel"));
+                self.c.push(Rule::KG104, range(&a.attr), format!("takes the tensor compute method `.{m}` on the forward path, to call it instead of your kernel"));
                 return true;
             }
         }
@@ -3154,7 +3167,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
                 if self.c.names.qualify(obj).is_none() {
                     if let Some(m) = self.c.names.fold_str(&call.arguments.args[1]) {
                         if tensor_compute_method(&m) && !self.c.is_ext_call_target(obj, &m) {
-                            self.c.push("KG104", range(call), format!("`getattr(..., \"{m}\")` fetches a tensor compute method on the forward path"));
+                            self.c.push(Rule::KG104, range(call), format!("`getattr(..., \"{m}\")` fetches a tensor compute method on the forward path"));
                         }
                     }
                 }
@@ -3192,7 +3205,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
                 "operator.matmul" | "operator.imatmul" | "operator.__matmul__"
             ) {
                 self.c.push(
-                    "KG103",
+                    Rule::KG103,
                     fr.clone(),
                     format!(
                         "`{q}` multiplies tensors with PyTorch's matmul instead of your kernel"
@@ -3205,19 +3218,19 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
                 } else {
                     format!("`{spelled}` (`{q}`)")
                 };
-                self.c.push("KG101", fr.clone(), format!("{shown} runs a PyTorch compute op on the forward path instead of your kernel"));
+                self.c.push(Rule::KG101, fr.clone(), format!("{shown} runs a PyTorch compute op on the forward path instead of your kernel"));
             } else if q == "os.getenv" || q == "os.environ.get" {
-                self.c.push("KG402", fr.clone(), format!("reads `{q}` on the forward path: behaviour can depend on the harness's phase"));
+                self.c.push(Rule::KG402, fr.clone(), format!("reads `{q}` on the forward path: behaviour can depend on the harness's phase"));
             } else if is_seed(q) {
-                self.c.push("KG402", fr.clone(), format!("`{q}` reseeds the random generator on the forward path: the harness's inputs can be regenerated and their outputs precomputed"));
+                self.c.push(Rule::KG402, fr.clone(), format!("`{q}` reseeds the random generator on the forward path: the harness's inputs can be regenerated and their outputs precomputed"));
             } else if cupy_compute(q) {
                 self.c.push(
-                    "KG101",
+                    Rule::KG101,
                     fr.clone(),
                     format!("`{q}` computes with CuPy's library kernels instead of your kernel"),
                 );
             } else if is_clock(q) {
-                self.c.push("KG402", fr.clone(), format!("reads the clock (`{q}`) on the forward path: behaviour can depend on when it is called"));
+                self.c.push(Rule::KG402, fr.clone(), format!("reads the clock (`{q}`) on the forward path: behaviour can depend on when it is called"));
             } else if q == "builtins.next" {
                 // `next(self._calls)` on an `itertools.count()` is a call counter.
                 if let Some(k) = call
@@ -3262,7 +3275,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
             {
                 if let Some(input) = call.arguments.args.iter().find_map(|x| self.input_root(x)) {
                     let holder = self.c.text(a.value.as_ref());
-                    self.c.push("KG401", range(call), format!("keeps the input `{input}` in `{holder}` across calls: later calls can return or batch stored work"));
+                    self.c.push(Rule::KG401, range(call), format!("keeps the input `{input}` in `{holder}` across calls: later calls can return or batch stored work"));
                 }
             }
         }
@@ -3272,7 +3285,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
                 && self.c.names.qualify(&a.value).is_none()
             {
                 self.c.push(
-                    "KG104",
+                    Rule::KG104,
                     range(&a.attr),
                     format!("`.{}()` moves the tensor to the host on the forward path: the host computes, not your kernel", a.attr),
                 );
@@ -3280,7 +3293,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
         }
         if let Some(layer) = self.layer_target(&call.func) {
             if q.as_deref().is_none_or(|q| !nn_layer(q)) {
-                self.c.push("KG102", fr.clone(), format!("calls the PyTorch layer `{}` ({layer}) on the forward path: PyTorch computes it, pass its weights to your kernel instead", self.c.text(call.func.as_ref())));
+                self.c.push(Rule::KG102, fr.clone(), format!("calls the PyTorch layer `{}` ({layer}) on the forward path: PyTorch computes it, pass its weights to your kernel instead", self.c.text(call.func.as_ref())));
             }
         }
         if let Expr::Attribute(a) = call.func.as_ref() {
@@ -3303,7 +3316,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
                 && !self.c.is_ext_call_target(recv, m)
             {
                 self.c.push(
-                    "KG104",
+                    Rule::KG104,
                     range(&a.attr),
                     format!(
                         "`.{m}()` runs a PyTorch kernel on the forward path instead of your kernel"
@@ -3321,7 +3334,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
             if matches!(arg, Expr::Attribute(_) | Expr::Name(_)) {
                 if let Some(aq) = self.c.names.qualify(arg) {
                     if torch_compute(&aq) && !matches!(q.as_deref(), Some("builtins.isinstance")) {
-                        self.c.push("KG101", range(arg), format!("passes the PyTorch compute op `{aq}` to be called on the forward path"));
+                        self.c.push(Rule::KG101, range(arg), format!("passes the PyTorch compute op `{aq}` to be called on the forward path"));
                     }
                 }
             }
