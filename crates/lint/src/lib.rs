@@ -124,7 +124,7 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
     let directive = suppress::directive(source);
     let precision = directive.precision.unwrap_or(opts.precision);
     let backend = directive.backend.or(opts.backend);
-    let mut ctx = Context::new(path, source, precision, backend);
+    let ctx = Context::new(path, source, precision, backend);
 
     let parsed = match ruff_python_parser::parse_module(source) {
         Ok(parsed) => parsed,
@@ -140,9 +140,9 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
         .problem_source
         .as_deref()
         .and_then(|p| ruff_python_parser::parse_module(p).ok());
-    ctx.facts =
-        python::consts::BranchFacts::build(module, problem.as_ref().map(|p| p.syntax()), precision);
-    let py = python::check_full(module, &ctx);
+    // Built once: every pass below reads the same names, imports, reachability and facts.
+    let model = python::SemanticModel::build(module, problem.as_ref().map(|p| p.syntax()), precision);
+    let py = python::check_full(&model, &ctx);
     let mut raws = py.findings;
     // What `forward` passes each extension function, over all its live call sites.
     let mut py_args: rustc_hash::FxHashMap<String, Vec<python::ArgKind>> = Default::default();
@@ -172,12 +172,12 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
     // Embedded C++/CUDA (load_inline / load(sources=...) files next to the .py) and Triton.
     let base_dir = std::path::Path::new(path).parent();
     let mut working: Vec<String> = Vec::new();
-    for ext in embedded::extract_in(module, source, base_dir) {
+    for ext in embedded::extract_with(module, &model.imports, source, base_dir) {
         let out = cpp::check_full(&ext, &ctx, &py_args);
         raws.extend(out.findings);
         working.extend(out.working_exports);
     }
-    let tr = triton::check_triton_full(module, source, &ctx);
+    let tr = triton::check_triton_full(&model, &ctx);
     raws.extend(tr.findings);
     // Custom code that provably runs: a working extension function whose result forward uses,
     // or a working Triton kernel launched from live code. A call whose result is thrown away

@@ -39,8 +39,6 @@ pub struct Context<'a> {
     /// The declared backend, when the kernel's mapping or `--backend` says one.
     pub backend: Option<Backend>,
     pub lines: LineIndex,
-    /// What the problem decides about branches (set by `lint_file` once the file is parsed).
-    pub facts: crate::python::consts::BranchFacts,
 }
 
 impl<'a> Context<'a> {
@@ -56,7 +54,6 @@ impl<'a> Context<'a> {
             precision,
             backend,
             lines: LineIndex::new(source),
-            facts: Default::default(),
         }
     }
 

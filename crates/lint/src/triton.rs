@@ -2,8 +2,8 @@
 //! never launched from code reachable from `ModelNew.forward`, reduced-precision dtypes inside
 //! kernels on fp32 problems, and a Triton candidate without any kernel.
 
-use crate::embedded::{collect_aliases, qualname};
-use crate::python::reach::{find_class, reachable_with};
+use crate::python::semantic::{qualname, ImportAliases, SemanticModel};
+use crate::python::reach::find_class;
 use crate::rule::{Context, RawFinding, Rule, RuleMeta};
 use kernelgate_model::Severity::Error;
 use kernelgate_model::{Backend, Precision};
@@ -53,7 +53,7 @@ struct Kernel<'a> {
     def: Option<&'a StmtFunctionDef>,
 }
 
-fn is_triton_decorator(e: &Expr, aliases: &HashMap<String, String>) -> bool {
+fn is_triton_decorator(e: &Expr, aliases: &ImportAliases) -> bool {
     let target = match e {
         Expr::Call(c) => c.func.as_ref(),
         other => other,
@@ -69,9 +69,9 @@ fn is_triton_decorator(e: &Expr, aliases: &HashMap<String, String>) -> bool {
     ) || q.ends_with("triton.jit")
 }
 
-fn kernels<'a>(module: &'a ModModule, aliases: &HashMap<String, String>) -> Vec<Kernel<'a>> {
+fn kernels<'a>(module: &'a ModModule, aliases: &ImportAliases) -> Vec<Kernel<'a>> {
     struct V<'a, 'b> {
-        aliases: &'b HashMap<String, String>,
+        aliases: &'b ImportAliases,
         out: Vec<Kernel<'a>>,
     }
     impl<'a> Visitor<'a> for V<'a, '_> {
@@ -117,8 +117,9 @@ fn kernels<'a>(module: &'a ModModule, aliases: &HashMap<String, String>) -> Vec<
 }
 
 /// Runs the Triton rules on a candidate.
-pub fn check_triton(module: &ModModule, source: &str, ctx: &Context) -> Vec<RawFinding> {
-    check_triton_full(module, source, ctx).findings
+pub fn check_triton(module: &ModModule, ctx: &Context) -> Vec<RawFinding> {
+    let model = SemanticModel::build(module, None, ctx.precision);
+    check_triton_full(&model, ctx).findings
 }
 
 /// The Triton rules' findings, and whether `ModelNew.forward` reaches a Triton kernel that
@@ -129,9 +130,9 @@ pub struct TritonOutput {
 }
 
 /// [`check_triton`] with what the torch-op rules need to know.
-pub fn check_triton_full(module: &ModModule, _source: &str, ctx: &Context) -> TritonOutput {
-    let aliases = collect_aliases(&module.body);
-    let ks = kernels(module, &aliases);
+pub fn check_triton_full(model: &SemanticModel, ctx: &Context) -> TritonOutput {
+    let (module, aliases) = (model.module, &model.imports);
+    let ks = kernels(module, aliases);
     let mut out = Vec::new();
     let mut live: HashSet<String> = HashSet::default();
     if ks.is_empty() {
@@ -150,7 +151,7 @@ pub fn check_triton_full(module: &ModModule, _source: &str, ctx: &Context) -> Tr
     if find_class(module, "ModelNew").is_some() {
         // Live names in code reachable from ModelNew.forward; kernels launched there reach the
         // jit helpers they call (the reachability walk follows module-level functions).
-        let r = reachable_with(module, &ctx.facts);
+        let r = &model.reach;
         let mut launched: HashSet<&str> = r.names.iter().map(|s| s.as_str()).collect();
         // `self.kernel = kernel` in __init__ then `self.kernel[grid](...)`.
         for a in &r.self_attrs {
@@ -178,9 +179,9 @@ pub fn check_triton_full(module: &ModModule, _source: &str, ctx: &Context) -> Tr
     }
     let names: HashSet<&str> = ks.iter().map(|k| k.name.as_str()).collect();
     let mut l = LaunchDtypes {
-        aliases: &aliases,
+        aliases,
         kernels: &names,
-        low_names: low_dtype_names(&module.body, &aliases),
+        low_names: low_dtype_names(&module.body, aliases),
         hits: Vec::new(),
         launched: HashSet::default(),
         empty_grids: Vec::new(),
@@ -227,7 +228,7 @@ pub fn check_triton_full(module: &ModModule, _source: &str, ctx: &Context) -> Tr
         }
         for k in ks.iter().filter_map(|k| k.def) {
             let mut p = PrecisionFinder {
-                aliases: &aliases,
+                aliases,
                 hits: Vec::new(),
             };
             p.visit_body(&k.body);
@@ -284,7 +285,7 @@ fn self_bound(
 }
 
 /// The reduced-precision Triton dtype an expression names (`tl.float16`), if any.
-fn low_dtype(e: &Expr, aliases: &HashMap<String, String>) -> Option<String> {
+fn low_dtype(e: &Expr, aliases: &ImportAliases) -> Option<String> {
     let Expr::Attribute(a) = e else { return None };
     let low = matches!(
         a.attr.as_str(),
@@ -295,7 +296,7 @@ fn low_dtype(e: &Expr, aliases: &HashMap<String, String>) -> Option<String> {
 }
 
 /// Module-level names bound to a reduced-precision Triton dtype (`LOW = tl.bfloat16`).
-fn low_dtype_names(body: &[Stmt], aliases: &HashMap<String, String>) -> HashMap<String, String> {
+fn low_dtype_names(body: &[Stmt], aliases: &ImportAliases) -> HashMap<String, String> {
     let mut out = HashMap::default();
     for s in body {
         if let Stmt::Assign(a) = s {
@@ -309,7 +310,7 @@ fn low_dtype_names(body: &[Stmt], aliases: &HashMap<String, String>) -> HashMap<
 }
 
 struct LaunchDtypes<'b> {
-    aliases: &'b HashMap<String, String>,
+    aliases: &'b ImportAliases,
     kernels: &'b HashSet<&'b str>,
     low_names: HashMap<String, String>,
     hits: Vec<(Range<usize>, String, String)>,
@@ -404,7 +405,7 @@ impl<'a> Visitor<'a> for LaunchDtypes<'_> {
 }
 
 struct PrecisionFinder<'b> {
-    aliases: &'b HashMap<String, String>,
+    aliases: &'b ImportAliases,
     hits: Vec<(Range<usize>, String)>,
 }
 
@@ -458,10 +459,10 @@ mod tests {
         py: &str,
         precision: Precision,
         backend: Option<Backend>,
-    ) -> Vec<(&'static str, u32, u32)> {
+    ) -> Vec<(Rule, u32, u32)> {
         let parsed = ruff_python_parser::parse_module(py).expect("valid python");
         let ctx = Context::new("t.py", py, precision, backend);
-        let mut v: Vec<_> = check_triton(parsed.syntax(), py, &ctx)
+        let mut v: Vec<_> = check_triton(parsed.syntax(), &ctx)
             .into_iter()
             .map(|f| {
                 let (l, c) = ctx.line_col(f.range.start);
@@ -513,7 +514,7 @@ mod tests {
 mod fixture_tests {
     use super::*;
 
-    fn run_fixture(name: &str) -> Vec<(&'static str, u32, u32)> {
+    fn run_fixture(name: &str) -> Vec<(Rule, u32, u32)> {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../tests/fixtures/lint/triton")
             .join(name);
@@ -523,7 +524,7 @@ mod fixture_tests {
             .then_some(Backend::Triton);
         let parsed = ruff_python_parser::parse_module(&py).expect("valid python");
         let ctx = Context::new(name, &py, Precision::Fp32, backend);
-        let mut v: Vec<_> = check_triton(parsed.syntax(), &py, &ctx)
+        let mut v: Vec<_> = check_triton(parsed.syntax(), &ctx)
             .into_iter()
             .map(|f| {
                 let (l, c) = ctx.line_col(f.range.start);

@@ -1,7 +1,79 @@
-//! TODO
+//! KG301 `timer-tampering`, KG302 `validation-tampering`, KG303 `monkey-patch`: replacing what
+//! the harness or the reference relies on. Which rule a path falls under is `tables::tamper_rule`.
 
+use super::*;
 use crate::rule::RuleMeta;
 use kernelgate_model::Severity::Error;
+
+impl<'a, 'c> Checker<'a, 'c> {
+    /// Assignment, `setattr` or `del` of a module attribute: the table (`tamper_rule`) says
+    /// whether it replaces a timer (KG301), a correctness check (KG302) or anything else
+    /// (KG303). `torch.backends` switches are precision, not tampering.
+    pub(super) fn tamper(&mut self, path: &str, r: std::ops::Range<usize>, value: Option<&Expr>) {
+        if under(path, "torch.backends") {
+            self.tf32_backend_switch(path, r, value);
+            return;
+        }
+        let code = tamper_rule(path);
+        let what = match code {
+            Rule::KG301 => "replaces a timing function",
+            Rule::KG302 => "replaces a correctness check",
+            _ => "monkey-patches a library attribute",
+        };
+        self.push(code, r, format!("{what}: `{path}`"));
+    }
+
+    /// `torch.backends.cuda.matmul.__setattr__("allow_tf32", True)`,
+    /// `object.__setattr__(torch.cuda, "synchronize", f)`: setattr by another name.
+    pub(super) fn setattr_by_another_name(&mut self, call: &ExprCall, q: Option<&str>) {
+        let args = &call.arguments.args;
+        if let Some(q) = q {
+            let target = if let Some(base) = q
+                .strip_suffix(".__setattr__")
+                .or_else(|| q.strip_suffix(".__delattr__"))
+            {
+                args.first()
+                    .and_then(|a| self.model.names.fold_str(a))
+                    .map(|attr| (format!("{base}.{attr}"), args.get(1)))
+            } else {
+                None
+            };
+            if let Some((path, value)) = target {
+                self.tamper(&path, range(call), value);
+            }
+        } else if let Expr::Attribute(a) = call.func.as_ref() {
+            if matches!(a.attr.as_str(), "__setattr__" | "__delattr__")
+                && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "object")
+            {
+                if let Some((base, attr)) = args
+                    .first()
+                    .and_then(|m| self.model.names.qualify(m))
+                    .zip(args.get(1).and_then(|a| self.model.names.fold_str(a)))
+                {
+                    self.tamper(&format!("{base}.{attr}"), range(call), args.get(2));
+                }
+            }
+        }
+    }
+
+    /// `setattr(module, name, value)` / `delattr(module, name)`.
+    pub(super) fn setattr_call(&mut self, call: &ExprCall) {
+        let args = &call.arguments.args;
+        if let Some(base) = self.model.names.qualify(&args[0]) {
+            match args.get(1).and_then(|a| self.model.names.fold_str(a)) {
+                Some(attr) => {
+                    let path = format!("{base}.{attr}");
+                    self.tamper(&path, range(call), None);
+                }
+                None => self.push(
+                    Rule::KG303,
+                    range(call),
+                    format!("`setattr` on module `{base}` with a computed name: monkey-patches a library function"),
+                ),
+            }
+        }
+    }
+}
 
 // ---------------------------------------------------------------- registry entries
 
