@@ -1,7 +1,25 @@
-//! TODO
+//! KG606 `cpp-static-cache` and KG607 `cpp-l2-persistence`: state kept across calls, in static
+//! memory or in L2.
 
+use crate::cpp::*;
+use crate::rule::Rule;
 use crate::rule::RuleMeta;
 use kernelgate_model::Severity::Error;
+use std::ops::Range;
+
+impl<'t> Analyzer<'t> {
+    /// Every KG606 finding of the analyzer is raised here.
+    pub(in crate::cpp) fn static_cache(&mut self, range: Range<usize>, msg: String) {
+        self.flag(Rule::KG606, range, msg);
+    }
+
+    /// Every KG607 finding of the analyzer is raised here.
+    pub(in crate::cpp) fn l2_persistence(&mut self, range: Range<usize>, msg: String) {
+        self.flag(Rule::KG607, range, msg);
+    }
+
+
+}
 
 // ---------------------------------------------------------------- registry entries
 

@@ -1,7 +1,35 @@
-//! TODO
+//! KG615 `cpp-source-missing` and KG616 `cpp-source-unresolved`: C++/CUDA that extraction could
+//! not read, so no other C++ rule could check it.
 
+use crate::cpp::*;
+use crate::rule::Rule;
 use crate::rule::RuleMeta;
 use kernelgate_model::Severity::Warning;
+use std::ops::Range;
+
+/// Findings for the sources `src` names but extraction could not read.
+pub(in crate::cpp) fn unread_source_findings(src: &EmbeddedSource) -> Vec<(Rule, Range<usize>, String)> {
+    let mut out = Vec::new();
+    for (file, range) in &src.missing_files {
+        // Missing files point at their name in the .py directly.
+        out.push((
+            Rule::KG615,
+            range.clone(),
+            format!(
+                "`{}` (listed in `sources=`) was not found next to the file, so its C++/CUDA was not checked; commit it with the kernel",
+                file.display()
+            ),
+        ));
+    }
+    for r in &src.unresolved {
+        out.push((
+            Rule::KG616,
+            r.clone(),
+            "the C++/CUDA sources passed here are not statically known (read or decoded at run time), so they were not checked; pass string literals or module-level strings".into(),
+        ));
+    }
+    out
+}
 
 // ---------------------------------------------------------------- registry entries
 

@@ -1,7 +1,62 @@
-//! TODO
+//! KG604 `cpp-token-pasting`, KG613 `cpp-sandbox`, KG614 `cpp-timer-tampering`: hiding names,
+//! reaching outside the sandbox, interposing the timer's symbols or PyTorch's own operators.
 
+use crate::cpp::*;
+use crate::rule::Rule;
 use crate::rule::RuleMeta;
 use kernelgate_model::Severity::Error;
+use std::ops::Range;
+
+impl<'t> Analyzer<'t> {
+    /// Every KG604 finding of the analyzer is raised here.
+    pub(in crate::cpp) fn token_pasting(&mut self, range: Range<usize>, msg: String) {
+        self.flag(Rule::KG604, range, msg);
+    }
+
+    /// Every KG613 finding of the analyzer is raised here.
+    pub(in crate::cpp) fn sandbox(&mut self, range: Range<usize>, msg: String) {
+        self.flag(Rule::KG613, range, msg);
+    }
+
+    /// Every KG614 finding of the analyzer is raised here.
+    pub(in crate::cpp) fn timer_tampering(&mut self, range: Range<usize>, msg: String) {
+        self.flag(Rule::KG614, range, msg);
+    }
+
+    /// `TORCH_LIBRARY_IMPL(aten, CUDA, m)`: the extension replaces PyTorch's own kernels, the
+    /// ones the reference runs.
+    pub(in crate::cpp) fn library_registration(&mut self, node: Node<'t>, q: &str) {
+        let Some(p) = node.parent() else { return };
+        let args = match p.kind_fast() {
+            "call_expression" | "function_declarator" => {
+                p.field("arguments").or_else(|| p.field("parameters"))
+            }
+            _ => None,
+        };
+        let first = args
+            .and_then(|a| a.named_child(0))
+            .map(|a| self.t(a).trim().to_string())
+            .unwrap_or_default();
+        if matches!(first.as_str(), "aten" | "prim" | "_") || first.contains("aten") {
+            self.timer_tampering(
+                node.byte_range(),
+                format!("`{q}({first}, ...)` registers kernels for PyTorch's own operators: the reference would run the candidate's code; register ops in your own namespace"),
+            );
+        }
+    }
+}
+
+/// Text printed the way a harness or leaderboard prints results (`correct=True`,
+/// `"speedup": 12`); prose is not result-like.
+pub(in crate::cpp) fn result_like(text: &str) -> bool {
+    static RESULT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r#"(?i)\b(correct(ness)?|speedup|runtime(_ms)?|elapsed(_ms)?|passed|allclose|max_diff|avg_diff|time_ms|mean_ms|verdict|fast_[0-9p]+|compiled)\b\\?["']?\s*[:=]"#,
+        )
+        .expect("static regex")
+    });
+    RESULT.is_match(text)
+}
 
 // ---------------------------------------------------------------- registry entries
 

@@ -1,7 +1,30 @@
-//! TODO
+//! KG601 `cpp-torch-op` and KG602 `cpp-vendor-library`: PyTorch's or a vendor library's kernels
+//! doing the work inside the extension.
 
+use crate::cpp::*;
+use crate::rule::Rule;
 use crate::rule::RuleMeta;
 use kernelgate_model::Severity::Error;
+use std::ops::Range;
+
+impl<'t> Analyzer<'t> {
+    /// Every KG601 finding of the analyzer is raised here.
+    pub(in crate::cpp) fn torch_op(&mut self, range: Range<usize>, msg: String) {
+        self.flag(Rule::KG601, range, msg);
+    }
+
+    /// Every KG602 finding of the analyzer is raised here.
+    pub(in crate::cpp) fn vendor_library(&mut self, range: Range<usize>, msg: String) {
+        self.flag(Rule::KG602, range, msg);
+    }
+
+    /// CUTLASS's prebuilt device-level operators are a library call when the kernel declares
+    /// a backend other than CUTLASS/CuTe; with no declared backend they are a CUTLASS kernel.
+    pub(in crate::cpp) fn library_ops_banned(&self) -> bool {
+        self.backend
+            .is_some_and(|b| b != kernelgate_model::Backend::Cute)
+    }
+}
 
 // ---------------------------------------------------------------- registry entries
 
