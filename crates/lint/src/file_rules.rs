@@ -1,9 +1,9 @@
-//! TODO
+//! Rules about the file rather than its code: KG000 (raised by `lint_file` for a syntax error
+//! and by `unreadable_finding`) and KG900/KG901 (raised by `suppress.rs`, which parses the
+//! `# kernelgate:` comments). Their registry entries live here, beside no checker of their own.
 
 use crate::rule::RuleMeta;
 use kernelgate_model::Severity::{Error, Warning};
-
-// ---------------------------------------------------------------- registry entries
 
 pub(crate) const KG000: RuleMeta = RuleMeta {
     code: "KG000",

@@ -13,6 +13,8 @@ use crate::rule::{Context, RawFinding, Rule};
 use kernelgate_model::Precision;
 use macros::{expand, tokenize, Macro};
 use names::*;
+use rules::decoy::pure_device_call;
+use rules::tampering::result_like;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::cell::RefCell;
 use std::ops::Range;
@@ -245,7 +247,7 @@ pub fn check_full(
     a.findings
         .extend(device_store::check(tree.root_node(), &src.text));
 
-    let mut seen: HashSet<(&'static str, usize, String)> = HashSet::default();
+    let mut seen: HashSet<(Rule, usize, String)> = HashSet::default();
     a.findings.sort_by_key(|f| f.1.start);
     for (code, range, msg) in a.findings {
         if code == Rule::KG610 && ctx.precision != Precision::Fp32 {

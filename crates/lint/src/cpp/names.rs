@@ -28,6 +28,19 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(Rule, String)> {
     let last = last_segment(q);
     // Most names are plain identifiers; the checks on qualified names are skipped for them.
     let qualified = q.len() != last.len();
+    if let Some(hit) = torch_name(q, last, qualified, kind) {
+        return Some(hit);
+    }
+    if kind == NameKind::Field {
+        return field_name(last);
+    }
+    library_name(q, last, qualified)
+        .or_else(|| concurrency_name(q, last))
+        .or_else(|| other_name(q, last, kind))
+}
+
+/// PyTorch's dispatcher and modules (KG601).
+fn torch_name(q: &str, last: &str, qualified: bool, kind: NameKind) -> Option<(Rule, String)> {
     // The PyTorch dispatcher calls any ATen op by its schema name (`aten::mm`).
     if matches!(last, "findSchemaOrThrow" | "findSchema" | "callBoxed")
         || qualified && kind != NameKind::Field && q.split("::").any(|s| s == "Dispatcher")
@@ -45,27 +58,34 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(Rule, String)> {
             format!("`{q}` is a PyTorch module or op inside the extension; compute it in your own kernel"),
         ));
     }
-    if kind == NameKind::Field {
-        return match last {
-            "accessPolicyWindow" | "hitProp" | "hitRatio" | "missProp" => Some((
-                Rule::KG607,
-                format!("`{last}` sets an L2 access-policy window (persisting cache lines)"),
-            )),
-            // PyTorch's global math settings: the reference runs under them too.
-            "setAllowTF32CuBLAS"
-            | "setAllowTF32CuDNN"
-            | "setFloat32MatmulPrecision"
-            | "setAllowFP16ReductionCuBLAS"
-            | "setAllowBF16ReductionCuBLAS"
-            | "setBenchmarkCuDNN"
-            | "setDeterministicCuDNN"
-            | "setUserEnabledCuDNN" => Some((
-                Rule::KG614,
-                format!("`{last}` changes PyTorch's global settings, which the reference runs under as well"),
-            )),
-            _ => None,
-        };
+    None
+}
+
+/// Struct fields: L2 access-policy windows (KG607) and PyTorch's global settings (KG614).
+fn field_name(last: &str) -> Option<(Rule, String)> {
+    match last {
+        "accessPolicyWindow" | "hitProp" | "hitRatio" | "missProp" => Some((
+            Rule::KG607,
+            format!("`{last}` sets an L2 access-policy window (persisting cache lines)"),
+        )),
+        // PyTorch's global math settings: the reference runs under them too.
+        "setAllowTF32CuBLAS"
+        | "setAllowTF32CuDNN"
+        | "setFloat32MatmulPrecision"
+        | "setAllowFP16ReductionCuBLAS"
+        | "setAllowBF16ReductionCuBLAS"
+        | "setBenchmarkCuDNN"
+        | "setDeterministicCuDNN"
+        | "setUserEnabledCuDNN" => Some((
+            Rule::KG614,
+            format!("`{last}` changes PyTorch's global settings, which the reference runs under as well"),
+        )),
+        _ => None,
     }
+}
+
+/// Vendor libraries and device-wide library algorithms (KG602).
+fn library_name(q: &str, last: &str, qualified: bool) -> Option<(Rule, String)> {
     const VENDOR_PREFIXES: [&str; 6] = [
         "cublas", "cudnn", "cufft", "cusparse", "cusolver", "cutensor",
     ];
@@ -107,6 +127,11 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(Rule, String)> {
     if qualified && (cub_device || thrust_algo) {
         return Some((Rule::KG602, format!("`{q}` runs a library algorithm (CUB/Thrust device-wide) instead of the candidate's own kernel")));
     }
+    None
+}
+
+/// Side streams (KG603) and host threads (KG605).
+fn concurrency_name(q: &str, last: &str) -> Option<(Rule, String)> {
     if last.starts_with("cudaStreamCreate")
         || last.starts_with("cuStreamCreate")
         || matches!(
@@ -140,6 +165,11 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(Rule, String)> {
             ),
         ));
     }
+    None
+}
+
+/// L2 persistence (KG607), clocks (KG614), file writes (KG613), reduced precision (KG610).
+fn other_name(q: &str, last: &str, kind: NameKind) -> Option<(Rule, String)> {
     if matches!(
         last,
         "cudaStreamSetAttribute"

@@ -1,5 +1,6 @@
 //! KG606 `cpp-static-cache` and KG607 `cpp-l2-persistence`: state kept across calls, in static
-//! memory or in L2.
+//! memory or in L2. L2 persistence is a set of names (`names::classify`); static caches are
+//! judged where the analyzer sees statics written or wrapped.
 
 use crate::cpp::*;
 use crate::rule::Rule;
@@ -11,11 +12,6 @@ impl<'t> Analyzer<'t> {
     /// Every KG606 finding of the analyzer is raised here.
     pub(in crate::cpp) fn static_cache(&mut self, range: Range<usize>, msg: String) {
         self.flag(Rule::KG606, range, msg);
-    }
-
-    /// Every KG607 finding of the analyzer is raised here.
-    pub(in crate::cpp) fn l2_persistence(&mut self, range: Range<usize>, msg: String) {
-        self.flag(Rule::KG607, range, msg);
     }
 
 

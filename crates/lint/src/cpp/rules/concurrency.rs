@@ -1,5 +1,6 @@
 //! KG603 `cpp-side-stream` and KG605 `cpp-thread`: work launched where the timer does not see
-//! it: a stream other than the caller's, host threads.
+//! it: a stream other than the caller's, host threads. Threads and stream-creating APIs are
+//! names (`names::classify`); launches and their streams are judged here.
 
 use crate::cpp::*;
 use crate::rule::Rule;
@@ -11,11 +12,6 @@ impl<'t> Analyzer<'t> {
     /// Every KG603 finding of the analyzer is raised here.
     pub(in crate::cpp) fn side_stream(&mut self, range: Range<usize>, msg: String) {
         self.flag(Rule::KG603, range, msg);
-    }
-
-    /// Every KG605 finding of the analyzer is raised here.
-    pub(in crate::cpp) fn host_thread(&mut self, range: Range<usize>, msg: String) {
-        self.flag(Rule::KG605, range, msg);
     }
 
     /// Is this `<<<..., stream>>>` argument the current (or default) stream?

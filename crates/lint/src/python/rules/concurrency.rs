@@ -3,7 +3,6 @@
 //! keyword and the joins that turn a side stream into a warning.
 
 use super::*;
-use super::*;
 use crate::rule::RuleMeta;
 use kernelgate_model::Severity::Error;
 
@@ -43,6 +42,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                         func => {
                             self.found |= self
                                 .c
+                                .model
                                 .names
                                 .qualify(func)
                                 .is_some_and(|q| q == "torch.cuda.synchronize");

@@ -77,33 +77,6 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
 /// In-place tensor methods that do not change values.
 pub(super) const INPLACE_HARMLESS: &[&str] = &["requires_grad_", "share_memory_", "record_stream"];
 
-/// The parameters of a helper that received tensors at live call sites (minus `self`).
-fn helper_tensor_params(
-    f: &StmtFunctionDef,
-    is_method: bool,
-    seen: Option<&(HashSet<usize>, HashSet<String>)>,
-) -> HashSet<String> {
-    let Some((pos, kw)) = seen else {
-        return HashSet::default();
-    };
-    let scalar = |p: &ruff_python_ast::Parameter| {
-        p.annotation.as_deref().is_some_and(|a| {
-            matches!(a, Expr::Name(n) if matches!(n.id.as_str(), "int" | "float" | "bool" | "str"))
-        })
-    };
-    f.parameters
-        .posonlyargs
-        .iter()
-        .chain(f.parameters.args.iter())
-        .skip(is_method as usize)
-        .enumerate()
-        .filter(|(i, p)| {
-            (pos.contains(i) || kw.contains(p.parameter.name.as_str())) && !scalar(&p.parameter)
-        })
-        .map(|(_, p)| p.parameter.name.to_string())
-        .collect()
-}
-
 // ---------------------------------------------------------------- registry entries
 
 pub(crate) const KG407: RuleMeta = RuleMeta {

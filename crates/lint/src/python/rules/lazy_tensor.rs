@@ -2,7 +2,6 @@
 //! output is compared.
 
 use super::*;
-use super::*;
 use crate::rule::RuleMeta;
 use kernelgate_model::Severity::Error;
 

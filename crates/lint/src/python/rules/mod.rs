@@ -25,7 +25,7 @@ pub(crate) mod structure;
 pub(crate) mod tampering;
 pub(crate) mod torch_fallback;
 
-use super::names::{range, under};
+use super::names::{range, under, Names};
 use super::reach::{find_class, find_method, walk_live, walk_stmt_live};
 use super::semantic::SemanticModel;
 use super::tables::{
@@ -33,14 +33,11 @@ use super::tables::{
 };
 use crate::rule::{Context, RawFinding, Rule};
 use bindings::{key_of, module_level_names};
-use bypass::{reference_names, CallCount, RefUses};
+use bypass::reference_names;
 use file::FileVisitor;
-use input_mutation::INPLACE_HARMLESS;
 use kernelgate_model::{Backend, Precision};
-use live::{helper_tensor_params, tensor_params, LiveVisitor, SAME_STORAGE, TENSOR_LAYOUT};
-use memoized_forward::Memo;
-use output_cache::CacheVisitor;
-use phase_detection::{closure_counters, is_clock, is_env_path, is_seed};
+use live::{tensor_params, LiveVisitor};
+use phase_detection::{closure_counters, is_clock};
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{Expr, ExprCall, ModModule, Operator, Stmt, StmtFunctionDef};
 use ruff_text_size::Ranged;

@@ -135,6 +135,7 @@ impl<'a, 'c> Checker<'a, 'c> {
                 let Expr::Call(c) = e else { return false };
                 if self
                     .c
+                    .model
                     .names
                     .qualify(&c.func)
                     .is_some_and(|q| !torch_compute(&q))
@@ -305,7 +306,7 @@ impl<'a> CacheVisitor<'_, 'a, '_> {
                             }
                         }
                         if matches!(
-                            self.model.names.qualify(&c.func).as_deref(),
+                            self.names.qualify(&c.func).as_deref(),
                             Some("builtins.id" | "builtins.hash")
                         ) {
                             self.identity = true;

@@ -87,7 +87,7 @@ impl<'a, 'c> Checker<'a, 'c> {
         impl<'v> Visitor<'v> for E<'_> {
             fn visit_expr(&mut self, expr: &'v Expr) {
                 if matches!(expr, Expr::Attribute(_) | Expr::Name(_)) {
-                    if let Some(q) = self.model.names.qualify(expr) {
+                    if let Some(q) = self.names.qualify(expr) {
                         if is_env_path(&q) {
                             self.hit = true;
                             return;
