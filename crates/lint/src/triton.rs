@@ -536,7 +536,7 @@ mod fixture_tests {
     }
 
     /// A fixture and its expected (rule, line, column) findings.
-    type Case = (&'static str, &'static [(&'static str, u32, u32)]);
+    type Case = (&'static str, &'static [(Rule, u32, u32)]);
 
     #[test]
     fn triton_fixtures() {

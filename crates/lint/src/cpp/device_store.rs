@@ -345,7 +345,7 @@ fn last_segment(q: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::super::tests::run;
-    use super::DEVICE_STORE;
+    use crate::rule::Rule;
     use kernelgate_model::Precision;
 
     fn fixture(name: &str) -> String {

@@ -13,22 +13,7 @@ impl<'a, 'c> Checker<'a, 'c> {
     }
 
     pub(super) fn memo_kind_at(&self, f: &StmtFunctionDef, depth: u8) -> Memo {
-        let mut calls = Vec::new();
-        struct C<'o, 'a> {
-            out: &'o mut Vec<&'a ExprCall>,
-        }
-        impl<'a> Visitor<'a> for C<'_, 'a> {
-            fn visit_expr(&mut self, expr: &'a Expr) {
-                if let Expr::Call(c) = expr {
-                    self.out.push(c);
-                }
-                visitor::walk_expr(self, expr);
-            }
-        }
-        let mut v = C { out: &mut calls };
-        for s in &f.body {
-            v.visit_stmt(s);
-        }
+        let calls = calls_in(&f.body);
         let mut kind = Memo::Config;
         for call in calls {
             if self.is_ext_builder(call) {

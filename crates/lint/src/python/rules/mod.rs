@@ -175,19 +175,32 @@ impl<'a, 'c> Checker<'a, 'c> {
     }
 }
 
+/// Every call in an expression, outermost first.
 fn collect_calls<'a>(e: &'a Expr, out: &mut Vec<&'a ExprCall>) {
-    struct C<'o, 'a> {
-        out: &'o mut Vec<&'a ExprCall>,
+    CallCollector { out }.visit_expr(e);
+}
+
+/// Every call in a function body, in source order.
+fn calls_in<'a>(body: &'a [Stmt]) -> Vec<&'a ExprCall> {
+    let mut out = Vec::new();
+    let mut v = CallCollector { out: &mut out };
+    for s in body {
+        v.visit_stmt(s);
     }
-    impl<'a> Visitor<'a> for C<'_, 'a> {
-        fn visit_expr(&mut self, expr: &'a Expr) {
-            if let Expr::Call(c) = expr {
-                self.out.push(c);
-            }
-            visitor::walk_expr(self, expr);
+    out
+}
+
+struct CallCollector<'o, 'a> {
+    out: &'o mut Vec<&'a ExprCall>,
+}
+
+impl<'a> Visitor<'a> for CallCollector<'_, 'a> {
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if let Expr::Call(c) = expr {
+            self.out.push(c);
         }
+        visitor::walk_expr(self, expr);
     }
-    C { out }.visit_expr(e);
 }
 
 fn global_names(f: &StmtFunctionDef) -> HashSet<String> {
