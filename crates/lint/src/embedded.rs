@@ -6,6 +6,7 @@
 //! their backslash, f-string placeholders to their `{`, text pulled in through a module-level
 //! name to where that text is written.
 
+use crate::python::semantic::{qualname, ImportAliases};
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{self as ast, Expr, ModModule, Operator, Stmt};
 use ruff_text_size::Ranged;
@@ -13,7 +14,6 @@ use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use crate::python::semantic::{qualname, ImportAliases};
 
 /// Stand-in for an f-string / `.format` placeholder whose value is not known statically. It is an
 /// identifier, so it parses wherever C++ accepts a name, a type or a number.
@@ -149,7 +149,12 @@ pub fn extract_in(
     source: &str,
     base_dir: Option<&Path>,
 ) -> Vec<EmbeddedSource> {
-    extract_with(module, &ImportAliases::collect(&module.body), source, base_dir)
+    extract_with(
+        module,
+        &ImportAliases::collect(&module.body),
+        source,
+        base_dir,
+    )
 }
 
 /// [`extract_in`] with the file's import table from its semantic model.

@@ -131,7 +131,11 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
         Err(err) => {
             let start = usize::from(err.location.start());
             let end = usize::from(err.location.end()).max(start);
-            let raw = RawFinding::new(Rule::KG000, start..end, format!("syntax error: {}", err.error));
+            let raw = RawFinding::new(
+                Rule::KG000,
+                start..end,
+                format!("syntax error: {}", err.error),
+            );
             return Ok(finish(&ctx, vec![raw], opts));
         }
     };
@@ -141,7 +145,8 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
         .as_deref()
         .and_then(|p| ruff_python_parser::parse_module(p).ok());
     // Built once: every pass below reads the same names, imports, reachability and facts.
-    let model = python::SemanticModel::build(module, problem.as_ref().map(|p| p.syntax()), precision);
+    let model =
+        python::SemanticModel::build(module, problem.as_ref().map(|p| p.syntax()), precision);
     let py = python::check_full(&model, &ctx);
     let mut raws = py.findings;
     // What `forward` passes each extension function, over all its live call sites.

@@ -2,8 +2,8 @@
 //! never launched from code reachable from `ModelNew.forward`, reduced-precision dtypes inside
 //! kernels on fp32 problems, and a Triton candidate without any kernel.
 
-use crate::python::semantic::{qualname, ImportAliases, SemanticModel};
 use crate::python::reach::find_class;
+use crate::python::semantic::{qualname, ImportAliases, SemanticModel};
 use crate::rule::{Context, RawFinding, Rule, RuleMeta};
 use kernelgate_model::Severity::Error;
 use kernelgate_model::{Backend, Precision};
@@ -455,11 +455,7 @@ impl<'a> Visitor<'a> for PrecisionFinder<'_> {
 mod tests {
     use super::*;
 
-    fn run(
-        py: &str,
-        precision: Precision,
-        backend: Option<Backend>,
-    ) -> Vec<(Rule, u32, u32)> {
+    fn run(py: &str, precision: Precision, backend: Option<Backend>) -> Vec<(Rule, u32, u32)> {
         let parsed = ruff_python_parser::parse_module(py).expect("valid python");
         let ctx = Context::new("t.py", py, precision, backend);
         let mut v: Vec<_> = check_triton(parsed.syntax(), &ctx)

@@ -107,7 +107,13 @@ fn torch_fallback() {
         ("KG104", "        return ext.relu(x).sigmoid()"),
     ];
     for (code, forward) in cases {
-        assert_family(code, Plant { forward, ..Default::default() });
+        assert_family(
+            code,
+            Plant {
+                forward,
+                ..Default::default()
+            },
+        );
     }
     assert_family(
         "KG102",
@@ -130,7 +136,13 @@ fn bypass() {
         ("KG204", "        name = input()\n        return getattr(torch, name)(ext.relu(x))"),
     ];
     for (code, forward) in cases {
-        assert_family(code, Plant { forward, ..Default::default() });
+        assert_family(
+            code,
+            Plant {
+                forward,
+                ..Default::default()
+            },
+        );
     }
     assert_family(
         "KG203",
@@ -150,7 +162,13 @@ fn tampering() {
         ("KG303", "torch.nn.functional.gelu = None\n"),
     ];
     for (code, module) in cases {
-        assert_family(code, Plant { module, ..Default::default() });
+        assert_family(
+            code,
+            Plant {
+                module,
+                ..Default::default()
+            },
+        );
     }
 }
 
@@ -162,7 +180,13 @@ fn sandbox() {
         ("KG306", "import subprocess\n"),
     ];
     for (code, module) in cases {
-        assert_family(code, Plant { module, ..Default::default() });
+        assert_family(
+            code,
+            Plant {
+                module,
+                ..Default::default()
+            },
+        );
     }
 }
 
@@ -418,7 +442,8 @@ fn triton() {
 fn file_rules() {
     assert!(codes("def (:\n").iter().any(|c| c == "KG000"));
     let src = candidate(&Plant {
-        module: "y = 1  # kernelgate: allow=KG101\nz = 2  # kernelgate: allow=KG999 reason=\"typo\"\n",
+        module:
+            "y = 1  # kernelgate: allow=KG101\nz = 2  # kernelgate: allow=KG999 reason=\"typo\"\n",
         ..Default::default()
     });
     let found = codes(&src);

@@ -4,7 +4,6 @@
 
 use crate::rule::Rule;
 
-
 pub fn last_segment(q: &str) -> &str {
     q.rsplit("::").next().unwrap_or(q)
 }
@@ -562,8 +561,14 @@ mod tests {
                 .0,
             Rule::KG603
         );
-        assert_eq!(classify("cublasSgemm", NameKind::Value).unwrap().0, Rule::KG602);
-        assert_eq!(classify("std::thread", NameKind::Type).unwrap().0, Rule::KG605);
+        assert_eq!(
+            classify("cublasSgemm", NameKind::Value).unwrap().0,
+            Rule::KG602
+        );
+        assert_eq!(
+            classify("std::thread", NameKind::Type).unwrap().0,
+            Rule::KG605
+        );
         assert_eq!(classify("half", NameKind::Type).unwrap().0, Rule::KG610);
         assert!(
             classify("half", NameKind::Value).is_none(),
@@ -587,15 +592,24 @@ mod tests {
     fn red_team_names() {
         let code = |q: &str, k: NameKind| classify(q, k).map(|c| c.0);
         assert_eq!(code("__nv_fp8_e4m3", NameKind::Type), Some(Rule::KG610));
-        assert_eq!(code("c10::Float8_e4m3fn", NameKind::Type), Some(Rule::KG610));
+        assert_eq!(
+            code("c10::Float8_e4m3fn", NameKind::Type),
+            Some(Rule::KG610)
+        );
         assert_eq!(
             code("c10::Dispatcher::singleton", NameKind::Type),
             Some(Rule::KG601)
         );
-        assert_eq!(code("findSchemaOrThrow", NameKind::Field), Some(Rule::KG601));
+        assert_eq!(
+            code("findSchemaOrThrow", NameKind::Field),
+            Some(Rule::KG601)
+        );
         assert_eq!(code("torch::nn::Linear", NameKind::Type), Some(Rule::KG601));
         assert_eq!(code("torch::nn::functional::relu", NameKind::Type), None);
-        assert_eq!(code("cub::DeviceReduce::Sum", NameKind::Type), Some(Rule::KG602));
+        assert_eq!(
+            code("cub::DeviceReduce::Sum", NameKind::Type),
+            Some(Rule::KG602)
+        );
         assert_eq!(
             code("cub::BlockReduce", NameKind::Type),
             None,
@@ -607,7 +621,10 @@ mod tests {
             code("std::chrono::steady_clock", NameKind::Type),
             Some(Rule::KG614)
         );
-        assert_eq!(code("setAllowTF32CuBLAS", NameKind::Field), Some(Rule::KG614));
+        assert_eq!(
+            code("setAllowTF32CuBLAS", NameKind::Field),
+            Some(Rule::KG614)
+        );
         assert_eq!(
             code("CUDA_API_PER_THREAD_DEFAULT_STREAM", NameKind::Value),
             Some(Rule::KG603)
@@ -640,7 +657,10 @@ mod tests {
         );
         assert!(interposed_api("cuEventRecord"));
         assert!(classify("at::ScalarType::Half", NameKind::Value).is_none());
-        assert_eq!(classify("c10::Half", NameKind::Type).unwrap().0, Rule::KG610);
+        assert_eq!(
+            classify("c10::Half", NameKind::Type).unwrap().0,
+            Rule::KG610
+        );
         assert_eq!(
             classify("std::ofstream", NameKind::Type).unwrap().0,
             Rule::KG613

@@ -56,7 +56,10 @@ type Case = (&'static str, &'static [(Rule, u32, u32)]);
 #[test]
 fn hack_fixtures_report_exact_positions() {
     let table: &[Case] = &[
-        ("hack_aten_op.py", &[(Rule::KG601, 17, 14), (Rule::KG601, 18, 14)]),
+        (
+            "hack_aten_op.py",
+            &[(Rule::KG601, 17, 14), (Rule::KG601, 18, 14)],
+        ),
         (
             "hack_cublas.py",
             &[
@@ -66,7 +69,10 @@ fn hack_fixtures_report_exact_positions() {
                 (Rule::KG602, 16, 5),
             ],
         ),
-        ("hack_side_stream.py", &[(Rule::KG603, 17, 5), (Rule::KG603, 18, 44)]),
+        (
+            "hack_side_stream.py",
+            &[(Rule::KG603, 17, 5), (Rule::KG603, 18, 44)],
+        ),
         (
             "hack_stream_macro.py",
             &[
@@ -80,7 +86,11 @@ fn hack_fixtures_report_exact_positions() {
         ("hack_static_cache.py", &[(Rule::KG606, 14, 55)]),
         (
             "hack_l2_persist.py",
-            &[(Rule::KG607, 18, 10), (Rule::KG607, 19, 10), (Rule::KG607, 20, 5)],
+            &[
+                (Rule::KG607, 18, 10),
+                (Rule::KG607, 19, 10),
+                (Rule::KG607, 20, 5),
+            ],
         ),
         ("hack_inplace_return.py", &[(Rule::KG608, 16, 12)]),
         ("hack_input_zeroing.py", &[(Rule::KG608, 21, 45)]),
@@ -97,12 +107,19 @@ fn hack_fixtures_report_exact_positions() {
             "hack_no_kernel.py",
             &[(Rule::KG601, 10, 12), (Rule::KG612, 6, 1)],
         ),
-        ("hack_sandbox.py", &[(Rule::KG613, 16, 5), (Rule::KG613, 17, 15)]),
+        (
+            "hack_sandbox.py",
+            &[(Rule::KG613, 16, 5), (Rule::KG613, 17, 15)],
+        ),
         ("hack_timer_interpose.py", &[(Rule::KG614, 13, 24)]),
         ("hack_escaped_string.py", &[(Rule::KG601, 6, 124)]),
         (
             "hack_load_files.py",
-            &[(Rule::KG602, 6, 40), (Rule::KG602, 6, 40), (Rule::KG602, 6, 40)],
+            &[
+                (Rule::KG602, 6, 40),
+                (Rule::KG602, 6, 40),
+                (Rule::KG602, 6, 40),
+            ],
         ),
     ];
     for (name, want) in table {
@@ -231,7 +248,10 @@ fn honest_patterns_stay_silent() {
         "auto y = torch::empty_like(x);",
         "auto y = torch::empty_like(x).to(at::kHalf);",
     );
-    assert_eq!(run(&downgrade, Precision::Fp32), vec![(Rule::KG610, 11, 33)]);
+    assert_eq!(
+        run(&downgrade, Precision::Fp32),
+        vec![(Rule::KG610, 11, 33)]
+    );
 }
 
 #[test]

@@ -571,601 +571,629 @@ pub const TENSOR_COMPUTE: &[&str] = &[
     "xlogy",
 ];
 
+/// Module paths whose mere import (or any use) is banned: (path, rule, message).
+const BANNED: &[(&str, Rule, &str)] = &[
+    // introspection
+    (
+        "gc",
+        Rule::KG304,
+        "`gc` can find the harness's reference tensors",
+    ),
+    (
+        "inspect",
+        Rule::KG304,
+        "`inspect` walks the harness's frames and source",
+    ),
+    (
+        "builtins",
+        Rule::KG304,
+        "`builtins` lets a candidate patch the interpreter",
+    ),
+    (
+        "__builtin__",
+        Rule::KG304,
+        "`__builtin__` lets a candidate patch the interpreter",
+    ),
+    (
+        "__main__",
+        Rule::KG304,
+        "`__main__` is the harness's namespace",
+    ),
+    (
+        "sys._getframe",
+        Rule::KG304,
+        "`sys._getframe` walks the harness's frames",
+    ),
+    (
+        "sys._current_frames",
+        Rule::KG304,
+        "`sys._current_frames` walks the harness's frames",
+    ),
+    (
+        "sys.modules",
+        Rule::KG304,
+        "`sys.modules` reaches the harness's modules",
+    ),
+    (
+        "sys.settrace",
+        Rule::KG304,
+        "`sys.settrace` watches the harness",
+    ),
+    (
+        "sys.setprofile",
+        Rule::KG304,
+        "`sys.setprofile` watches the harness",
+    ),
+    (
+        "sys.meta_path",
+        Rule::KG304,
+        "`sys.meta_path` intercepts the harness's imports",
+    ),
+    (
+        "builtins.globals",
+        Rule::KG304,
+        "`globals()` exposes module state the harness shares",
+    ),
+    (
+        "builtins.vars",
+        Rule::KG304,
+        "`vars()` exposes module state",
+    ),
+    (
+        "builtins.locals",
+        Rule::KG304,
+        "`locals()` exposes frame state",
+    ),
+    (
+        "builtins.__builtins__",
+        Rule::KG304,
+        "`__builtins__` lets a candidate patch the interpreter",
+    ),
+    (
+        "builtins.breakpoint",
+        Rule::KG304,
+        "`breakpoint()` stops the harness",
+    ),
+    (
+        "traceback.extract_stack",
+        Rule::KG304,
+        "walking the call stack reveals the harness's frames",
+    ),
+    (
+        "traceback.walk_stack",
+        Rule::KG304,
+        "walking the call stack reveals the harness's frames",
+    ),
+    (
+        "traceback.format_stack",
+        Rule::KG304,
+        "walking the call stack reveals the harness's frames",
+    ),
+    (
+        "traceback.print_stack",
+        Rule::KG304,
+        "walking the call stack reveals the harness's frames",
+    ),
+    (
+        "psutil",
+        Rule::KG304,
+        "`psutil` inspects the harness's process and its command line",
+    ),
+    (
+        "torch.cuda.memory_snapshot",
+        Rule::KG304,
+        "an allocator snapshot finds the harness's tensors",
+    ),
+    (
+        "torch.cuda.memory._snapshot",
+        Rule::KG304,
+        "an allocator snapshot finds the harness's tensors",
+    ),
+    (
+        "torch.cuda.caching_allocator_alloc",
+        Rule::KG304,
+        "raw allocator blocks can hold the harness's freed tensors",
+    ),
+    (
+        "torch.cuda.memory.caching_allocator_alloc",
+        Rule::KG304,
+        "raw allocator blocks can hold the harness's freed tensors",
+    ),
+    // the CUDA runtime and vendor libraries from Python
+    (
+        "cuda.cudart",
+        Rule::KG306,
+        "calls the CUDA runtime directly from Python, behind the kernel's back",
+    ),
+    (
+        "cuda.cuda",
+        Rule::KG306,
+        "calls the CUDA driver directly from Python, behind the kernel's back",
+    ),
+    (
+        "cuda.bindings",
+        Rule::KG306,
+        "calls the CUDA runtime/driver directly from Python, behind the kernel's back",
+    ),
+    (
+        "nvmath",
+        Rule::KG101,
+        "`nvmath` computes with NVIDIA's library kernels instead of your kernel",
+    ),
+    (
+        "cupy.cuda.cublas",
+        Rule::KG101,
+        "cuBLAS computes instead of your kernel",
+    ),
+    (
+        "cupy.cuda.cudnn",
+        Rule::KG101,
+        "cuDNN computes instead of your kernel",
+    ),
+    (
+        "cupy.cublas",
+        Rule::KG101,
+        "cuBLAS computes instead of your kernel",
+    ),
+    // stored results
+    (
+        "torch.load",
+        Rule::KG401,
+        "loads stored tensors from disk: results can be precomputed instead of computed",
+    ),
+    (
+        "numpy.load",
+        Rule::KG401,
+        "loads stored arrays from disk: results can be precomputed instead of computed",
+    ),
+    (
+        "pickle.load",
+        Rule::KG401,
+        "loads stored objects from disk: results can be precomputed instead of computed",
+    ),
+    (
+        "joblib",
+        Rule::KG401,
+        "loads stored objects from disk: results can be precomputed instead of computed",
+    ),
+    (
+        "shelve",
+        Rule::KG401,
+        "a persistent store keeps results across runs",
+    ),
+    // obfuscation
+    (
+        "builtins.exec",
+        Rule::KG204,
+        "`exec` runs code the linter cannot see",
+    ),
+    (
+        "builtins.eval",
+        Rule::KG204,
+        "`eval` runs code the linter cannot see",
+    ),
+    (
+        "builtins.compile",
+        Rule::KG204,
+        "`compile` builds code the linter cannot see",
+    ),
+    (
+        "marshal",
+        Rule::KG204,
+        "`marshal` loads hidden code objects",
+    ),
+    (
+        "pickle.loads",
+        Rule::KG204,
+        "`pickle.loads` can run hidden code",
+    ),
+    (
+        "runpy",
+        Rule::KG204,
+        "`runpy` runs code the linter cannot see",
+    ),
+    (
+        "importlib.util.spec_from_file_location",
+        Rule::KG204,
+        "loads code from a file the gate does not lint",
+    ),
+    (
+        "importlib.util.spec_from_loader",
+        Rule::KG204,
+        "loads code the gate does not lint",
+    ),
+    (
+        "importlib.machinery",
+        Rule::KG204,
+        "loads code from a file the gate does not lint",
+    ),
+    (
+        "imp",
+        Rule::KG204,
+        "`imp` loads code from a file the gate does not lint",
+    ),
+    (
+        "zipimport",
+        Rule::KG204,
+        "`zipimport` loads code the gate does not lint",
+    ),
+    (
+        "types.FunctionType",
+        Rule::KG204,
+        "building functions from code objects hides what runs",
+    ),
+    (
+        "types.CodeType",
+        Rule::KG204,
+        "building code objects hides what runs",
+    ),
+    // forging and early exit
+    (
+        "os._exit",
+        Rule::KG305,
+        "`os._exit` ends the process before the harness reports",
+    ),
+    ("os.abort", Rule::KG305, "`os.abort` ends the process"),
+    ("os.kill", Rule::KG305, "`os.kill` signals processes"),
+    ("os.killpg", Rule::KG305, "`os.killpg` signals processes"),
+    (
+        "os.write",
+        Rule::KG305,
+        "`os.write` writes to raw file descriptors (the result channel)",
+    ),
+    (
+        "os.fdopen",
+        Rule::KG305,
+        "`os.fdopen` opens raw file descriptors (the result channel)",
+    ),
+    (
+        "os.dup2",
+        Rule::KG305,
+        "`os.dup2` redirects the process's file descriptors",
+    ),
+    (
+        "sys.exit",
+        Rule::KG305,
+        "`sys.exit` ends the run before the harness reports",
+    ),
+    (
+        "builtins.exit",
+        Rule::KG305,
+        "`exit()` ends the run before the harness reports",
+    ),
+    (
+        "builtins.quit",
+        Rule::KG305,
+        "`quit()` ends the run before the harness reports",
+    ),
+    (
+        "sys.stdout.write",
+        Rule::KG305,
+        "writing to stdout can forge result lines",
+    ),
+    (
+        "sys.stderr.write",
+        Rule::KG305,
+        "writing to stderr can forge result lines",
+    ),
+    (
+        "sys.stdout.buffer",
+        Rule::KG305,
+        "writing to stdout's raw buffer can forge result lines",
+    ),
+    (
+        "sys.stderr.buffer",
+        Rule::KG305,
+        "writing to stderr's raw buffer can forge result lines",
+    ),
+    (
+        "sys.stdout.writelines",
+        Rule::KG305,
+        "writing to stdout can forge result lines",
+    ),
+    (
+        "sys.stderr.writelines",
+        Rule::KG305,
+        "writing to stderr can forge result lines",
+    ),
+    (
+        "sys.__stdout__",
+        Rule::KG305,
+        "the raw stdout can forge result lines",
+    ),
+    (
+        "sys.__stderr__",
+        Rule::KG305,
+        "the raw stderr can forge result lines",
+    ),
+    (
+        "atexit",
+        Rule::KG305,
+        "`atexit` runs code after the harness's checks",
+    ),
+    (
+        "signal",
+        Rule::KG305,
+        "`signal` handlers can change how the run ends",
+    ),
+    // sandbox
+    (
+        "subprocess",
+        Rule::KG306,
+        "`subprocess` starts processes outside the sandbox",
+    ),
+    ("os.system", Rule::KG306, "`os.system` runs shell commands"),
+    ("os.popen", Rule::KG306, "`os.popen` runs shell commands"),
+    ("os.execv", Rule::KG306, "`os.exec*` replaces the process"),
+    ("os.execve", Rule::KG306, "`os.exec*` replaces the process"),
+    ("os.execvp", Rule::KG306, "`os.exec*` replaces the process"),
+    ("os.execl", Rule::KG306, "`os.exec*` replaces the process"),
+    ("os.execlp", Rule::KG306, "`os.exec*` replaces the process"),
+    ("os.spawnv", Rule::KG306, "`os.spawn*` starts processes"),
+    ("os.spawnl", Rule::KG306, "`os.spawn*` starts processes"),
+    (
+        "os.posix_spawn",
+        Rule::KG306,
+        "`os.posix_spawn` starts processes",
+    ),
+    ("os.fork", Rule::KG306, "`os.fork` starts processes"),
+    ("os.forkpty", Rule::KG306, "`os.forkpty` starts processes"),
+    (
+        "os.remove",
+        Rule::KG306,
+        "deleting files reaches outside the sandbox",
+    ),
+    (
+        "os.unlink",
+        Rule::KG306,
+        "deleting files reaches outside the sandbox",
+    ),
+    (
+        "os.rmdir",
+        Rule::KG306,
+        "deleting directories reaches outside the sandbox",
+    ),
+    (
+        "os.removedirs",
+        Rule::KG306,
+        "deleting directories reaches outside the sandbox",
+    ),
+    (
+        "os.rename",
+        Rule::KG306,
+        "moving files reaches outside the sandbox",
+    ),
+    (
+        "os.replace",
+        Rule::KG306,
+        "moving files reaches outside the sandbox",
+    ),
+    (
+        "os.symlink",
+        Rule::KG306,
+        "links can redirect the harness's files",
+    ),
+    (
+        "os.chmod",
+        Rule::KG306,
+        "changing permissions reaches outside the sandbox",
+    ),
+    (
+        "os.truncate",
+        Rule::KG306,
+        "truncating files reaches outside the sandbox",
+    ),
+    (
+        "shutil.rmtree",
+        Rule::KG306,
+        "deleting trees reaches outside the sandbox",
+    ),
+    (
+        "shutil.move",
+        Rule::KG306,
+        "moving files reaches outside the sandbox",
+    ),
+    (
+        "shutil.copy",
+        Rule::KG306,
+        "copying files over others reaches outside the sandbox",
+    ),
+    (
+        "shutil.copyfile",
+        Rule::KG306,
+        "copying files over others reaches outside the sandbox",
+    ),
+    (
+        "shutil.copytree",
+        Rule::KG306,
+        "copying files over others reaches outside the sandbox",
+    ),
+    (
+        "ctypes",
+        Rule::KG306,
+        "`ctypes` calls native libraries (cuBLAS, libcudart) behind the kernel's back",
+    ),
+    (
+        "cffi",
+        Rule::KG306,
+        "`cffi` calls native libraries behind the kernel's back",
+    ),
+    ("pip", Rule::KG306, "installing packages at run time"),
+    ("ensurepip", Rule::KG306, "installing packages at run time"),
+    ("socket", Rule::KG306, "network access from a kernel"),
+    ("urllib", Rule::KG306, "network access from a kernel"),
+    ("requests", Rule::KG306, "network access from a kernel"),
+    ("httpx", Rule::KG306, "network access from a kernel"),
+    ("http.client", Rule::KG306, "network access from a kernel"),
+    ("ftplib", Rule::KG306, "network access from a kernel"),
+    ("pty", Rule::KG306, "`pty` starts terminals"),
+    (
+        "torch.ops.load_library",
+        Rule::KG306,
+        "loads a prebuilt native library whose code the gate cannot review",
+    ),
+    (
+        "torch.classes.load_library",
+        Rule::KG306,
+        "loads a prebuilt native library whose code the gate cannot review",
+    ),
+    (
+        "weakref",
+        Rule::KG401,
+        "weak references keep tensors between calls keyed by identity: an output cache",
+    ),
+    (
+        "unittest.mock",
+        Rule::KG303,
+        "`mock` patches library functions",
+    ),
+    ("mock", Rule::KG303, "`mock` patches library functions"),
+    // threads
+    (
+        "threading",
+        Rule::KG404,
+        "threads let `forward` return before the work is done",
+    ),
+    (
+        "_thread",
+        Rule::KG404,
+        "threads let `forward` return before the work is done",
+    ),
+    (
+        "concurrent",
+        Rule::KG404,
+        "executors let `forward` return before the work is done",
+    ),
+    (
+        "multiprocessing",
+        Rule::KG404,
+        "processes let `forward` return before the work is done",
+    ),
+    (
+        "torch.multiprocessing",
+        Rule::KG404,
+        "processes let `forward` return before the work is done",
+    ),
+    (
+        "asyncio",
+        Rule::KG404,
+        "async tasks let `forward` return before the work is done",
+    ),
+    (
+        "torch.jit.fork",
+        Rule::KG404,
+        "`torch.jit.fork` runs work asynchronously",
+    ),
+    (
+        "torch.jit._fork",
+        Rule::KG404,
+        "`torch.jit.fork` runs work asynchronously",
+    ),
+    (
+        "torch.futures",
+        Rule::KG404,
+        "futures let `forward` return before the work is done",
+    ),
+    // streams
+    (
+        "torch.cuda.Stream",
+        Rule::KG403,
+        "a new CUDA stream runs work outside the timed stream",
+    ),
+    (
+        "torch.cuda.streams",
+        Rule::KG403,
+        "a new CUDA stream runs work outside the timed stream",
+    ),
+    (
+        "torch.cuda.stream",
+        Rule::KG403,
+        "switching streams runs work outside the timed stream",
+    ),
+    (
+        "torch.cuda.ExternalStream",
+        Rule::KG403,
+        "an external stream runs work outside the timed stream",
+    ),
+    (
+        "torch.cuda.set_stream",
+        Rule::KG403,
+        "switching streams runs work outside the timed stream",
+    ),
+    (
+        "torch.cuda.StreamContext",
+        Rule::KG403,
+        "switching streams runs work outside the timed stream",
+    ),
+    (
+        "torch.Stream",
+        Rule::KG403,
+        "a new stream runs work outside the timed stream",
+    ),
+    (
+        "torch.cuda.graphs",
+        Rule::KG403,
+        "CUDA graphs replay work outside the timed stream",
+    ),
+    (
+        "torch.cuda.CUDAGraph",
+        Rule::KG403,
+        "CUDA graphs replay work outside the timed stream",
+    ),
+    (
+        "torch.cuda.make_graphed_callables",
+        Rule::KG403,
+        "CUDA graphs replay work outside the timed stream",
+    ),
+    (
+        "torch.cuda.graph",
+        Rule::KG403,
+        "CUDA graphs replay work outside the timed stream",
+    ),
+    // lazy tensors
+    (
+        "torch.Tensor._make_subclass",
+        Rule::KG405,
+        "`_make_subclass` builds a tensor subclass",
+    ),
+    (
+        "torch.Tensor._make_wrapper_subclass",
+        Rule::KG405,
+        "`_make_wrapper_subclass` builds a lazy tensor",
+    ),
+    (
+        "torch.overrides.TorchFunctionMode",
+        Rule::KG405,
+        "a torch function mode intercepts every op",
+    ),
+    (
+        "torch.utils._python_dispatch",
+        Rule::KG405,
+        "a dispatch mode intercepts every op",
+    ),
+];
+
 /// Module paths whose mere import (or any use) is banned, with rule and message.
 pub fn banned(path: &str) -> Option<(Rule, &'static str)> {
-    const TABLE: &[(&str, Rule, &str)] = &[
-        // introspection
-        (
-            "gc",
-            Rule::KG304,
-            "`gc` can find the harness's reference tensors",
-        ),
-        (
-            "inspect",
-            Rule::KG304,
-            "`inspect` walks the harness's frames and source",
-        ),
-        (
-            "builtins",
-            Rule::KG304,
-            "`builtins` lets a candidate patch the interpreter",
-        ),
-        (
-            "__builtin__",
-            Rule::KG304,
-            "`__builtin__` lets a candidate patch the interpreter",
-        ),
-        ("__main__", Rule::KG304, "`__main__` is the harness's namespace"),
-        (
-            "sys._getframe",
-            Rule::KG304,
-            "`sys._getframe` walks the harness's frames",
-        ),
-        (
-            "sys._current_frames",
-            Rule::KG304,
-            "`sys._current_frames` walks the harness's frames",
-        ),
-        (
-            "sys.modules",
-            Rule::KG304,
-            "`sys.modules` reaches the harness's modules",
-        ),
-        (
-            "sys.settrace",
-            Rule::KG304,
-            "`sys.settrace` watches the harness",
-        ),
-        (
-            "sys.setprofile",
-            Rule::KG304,
-            "`sys.setprofile` watches the harness",
-        ),
-        (
-            "sys.meta_path",
-            Rule::KG304,
-            "`sys.meta_path` intercepts the harness's imports",
-        ),
-        (
-            "builtins.globals",
-            Rule::KG304,
-            "`globals()` exposes module state the harness shares",
-        ),
-        ("builtins.vars", Rule::KG304, "`vars()` exposes module state"),
-        ("builtins.locals", Rule::KG304, "`locals()` exposes frame state"),
-        (
-            "builtins.__builtins__",
-            Rule::KG304,
-            "`__builtins__` lets a candidate patch the interpreter",
-        ),
-        (
-            "builtins.breakpoint",
-            Rule::KG304,
-            "`breakpoint()` stops the harness",
-        ),
-        (
-            "traceback.extract_stack",
-            Rule::KG304,
-            "walking the call stack reveals the harness's frames",
-        ),
-        (
-            "traceback.walk_stack",
-            Rule::KG304,
-            "walking the call stack reveals the harness's frames",
-        ),
-        (
-            "traceback.format_stack",
-            Rule::KG304,
-            "walking the call stack reveals the harness's frames",
-        ),
-        (
-            "traceback.print_stack",
-            Rule::KG304,
-            "walking the call stack reveals the harness's frames",
-        ),
-        (
-            "psutil",
-            Rule::KG304,
-            "`psutil` inspects the harness's process and its command line",
-        ),
-        (
-            "torch.cuda.memory_snapshot",
-            Rule::KG304,
-            "an allocator snapshot finds the harness's tensors",
-        ),
-        (
-            "torch.cuda.memory._snapshot",
-            Rule::KG304,
-            "an allocator snapshot finds the harness's tensors",
-        ),
-        (
-            "torch.cuda.caching_allocator_alloc",
-            Rule::KG304,
-            "raw allocator blocks can hold the harness's freed tensors",
-        ),
-        (
-            "torch.cuda.memory.caching_allocator_alloc",
-            Rule::KG304,
-            "raw allocator blocks can hold the harness's freed tensors",
-        ),
-        // the CUDA runtime and vendor libraries from Python
-        (
-            "cuda.cudart",
-            Rule::KG306,
-            "calls the CUDA runtime directly from Python, behind the kernel's back",
-        ),
-        (
-            "cuda.cuda",
-            Rule::KG306,
-            "calls the CUDA driver directly from Python, behind the kernel's back",
-        ),
-        (
-            "cuda.bindings",
-            Rule::KG306,
-            "calls the CUDA runtime/driver directly from Python, behind the kernel's back",
-        ),
-        (
-            "nvmath",
-            Rule::KG101,
-            "`nvmath` computes with NVIDIA's library kernels instead of your kernel",
-        ),
-        (
-            "cupy.cuda.cublas",
-            Rule::KG101,
-            "cuBLAS computes instead of your kernel",
-        ),
-        (
-            "cupy.cuda.cudnn",
-            Rule::KG101,
-            "cuDNN computes instead of your kernel",
-        ),
-        (
-            "cupy.cublas",
-            Rule::KG101,
-            "cuBLAS computes instead of your kernel",
-        ),
-        // stored results
-        (
-            "torch.load",
-            Rule::KG401,
-            "loads stored tensors from disk: results can be precomputed instead of computed",
-        ),
-        (
-            "numpy.load",
-            Rule::KG401,
-            "loads stored arrays from disk: results can be precomputed instead of computed",
-        ),
-        (
-            "pickle.load",
-            Rule::KG401,
-            "loads stored objects from disk: results can be precomputed instead of computed",
-        ),
-        (
-            "joblib",
-            Rule::KG401,
-            "loads stored objects from disk: results can be precomputed instead of computed",
-        ),
-        (
-            "shelve",
-            Rule::KG401,
-            "a persistent store keeps results across runs",
-        ),
-        // obfuscation
-        (
-            "builtins.exec",
-            Rule::KG204,
-            "`exec` runs code the linter cannot see",
-        ),
-        (
-            "builtins.eval",
-            Rule::KG204,
-            "`eval` runs code the linter cannot see",
-        ),
-        (
-            "builtins.compile",
-            Rule::KG204,
-            "`compile` builds code the linter cannot see",
-        ),
-        ("marshal", Rule::KG204, "`marshal` loads hidden code objects"),
-        (
-            "pickle.loads",
-            Rule::KG204,
-            "`pickle.loads` can run hidden code",
-        ),
-        ("runpy", Rule::KG204, "`runpy` runs code the linter cannot see"),
-        (
-            "importlib.util.spec_from_file_location",
-            Rule::KG204,
-            "loads code from a file the gate does not lint",
-        ),
-        (
-            "importlib.util.spec_from_loader",
-            Rule::KG204,
-            "loads code the gate does not lint",
-        ),
-        (
-            "importlib.machinery",
-            Rule::KG204,
-            "loads code from a file the gate does not lint",
-        ),
-        (
-            "imp",
-            Rule::KG204,
-            "`imp` loads code from a file the gate does not lint",
-        ),
-        (
-            "zipimport",
-            Rule::KG204,
-            "`zipimport` loads code the gate does not lint",
-        ),
-        (
-            "types.FunctionType",
-            Rule::KG204,
-            "building functions from code objects hides what runs",
-        ),
-        (
-            "types.CodeType",
-            Rule::KG204,
-            "building code objects hides what runs",
-        ),
-        // forging and early exit
-        (
-            "os._exit",
-            Rule::KG305,
-            "`os._exit` ends the process before the harness reports",
-        ),
-        ("os.abort", Rule::KG305, "`os.abort` ends the process"),
-        ("os.kill", Rule::KG305, "`os.kill` signals processes"),
-        ("os.killpg", Rule::KG305, "`os.killpg` signals processes"),
-        (
-            "os.write",
-            Rule::KG305,
-            "`os.write` writes to raw file descriptors (the result channel)",
-        ),
-        (
-            "os.fdopen",
-            Rule::KG305,
-            "`os.fdopen` opens raw file descriptors (the result channel)",
-        ),
-        (
-            "os.dup2",
-            Rule::KG305,
-            "`os.dup2` redirects the process's file descriptors",
-        ),
-        (
-            "sys.exit",
-            Rule::KG305,
-            "`sys.exit` ends the run before the harness reports",
-        ),
-        (
-            "builtins.exit",
-            Rule::KG305,
-            "`exit()` ends the run before the harness reports",
-        ),
-        (
-            "builtins.quit",
-            Rule::KG305,
-            "`quit()` ends the run before the harness reports",
-        ),
-        (
-            "sys.stdout.write",
-            Rule::KG305,
-            "writing to stdout can forge result lines",
-        ),
-        (
-            "sys.stderr.write",
-            Rule::KG305,
-            "writing to stderr can forge result lines",
-        ),
-        (
-            "sys.stdout.buffer",
-            Rule::KG305,
-            "writing to stdout's raw buffer can forge result lines",
-        ),
-        (
-            "sys.stderr.buffer",
-            Rule::KG305,
-            "writing to stderr's raw buffer can forge result lines",
-        ),
-        (
-            "sys.stdout.writelines",
-            Rule::KG305,
-            "writing to stdout can forge result lines",
-        ),
-        (
-            "sys.stderr.writelines",
-            Rule::KG305,
-            "writing to stderr can forge result lines",
-        ),
-        (
-            "sys.__stdout__",
-            Rule::KG305,
-            "the raw stdout can forge result lines",
-        ),
-        (
-            "sys.__stderr__",
-            Rule::KG305,
-            "the raw stderr can forge result lines",
-        ),
-        (
-            "atexit",
-            Rule::KG305,
-            "`atexit` runs code after the harness's checks",
-        ),
-        (
-            "signal",
-            Rule::KG305,
-            "`signal` handlers can change how the run ends",
-        ),
-        // sandbox
-        (
-            "subprocess",
-            Rule::KG306,
-            "`subprocess` starts processes outside the sandbox",
-        ),
-        ("os.system", Rule::KG306, "`os.system` runs shell commands"),
-        ("os.popen", Rule::KG306, "`os.popen` runs shell commands"),
-        ("os.execv", Rule::KG306, "`os.exec*` replaces the process"),
-        ("os.execve", Rule::KG306, "`os.exec*` replaces the process"),
-        ("os.execvp", Rule::KG306, "`os.exec*` replaces the process"),
-        ("os.execl", Rule::KG306, "`os.exec*` replaces the process"),
-        ("os.execlp", Rule::KG306, "`os.exec*` replaces the process"),
-        ("os.spawnv", Rule::KG306, "`os.spawn*` starts processes"),
-        ("os.spawnl", Rule::KG306, "`os.spawn*` starts processes"),
-        (
-            "os.posix_spawn",
-            Rule::KG306,
-            "`os.posix_spawn` starts processes",
-        ),
-        ("os.fork", Rule::KG306, "`os.fork` starts processes"),
-        ("os.forkpty", Rule::KG306, "`os.forkpty` starts processes"),
-        (
-            "os.remove",
-            Rule::KG306,
-            "deleting files reaches outside the sandbox",
-        ),
-        (
-            "os.unlink",
-            Rule::KG306,
-            "deleting files reaches outside the sandbox",
-        ),
-        (
-            "os.rmdir",
-            Rule::KG306,
-            "deleting directories reaches outside the sandbox",
-        ),
-        (
-            "os.removedirs",
-            Rule::KG306,
-            "deleting directories reaches outside the sandbox",
-        ),
-        (
-            "os.rename",
-            Rule::KG306,
-            "moving files reaches outside the sandbox",
-        ),
-        (
-            "os.replace",
-            Rule::KG306,
-            "moving files reaches outside the sandbox",
-        ),
-        (
-            "os.symlink",
-            Rule::KG306,
-            "links can redirect the harness's files",
-        ),
-        (
-            "os.chmod",
-            Rule::KG306,
-            "changing permissions reaches outside the sandbox",
-        ),
-        (
-            "os.truncate",
-            Rule::KG306,
-            "truncating files reaches outside the sandbox",
-        ),
-        (
-            "shutil.rmtree",
-            Rule::KG306,
-            "deleting trees reaches outside the sandbox",
-        ),
-        (
-            "shutil.move",
-            Rule::KG306,
-            "moving files reaches outside the sandbox",
-        ),
-        (
-            "shutil.copy",
-            Rule::KG306,
-            "copying files over others reaches outside the sandbox",
-        ),
-        (
-            "shutil.copyfile",
-            Rule::KG306,
-            "copying files over others reaches outside the sandbox",
-        ),
-        (
-            "shutil.copytree",
-            Rule::KG306,
-            "copying files over others reaches outside the sandbox",
-        ),
-        (
-            "ctypes",
-            Rule::KG306,
-            "`ctypes` calls native libraries (cuBLAS, libcudart) behind the kernel's back",
-        ),
-        (
-            "cffi",
-            Rule::KG306,
-            "`cffi` calls native libraries behind the kernel's back",
-        ),
-        ("pip", Rule::KG306, "installing packages at run time"),
-        ("ensurepip", Rule::KG306, "installing packages at run time"),
-        ("socket", Rule::KG306, "network access from a kernel"),
-        ("urllib", Rule::KG306, "network access from a kernel"),
-        ("requests", Rule::KG306, "network access from a kernel"),
-        ("httpx", Rule::KG306, "network access from a kernel"),
-        ("http.client", Rule::KG306, "network access from a kernel"),
-        ("ftplib", Rule::KG306, "network access from a kernel"),
-        ("pty", Rule::KG306, "`pty` starts terminals"),
-        (
-            "torch.ops.load_library",
-            Rule::KG306,
-            "loads a prebuilt native library whose code the gate cannot review",
-        ),
-        (
-            "torch.classes.load_library",
-            Rule::KG306,
-            "loads a prebuilt native library whose code the gate cannot review",
-        ),
-        (
-            "weakref",
-            Rule::KG401,
-            "weak references keep tensors between calls keyed by identity: an output cache",
-        ),
-        ("unittest.mock", Rule::KG303, "`mock` patches library functions"),
-        ("mock", Rule::KG303, "`mock` patches library functions"),
-        // threads
-        (
-            "threading",
-            Rule::KG404,
-            "threads let `forward` return before the work is done",
-        ),
-        (
-            "_thread",
-            Rule::KG404,
-            "threads let `forward` return before the work is done",
-        ),
-        (
-            "concurrent",
-            Rule::KG404,
-            "executors let `forward` return before the work is done",
-        ),
-        (
-            "multiprocessing",
-            Rule::KG404,
-            "processes let `forward` return before the work is done",
-        ),
-        (
-            "torch.multiprocessing",
-            Rule::KG404,
-            "processes let `forward` return before the work is done",
-        ),
-        (
-            "asyncio",
-            Rule::KG404,
-            "async tasks let `forward` return before the work is done",
-        ),
-        (
-            "torch.jit.fork",
-            Rule::KG404,
-            "`torch.jit.fork` runs work asynchronously",
-        ),
-        (
-            "torch.jit._fork",
-            Rule::KG404,
-            "`torch.jit.fork` runs work asynchronously",
-        ),
-        (
-            "torch.futures",
-            Rule::KG404,
-            "futures let `forward` return before the work is done",
-        ),
-        // streams
-        (
-            "torch.cuda.Stream",
-            Rule::KG403,
-            "a new CUDA stream runs work outside the timed stream",
-        ),
-        (
-            "torch.cuda.streams",
-            Rule::KG403,
-            "a new CUDA stream runs work outside the timed stream",
-        ),
-        (
-            "torch.cuda.stream",
-            Rule::KG403,
-            "switching streams runs work outside the timed stream",
-        ),
-        (
-            "torch.cuda.ExternalStream",
-            Rule::KG403,
-            "an external stream runs work outside the timed stream",
-        ),
-        (
-            "torch.cuda.set_stream",
-            Rule::KG403,
-            "switching streams runs work outside the timed stream",
-        ),
-        (
-            "torch.cuda.StreamContext",
-            Rule::KG403,
-            "switching streams runs work outside the timed stream",
-        ),
-        (
-            "torch.Stream",
-            Rule::KG403,
-            "a new stream runs work outside the timed stream",
-        ),
-        (
-            "torch.cuda.graphs",
-            Rule::KG403,
-            "CUDA graphs replay work outside the timed stream",
-        ),
-        (
-            "torch.cuda.CUDAGraph",
-            Rule::KG403,
-            "CUDA graphs replay work outside the timed stream",
-        ),
-        (
-            "torch.cuda.make_graphed_callables",
-            Rule::KG403,
-            "CUDA graphs replay work outside the timed stream",
-        ),
-        (
-            "torch.cuda.graph",
-            Rule::KG403,
-            "CUDA graphs replay work outside the timed stream",
-        ),
-        // lazy tensors
-        (
-            "torch.Tensor._make_subclass",
-            Rule::KG405,
-            "`_make_subclass` builds a tensor subclass",
-        ),
-        (
-            "torch.Tensor._make_wrapper_subclass",
-            Rule::KG405,
-            "`_make_wrapper_subclass` builds a lazy tensor",
-        ),
-        (
-            "torch.overrides.TorchFunctionMode",
-            Rule::KG405,
-            "a torch function mode intercepts every op",
-        ),
-        (
-            "torch.utils._python_dispatch",
-            Rule::KG405,
-            "a dispatch mode intercepts every op",
-        ),
-    ];
     // Every member of the exec/spawn families (`os.execvpe`, `os.spawnlp`, `os.posix_spawnp`).
     if let Some(f) = path.strip_prefix("os.") {
         if f.starts_with("exec") || f.starts_with("spawn") || f.starts_with("posix_spawn") {
-            return Some((Rule::KG306, "`os.exec*`/`os.spawn*` start or replace processes"));
+            return Some((
+                Rule::KG306,
+                "`os.exec*`/`os.spawn*` start or replace processes",
+            ));
         }
     }
     // The longest listed prefix of the path wins (`builtins.exec` is obfuscation, `builtins`
     // introspection): look up the path, then each shorter dotted prefix, instead of scanning.
-    static BY_PATH: std::sync::LazyLock<
-        rustc_hash::FxHashMap<&'static str, (Rule, &'static str)>,
-    > = std::sync::LazyLock::new(|| {
-        let mut m = rustc_hash::FxHashMap::default();
-        for (p, r, msg) in TABLE {
-            m.entry(*p).or_insert((*r, *msg));
-        }
-        m
-    });
+    static BY_PATH: std::sync::LazyLock<rustc_hash::FxHashMap<&'static str, (Rule, &'static str)>> =
+        std::sync::LazyLock::new(|| {
+            let mut m = rustc_hash::FxHashMap::default();
+            for (p, r, msg) in BANNED {
+                m.entry(*p).or_insert((*r, *msg));
+            }
+            m
+        });
     let mut prefix = path;
     loop {
         if let Some(hit) = BY_PATH.get(prefix) {

@@ -13,8 +13,6 @@ impl<'t> Analyzer<'t> {
     pub(in crate::cpp) fn static_cache(&mut self, range: Range<usize>, msg: String) {
         self.flag(Rule::KG606, range, msg);
     }
-
-
 }
 
 // ---------------------------------------------------------------- registry entries

@@ -87,7 +87,9 @@ impl<'t> Analyzer<'t> {
 }
 
 /// `--default-stream per-thread` in the build flags.
-pub(in crate::cpp) fn per_thread_stream_findings(src: &EmbeddedSource) -> Vec<(Rule, Range<usize>, String)> {
+pub(in crate::cpp) fn per_thread_stream_findings(
+    src: &EmbeddedSource,
+) -> Vec<(Rule, Range<usize>, String)> {
     src.per_thread_stream_flags
         .iter()
         .map(|r| (

@@ -116,7 +116,11 @@ impl<'t> Analyzer<'t> {
 
     /// Python names of the exported functions that do work of their own: they (or host
     /// helpers they call) launch a kernel that is not a decoy, or store into tensor data.
-    pub(in crate::cpp) fn working_exports(&self, src: &EmbeddedSource, decoys: &HashSet<String>) -> Vec<String> {
+    pub(in crate::cpp) fn working_exports(
+        &self,
+        src: &EmbeddedSource,
+        decoys: &HashSet<String>,
+    ) -> Vec<String> {
         let mut exported: Vec<String> = src.functions.clone().unwrap_or_default();
         exported.extend(self.pybind_names.iter().map(|(py, _)| py.clone()));
         let cpp_of = |py: &str| -> String {

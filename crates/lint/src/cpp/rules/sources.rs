@@ -8,7 +8,9 @@ use kernelgate_model::Severity::Warning;
 use std::ops::Range;
 
 /// Findings for the sources `src` names but extraction could not read.
-pub(in crate::cpp) fn unread_source_findings(src: &EmbeddedSource) -> Vec<(Rule, Range<usize>, String)> {
+pub(in crate::cpp) fn unread_source_findings(
+    src: &EmbeddedSource,
+) -> Vec<(Rule, Range<usize>, String)> {
     let mut out = Vec::new();
     for (file, range) in &src.missing_files {
         // Missing files point at their name in the .py directly.

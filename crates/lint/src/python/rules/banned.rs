@@ -24,7 +24,11 @@ impl<'a, 'c> Checker<'a, 'c> {
         if matches!(call.func.as_ref(), Expr::Call(_)) {
             if let Some((code, msg)) = q.and_then(banned) {
                 let shown = q.unwrap_or_default();
-                self.push(code, range(call.func.as_ref()), format!("{msg} (`{shown}`)"));
+                self.push(
+                    code,
+                    range(call.func.as_ref()),
+                    format!("{msg} (`{shown}`)"),
+                );
             }
         }
     }
@@ -61,7 +65,8 @@ impl<'a, 'c> Checker<'a, 'c> {
             match cur {
                 Expr::Attribute(a) => cur = &a.value,
                 Expr::Name(n) => {
-                    return self.model
+                    return self
+                        .model
                         .names
                         .binding(n.id.as_str())
                         .is_some_and(|p| banned(p).is_some())

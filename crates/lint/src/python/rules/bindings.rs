@@ -155,7 +155,11 @@ impl<'a, 'c> Checker<'a, 'c> {
     }
 
     /// The nn compute layer a class derives from, through module-level classes.
-    pub(super) fn layer_base(&self, class: &ruff_python_ast::StmtClassDef, depth: u8) -> Option<String> {
+    pub(super) fn layer_base(
+        &self,
+        class: &ruff_python_ast::StmtClassDef,
+        depth: u8,
+    ) -> Option<String> {
         if depth > 8 {
             return None;
         }

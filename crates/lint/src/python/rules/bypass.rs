@@ -130,7 +130,10 @@ impl<'a, 'c> Checker<'a, 'c> {
     /// `try:` with handlers: a failing kernel can fall back silently.
     pub(super) fn try_statement(&mut self, t: &ruff_python_ast::StmtTry) {
         let s = usize::from(t.start());
-        self.try_except(s..s + 3, "`try`/`except` can hide a failing kernel behind a fallback; let errors propagate");
+        self.try_except(
+            s..s + 3,
+            "`try`/`except` can hide a failing kernel behind a fallback; let errors propagate",
+        );
     }
 
     /// `with contextlib.suppress(...)`.

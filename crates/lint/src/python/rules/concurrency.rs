@@ -108,7 +108,9 @@ impl<'a, 'c> Checker<'a, 'c> {
     /// `stream=` keywords naming a stream other than the current one.
     pub(super) fn stream_keywords(&mut self, call: &ExprCall) {
         for kw in call.arguments.keywords.iter() {
-            if kw.arg.as_ref().is_some_and(|a| a.as_str() == "stream") && !self.current_stream(&kw.value) {
+            if kw.arg.as_ref().is_some_and(|a| a.as_str() == "stream")
+                && !self.current_stream(&kw.value)
+            {
                 self.push(Rule::KG403, range(kw), "`stream=` launches on a stream other than the current one, outside the timed region");
             }
         }
@@ -121,7 +123,8 @@ impl<'a, 'c> Checker<'a, 'c> {
     pub(super) fn side_stream_finding(&self, r: std::ops::Range<usize>, msg: String) -> RawFinding {
         let creates = msg.starts_with("a new") || msg.starts_with("an external");
         if !msg.contains("graph")
-            && (self.joined.iter().any(|j| j.contains(&r.start)) || (creates && !self.joined.is_empty()))
+            && (self.joined.iter().any(|j| j.contains(&r.start))
+                || (creates && !self.joined.is_empty()))
         {
             let msg = format!(
                 "{msg}; it is joined back into the current stream before the function returns \

@@ -11,7 +11,9 @@ pub(super) struct FileVisitor<'x, 'a, 'c> {
 
 impl<'a> Visitor<'a> for FileVisitor<'_, 'a, '_> {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
-        if matches!(stmt, Stmt::If(_)) && self.c.model.names.in_main_block(usize::from(stmt.start())) {
+        if matches!(stmt, Stmt::If(_))
+            && self.c.model.names.in_main_block(usize::from(stmt.start()))
+        {
             // A self-test under `if __name__ == "__main__":` never runs under the harness.
             return;
         }

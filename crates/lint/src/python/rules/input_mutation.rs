@@ -64,7 +64,9 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
 
     /// `x.add_(y)`: an in-place method on an input.
     pub(super) fn inplace_method(&mut self, call: &ExprCall) {
-        let Expr::Attribute(a) = call.func.as_ref() else { return };
+        let Expr::Attribute(a) = call.func.as_ref() else {
+            return;
+        };
         let m = a.attr.as_str();
         if m.ends_with('_') && !m.ends_with("__") && !INPLACE_HARMLESS.contains(&m) {
             if let Some(input) = self.input_root(&a.value) {

@@ -50,7 +50,13 @@ impl<'a, 'c> Checker<'a, 'c> {
                     || q.ends_with("TorchFunctionMode")
                     || q.ends_with("TorchDispatchMode")
                 {
-                    self.lazy_tensor(range(base), format!("`{}` subclasses `{q}`: a lazy tensor can compute only when compared", c.name));
+                    self.lazy_tensor(
+                        range(base),
+                        format!(
+                            "`{}` subclasses `{q}`: a lazy tensor can compute only when compared",
+                            c.name
+                        ),
+                    );
                 }
             }
         }
@@ -59,14 +65,23 @@ impl<'a, 'c> Checker<'a, 'c> {
     /// `__torch_function__`/`__torch_dispatch__` intercept every PyTorch op.
     pub(super) fn torch_op_interception(&mut self, f: &StmtFunctionDef) {
         if matches!(f.name.as_str(), "__torch_function__" | "__torch_dispatch__") {
-            self.lazy_tensor(range(&f.name), format!("`{}` intercepts PyTorch ops: a lazy tensor can compute only when compared", f.name));
+            self.lazy_tensor(
+                range(&f.name),
+                format!(
+                    "`{}` intercepts PyTorch ops: a lazy tensor can compute only when compared",
+                    f.name
+                ),
+            );
         }
     }
 
     /// `._make_subclass(...)` and friends. True when reported.
     pub(super) fn subclass_attribute(&mut self, a: &ruff_python_ast::ExprAttribute) -> bool {
         let attr = a.attr.as_str();
-        if matches!(attr, "_make_subclass" | "_make_wrapper_subclass" | "as_subclass") {
+        if matches!(
+            attr,
+            "_make_subclass" | "_make_wrapper_subclass" | "as_subclass"
+        ) {
             self.lazy_tensor(
                 range(&a.attr),
                 format!("`.{attr}` builds a tensor subclass that can defer work"),

@@ -39,7 +39,10 @@ impl<'a, 'c> Checker<'a, 'c> {
                 helper_tensor_params(f, is_method, tensor_args.get(f.name.as_str()))
             };
             let inputs = if entry {
-                tensor_params(f).into_iter().map(|p| (p.clone(), p)).collect()
+                tensor_params(f)
+                    .into_iter()
+                    .map(|p| (p.clone(), p))
+                    .collect()
             } else {
                 HashMap::default()
             };
@@ -397,7 +400,12 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
                 || (q.is_none() && self.c.ext_functions.contains(a.attr.as_str()));
             // A replaced `forward`'s own body is not evidence that custom code runs.
             if on_ext && !(self.entry && self.c.model.reach.forward_replaced) {
-                let args = call.arguments.args.iter().map(|x| self.arg_kind(x)).collect();
+                let args = call
+                    .arguments
+                    .args
+                    .iter()
+                    .map(|x| self.arg_kind(x))
+                    .collect();
                 self.c.ext_calls.push(crate::python::ExtCall {
                     name: a.attr.to_string(),
                     result_used: !self.discarded.contains(&usize::from(call.start())),
@@ -425,7 +433,11 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
         if let Some(callee) = callee {
             for (i, a) in call.arguments.args.iter().enumerate() {
                 if self.is_tensor(a) {
-                    self.tensor_args.entry(callee.clone()).or_default().0.insert(i);
+                    self.tensor_args
+                        .entry(callee.clone())
+                        .or_default()
+                        .0
+                        .insert(i);
                 }
             }
             for k in call.arguments.keywords.iter() {
@@ -450,10 +462,15 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
             if let Some(op) = q.strip_prefix("operator.") {
                 self.operator_function(call, q, op);
             }
-            if matches!(q, "operator.matmul" | "operator.imatmul" | "operator.__matmul__") {
+            if matches!(
+                q,
+                "operator.matmul" | "operator.imatmul" | "operator.__matmul__"
+            ) {
                 self.c.matmul_operator(
                     fr.clone(),
-                    format!("`{q}` multiplies tensors with PyTorch's matmul instead of your kernel"),
+                    format!(
+                        "`{q}` multiplies tensors with PyTorch's matmul instead of your kernel"
+                    ),
                 );
             } else if torch_compute(q) {
                 self.torch_function_call(call, q);
@@ -467,7 +484,12 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
                 self.c.clock_call(q, fr.clone());
             } else if q == "builtins.next" {
                 // `next(self._calls)` on an `itertools.count()` is a call counter.
-                if let Some(k) = call.arguments.args.first().and_then(|a| self.counter_key(a)) {
+                if let Some(k) = call
+                    .arguments
+                    .args
+                    .first()
+                    .and_then(|a| self.counter_key(a))
+                {
                     self.counters.push((k, range(call)));
                 }
             }

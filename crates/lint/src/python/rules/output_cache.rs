@@ -250,9 +250,13 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
 
     /// `self.saved.append(x)`: an input kept beyond the call.
     pub(super) fn input_appended_to_self(&mut self, call: &ExprCall) {
-        let Expr::Attribute(a) = call.func.as_ref() else { return };
-        if matches!(a.attr.as_str(), "append" | "extend" | "insert" | "add" | "appendleft")
-            && key_of(&a.value).is_some_and(|k| k.starts_with("self."))
+        let Expr::Attribute(a) = call.func.as_ref() else {
+            return;
+        };
+        if matches!(
+            a.attr.as_str(),
+            "append" | "extend" | "insert" | "add" | "appendleft"
+        ) && key_of(&a.value).is_some_and(|k| k.starts_with("self."))
         {
             if let Some(input) = call.arguments.args.iter().find_map(|x| self.input_root(x)) {
                 let holder = self.c.text(a.value.as_ref());
@@ -391,7 +395,9 @@ impl<'a> Visitor<'a> for CacheVisitor<'_, 'a, '_> {
                         },
                         _ => None,
                     };
-                    if let Some(k) = c.and_then(|c| key_of(c).or_else(|| self.c.model.names.qualify(c))) {
+                    if let Some(k) =
+                        c.and_then(|c| key_of(c).or_else(|| self.c.model.names.qualify(c)))
+                    {
                         self.returned.insert(k);
                     }
                     if let Expr::Name(n) = v {

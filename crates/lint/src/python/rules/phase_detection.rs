@@ -41,7 +41,12 @@ impl<'a, 'c> Checker<'a, 'c> {
     /// path. True when `q` is one of them.
     pub(super) fn phase_call(&mut self, q: &str, fr: std::ops::Range<usize>) -> bool {
         if q == "os.getenv" || q == "os.environ.get" {
-            self.phase_detection(fr, format!("reads `{q}` on the forward path: behaviour can depend on the harness's phase"));
+            self.phase_detection(
+                fr,
+                format!(
+                    "reads `{q}` on the forward path: behaviour can depend on the harness's phase"
+                ),
+            );
         } else if is_seed(q) {
             self.phase_detection(fr, format!("`{q}` reseeds the random generator on the forward path: the harness's inputs can be regenerated and their outputs precomputed"));
         } else {
@@ -141,9 +146,10 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
         }
         let args = &c.arguments.args;
         match args.first() {
-            Some(Expr::Name(n)) if n.id.as_str() == "self" => {
-                Some(format!("self.{}", self.c.model.names.fold_str(args.get(1)?)?))
-            }
+            Some(Expr::Name(n)) if n.id.as_str() == "self" => Some(format!(
+                "self.{}",
+                self.c.model.names.fold_str(args.get(1)?)?
+            )),
             _ => None,
         }
     }

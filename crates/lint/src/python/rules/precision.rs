@@ -25,7 +25,10 @@ impl<'a, 'c> Checker<'a, 'c> {
 
     /// An environment variable that switches cuBLAS/PyTorch to TF32 for everyone.
     pub(super) fn tf32_env_key(&self, e: &Expr) -> bool {
-        self.model.names.fold_str(e).is_some_and(|k| k.contains("TF32"))
+        self.model
+            .names
+            .fold_str(e)
+            .is_some_and(|k| k.contains("TF32"))
     }
 }
 
@@ -48,14 +51,22 @@ impl<'a, 'c> Checker<'a, 'c> {
 
     /// The KG501 finding for `msg` at `r`, unless it lies on a branch the problem never takes
     /// (`if x.dtype == torch.float16:` on an fp32 problem): that conversion never runs.
-    pub(super) fn downgrade_finding(&self, r: std::ops::Range<usize>, msg: String) -> Option<RawFinding> {
+    pub(super) fn downgrade_finding(
+        &self,
+        r: std::ops::Range<usize>,
+        msg: String,
+    ) -> Option<RawFinding> {
         if self.dead.iter().any(|d| d.contains(&r.start)) {
             return None;
         }
         Some(RawFinding::new(Rule::KG501, r, msg))
     }
 
-    pub(super) fn precision_downgrade(&mut self, r: std::ops::Range<usize>, msg: impl Into<String>) {
+    pub(super) fn precision_downgrade(
+        &mut self,
+        r: std::ops::Range<usize>,
+        msg: impl Into<String>,
+    ) {
         self.push(Rule::KG501, r, msg);
     }
 
@@ -65,7 +76,12 @@ impl<'a, 'c> Checker<'a, 'c> {
 
     /// `torch.set_default_dtype(torch.float16)`.
     pub(super) fn half_default_dtype(&mut self, call: &ExprCall) {
-        if call.arguments.args.first().is_some_and(|a| self.is_half_dtype(a)) {
+        if call
+            .arguments
+            .args
+            .first()
+            .is_some_and(|a| self.is_half_dtype(a))
+        {
             self.precision_downgrade(
                 range(call.func.as_ref()),
                 "makes half precision the default dtype on an fp32 problem",
@@ -118,7 +134,11 @@ impl<'a, 'c> Checker<'a, 'c> {
 
     /// `torch.set_float32_matmul_precision("high")`.
     pub(super) fn matmul_precision(&mut self, call: &ExprCall) {
-        let v = call.arguments.args.first().and_then(|a| self.model.names.fold_str(a));
+        let v = call
+            .arguments
+            .args
+            .first()
+            .and_then(|a| self.model.names.fold_str(a));
         if v.as_deref() != Some("highest") {
             self.tf32_enabled(
                 range(call.func.as_ref()),
@@ -192,7 +212,12 @@ impl<'a, 'c> Checker<'a, 'c> {
     }
 
     /// `torch.backends.cuda.matmul.allow_tf32 = True` and the other reduced-precision switches.
-    pub(super) fn tf32_backend_switch(&mut self, path: &str, r: std::ops::Range<usize>, value: Option<&Expr>) {
+    pub(super) fn tf32_backend_switch(
+        &mut self,
+        path: &str,
+        r: std::ops::Range<usize>,
+        value: Option<&Expr>,
+    ) {
         let reduced = [
             "allow_tf32",
             "allow_fp16_reduced_precision_reduction",

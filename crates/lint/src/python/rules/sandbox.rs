@@ -30,7 +30,8 @@ impl<'a, 'c> Checker<'a, 'c> {
             .and_then(|m| self.model.names.fold_str(m))
             .unwrap_or_else(|| "r".into());
         let fd = matches!(path, Expr::NumberLiteral(_));
-        let dev = self.model
+        let dev = self
+            .model
             .names
             .fold_str(path)
             .is_some_and(|p| p.starts_with("/dev/") || p.starts_with("/proc/"));
@@ -71,7 +72,8 @@ impl<'a, 'c> Checker<'a, 'c> {
                     self.format_like(&a.value, &items, '{')
                 }
                 Expr::Call(c) => {
-                    return self.model
+                    return self
+                        .model
                         .names
                         .qualify(&c.func)
                         .is_some_and(|q| q == "json.dumps")
@@ -97,7 +99,8 @@ impl<'a, 'c> Checker<'a, 'c> {
             return String::new();
         };
         let mut vals = items.iter().map(|i| {
-            self.model.names
+            self.model
+                .names
                 .fold_str(i)
                 .unwrap_or_else(|| self.text(*i).to_string())
         });
@@ -125,7 +128,11 @@ impl<'a, 'c> Checker<'a, 'c> {
 }
 
 impl<'a, 'c> Checker<'a, 'c> {
-    pub(super) fn harness_introspection(&mut self, r: std::ops::Range<usize>, msg: impl Into<String>) {
+    pub(super) fn harness_introspection(
+        &mut self,
+        r: std::ops::Range<usize>,
+        msg: impl Into<String>,
+    ) {
         self.push(Rule::KG304, r, msg);
     }
 

@@ -81,7 +81,11 @@ impl<'a, 'c> Checker<'a, 'c> {
                             Expr::Call(c) => c.func.as_ref(),
                             e => e,
                         };
-                        self.c.model.names.qualify(e).is_some_and(|q| under(&q, "triton"))
+                        self.c
+                            .model
+                            .names
+                            .qualify(e)
+                            .is_some_and(|q| under(&q, "triton"))
                     }) {
                         self.triton = true;
                     }
@@ -99,7 +103,13 @@ impl<'a, 'c> Checker<'a, 'c> {
             k.visit_stmt(s);
         }
         let (cpp, triton, strings) = (k.cpp, k.triton, k.strings);
-        let imported = |p: &str| self.model.names.sites.iter().any(|(path, _)| under(path, p));
+        let imported = |p: &str| {
+            self.model
+                .names
+                .sites
+                .iter()
+                .any(|(path, _)| under(path, p))
+        };
         let cute = imported("cutlass")
             || imported("cute")
             || strings.contains("cute/")

@@ -68,12 +68,18 @@ impl<'a, 'c> Checker<'a, 'c> {
         for call in calls {
             if let Some(q) = self.model.names.qualify(&call.func) {
                 if torch_compute(&q) {
-                    self.torch_op(range(call.func.as_ref()), format!("a lambda calls the PyTorch compute op `{q}` instead of your kernel"));
+                    self.torch_op(
+                        range(call.func.as_ref()),
+                        format!(
+                            "a lambda calls the PyTorch compute op `{q}` instead of your kernel"
+                        ),
+                    );
                 }
             } else if let Expr::Attribute(a) = call.func.as_ref() {
                 // `lambda t: t.sigmoid()`: a tensor method on the lambda's argument.
                 let m = a.attr.as_str();
-                let on_param = matches!(a.value.as_ref(), Expr::Name(n) if params.contains(n.id.as_str()));
+                let on_param =
+                    matches!(a.value.as_ref(), Expr::Name(n) if params.contains(n.id.as_str()));
                 if on_param && tensor_compute_method(m) && !self.ext_functions.contains(m) {
                     self.tensor_method(range(&a.attr), format!("a lambda calls the tensor compute method `.{m}()` instead of your kernel"));
                 }
@@ -83,7 +89,12 @@ impl<'a, 'c> Checker<'a, 'c> {
 
     /// `operator.methodcaller("sigmoid")`: a tensor compute method packaged to be called later.
     pub(super) fn methodcaller(&mut self, call: &ExprCall) {
-        if let Some(m) = call.arguments.args.first().and_then(|a| self.model.names.fold_str(a)) {
+        if let Some(m) = call
+            .arguments
+            .args
+            .first()
+            .and_then(|a| self.model.names.fold_str(a))
+        {
             if tensor_compute_method(&m) && !self.ext_functions.contains(&m) {
                 self.tensor_method(
                     range(call.func.as_ref()),
@@ -146,7 +157,12 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
     }
 
     /// The source position of the operator between two operands.
-    pub(super) fn op_range(&self, left: &Expr, right: &Expr, whole: &Expr) -> std::ops::Range<usize> {
+    pub(super) fn op_range(
+        &self,
+        left: &Expr,
+        right: &Expr,
+        whole: &Expr,
+    ) -> std::ops::Range<usize> {
         let (l, r) = (usize::from(left.end()), usize::from(right.start()));
         let between = &self.c.ctx.source[l..r];
         match between.find(|c: char| !c.is_whitespace() && c != ')' && c != '(') {
@@ -218,7 +234,8 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
     /// `y @= w`, `y *= 2` on a tensor.
     pub(super) fn augmented_operator(&mut self, stmt: &Stmt, a: &ruff_python_ast::StmtAugAssign) {
         if a.op == Operator::MatMult {
-            self.c.matmul_operator(range(stmt), "`@=` multiplies tensors with PyTorch's matmul");
+            self.c
+                .matmul_operator(range(stmt), "`@=` multiplies tensors with PyTorch's matmul");
         } else if self.is_tensor(&a.target) {
             let r = self.op_range(&a.target, &a.value, &a.target);
             let op = format!("{}=", a.op.as_str());
@@ -237,7 +254,8 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
                     | ruff_python_ast::CmpOp::NotIn
             )
         });
-        if ordering && (self.is_tensor(&c.left) || c.comparators.iter().any(|x| self.is_tensor(x))) {
+        if ordering && (self.is_tensor(&c.left) || c.comparators.iter().any(|x| self.is_tensor(x)))
+        {
             let first = c
                 .comparators
                 .first()
@@ -297,17 +315,28 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
         } else {
             format!("`{spelled}` (`{q}`)")
         };
-        self.c.torch_op(range(call.func.as_ref()), format!("{shown} runs a PyTorch compute op on the forward path instead of your kernel"));
+        self.c.torch_op(
+            range(call.func.as_ref()),
+            format!("{shown} runs a PyTorch compute op on the forward path instead of your kernel"),
+        );
     }
 
     /// `sum(parts)`, `abs(y)`: Python builtins on tensors dispatch to PyTorch's kernels.
     pub(super) fn builtin_on_tensors(&mut self, call: &ExprCall, q: Option<&str>) {
-        let Expr::Name(n) = call.func.as_ref() else { return };
+        let Expr::Name(n) = call.func.as_ref() else {
+            return;
+        };
         let builtin = q.is_none()
-            && matches!(n.id.as_str(), "sum" | "abs" | "pow" | "round" | "max" | "min")
-            && !self.c.module.body.iter().any(
-                |s| matches!(s, Stmt::FunctionDef(d) if d.name.as_str() == n.id.as_str()),
-            );
+            && matches!(
+                n.id.as_str(),
+                "sum" | "abs" | "pow" | "round" | "max" | "min"
+            )
+            && !self
+                .c
+                .module
+                .body
+                .iter()
+                .any(|s| matches!(s, Stmt::FunctionDef(d) if d.name.as_str() == n.id.as_str()));
         let on_tensors = call.arguments.args.iter().any(|a| {
             self.is_tensor(a)
                 || matches!(a, Expr::Name(m) if self.tensor_lists.contains(m.id.as_str()))
@@ -320,7 +349,9 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
 
     /// `.numpy()`/`.tolist()`: the host computes.
     pub(super) fn to_host(&mut self, call: &ExprCall) {
-        let Expr::Attribute(a) = call.func.as_ref() else { return };
+        let Expr::Attribute(a) = call.func.as_ref() else {
+            return;
+        };
         if matches!(a.attr.as_str(), "numpy" | "tolist")
             && call.arguments.is_empty()
             && self.c.model.names.qualify(&a.value).is_none()
@@ -344,7 +375,9 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
 
     /// `y.sigmoid()` on something that is not a module, `self`, or a literal.
     pub(super) fn compute_method_call(&mut self, call: &ExprCall) {
-        let Expr::Attribute(a) = call.func.as_ref() else { return };
+        let Expr::Attribute(a) = call.func.as_ref() else {
+            return;
+        };
         let m = a.attr.as_str();
         let recv = a.value.as_ref();
         let plain_receiver = self.c.model.names.qualify(recv).is_none()
@@ -358,11 +391,16 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
                     | Expr::NumberLiteral(_)
             );
         let args_ok = m != "log" || call.arguments.is_empty();
-        if plain_receiver && args_ok && tensor_compute_method(m) && !self.c.is_ext_call_target(recv, m)
+        if plain_receiver
+            && args_ok
+            && tensor_compute_method(m)
+            && !self.c.is_ext_call_target(recv, m)
         {
             self.c.tensor_method(
                 range(&a.attr),
-                format!("`.{m}()` runs a PyTorch kernel on the forward path instead of your kernel"),
+                format!(
+                    "`.{m}()` runs a PyTorch kernel on the forward path instead of your kernel"
+                ),
             );
         }
     }
