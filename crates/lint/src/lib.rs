@@ -64,7 +64,12 @@ pub struct LintOptions {
 /// Torch-op findings: PyTorch doing (part of) the work. They block only when the forward path
 /// reaches no custom code that does work; next to a working kernel they are partial
 /// replacement, a warning (the runtime op audit measures how much PyTorch still does).
-pub const TORCH_OP_RULES: [Rule; 4] = [Rule::KG101, Rule::KG102, Rule::KG104, Rule::KG601];
+pub const TORCH_OP_RULES: [&str; 4] = [
+    Rule::KG101.code(),
+    Rule::KG102.code(),
+    Rule::KG104.code(),
+    Rule::KG601.code(),
+];
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LintError {
@@ -198,7 +203,9 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
         });
     if let Some(what) = custom {
         for r in raws.iter_mut() {
-            if TORCH_OP_RULES.contains(&r.code) && r.severity.is_none() && !audit_blind(&r.message)
+            if TORCH_OP_RULES.contains(&r.code.code())
+                && r.severity.is_none()
+                && !audit_blind(&r.message)
             {
                 r.severity = Some(Severity::Warning);
                 r.message.push_str(&format!(" (a warning: forward also runs {what}, so this is partial replacement; the runtime op audit measures how much PyTorch still does)"));

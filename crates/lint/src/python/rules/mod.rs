@@ -25,6 +25,7 @@ pub(crate) mod structure;
 pub(crate) mod tampering;
 pub(crate) mod torch_fallback;
 
+// The families and passes `use super::*`: these imports are their shared prelude.
 use super::names::{range, under, Names};
 use super::reach::{find_class, find_method, walk_live, walk_stmt_live};
 use super::semantic::SemanticModel;
