@@ -99,6 +99,61 @@ fn assert_family(code: &str, plant: Plant) {
     assert!(honest.is_empty(), "the honest candidate raised {honest:?}");
 }
 
+#[track_caller]
+fn assert_forward(code: &str, forward: &str) {
+    assert_family(
+        code,
+        Plant {
+            forward,
+            ..Default::default()
+        },
+    );
+}
+
+#[track_caller]
+fn assert_module(code: &str, module: &str) {
+    assert_family(
+        code,
+        Plant {
+            module,
+            ..Default::default()
+        },
+    );
+}
+
+#[track_caller]
+fn assert_host(code: &str, host: &str) {
+    assert_family(
+        code,
+        Plant {
+            host,
+            ..Default::default()
+        },
+    );
+}
+
+#[track_caller]
+fn assert_kernel(code: &str, kernel: &str) {
+    assert_family(
+        code,
+        Plant {
+            kernel,
+            ..Default::default()
+        },
+    );
+}
+
+#[track_caller]
+fn assert_file(code: &str, file: &str) {
+    assert_family(
+        code,
+        Plant {
+            file,
+            ..Default::default()
+        },
+    );
+}
+
 #[test]
 fn torch_fallback() {
     let cases = [
@@ -216,31 +271,13 @@ fn phase_detection() {
 
 #[test]
 fn concurrency() {
-    assert_family(
-        "KG403",
-        Plant {
-            forward: "        s = torch.cuda.Stream()\n        with torch.cuda.stream(s):\n            return ext.relu(x)",
-            ..Default::default()
-        },
-    );
-    assert_family(
-        "KG404",
-        Plant {
-            module: "import threading\n",
-            ..Default::default()
-        },
-    );
+    assert_forward("KG403", "        s = torch.cuda.Stream()\n        with torch.cuda.stream(s):\n            return ext.relu(x)");
+    assert_module("KG404", "import threading\n");
 }
 
 #[test]
 fn lazy_tensor() {
-    assert_family(
-        "KG405",
-        Plant {
-            module: "class Lazy(torch.Tensor):\n    pass\n",
-            ..Default::default()
-        },
-    );
+    assert_module("KG405", "class Lazy(torch.Tensor):\n    pass\n");
 }
 
 #[test]
@@ -257,31 +294,13 @@ fn memoized_forward() {
 
 #[test]
 fn input_mutation() {
-    assert_family(
-        "KG407",
-        Plant {
-            forward: "        x.relu_()\n        return ext.relu(x)",
-            ..Default::default()
-        },
-    );
+    assert_forward("KG407", "        x.relu_()\n        return ext.relu(x)");
 }
 
 #[test]
 fn precision() {
-    assert_family(
-        "KG501",
-        Plant {
-            forward: "        return ext.relu(x.half())",
-            ..Default::default()
-        },
-    );
-    assert_family(
-        "KG502",
-        Plant {
-            module: "torch.backends.cuda.matmul.allow_tf32 = True\n",
-            ..Default::default()
-        },
-    );
+    assert_forward("KG501", "        return ext.relu(x.half())");
+    assert_module("KG502", "torch.backends.cuda.matmul.allow_tf32 = True\n");
     // On an fp16 problem the same conversion is the problem's own precision.
     let fp16 = codes_with(
         &candidate(&Plant {
@@ -296,13 +315,7 @@ fn precision() {
 
 #[test]
 fn structure() {
-    assert_family(
-        "KG701",
-        Plant {
-            module: "batch_size = 16\n",
-            ..Default::default()
-        },
-    );
+    assert_module("KG701", "batch_size = 16\n");
     let no_kernel = codes("import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.clamp_min(0)\n");
     assert!(no_kernel.iter().any(|c| c == "KG702"), "{no_kernel:?}");
     let no_model = codes("import torch\n");
@@ -311,106 +324,59 @@ fn structure() {
 
 #[test]
 fn cpp_torch_op() {
-    assert_family(
-        "KG601",
-        Plant {
-            host: "y = at::relu(x);",
-            ..Default::default()
-        },
-    );
-    assert_family(
-        "KG602",
-        Plant {
-            host: "cublasHandle_t h; cublasCreate(&h);",
-            ..Default::default()
-        },
-    );
+    assert_host("KG601", "y = at::relu(x);");
+    assert_host("KG602", "cublasHandle_t h; cublasCreate(&h);");
 }
 
 #[test]
 fn cpp_concurrency() {
-    assert_family(
-        "KG603",
-        Plant {
-            host: "auto s = at::cuda::getStreamFromPool();",
-            ..Default::default()
-        },
-    );
-    assert_family(
-        "KG605",
-        Plant {
-            host: "std::thread t([]{}); t.join();",
-            ..Default::default()
-        },
-    );
+    assert_host("KG603", "auto s = at::cuda::getStreamFromPool();");
+    assert_host("KG605", "std::thread t([]{}); t.join();");
 }
 
 #[test]
 fn cpp_tampering() {
-    assert_family(
-        "KG613",
-        Plant {
-            host: "system(\"ls\");",
-            ..Default::default()
-        },
-    );
-    assert_family(
-        "KG614",
-        Plant {
-            kernel: "long long t0 = clock64();",
-            ..Default::default()
-        },
-    );
+    assert_host("KG613", "system(\"ls\");");
+    assert_kernel("KG614", "long long t0 = clock64();");
 }
 
 #[test]
 fn cpp_caching() {
-    assert_family(
-        "KG607",
-        Plant {
-            host: "cudaStreamAttrValue attr; cudaStreamSetAttribute(at::cuda::getCurrentCUDAStream(), cudaStreamAttributeAccessPolicyWindow, &attr);",
-            ..Default::default()
-        },
-    );
-    assert_family(
-        "KG606",
-        Plant {
-            file: "static torch::Tensor cached;",
-            ..Default::default()
-        },
-    );
+    assert_host("KG607", "cudaStreamAttrValue attr; cudaStreamSetAttribute(at::cuda::getCurrentCUDAStream(), cudaStreamAttributeAccessPolicyWindow, &attr);");
+    assert_file("KG606", "static torch::Tensor cached;");
 }
 
 #[test]
 fn cpp_input_mutation() {
-    assert_family(
-        "KG608",
-        Plant {
-            host: "x.zero_();",
-            ..Default::default()
-        },
-    );
+    assert_host("KG608", "x.zero_();");
 }
 
 #[test]
 fn cpp_precision() {
-    assert_family(
-        "KG610",
-        Plant {
-            kernel: "__half h = __float2half(1.0f);",
-            ..Default::default()
-        },
-    );
+    assert_kernel("KG610", "__half h = __float2half(1.0f);");
 }
 
 #[test]
 fn cpp_decoy() {
-    assert_family(
+    assert_file(
         "KG611",
-        Plant {
-            file: "__global__ void unused_kernel(float* y) { y[0] = 1.f; }",
-            ..Default::default()
-        },
+        "__global__ void unused_kernel(float* y) { y[0] = 1.f; }",
+    );
+}
+
+#[test]
+fn cpp_sources() {
+    let missing = "import torch\nfrom torch.utils.cpp_extension import load\n\next = load(name=\"k\", sources=[\"missing_kernel.cu\"])\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return ext.run(x)\n";
+    assert!(
+        codes(missing).iter().any(|c| c == "KG615"),
+        "{:?}",
+        codes(missing)
+    );
+    let unresolved = "import torch\nfrom torch.utils.cpp_extension import load_inline\n\next = load_inline(name=\"k\", cpp_sources=[open(\"k.cpp\").read()], functions=[\"run\"])\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return ext.run(x)\n";
+    assert!(
+        codes(unresolved).iter().any(|c| c == "KG616"),
+        "{:?}",
+        codes(unresolved)
     );
 }
 

@@ -288,6 +288,24 @@ pub(super) enum KeyKind {
 }
 
 impl<'a> CacheVisitor<'_, 'a, '_> {
+    /// `cache[key]`, `cache.get(key)`: the container whose element `e` is, as returned.
+    fn returned_from(&mut self, e: &Expr) {
+        let container = match e {
+            Expr::Subscript(s) => Some(s.value.as_ref()),
+            Expr::Call(c) => match c.func.as_ref() {
+                Expr::Attribute(a) if matches!(a.attr.as_str(), "get" | "setdefault" | "pop") => {
+                    Some(a.value.as_ref())
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(k) = container.and_then(|c| key_of(c).or_else(|| self.c.model.names.qualify(c)))
+        {
+            self.returned.insert(k);
+        }
+    }
+
     fn key_kind(&self, e: &Expr, depth: u8) -> KeyKind {
         struct S<'k, 'a> {
             locals: &'k HashMap<String, &'a Expr>,
@@ -383,41 +401,11 @@ impl<'a> Visitor<'a> for CacheVisitor<'_, 'a, '_> {
             }
             Stmt::Return(r) => {
                 if let Some(v) = r.value.as_deref() {
-                    let c = match v {
-                        Expr::Subscript(s) => Some(s.value.as_ref()),
-                        Expr::Call(c) => match c.func.as_ref() {
-                            Expr::Attribute(a)
-                                if matches!(a.attr.as_str(), "get" | "setdefault" | "pop") =>
-                            {
-                                Some(a.value.as_ref())
-                            }
-                            _ => None,
-                        },
-                        _ => None,
-                    };
-                    if let Some(k) =
-                        c.and_then(|c| key_of(c).or_else(|| self.c.model.names.qualify(c)))
-                    {
-                        self.returned.insert(k);
-                    }
+                    self.returned_from(v);
                     if let Expr::Name(n) = v {
                         // `out = cache[key]; return out`, `out = cache.get(key); return out`
-                        let stored = match self.locals.get(n.id.as_str()).copied() {
-                            Some(Expr::Subscript(s)) => Some(s.value.as_ref()),
-                            Some(Expr::Call(c)) => match c.func.as_ref() {
-                                Expr::Attribute(a)
-                                    if matches!(a.attr.as_str(), "get" | "setdefault" | "pop") =>
-                                {
-                                    Some(a.value.as_ref())
-                                }
-                                _ => None,
-                            },
-                            _ => None,
-                        };
-                        if let Some(k) =
-                            stored.and_then(|c| key_of(c).or_else(|| self.c.model.names.qualify(c)))
-                        {
-                            self.returned.insert(k);
+                        if let Some(stored) = self.locals.get(n.id.as_str()).copied() {
+                            self.returned_from(stored);
                         }
                     }
                 }
