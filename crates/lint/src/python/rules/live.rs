@@ -497,7 +497,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
         self.builtin_on_tensors(call, q.as_deref());
         self.inplace_method(call);
         self.input_appended_to_self(call);
-        self.to_host(call);
+        self.host_conversion(call);
         self.layer_call(call, q.as_deref());
         self.compute_method_call(call);
         self.torch_ops_as_arguments(call, q.as_deref());

@@ -182,7 +182,7 @@ fn collect_calls<'a>(e: &'a Expr, out: &mut Vec<&'a ExprCall>) {
 }
 
 /// Every call in a function body, in source order.
-fn calls_in<'a>(body: &'a [Stmt]) -> Vec<&'a ExprCall> {
+fn calls_in(body: &[Stmt]) -> Vec<&ExprCall> {
     let mut out = Vec::new();
     let mut v = CallCollector { out: &mut out };
     for s in body {

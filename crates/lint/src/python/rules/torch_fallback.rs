@@ -348,7 +348,7 @@ impl<'a> LiveVisitor<'_, 'a, '_> {
     }
 
     /// `.numpy()`/`.tolist()`: the host computes.
-    pub(super) fn to_host(&mut self, call: &ExprCall) {
+    pub(super) fn host_conversion(&mut self, call: &ExprCall) {
         let Expr::Attribute(a) = call.func.as_ref() else {
             return;
         };
