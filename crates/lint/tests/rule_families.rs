@@ -99,60 +99,24 @@ fn assert_family(code: &str, plant: Plant) {
     assert!(honest.is_empty(), "the honest candidate raised {honest:?}");
 }
 
-#[track_caller]
-fn assert_forward(code: &str, forward: &str) {
-    assert_family(
-        code,
-        Plant {
-            forward,
-            ..Default::default()
-        },
-    );
+/// `assert_forward(code, snippet)` and friends: `code` fires with one snippet planted in one
+/// place of the honest candidate.
+macro_rules! planters {
+    ($($name:ident => $field:ident),* $(,)?) => {$(
+        #[track_caller]
+        fn $name(code: &str, $field: &str) {
+            assert_family(code, Plant { $field, ..Default::default() });
+        }
+    )*};
 }
 
-#[track_caller]
-fn assert_module(code: &str, module: &str) {
-    assert_family(
-        code,
-        Plant {
-            module,
-            ..Default::default()
-        },
-    );
-}
-
-#[track_caller]
-fn assert_host(code: &str, host: &str) {
-    assert_family(
-        code,
-        Plant {
-            host,
-            ..Default::default()
-        },
-    );
-}
-
-#[track_caller]
-fn assert_kernel(code: &str, kernel: &str) {
-    assert_family(
-        code,
-        Plant {
-            kernel,
-            ..Default::default()
-        },
-    );
-}
-
-#[track_caller]
-fn assert_file(code: &str, file: &str) {
-    assert_family(
-        code,
-        Plant {
-            file,
-            ..Default::default()
-        },
-    );
-}
+planters!(
+    assert_forward => forward,
+    assert_module => module,
+    assert_host => host,
+    assert_kernel => kernel,
+    assert_file => file,
+);
 
 #[test]
 fn torch_fallback() {
@@ -162,13 +126,7 @@ fn torch_fallback() {
         ("KG104", "        return ext.relu(x).sigmoid()"),
     ];
     for (code, forward) in cases {
-        assert_family(
-            code,
-            Plant {
-                forward,
-                ..Default::default()
-            },
-        );
+        assert_forward(code, forward);
     }
     assert_family(
         "KG102",
@@ -191,13 +149,7 @@ fn bypass() {
         ("KG204", "        name = input()\n        return getattr(torch, name)(ext.relu(x))"),
     ];
     for (code, forward) in cases {
-        assert_family(
-            code,
-            Plant {
-                forward,
-                ..Default::default()
-            },
-        );
+        assert_forward(code, forward);
     }
     assert_family(
         "KG203",
@@ -217,13 +169,7 @@ fn tampering() {
         ("KG303", "torch.nn.functional.gelu = None\n"),
     ];
     for (code, module) in cases {
-        assert_family(
-            code,
-            Plant {
-                module,
-                ..Default::default()
-            },
-        );
+        assert_module(code, module);
     }
 }
 
@@ -235,13 +181,7 @@ fn sandbox() {
         ("KG306", "import subprocess\n"),
     ];
     for (code, module) in cases {
-        assert_family(
-            code,
-            Plant {
-                module,
-                ..Default::default()
-            },
-        );
+        assert_module(code, module);
     }
 }
 
