@@ -1340,24 +1340,8 @@ impl<'t> Analyzer<'t> {
             .named_children(&mut c)
             .filter(|n| n.kind_fast() != "comment")
             .collect();
-        let empty = |n: &Node<'t>| {
-            let t: String = self.t(*n).split_whitespace().collect();
-            matches!(t.as_str(), "0" | "dim3(0)" | "dim3(0,0,0)" | "dim3(0,1,1)")
-        };
-        if let Some(z) = args.iter().take(2).find(|n| empty(n)) {
-            self.decoy_kernel(
-                z.byte_range(),
-                format!("kernel `{kernel}` is launched with an empty grid or block (`{}`): it runs no threads and does no work", self.t(*z)),
-            );
-        }
-        if let Some(stream) = args.get(3) {
-            if !self.stream_ok(*stream, 0) {
-                self.side_stream(
-                    stream.byte_range(),
-                    format!("kernel `{kernel}` is launched on stream `{}`, not on `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(*stream)),
-                );
-            }
-        }
+        self.empty_launch(&kernel, &args);
+        self.launch_stream(&kernel, &args);
     }
 
     /// `recv.method(args)`: tensor methods, conversions, events, pybind11's `m.def`.
@@ -1367,47 +1351,9 @@ impl<'t> Analyzer<'t> {
         let recv = func.field("argument");
         let recv_t = recv.map(|r| self.t(r)).unwrap_or("");
         let at = field.map_or(func.byte_range(), |f| f.byte_range());
-        if tensor_compute_method(&m) && recv_t != "this" && !recv_t.starts_with("std") {
-            self.torch_op(
-                at.clone(),
-                format!("`{recv_t}.{m}(...)` runs a PyTorch kernel inside the extension; compute it in your own kernel"),
-            );
-        }
-        if matches!(m.as_str(), "to" | "toType" | "dtype" | "type") {
-            let args = node.field("arguments").map(|a| self.t(a)).unwrap_or("");
-            if ["kHalf", "kFloat16", "kBFloat16", "Half", "BFloat16"]
-                .iter()
-                .any(|h| args.contains(h))
-            {
-                self.precision_downgrade(
-                    at.clone(),
-                    format!("`.{m}{args}` converts to reduced precision on an fp32 problem"),
-                );
-            }
-        }
-        if matches!(m.as_str(), "half" | "bfloat16") {
-            self.precision_downgrade(
-                at.clone(),
-                format!("`.{m}()` converts to reduced precision on an fp32 problem"),
-            );
-        }
-        if m.ends_with('_') && m != "data_ptr_" {
-            if let (Some(i), Some(r)) = (self.cur, recv) {
-                if r.kind_fast() == "identifier"
-                    && self.funcs[i]
-                        .params
-                        .iter()
-                        .any(|p| p.is_tensor && p.name == recv_t)
-                {
-                    self.input_mutation(
-                        at.clone(),
-                        format!(
-                            "`{recv_t}.{m}(...)` modifies the input tensor `{recv_t}` in place"
-                        ),
-                    );
-                }
-            }
-        }
+        self.tensor_method_call(&at, recv_t, &m);
+        self.reduced_precision_method(node, &at, &m);
+        self.inplace_on_input(&at, recv, recv_t, &m);
         if let Some(i) = self.cur {
             let arg0 = node.field("arguments").and_then(|a| a.named_child(0));
             match m.as_str() {
@@ -1493,27 +1439,7 @@ impl<'t> Analyzer<'t> {
         if !qualified && self.using_torch && tensor_compute_method(&last) {
             self.unqualified_ops.push((last.clone(), func.byte_range()));
         }
-        if (!qualified || ns == "std") && sandbox_call(&last) {
-            self.sandbox(func.byte_range(), format!("`{q}(...)` reaches outside the sandbox (processes, libraries, environment or files)"));
-        }
-        if last == "fopen" || last == "open" {
-            let mode = node
-                .field("arguments")
-                .and_then(|a| a.named_child(1))
-                .map(|m| self.t(m))
-                .unwrap_or("");
-            if mode.contains('w')
-                || mode.contains('a')
-                || mode.contains('+')
-                || mode.contains("O_WRONLY")
-                || mode.contains("O_RDWR")
-            {
-                self.sandbox(
-                    func.byte_range(),
-                    format!("`{last}` opens a file for writing from inside the extension"),
-                );
-            }
-        }
+        self.sandbox_call(node, func, &q, &last, qualified, ns);
         if last.starts_with("cudaLaunch")
             || last == "cuLaunchKernel"
             || last == "cuLaunchCooperativeKernel"

@@ -100,6 +100,20 @@ pub(in crate::cpp) fn per_thread_stream_findings(
         .collect()
 }
 
+impl<'t> Analyzer<'t> {
+    /// `kernel<<<g, b, smem, stream>>>`: the fourth launch argument is the stream.
+    pub(in crate::cpp) fn launch_stream(&mut self, kernel: &str, args: &[Node<'t>]) {
+        if let Some(stream) = args.get(3) {
+            if !self.stream_ok(*stream, 0) {
+                self.side_stream(
+                    stream.byte_range(),
+                    format!("kernel `{kernel}` is launched on stream `{}`, not on `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(*stream)),
+                );
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------- registry entries
 
 pub(crate) const KG603: RuleMeta = RuleMeta {

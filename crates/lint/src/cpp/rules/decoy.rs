@@ -227,6 +227,22 @@ pub(in crate::cpp) fn pure_device_call(name: &str) -> bool {
         )
 }
 
+impl<'t> Analyzer<'t> {
+    /// `kernel<<<0, ...>>>`: a launch that runs no threads.
+    pub(in crate::cpp) fn empty_launch(&mut self, kernel: &str, args: &[Node<'t>]) {
+        let empty = |n: &Node<'t>| {
+            let t: String = self.t(*n).split_whitespace().collect();
+            matches!(t.as_str(), "0" | "dim3(0)" | "dim3(0,0,0)" | "dim3(0,1,1)")
+        };
+        if let Some(z) = args.iter().take(2).find(|n| empty(n)) {
+            self.decoy_kernel(
+                z.byte_range(),
+                format!("kernel `{kernel}` is launched with an empty grid or block (`{}`): it runs no threads and does no work", self.t(*z)),
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------- registry entries
 
 pub(crate) const KG611: RuleMeta = RuleMeta {

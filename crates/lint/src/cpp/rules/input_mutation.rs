@@ -313,6 +313,35 @@ impl<'t> Analyzer<'t> {
     }
 }
 
+impl<'t> Analyzer<'t> {
+    /// `x.add_(y)` on a tensor parameter: the input is modified in place.
+    pub(in crate::cpp) fn inplace_on_input(
+        &mut self,
+        at: &Range<usize>,
+        recv: Option<Node<'t>>,
+        recv_t: &str,
+        m: &str,
+    ) {
+        if m.ends_with('_') && m != "data_ptr_" {
+            if let (Some(i), Some(r)) = (self.cur, recv) {
+                if r.kind_fast() == "identifier"
+                    && self.funcs[i]
+                        .params
+                        .iter()
+                        .any(|p| p.is_tensor && p.name == recv_t)
+                {
+                    self.input_mutation(
+                        at.clone(),
+                        format!(
+                            "`{recv_t}.{m}(...)` modifies the input tensor `{recv_t}` in place"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------- registry entries
 
 pub(crate) const KG608: RuleMeta = RuleMeta {

@@ -87,6 +87,35 @@ pub(in crate::cpp) fn half_only_test(cond: &str) -> bool {
         })
 }
 
+impl<'t> Analyzer<'t> {
+    /// `.to(at::kHalf)`, `.half()`: a conversion to reduced precision.
+    pub(in crate::cpp) fn reduced_precision_method(
+        &mut self,
+        node: Node<'t>,
+        at: &Range<usize>,
+        m: &str,
+    ) {
+        if matches!(m, "to" | "toType" | "dtype" | "type") {
+            let args = node.field("arguments").map(|a| self.t(a)).unwrap_or("");
+            if ["kHalf", "kFloat16", "kBFloat16", "Half", "BFloat16"]
+                .iter()
+                .any(|h| args.contains(h))
+            {
+                self.precision_downgrade(
+                    at.clone(),
+                    format!("`.{m}{args}` converts to reduced precision on an fp32 problem"),
+                );
+            }
+        }
+        if matches!(m, "half" | "bfloat16") {
+            self.precision_downgrade(
+                at.clone(),
+                format!("`.{m}()` converts to reduced precision on an fp32 problem"),
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------- registry entries
 
 pub(crate) const KG610: RuleMeta = RuleMeta {

@@ -58,6 +58,41 @@ pub(in crate::cpp) fn result_like(text: &str) -> bool {
     RESULT.is_match(text)
 }
 
+impl<'t> Analyzer<'t> {
+    /// `system(...)`, `fopen(path, "w")`: the extension reaching outside the sandbox.
+    pub(in crate::cpp) fn sandbox_call(
+        &mut self,
+        node: Node<'t>,
+        func: Node<'t>,
+        q: &str,
+        last: &str,
+        qualified: bool,
+        ns: &str,
+    ) {
+        if (!qualified || ns == "std") && sandbox_call(last) {
+            self.sandbox(func.byte_range(), format!("`{q}(...)` reaches outside the sandbox (processes, libraries, environment or files)"));
+        }
+        if last == "fopen" || last == "open" {
+            let mode = node
+                .field("arguments")
+                .and_then(|a| a.named_child(1))
+                .map(|m| self.t(m))
+                .unwrap_or("");
+            if mode.contains('w')
+                || mode.contains('a')
+                || mode.contains('+')
+                || mode.contains("O_WRONLY")
+                || mode.contains("O_RDWR")
+            {
+                self.sandbox(
+                    func.byte_range(),
+                    format!("`{last}` opens a file for writing from inside the extension"),
+                );
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------- registry entries
 
 pub(crate) const KG604: RuleMeta = RuleMeta {

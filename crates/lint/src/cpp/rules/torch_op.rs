@@ -26,6 +26,18 @@ impl<'t> Analyzer<'t> {
     }
 }
 
+impl<'t> Analyzer<'t> {
+    /// `x.matmul(w)`: a tensor compute method inside the extension.
+    pub(in crate::cpp) fn tensor_method_call(&mut self, at: &Range<usize>, recv_t: &str, m: &str) {
+        if tensor_compute_method(m) && recv_t != "this" && !recv_t.starts_with("std") {
+            self.torch_op(
+                at.clone(),
+                format!("`{recv_t}.{m}(...)` runs a PyTorch kernel inside the extension; compute it in your own kernel"),
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------- registry entries
 
 pub(crate) const KG601: RuleMeta = RuleMeta {
