@@ -1,5 +1,6 @@
-//! `docs/rules.md`, generated from the registry (`kernelgate rule --all --markdown`); a test
-//! keeps the committed file up to date.
+//! `docs/rules.md`, generated from the registry (`kernelgate rule --all --markdown`): the entries
+//! written beside each rule, in `registry.rs`'s code order. A test keeps the committed file up
+//! to date.
 
 use crate::rule::RuleMeta;
 

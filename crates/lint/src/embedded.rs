@@ -6,6 +6,7 @@
 //! their backslash, f-string placeholders to their `{`, text pulled in through a module-level
 //! name to where that text is written.
 
+use crate::python::semantic::{qualname, ImportAliases};
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{self as ast, Expr, ModModule, Operator, Stmt};
 use ruff_text_size::Ranged;
@@ -148,13 +149,27 @@ pub fn extract_in(
     source: &str,
     base_dir: Option<&Path>,
 ) -> Vec<EmbeddedSource> {
-    let aliases = collect_aliases(&module.body);
+    extract_with(
+        module,
+        &ImportAliases::collect(&module.body),
+        source,
+        base_dir,
+    )
+}
+
+/// [`extract_in`] with the file's import table from its semantic model.
+pub fn extract_with(
+    module: &ModModule,
+    aliases: &ImportAliases,
+    source: &str,
+    base_dir: Option<&Path>,
+) -> Vec<EmbeddedSource> {
     // Pass 1: the module-level names as they stand once the module has run; function bodies
     // run later and see these.
-    let mut first = Walker::new(source, &aliases, base_dir, false);
+    let mut first = Walker::new(source, aliases, base_dir, false);
     first.walk_module(&module.body);
     let final_env = first.env;
-    let mut second = Walker::new(source, &aliases, base_dir, true);
+    let mut second = Walker::new(source, aliases, base_dir, true);
     second.final_env = Some(Rc::new(final_env));
     second.walk_module(&module.body);
     second.out
@@ -315,63 +330,9 @@ fn string_literal_text(lit: &ast::StringLiteral, source: &str, out: &mut Text) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Imports
+// Loaders
 
-/// Local name -> dotted qualified name, from every import in the module.
-pub(crate) fn collect_aliases(body: &[Stmt]) -> HashMap<String, String> {
-    struct V(HashMap<String, String>);
-    impl<'a> Visitor<'a> for V {
-        fn visit_stmt(&mut self, stmt: &'a Stmt) {
-            match stmt {
-                Stmt::Import(imp) => {
-                    for a in &imp.names {
-                        let full = a.name.as_str();
-                        match &a.asname {
-                            Some(asn) => self.0.insert(asn.to_string(), full.to_string()),
-                            None => {
-                                let first = full.split('.').next().unwrap_or(full);
-                                self.0.insert(first.to_string(), first.to_string())
-                            }
-                        };
-                    }
-                }
-                Stmt::ImportFrom(imp) => {
-                    let module = imp.module.as_ref().map_or("", |m| m.as_str());
-                    for a in &imp.names {
-                        let local = a.asname.as_ref().unwrap_or(&a.name).to_string();
-                        self.0
-                            .insert(local, format!("{module}.{}", a.name.as_str()));
-                    }
-                }
-                _ => visitor::walk_stmt(self, stmt),
-            }
-        }
-    }
-    let mut v = V(HashMap::default());
-    v.visit_body(body);
-    v.0
-}
-
-/// The dotted name of `expr` with the first segment resolved through imports.
-pub(crate) fn qualname(expr: &Expr, aliases: &HashMap<String, String>) -> Option<String> {
-    match expr {
-        Expr::Name(n) => Some(
-            aliases
-                .get(n.id.as_str())
-                .cloned()
-                .unwrap_or_else(|| n.id.to_string()),
-        ),
-        Expr::Attribute(a) => {
-            let mut q = qualname(&a.value, aliases)?;
-            q.push('.');
-            q.push_str(a.attr.as_str());
-            Some(q)
-        }
-        _ => None,
-    }
-}
-
-fn loader_of(call: &ast::ExprCall, aliases: &HashMap<String, String>) -> Option<Loader> {
+fn loader_of(call: &ast::ExprCall, aliases: &ImportAliases) -> Option<Loader> {
     let q = qualname(&call.func, aliases).unwrap_or_default();
     let last = q.rsplit('.').next().unwrap_or("");
     if last == "load_inline" {
@@ -393,7 +354,7 @@ fn loader_of(call: &ast::ExprCall, aliases: &HashMap<String, String>) -> Option<
 
 struct Walker<'s> {
     source: &'s str,
-    aliases: &'s HashMap<String, String>,
+    aliases: &'s ImportAliases,
     base_dir: Option<&'s Path>,
     collect: bool,
     /// Names bound in the scope being walked.
@@ -412,7 +373,7 @@ struct Walker<'s> {
 impl<'s> Walker<'s> {
     fn new(
         source: &'s str,
-        aliases: &'s HashMap<String, String>,
+        aliases: &'s ImportAliases,
         base_dir: Option<&'s Path>,
         collect: bool,
     ) -> Self {

@@ -7,6 +7,7 @@
 pub mod cpp;
 pub mod docs;
 pub mod embedded;
+mod file_rules;
 pub mod output;
 pub mod python;
 pub mod registry;
@@ -17,7 +18,7 @@ pub mod triton;
 
 pub use kernelgate_model::{Backend, Finding, Precision, Severity};
 pub use python::reach::{reachable, Reachability};
-pub use rule::{Context, LineIndex, RawFinding, RuleMeta};
+pub use rule::{Context, LineIndex, RawFinding, Rule, RuleMeta};
 pub use sarif::to_sarif;
 
 use serde::{Deserialize, Serialize};
@@ -63,7 +64,12 @@ pub struct LintOptions {
 /// Torch-op findings: PyTorch doing (part of) the work. They block only when the forward path
 /// reaches no custom code that does work; next to a working kernel they are partial
 /// replacement, a warning (the runtime op audit measures how much PyTorch still does).
-pub const TORCH_OP_RULES: [&str; 4] = ["KG101", "KG102", "KG104", "KG601"];
+pub const TORCH_OP_RULES: [&str; 4] = [
+    Rule::KG101.code(),
+    Rule::KG102.code(),
+    Rule::KG104.code(),
+    Rule::KG601.code(),
+];
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LintError {
@@ -93,7 +99,7 @@ pub fn unreadable_finding(path: &str, err: &kernelgate_model::SourceError) -> Fi
         column,
         end_line: line,
         end_column: column + 1,
-        rule: "KG000".into(),
+        rule: Rule::KG000.code().into(),
         severity: Severity::Error,
         message: err.to_string(),
     }
@@ -123,14 +129,18 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
     let directive = suppress::directive(source);
     let precision = directive.precision.unwrap_or(opts.precision);
     let backend = directive.backend.or(opts.backend);
-    let mut ctx = Context::new(path, source, precision, backend);
+    let ctx = Context::new(path, source, precision, backend);
 
     let parsed = match ruff_python_parser::parse_module(source) {
         Ok(parsed) => parsed,
         Err(err) => {
             let start = usize::from(err.location.start());
             let end = usize::from(err.location.end()).max(start);
-            let raw = RawFinding::new("KG000", start..end, format!("syntax error: {}", err.error));
+            let raw = RawFinding::new(
+                Rule::KG000,
+                start..end,
+                format!("syntax error: {}", err.error),
+            );
             return Ok(finish(&ctx, vec![raw], opts));
         }
     };
@@ -139,9 +149,10 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
         .problem_source
         .as_deref()
         .and_then(|p| ruff_python_parser::parse_module(p).ok());
-    ctx.facts =
-        python::consts::BranchFacts::build(module, problem.as_ref().map(|p| p.syntax()), precision);
-    let py = python::check_full(module, &ctx);
+    // Built once: every pass below reads the same names, imports, reachability and facts.
+    let model =
+        python::SemanticModel::build(module, problem.as_ref().map(|p| p.syntax()), precision);
+    let py = python::check_full(&model, &ctx);
     let mut raws = py.findings;
     // What `forward` passes each extension function, over all its live call sites.
     let mut py_args: rustc_hash::FxHashMap<String, Vec<python::ArgKind>> = Default::default();
@@ -171,12 +182,12 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
     // Embedded C++/CUDA (load_inline / load(sources=...) files next to the .py) and Triton.
     let base_dir = std::path::Path::new(path).parent();
     let mut working: Vec<String> = Vec::new();
-    for ext in embedded::extract_in(module, source, base_dir) {
+    for ext in embedded::extract_with(module, &model.imports, source, base_dir) {
         let out = cpp::check_full(&ext, &ctx, &py_args);
         raws.extend(out.findings);
         working.extend(out.working_exports);
     }
-    let tr = triton::check_triton_full(module, source, &ctx);
+    let tr = triton::check_triton_full(&model, &ctx);
     raws.extend(tr.findings);
     // Custom code that provably runs: a working extension function whose result forward uses,
     // or a working Triton kernel launched from live code. A call whose result is thrown away
@@ -192,7 +203,9 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
         });
     if let Some(what) = custom {
         for r in raws.iter_mut() {
-            if TORCH_OP_RULES.contains(&r.code) && r.severity.is_none() && !audit_blind(&r.message)
+            if TORCH_OP_RULES.contains(&r.code.code())
+                && r.severity.is_none()
+                && !audit_blind(&r.message)
             {
                 r.severity = Some(Severity::Warning);
                 r.message.push_str(&format!(" (a warning: forward also runs {what}, so this is partial replacement; the runtime op audit measures how much PyTorch still does)"));
@@ -202,7 +215,7 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
     let sup = suppress::Suppressions::collect(parsed.tokens(), source);
     raws.extend(directive.problems);
     raws.extend(sup.problems.iter().cloned());
-    raws.retain(|r| !sup.allows(r.code, ctx.lines.line_of(r.range.start)));
+    raws.retain(|r| !sup.allows(r.code.code(), ctx.lines.line_of(r.range.start)));
     Ok(finish(&ctx, raws, opts))
 }
 
@@ -230,7 +243,7 @@ fn finish(ctx: &Context, raws: Vec<RawFinding>, opts: &LintOptions) -> Vec<Findi
     let mut out: Vec<Finding> = raws
         .into_iter()
         .filter_map(|r| {
-            let meta = rule(r.code)?;
+            let meta = r.code.meta();
             let severity = match opts.severity_overrides.get(meta.code) {
                 Some(SeverityOrOff::Off) => return None,
                 Some(SeverityOrOff::Error) => Severity::Error,

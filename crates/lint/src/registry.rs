@@ -1,469 +1,119 @@
-//! Every rule, in code order. Groups (like ruff): KG0xx parsing, KG1xx PyTorch fallbacks,
-//! KG2xx bypass and obfuscation, KG3xx tampering/forging/introspection/sandbox, KG4xx caching,
-//! phase detection, threads and streams, KG5xx precision, KG6xx embedded C++/CUDA and Triton
-//! (lint-cpp), KG7xx structure, KG9xx suppressions.
+//! Every rule, in code order: the one list that ties a `Rule` to its registry entry. Each entry
+//! (code, name, default severity, summary, docs) lives beside the rule's implementation; this
+//! list only names where. Groups (like ruff): KG0xx parsing, KG1xx PyTorch fallbacks, KG2xx
+//! bypass and obfuscation, KG3xx tampering/forging/introspection/sandbox, KG4xx caching, phase
+//! detection, threads and streams, KG5xx precision, KG6xx embedded C++/CUDA and Triton, KG7xx
+//! structure, KG9xx suppressions.
 //!
-//! lint-cpp: add your `RuleMeta`s in the KG6xx section below (keep code order). After any change
-//! here, regenerate docs/rules.md: `KERNELGATE_BLESS=1 cargo test -p kernelgate --test lint docs`.
+//! To add a rule: write its `RuleMeta` const next to its check, add a line below (keep code
+//! order), then regenerate docs/rules.md:
+//! `KERNELGATE_BLESS=1 cargo test -p kernelgate --test lint docs`.
 
 use crate::rule::RuleMeta;
-use kernelgate_model::Severity::{Error, Warning};
 
-pub static RULES: &[RuleMeta] = &[
-    RuleMeta {
-        code: "KG000",
-        name: "parse-error",
-        severity: Error,
-        summary: "The file is not valid Python, not UTF-8, or unreadable",
-        doc: "The candidate could not be parsed, so no other rule could check it and the harness could not import it. Fix the syntax error at the reported position. A file that is not UTF-8 (the finding names the first invalid byte and its position) or that cannot be read at all gets this finding too, on its own row: the rest of the run proceeds. Save the file as UTF-8.",
-        bad: "class ModelNew(nn.Module)\n    def forward(self, x):\n        return x",
-        good: "class ModelNew(nn.Module):\n    def forward(self, x):\n        return kernel.run(x)",
-    },
-    // ---- KG1xx: PyTorch fallbacks in code reachable from ModelNew.forward ----
-    RuleMeta {
-        code: "KG101",
-        name: "torch-op-fallback",
-        severity: Error,
-        summary: "A PyTorch compute op runs in ModelNew's code path",
-        doc: "Code reachable from `ModelNew.forward` calls a PyTorch compute function (`torch.matmul`, `torch.nn.functional.softmax`, `torch.compile`, `torch.ops.aten.*`, `torch._VF.*`, `torch.__dict__[\"...\"]`, ...), under any alias, through a constant-foldable `getattr`, stored in a class attribute, a container or a `functools.partial`, or in a decorator (`@torch.compile`), or taken as a value to call later (`getattr(ext, \"gelu\", None) or F.gelu`, `operator.attrgetter(\"sigmoid\")(torch)`); CuPy's and nvmath's library functions (`cupy.matmul`) count too. The work is then done by PyTorch's kernels, not the candidate's, and the measured speedup is PyTorch's. Allocation and metadata (`torch.empty`, `empty_like`, `zeros`, `view`, `reshape`, `cat`, `F.pad`, ...) are allowed, and so are branches the problem never takes (`if self.bias is not None:` when `get_init_inputs()` gives no bias, `if not x.is_cuda:`, a half-precision path on an fp32 problem). Move the computation into your kernel. Next to custom code that provably runs (an extension function that launches a working kernel and whose result `forward` uses, or a working Triton kernel launched from `forward`'s path) this is partial replacement, which KernelBench allows: a warning, and the runtime op audit measures how much PyTorch still does. With no such code (KG702, or only a decoy) it is an error. `torch.compile` and host work (`.numpy()`, `.apply_()`) stay errors: the audit would count the compiler's kernels as the candidate's and cannot see the host's work.",
-        bad: "import torch.nn.functional as Fn\n\ndef forward(self, x):\n    return Fn.softmax(x, dim=1)",
-        good: "def forward(self, x):\n    out = torch.empty_like(x)\n    softmax_ext.softmax(x, out)\n    return out",
-    },
-    RuleMeta {
-        code: "KG102",
-        name: "nn-layer-fallback",
-        severity: Error,
-        summary: "A torch.nn compute layer is called in ModelNew's code path",
-        doc: "A `torch.nn` compute layer (`nn.Linear`, `nn.Conv2d`, `nn.ReLU`, ..., or a class derived from one) is invoked from code reachable from `ModelNew.forward` (also as `layer.forward(x)`, `layer._call_impl(x)`, or `super().forward(x)` in a `ModelNew` that subclasses the layer), so PyTorch does the work. Creating the layer only to hold parameters with the reference's initialisation is fine: pass `self.linear.weight` to your kernel instead of calling `self.linear(x)`. Next to custom code that provably runs (an extension function that launches a working kernel and whose result `forward` uses, or a working Triton kernel launched from `forward`'s path) this is partial replacement, which KernelBench allows: a warning, and the runtime op audit measures how much PyTorch still does. With no such code (KG702, or only a decoy) it is an error.",
-        bad: "def __init__(self):\n    self.fc = nn.Linear(128, 64)\n\ndef forward(self, x):\n    return self.fc(x)",
-        good: "def forward(self, x):\n    return gemm_ext.linear(x, self.fc.weight, self.fc.bias)",
-    },
-    RuleMeta {
-        code: "KG103",
-        name: "matmul-operator",
-        severity: Error,
-        summary: "The `@` operator multiplies tensors with PyTorch",
-        doc: "`a @ b` (and `a @= b`) on tensors dispatches to PyTorch's matmul. In code reachable from `ModelNew.forward` this replaces the custom kernel with cuBLAS. Call your kernel instead.",
-        bad: "def forward(self, a, b):\n    return a @ b",
-        good: "def forward(self, a, b):\n    return matmul_ext.matmul(a, b)",
-    },
-    RuleMeta {
-        code: "KG104",
-        name: "tensor-method-fallback",
-        severity: Error,
-        summary: "A tensor compute method or operator runs in ModelNew's code path",
-        doc: "A tensor method that computes (`x.sigmoid()`, `x.matmul(w)`, `x.sum(dim=1)`, `x.relu_()`, `y.add_(b)`, `y.__mul__(2)`, ...) is called from code reachable from `ModelNew.forward`, or an arithmetic or comparison operator is applied to a tensor `forward` holds (an input, a kernel's result, a view of either: `y * scale`, `-x`, `y *= 2`, `x > 0`, `operator.add(y, b)`, `sum(parts)`), or the tensor is handed to NumPy (`.numpy()`). It runs a PyTorch kernel (or the host) instead of yours. Metadata and layout methods (`size`, `view`, `reshape`, `contiguous`, `data_ptr`, `to(device)`, `clone`, `t`, ...) are allowed; calls on the extension module returned by `load_inline` are not tensor methods. Next to custom code that provably runs (an extension function that launches a working kernel and whose result `forward` uses, or a working Triton kernel launched from `forward`'s path) this is partial replacement, which KernelBench allows: a warning, and the runtime op audit measures how much PyTorch still does. With no such code (KG702, or only a decoy) it is an error.",
-        bad: "def forward(self, x):\n    return x.sigmoid()",
-        good: "def forward(self, x):\n    return sigmoid_ext.sigmoid(x.contiguous())",
-    },
-    // ---- KG2xx: bypass and obfuscation ----
-    RuleMeta {
-        code: "KG201",
-        name: "try-except-fallback",
-        severity: Error,
-        summary: "try/except can silently fall back to PyTorch",
-        doc: "A `try`/`except` in the candidate lets a failing kernel fall back to another path (usually PyTorch) without anyone noticing, so the gate would time and verify different code than the PR claims. Let errors propagate; the harness reports a crash with its message.",
-        bad: "try:\n    out = ext.relu(x)\nexcept Exception:\n    out = torch.relu(x)",
-        good: "out = ext.relu(x)",
-    },
-    RuleMeta {
-        code: "KG202",
-        name: "empty-forward",
-        severity: Error,
-        summary: "ModelNew.forward does nothing or is missing",
-        doc: "`ModelNew.forward` is `pass`, `...`, only a docstring, returns an input unchanged, returns a fresh `torch.empty`/`zeros`/`ones`/`full` that no kernel wrote (outside an empty-input guard such as `if x.numel() == 0:`), or is not defined at all (then a base class's `forward` runs). A candidate must compute its output in its own `forward`.",
-        bad: "class ModelNew(nn.Module):\n    def forward(self, x):\n        pass",
-        good: "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.relu(x)",
-    },
-    RuleMeta {
-        code: "KG203",
-        name: "reference-bypass",
-        severity: Error,
-        summary: "ModelNew reuses the reference Model",
-        doc: "`ModelNew` inherits from the reference `Model`, is an alias of it, instantiates it, or calls its `forward` (`Model.forward(self, x)`, `super().forward(x)` with `Model` as base). The reference's PyTorch code then runs instead of a kernel.",
-        bad: "class ModelNew(Model):\n    pass",
-        good: "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.run(x)",
-    },
-    RuleMeta {
-        code: "KG204",
-        name: "dynamic-code",
-        severity: Error,
-        summary: "exec/eval/compile/__import__/dynamic getattr hides what runs",
-        doc: "`exec`, `eval` and `compile` run code the linter cannot see, and so does loading another file's code (`importlib.util.spec_from_file_location`, `importlib.machinery`, `runpy`, `imp`); `__import__`, `importlib.import_module` and `getattr` on a module with a name built at run time hide which module or function is used. Write the import or the call plainly. (`getattr(torch, \"mat\" + \"mul\")` is folded and checked as the call it names.)",
-        bad: "op = getattr(torch, name)\nexec(base64.b64decode(payload))",
-        good: "import my_kernels\nout = my_kernels.run(x)",
-    },
-    // ---- KG3xx: tampering, forging, introspection, sandbox ----
-    RuleMeta {
-        code: "KG301",
-        name: "timer-tampering",
-        severity: Error,
-        summary: "Timing functions are replaced",
-        doc: "The candidate assigns to, `setattr`s or deletes a timing function (`torch.cuda.Event.*`, `torch.cuda.synchronize`, `torch.cuda.Stream.*`, `time.*`, `timeit.*`), so a harness that times with them measures nothing. kernelgate times through the driver, but the attempt itself is a hack.",
-        bad: "torch.cuda.Event.elapsed_time = lambda self, end: 0.01",
-        good: "# measure with `kernelgate eval`; never patch timers",
-    },
-    RuleMeta {
-        code: "KG302",
-        name: "validation-tampering",
-        severity: Error,
-        summary: "Correctness checks are replaced",
-        doc: "The candidate replaces a function the correctness check relies on (`torch.allclose`, `torch.equal`, `torch.isclose`, anything under `torch.testing`, `torch.Tensor` comparison methods) by assignment or `setattr`, so wrong outputs compare equal.",
-        bad: "torch.allclose = lambda *a, **k: True",
-        good: "# let the harness compare outputs",
-    },
-    RuleMeta {
-        code: "KG303",
-        name: "monkey-patch",
-        severity: Error,
-        summary: "A library function is monkey-patched",
-        doc: "The candidate assigns to, `setattr`s or deletes an attribute of an imported module (`torch.matmul = ...`, `F.relu = ...`, `sys.stdout = ...`) or uses `unittest.mock.patch`. Patching shared modules changes what the reference and the harness run. Define your own function instead.",
-        bad: "torch.nn.functional.gelu = my_fast_gelu",
-        good: "def my_fast_gelu(x):\n    return ext.gelu(x)",
-    },
-    RuleMeta {
-        code: "KG304",
-        name: "harness-introspection",
-        severity: Error,
-        summary: "The candidate inspects the harness or the interpreter",
-        doc: "Use of `gc`, `inspect`, `sys._getframe`, `sys.modules`, `sys.settrace`, `__main__`, `builtins`, `globals()`, frame attributes (`f_back`, `f_locals`, `__globals__`), stack walks (`traceback.extract_stack`), `psutil`, or the caching allocator's snapshots and raw blocks (`torch.cuda.memory_snapshot`, `caching_allocator_alloc`) lets a candidate find the reference outputs or the harness's state. Kernels never need them.",
-        bad: "import gc\nref = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]",
-        good: "# compute from the inputs you are given",
-    },
-    RuleMeta {
-        code: "KG305",
-        name: "forged-output",
-        severity: Error,
-        summary: "The candidate prints results or exits early",
-        doc: "Writing result-like text to stdout/stderr (`print(\"correct: True\")`, also through `%` or `.format`, `sys.stdout.write`, `sys.stdout.buffer`), writing to raw file descriptors (`os.write`), or ending the process (`os._exit`, `sys.exit`, `exit()`, `os.kill`, `atexit`) can forge the harness's verdict. kernelgate reads results over its own channel, but the attempt is a hack.",
-        bad: "print('{\"correct\": true, \"runtime_ms\": 0.01}')\nos._exit(0)",
-        good: "return out",
-    },
-    RuleMeta {
-        code: "KG306",
-        name: "sandbox-abuse",
-        severity: Error,
-        summary: "Processes, ctypes, network or file writes outside temp",
-        doc: "`subprocess`, `os.system`, `os.popen`, `os.exec*`, `os.spawn*`, `os.posix_spawn*`, `os.fork`, `ctypes`, `torch.ops.load_library`, the CUDA runtime or driver called from Python (`cuda.cudart`, `cuda.bindings`), `cffi`, `pip`, sockets and HTTP clients, deleting or moving files, and writing files outside a temporary directory reach outside the kernel's sandbox (install packages, call vendor libraries, overwrite the harness). Build kernels with `load_inline` and write scratch files under `tempfile`.",
-        bad: "import subprocess\nsubprocess.run(['pip', 'install', 'fastlib'])",
-        good: "ext = load_inline(name='k', cpp_sources=src, functions=['run'])",
-    },
-    // ---- KG4xx: caching, phase detection, threads, streams ----
-    RuleMeta {
-        code: "KG401",
-        name: "output-cache",
-        severity: Error,
-        summary: "Results are cached by tensor identity or shape",
-        doc: "A container (also a default argument, a class attribute or a `weakref` dictionary) is indexed or probed with a key derived from `data_ptr()`, `id()`, `.shape`/`.size()`, `hash()` or a content fingerprint (`.tolist()`, `.item()`), an input's identity is compared with one stored from an earlier call (`x.data_ptr() == self.last_ptr`, `x is self.last_x`), a result computed from the inputs only when a stored attribute is unset is returned (`if self.out is None: self.out = ext.run(x)` ... `return self.out`), `forward` or a function that launches kernels is memoised with `functools.cache`/`lru_cache`, an input is kept in `self` across calls, or stored tensors are loaded from disk (`torch.load`, `numpy.load`, `pickle.load`). Returning a stored result for repeated inputs makes timing meaningless. Compute every call; cache only compiled kernels keyed by dtype or configuration.",
-        bad: "_cache = {}\ndef forward(self, x):\n    key = x.data_ptr()\n    if key in _cache:\n        return _cache[key]",
-        good: "def forward(self, x):\n    return ext.run(x)",
-    },
-    RuleMeta {
-        code: "KG402",
-        name: "phase-detection",
-        severity: Error,
-        summary: "Behaviour depends on call counts, environment or argv",
-        doc: "A counter kept in `self` or a global is incremented on the forward path and tested in a condition, or the forward path reads `os.environ`, `os.getenv`, `sys.argv` (directly, through an alias, or through a module-level name assigned from them) or a clock (`time.perf_counter()`). Counters include `next(self.calls)` on an `itertools.count()`, `self.n = getattr(self, \"n\", 0) + 1` class attributes (`ModelNew.calls += 1`), `nonlocal` closure variables, and helpers that bump a counter (`if _tick() > 3:`). Reseeding the random generator on the forward path (`torch.manual_seed`) counts too: it lets a candidate regenerate the harness's inputs. That lets a candidate behave during the correctness check and cheat while being timed. The same inputs must always take the same path.",
-        bad: "def forward(self, x):\n    self.calls += 1\n    if self.calls > 5:\n        return self.out",
-        good: "def forward(self, x):\n    return ext.run(x)",
-    },
-    RuleMeta {
-        code: "KG403",
-        name: "side-stream",
-        severity: Error,
-        summary: "Work is launched on a non-default CUDA stream",
-        doc: "`torch.cuda.Stream`, `torch.cuda.stream(...)`, `ExternalStream`, `set_stream` or a `stream=` argument other than the current stream moves work off the stream the timer records on, so the timed region misses it. A side stream that the same function joins back into the current stream before returning (`torch.cuda.current_stream().wait_stream(s)`, `.wait_event(e)` or `torch.cuda.synchronize()`) is a warning: nothing escapes the timer if the join is right, and the runtime escaped-work check decides. CUDA graphs stay errors. Launch on `torch.cuda.current_stream()`.",
-        bad: "s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    ext.run(x)",
-        good: "ext.run(x)  # on the current stream",
-    },
-    RuleMeta {
-        code: "KG404",
-        name: "threads",
-        severity: Error,
-        summary: "Threads or processes finish work in the background",
-        doc: "`threading`, `_thread`, `concurrent.futures`, `multiprocessing` (also `torch.multiprocessing`) and `asyncio` let `forward` return before the work is done, so the timer stops early. Compute synchronously on the current stream.",
-        bad: "from concurrent.futures import ThreadPoolExecutor\npool = ThreadPoolExecutor(1)",
-        good: "out = ext.run(x)",
-    },
-    RuleMeta {
-        code: "KG405",
-        name: "lazy-tensor",
-        severity: Error,
-        summary: "A torch.Tensor subclass or __torch_function__ defers work",
-        doc: "A subclass of `torch.Tensor` (also built with `type(name, (torch.Tensor,), ...)`), `_make_subclass`, `_make_wrapper_subclass`, `as_subclass` or a `__torch_function__`/`__torch_dispatch__` override can return a placeholder that computes only when compared. Return plain tensors.",
-        bad: "class Lazy(torch.Tensor):\n    def __torch_function__(cls, func, types, args=(), kwargs=None): ...",
-        good: "return out  # a plain torch.Tensor",
-    },
-    RuleMeta {
-        code: "KG406",
-        name: "memoized-forward",
-        severity: Warning,
-        summary: "A function on the forward path is memoised",
-        doc: "`functools.cache`/`lru_cache` on a function reachable from `ModelNew.forward` that calls other code of the file (so kernelgate cannot tell whether it returns outputs) returns stored results when called with the same (hashable) arguments; tensors hash by identity, so repeated inputs return stale outputs. Memoising `forward` or a function that launches kernels is an output cache (KG401); memoising a kernel build or a pure configuration helper is fine. Memoise only on dtypes, shapes of configuration or kernel parameters, and say so in a suppression.",
-        bad: "@functools.lru_cache(None)\ndef plan(self, n):\n    return self._tiles(n)",
-        good: "@functools.lru_cache(None)\ndef build(dtype):\n    return load_inline(name=f\"k_{dtype}\", cpp_sources=src, functions=[\"run\"])",
-    },
-    RuleMeta {
-        code: "KG407",
-        name: "input-mutation",
-        severity: Error,
-        summary: "ModelNew.forward writes into one of its inputs",
-        doc: "Code on the forward path modifies an input tensor or a view of one: an in-place method (`x.zero_()`, `x.copy_(out)`, `x.fill_(0)`, `x.add_(1)`), an item assignment (`x[...] = v`), `x.data = ...` or an augmented assignment (`x += y`), or `forward` returns an input or a view of it after calling a kernel (`ext.relu_(x); return x`). A mutated input can make a later reference run agree with a wrong answer, or hand the harness its own buffer back. Allocate an output (`torch.empty_like(x)`) and write there.",
-        bad: "def forward(self, x):\n    out = ext.relu(x)\n    x.copy_(out)\n    return x",
-        good: "def forward(self, x):\n    return ext.relu(x)",
-    },
-    // ---- KG5xx: precision ----
-    RuleMeta {
-        code: "KG501",
-        name: "precision-downgrade",
-        severity: Error,
-        summary: "An fp32 problem is computed in fp16/bf16",
-        doc: "On an fp32 problem the candidate converts tensors to half precision (`.half()`, `.bfloat16()`, `.to(torch.float16)`, `.type(\"torch.cuda.HalfTensor\")`, fp8 dtypes, `dtype=torch.bfloat16`, `cast_inputs=`, `torch.autocast`, `torch.set_default_dtype(torch.float16)`). Lower precision is faster but answers a different problem; the tolerance is set for fp32. Silent on fp16 and bf16 problems.",
-        bad: "def forward(self, x):\n    return ext.run(x.half()).float()",
-        good: "def forward(self, x):\n    return ext.run(x)  # fp32 kernel",
-    },
-    RuleMeta {
-        code: "KG502",
-        name: "tf32-enabled",
-        severity: Error,
-        summary: "TF32 or reduced-precision matmul is switched on for an fp32 problem",
-        doc: "`torch.backends.cuda.matmul.allow_tf32 = True`, `torch.backends.cudnn.allow_tf32 = True`, `allow_fp16_reduced_precision_reduction` , `torch.backends.cudnn.flags(allow_tf32=True)`, `torch.set_float32_matmul_precision(\"high\"|\"medium\")` or a TF32 override in the environment (`TORCH_ALLOW_TF32_CUBLAS_OVERRIDE`, `NVIDIA_TF32_OVERRIDE`) make fp32 matmuls run in TF32 — for the reference too, which changes the baseline. Silent on fp16 and bf16 problems.",
-        bad: "torch.backends.cuda.matmul.allow_tf32 = True",
-        good: "# keep full fp32 precision",
-    },
-    // ---- KG6xx: embedded C++/CUDA and Triton (lint-cpp) ----
-    RuleMeta {
-        code: "KG601",
-        name: "cpp-torch-op",
-        severity: Error,
-        summary: "A PyTorch/ATen compute op runs inside the C++/CUDA extension",
-        doc: "The extension's host code calls an ATen or `torch::` compute op (`at::matmul`, `torch::relu`, `at::native::*`, `at::_ops::mm::call`, `x.matmul(y)`, `x.sum()`, tensor arithmetic such as `x * 0.5` or `y += x`, `torch::nn::Linear`, a `namespace F = torch::nn::functional` alias, or the dispatcher: `c10::Dispatcher::singleton().findSchemaOrThrow(\"aten::mm\", \"\")`), so PyTorch's kernel does the work and the speedup measured is PyTorch's. Allocation and metadata (`torch::empty`, `empty_like`, `zeros`, `x.size()`, `x.data_ptr<T>()`, `TORCH_CHECK`, `x.options()`, `at::cuda::getCurrentCUDAStream()`) are allowed. Compute the result in your own `__global__` kernel. Small glue on a result the extension's own kernel already reduced (`torch::sqrt` of per-row sums) is a warning when the extension function launches a working kernel: see KG101.",
-        bad: "torch::Tensor run(torch::Tensor a, torch::Tensor b) {\n    return at::matmul(a, b);\n}",
-        good: "torch::Tensor run(torch::Tensor a, torch::Tensor b) {\n    auto c = torch::empty({a.size(0), b.size(1)}, a.options());\n    matmul_kernel<<<grid, block, 0, at::cuda::getCurrentCUDAStream()>>>(...);\n    return c;\n}",
-    },
-    RuleMeta {
-        code: "KG602",
-        name: "cpp-vendor-library",
-        severity: Error,
-        summary: "The extension calls cuBLAS, cuDNN or another vendor library",
-        doc: "The C++/CUDA sources call a vendor library (`cublasSgemm`, `cublasHandle_t`, `cudnnConvolutionForward`, cuFFT, cuSPARSE, cuSOLVER, `cutlass::library`, `at::cuda::blas`, device-wide CUB and Thrust algorithms (`cub::DeviceReduce::Sum`, `thrust::transform`), and, when the declared backend is not CUTLASS/CuTe, CUTLASS's prebuilt device-level operators `cutlass::gemm::device::*`/`cutlass::conv::device::*`). The library's kernel does the work instead of the candidate's. An `#include <cublas_v2.h>` or `<cufft.h>` with nothing from it used is boilerplate, not a finding. Write the kernel yourself (CUTLASS/CuTe templates compiled into your own kernel are fine).",
-        bad: "#include <cublas_v2.h>\ncublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n);",
-        good: "gemm_tiled<<<grid, block, 0, at::cuda::getCurrentCUDAStream()>>>(a, b, c, n);",
-    },
-    RuleMeta {
-        code: "KG603",
-        name: "cpp-side-stream",
-        severity: Error,
-        summary: "The extension launches work on a side stream",
-        doc: "The C++/CUDA creates or uses a stream other than PyTorch's current stream (`cudaStreamCreate*`, `getStreamFromPool`, `getStreamFromExternal`, `cudaStreamPerThread`, or a `<<<g, b, smem, stream>>>`, `cudaLaunchKernel`/`cuLaunchKernel`/`cudaGraphLaunch`/`cudaMemcpyAsync` stream argument or launch-config `.stream` that is not `0` or `at::cuda::getCurrentCUDAStream()`), also when spelled through a macro or `##`, or builds with `--default-stream per-thread` / `CUDA_API_PER_THREAD_DEFAULT_STREAM`. The harness times the current stream, so work elsewhere escapes the measurement. The caller's stream in any spelling is fine (`at::cuda::getCurrentCUDAStream()`, `c10::cuda::getCurrentCUDAStream().stream()`, a local or helper holding it). Side streams that the same function joins back into the caller's stream with events (`cudaEventRecord` on the side stream, `cudaStreamWaitEvent` on the caller's) are a warning: nothing escapes the timer if the join is right, and the runtime leak check decides. Launch on `at::cuda::getCurrentCUDAStream()`.",
-        bad: "cudaStream_t s;\ncudaStreamCreate(&s);\nk<<<g, b, 0, s>>>(x, y, n);",
-        good: "k<<<g, b, 0, at::cuda::getCurrentCUDAStream()>>>(x, y, n);",
-    },
-    RuleMeta {
-        code: "KG604",
-        name: "cpp-token-pasting",
-        severity: Error,
-        summary: "A macro builds an API name with `##`",
-        doc: "A preprocessor macro pastes tokens (`##`) into the name of a CUDA, driver or library API (`CAT(cudaStream, Create)`). Honest kernels have no reason to hide an API name; it is how a banned call gets past a text search. Write the call out.",
-        bad: "#define CAT(a, b) a##b\nCAT(cudaStream, Create)(&s);",
-        good: "#define CHECK_CUDA(x) TORCH_CHECK(x.is_cuda(), #x \" must be a CUDA tensor\")",
-    },
-    RuleMeta {
-        code: "KG605",
-        name: "cpp-thread",
-        severity: Error,
-        summary: "The extension starts a host thread",
-        doc: "The C++ starts a thread (`std::thread`, `std::jthread`, `std::async`, `pthread_create`). A call can return a placeholder while a background thread finishes the work after the harness stopped the clock. Do the work in the call, on the current stream (`at::parallel_for` is fine for CPU kernels).",
-        bad: "std::thread([=] { k<<<g, b>>>(x, y, n); }).detach();\nreturn y;",
-        good: "k<<<g, b, 0, at::cuda::getCurrentCUDAStream()>>>(x, y, n);\nreturn y;",
-    },
-    RuleMeta {
-        code: "KG606",
-        name: "cpp-static-cache",
-        severity: Error,
-        summary: "A static or global tensor/map in C++ outlives the call",
-        doc: "A `static`, `thread_local` or namespace-level variable holds tensors, a map of pointers, a struct with a tensor member, or a captured CUDA graph (`static std::unordered_map<void*, torch::Tensor> cache;`, a global `torch::Tensor`, `static cudaGraphExec_t`), or `torch::from_blob` wraps memory kept in a static or global variable, or a static counter is incremented (`++calls`: behaviour that changes with the call count is phase detection). Results can be returned from it on later calls, keyed by `data_ptr()` or shape, instead of being computed. Allocate outputs per call; cache only configuration (constants, compiled handles).",
-        bad: "static std::unordered_map<const void*, torch::Tensor> cache;\nauto it = cache.find(x.data_ptr());",
-        good: "auto y = torch::empty_like(x);  // fresh output every call",
-    },
-    RuleMeta {
-        code: "KG607",
-        name: "cpp-l2-persistence",
-        severity: Error,
-        summary: "The extension pins data in L2 across calls",
-        doc: "`cudaStreamSetAttribute` with an access-policy window, `cudaLimitPersistingL2CacheSize` or `accessPolicyWindow`/`hitProp` fields make inputs persist in L2, so the harness's cache flush between timed runs no longer empties the cache and the kernel looks faster than it is on cold data. Remove the persistence settings.",
-        bad: "attr.accessPolicyWindow.base_ptr = x.data_ptr();\ncudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &attr);",
-        good: "k<<<g, b, 0, at::cuda::getCurrentCUDAStream()>>>(x, y, n);",
-    },
-    RuleMeta {
-        code: "KG608",
-        name: "cpp-input-mutation",
-        severity: Error,
-        summary: "The extension modifies an input or returns it as the output",
-        doc: "A host function returns one of its input tensors (in-place compute on the input; returning an out-parameter such as `f(x, out)` ... `return out;` is fine when its kernels only store through `out`, never read it), calls an in-place method (`x.zero_()`, `x.copy_(...)`) on an input, or launches a kernel, calls a helper that launches one, or `cudaMemset`/`cudaMemcpy`s into an input's `data_ptr()` while returning a fresh output. Inputs must stay unchanged: a mutated input can make a later reference run agree with a wrong answer. What counts as an input is traced from the Python call sites: a parameter that `forward` only ever passes the candidate's own buffers (`self.workspace`, a fresh `torch.empty`, partial sums of a split-K reduction) may be written. Allocate an output and write to it.",
-        bad: "relu_inplace<<<g, b>>>(x.data_ptr<float>(), n);\nreturn x;",
-        good: "auto y = torch::empty_like(x);\nrelu<<<g, b, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);\nreturn y;",
-    },
-    RuleMeta {
-        code: "KG609",
-        name: "cpp-unwritten-output",
-        severity: Warning,
-        summary: "An output from `torch::empty` is returned without being written",
-        doc: "A host function returns a tensor allocated with `torch::empty`/`empty_like` that is never handed to a kernel or helper (only its metadata is read, or only a `data_ptr()` taken and never passed on), or returns `torch::empty_like(x)` directly. `empty` memory is whatever the caching allocator held, often the reference's freed result, so the candidate passes without computing. Pass the output to the kernel that fills it.",
-        bad: "auto out = torch::empty_like(x);\nreturn out;",
-        good: "auto out = torch::empty_like(x);\nk<<<g, b, 0, stream>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);\nreturn out;",
-    },
-    RuleMeta {
-        code: "KG610",
-        name: "cpp-precision-downgrade",
-        severity: Error,
-        summary: "CUDA code computes in fp16/bf16/TF32 on an fp32 problem",
-        doc: "On an fp32 problem the CUDA uses reduced-precision types or conversions (`__half`, `half2`, `__float2half`, `__nv_bfloat16`, fp8 types such as `__nv_fp8_e4m3`, `wmma` fragments, TF32 conversions, `.half()`, `at::kHalf`, fp16/TF32/fp8 PTX). It is faster but answers a different problem. Silent on fp16 and bf16 problems, on `#include <mma.h>` or `<cuda_fp16.h>` alone, and on the half/bf16 branch of a dtype dispatch that fp32 inputs never take (`if (x.scalar_type() == at::kHalf) {...}` and the kernels only that branch launches). Compute in fp32.",
-        bad: "__half h = __float2half(x[i]);",
-        good: "float v = x[i];",
-    },
-    RuleMeta {
-        code: "KG611",
-        name: "cpp-decoy-kernel",
-        severity: Error,
-        summary: "A `__global__` kernel is never launched",
-        doc: "A `__global__` kernel is defined but never launched (`<<<...>>>`, `cudaLaunchKernel`, or a macro that expands to a launch) from host code reachable from the functions exported in `functions=[...]` / `PYBIND11_MODULE`, or is launched only on an empty grid or block (`<<<0, 256>>>`) or in dead code (`if (0)`, `#if 0`), or stores through none of its parameters (no store, atomic or call that could store), so it does no work. A decoy kernel makes the file look custom while something else does the work. Launch the kernel, or delete it.",
-        bad: "__global__ void relu_kernel(...) { ... }\ntorch::Tensor run(torch::Tensor x) { return x.clamp_min(0); }",
-        good: "torch::Tensor run(torch::Tensor x) {\n    auto y = torch::empty_like(x);\n    relu_kernel<<<g, b, 0, stream>>>(...);\n    return y;\n}",
-    },
-    RuleMeta {
-        code: "KG612",
-        name: "cpp-no-kernel",
-        severity: Error,
-        summary: "The CUDA sources define no `__global__` kernel",
-        doc: "An extension built with `cuda_sources=` (or `.cu` files) contains no `__global__` function at all, so no custom kernel can run: the host code only calls PyTorch or a library. CPU-only C++ via `cpp_sources=` alone is not affected, nor are sources that include CUTLASS/CuTe headers (their kernels are templates instantiated in the extension).",
-        bad: "cuda_sources = \"torch::Tensor run(torch::Tensor x) { return torch::relu(x); }\"",
-        good: "cuda_sources = \"__global__ void relu_kernel(...) {...}\\ntorch::Tensor run(torch::Tensor x) {...}\"",
-    },
-    RuleMeta {
-        code: "KG613",
-        name: "cpp-sandbox",
-        severity: Error,
-        summary: "The extension reaches outside the sandbox",
-        doc: "The C++ runs processes or shells (`system`, `popen`, `fork`, `exec*`), loads libraries (`dlopen`, `dlsym`), reads or changes the environment (`getenv`, `setenv`, `putenv`), changes memory protection or files (`mprotect`, `ptrace`, `rename`, `chmod`), opens files for writing (`fopen(..., \"w\")`, `std::ofstream`), exits early (`_exit`, `quick_exit`, `exit(0)`) or prints result-like text (`printf(\"correct=True speedup=...\")`, `std::cout << \"speedup: ...\"`, raw `write(1, ...)`). A kernel needs none of this; it is how results get forged, phases detected and harnesses patched. Remove it.",
-        bad: "system(\"pip install fastrelu\");\nFILE* f = fopen(\"/tmp/result.json\", \"w\");",
-        good: "TORCH_CHECK(x.is_cuda(), \"x must be a CUDA tensor\");",
-    },
-    RuleMeta {
-        code: "KG614",
-        name: "cpp-timer-tampering",
-        severity: Error,
-        summary: "The extension defines a CUDA or clock API function, or reads the clock",
-        doc: "The C++ defines a function named like a CUDA runtime/driver API or a clock (`cudaEventElapsedTime`, `cuEventRecord`, `clock_gettime`, `dlsym`), which interposes the symbol the timer relies on; or its kernels or host code read the clock (`clock64()`, `%globaltimer` in inline PTX, `std::chrono::steady_clock`, `clock_gettime`), which lets a kernel tell timed calls from checked ones; or it registers kernels for PyTorch's own operators (`TORCH_LIBRARY_IMPL(aten, CUDA, m)`) or changes PyTorch's global settings (`at::globalContext().setAllowTF32CuBLAS(true)`), which the reference runs under too. kernelgate times through the driver from Rust, but interposition and timing-dependent behaviour are tampering by construction. Give your functions your own names and do not read clocks.",
-        bad: "extern \"C\" cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { *ms = 0.001f; return cudaSuccess; }",
-        good: "torch::Tensor relu_cuda(torch::Tensor x);",
-    },
-    RuleMeta {
-        code: "KG615",
-        name: "cpp-source-missing",
-        severity: Warning,
-        summary: "A source named in `cpp_extension.load(sources=...)` was not found",
-        doc: "`cpp_extension.load(sources=[...])` names a file that is not next to the candidate, so its C++/CUDA could not be checked (and the build will fail). Commit the file with the kernel, with a path relative to the `.py`.",
-        bad: "ext = load(name=\"k\", sources=[\"/home/me/k.cu\"])",
-        good: "ext = load(name=\"k\", sources=[os.path.join(os.path.dirname(__file__), \"k.cu\")])",
-    },
-    RuleMeta {
-        code: "KG616",
-        name: "cpp-source-unresolved",
-        severity: Warning,
-        summary: "C++/CUDA sources handed to load_inline are not statically known",
-        doc: "`cpp_sources=`/`cuda_sources=` receive text that kernelgate cannot resolve statically (read from a file, decoded, fetched or built at run time), so none of the C++/CUDA rules could check it. Hiding kernel source is also how hacks evade review. Pass string literals, f-strings or module-level strings, or build from files with `cpp_extension.load(sources=[...])` next to the `.py`.",
-        bad: "cuda_sources=[base64.b64decode(BLOB).decode()]",
-        good: "cuda_sources=[CUDA_SRC]  # a module-level string literal",
-    },
-    RuleMeta {
-        code: "KG620",
-        name: "triton-decoy-kernel",
-        severity: Error,
-        summary: "A Triton kernel is never launched from ModelNew's code path",
-        doc: "A `@triton.jit`/`@triton.autotune` kernel (under any alias) is defined but not launched (`kernel[grid](...)`) from code reachable from `ModelNew.forward`, or only on a dead branch such as `if False:`, or is launched on an empty grid (`kernel[(0,)]`), or never stores (no `tl.store`, atomic or jit helper that could). The kernel makes the file look custom while PyTorch does the work. Launch it from `forward` (directly or through helpers).",
-        bad: "@triton.jit\ndef relu_kernel(...): ...\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)",
-        good: "class ModelNew(nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n        relu_kernel[grid](x, y, x.numel(), BLOCK=1024)\n        return y",
-    },
-    RuleMeta {
-        code: "KG621",
-        name: "triton-precision-downgrade",
-        severity: Error,
-        summary: "A Triton kernel computes in fp16/bf16/TF32 on an fp32 problem",
-        doc: "Inside a Triton kernel, values are cast to `tl.float16`/`tl.bfloat16`/fp8, or `tl.dot` is asked for TF32 (`allow_tf32=True`, `input_precision=\"tf32\"`), or a reduced dtype is passed to the kernel as a launch argument (`DT=tl.bfloat16`, or a module-level name bound to one), on an fp32 problem. It is faster but answers a different problem. Silent on fp16 and bf16 problems.",
-        bad: "x = tl.load(x_ptr + offs, mask=mask).to(tl.float16)",
-        good: "x = tl.load(x_ptr + offs, mask=mask)",
-    },
-    RuleMeta {
-        code: "KG622",
-        name: "triton-no-kernel",
-        severity: Error,
-        summary: "The backend is Triton but no `@triton.jit` kernel exists",
-        doc: "The kernel's backend is Triton (from its mapping or `--backend triton`) but the file defines no `@triton.jit` function, so no Triton kernel can run. Write the kernel, or declare the right backend.",
-        bad: "# kernelgate: backend=triton\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)",
-        good: "@triton.jit\ndef relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr): ...",
-    },
-    RuleMeta {
-        code: "KG630",
-        name: "cpp-device-result-store",
-        severity: Error,
-        summary: "A kernel keeps results in device memory that outlives the launch and reads them back",
-        doc: "A `__device__` (or `__managed__`) global array or pointer, or a `static`/namespace-level pointer to device memory handed to a launch, is both written and read by the same kernel. What one call leaves there, a later call reads: the shape of a result store keyed by a fingerprint of the input (measured: a 5.8x speedup that was never earned on a 4096 fp32 matmul, with every checked result correct). Silent for `__constant__` tables, `__shared__` memory, `__device__` scalars (grid-wide counters), memory the host resets before launching (`cudaMemsetAsync`, `cudaMemcpyToSymbolAsync`), kernels that synchronise the grid (`grid.sync()`, `__threadfence()`: partial results of one launch) and workspaces one kernel writes and another reads. Recompute every call.",
-        bad: "__device__ float store_key[8][16];\n__device__ float store_out[8][1 << 20];\n__global__ void mm(const float* a, float* c, int n) {\n    if (store_key[0][0] == a[0]) { c[i] = store_out[0][i]; return; }\n    store_out[0][i] = c[i] = dot(a, i);\n}",
-        good: "__device__ unsigned int blocks_done;  // reset by the last block\n__constant__ float table[256];\n__global__ void mm(const float* a, float* c, int n) {\n    c[i] = dot(a, i);\n}",
-    },
-    // ---- KG7xx: structure ----
-    RuleMeta {
-        code: "KG701",
-        name: "changed-work",
-        severity: Warning,
-        summary: "The candidate redefines get_inputs, get_init_inputs or size constants",
-        doc: "The candidate defines `get_inputs`/`get_init_inputs` or module-level size constants (`batch_size`, `dim`, `M`, ...). kernelgate always uses the reference's inputs, but a candidate that reads its own smaller sizes may do less work than the problem asks. Remove them and take sizes from the input tensors.",
-        bad: "batch_size = 16\ndef get_inputs():\n    return [torch.randn(batch_size, 16)]",
-        good: "def forward(self, x):\n    n = x.numel()",
-    },
-    RuleMeta {
-        code: "KG702",
-        name: "no-custom-kernel",
-        severity: Error,
-        summary: "No custom kernel is built or launched",
-        doc: "The candidate has no kernel of its own: no `load_inline`/`cpp_extension.load`, no `@triton.jit`, no CUTLASS/CuTe, TileLang or ThunderKittens kernel — or none for the declared backend (a Triton backend without a `@triton.jit` kernel is reported once, as KG622). Without a kernel the speedup can only come from PyTorch.",
-        bad: "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x.clamp_min(0)",
-        good: "ext = load_inline(name='relu', cpp_sources=src, cuda_sources=cuda_src, functions=['relu'])",
-    },
-    RuleMeta {
-        code: "KG703",
-        name: "missing-modelnew",
-        severity: Error,
-        summary: "There is no `class ModelNew`",
-        doc: "A candidate must define `class ModelNew` at module level with the reference's constructor and `forward` signature; the harness imports it by that name.",
-        bad: "class FastModel(nn.Module): ...",
-        good: "class ModelNew(nn.Module): ...",
-    },
-    // ---- KG9xx: suppressions ----
-    RuleMeta {
-        code: "KG900",
-        name: "suppression-without-reason",
-        severity: Error,
-        summary: "A suppression has no reason",
-        doc: "`# kernelgate: allow=CODE` must say why: `# kernelgate: allow=KG101 reason=\"...\"`. A suppression without a reason suppresses nothing and is itself an error, so every exception in a kernel is explained in the PR.",
-        bad: "y = x @ w  # kernelgate: allow=KG103",
-        good: "y = x @ w  # kernelgate: allow=KG103 reason=\"tiny 4x4 epilogue, measured 0.1%\"",
-    },
-    RuleMeta {
-        code: "KG901",
-        name: "unknown-suppression",
-        severity: Warning,
-        summary: "A suppression names an unknown rule or is malformed",
-        doc: "A `# kernelgate:` comment names a rule code that does not exist or cannot be read. Check the code with `kernelgate rule --all`.",
-        bad: "# kernelgate: allow=KG999 reason=\"typo\"",
-        good: "# kernelgate: allow=KG101 reason=\"...\"",
-    },
-];
+/// Declares the `Rule` enum (one variant per code, so a mistyped code does not compile), its
+/// code, and `RULES`, the registry entries in code order.
+macro_rules! rules {
+    ($($code:ident => $meta:path,)*) => {
+        /// A lint rule. `Rule::KG401.meta()` is its registry entry.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Rule {
+            $($code,)*
+        }
+
+        impl Rule {
+            /// Every rule, in code order.
+            pub const ALL: &'static [Rule] = &[$(Rule::$code,)*];
+
+            /// The code, e.g. `"KG401"`.
+            pub const fn code(self) -> &'static str {
+                match self {
+                    $(Rule::$code => stringify!($code),)*
+                }
+            }
+
+            /// The registry entry.
+            pub const fn meta(self) -> &'static RuleMeta {
+                match self {
+                    $(Rule::$code => &$meta,)*
+                }
+            }
+
+            /// The rule with this code (case-insensitive).
+            pub fn from_code(code: &str) -> Option<Rule> {
+                Rule::ALL.iter().copied().find(|r| r.code().eq_ignore_ascii_case(code))
+            }
+        }
+
+        /// The registry entries, in code order.
+        pub static RULES: &[RuleMeta] = &[$($meta,)*];
+    };
+}
+
+rules! {
+    KG000 => crate::file_rules::KG000,
+    KG101 => crate::python::rules::torch_fallback::KG101,
+    KG102 => crate::python::rules::torch_fallback::KG102,
+    KG103 => crate::python::rules::torch_fallback::KG103,
+    KG104 => crate::python::rules::torch_fallback::KG104,
+    KG201 => crate::python::rules::bypass::KG201,
+    KG202 => crate::python::rules::bypass::KG202,
+    KG203 => crate::python::rules::bypass::KG203,
+    KG204 => crate::python::rules::bypass::KG204,
+    KG301 => crate::python::rules::tampering::KG301,
+    KG302 => crate::python::rules::tampering::KG302,
+    KG303 => crate::python::rules::tampering::KG303,
+    KG304 => crate::python::rules::sandbox::KG304,
+    KG305 => crate::python::rules::sandbox::KG305,
+    KG306 => crate::python::rules::sandbox::KG306,
+    KG401 => crate::python::rules::output_cache::KG401,
+    KG402 => crate::python::rules::phase_detection::KG402,
+    KG403 => crate::python::rules::concurrency::KG403,
+    KG404 => crate::python::rules::concurrency::KG404,
+    KG405 => crate::python::rules::lazy_tensor::KG405,
+    KG406 => crate::python::rules::memoized_forward::KG406,
+    KG407 => crate::python::rules::input_mutation::KG407,
+    KG501 => crate::python::rules::precision::KG501,
+    KG502 => crate::python::rules::precision::KG502,
+    KG601 => crate::cpp::rules::torch_op::KG601,
+    KG602 => crate::cpp::rules::torch_op::KG602,
+    KG603 => crate::cpp::rules::concurrency::KG603,
+    KG604 => crate::cpp::rules::tampering::KG604,
+    KG605 => crate::cpp::rules::concurrency::KG605,
+    KG606 => crate::cpp::rules::caching::KG606,
+    KG607 => crate::cpp::rules::caching::KG607,
+    KG608 => crate::cpp::rules::input_mutation::KG608,
+    KG609 => crate::cpp::rules::input_mutation::KG609,
+    KG610 => crate::cpp::rules::precision::KG610,
+    KG611 => crate::cpp::rules::decoy::KG611,
+    KG612 => crate::cpp::rules::decoy::KG612,
+    KG613 => crate::cpp::rules::tampering::KG613,
+    KG614 => crate::cpp::rules::tampering::KG614,
+    KG615 => crate::cpp::rules::sources::KG615,
+    KG616 => crate::cpp::rules::sources::KG616,
+    KG620 => crate::triton::KG620,
+    KG621 => crate::triton::KG621,
+    KG622 => crate::triton::KG622,
+    KG630 => crate::cpp::device_store::KG630,
+    KG701 => crate::python::rules::structure::KG701,
+    KG702 => crate::python::rules::structure::KG702,
+    KG703 => crate::python::rules::structure::KG703,
+    KG900 => crate::file_rules::KG900,
+    KG901 => crate::file_rules::KG901,
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_entry_carries_its_rules_code() {
+        for r in Rule::ALL {
+            assert_eq!(r.meta().code, r.code());
+            assert_eq!(Rule::from_code(&r.code().to_ascii_lowercase()), Some(*r));
+        }
+        assert_eq!(RULES.len(), Rule::ALL.len());
+    }
 
     #[test]
     fn codes_are_unique_sorted_and_documented() {

@@ -3,10 +3,12 @@
 //! `.py` file; `lint_file` turns them into line/column `Finding`s, applies suppressions and
 //! severity overrides).
 
+pub use crate::registry::Rule;
 use kernelgate_model::{Backend, Precision, Severity};
 use std::ops::Range;
 
-/// Static description of one rule. Every rule lives in `registry::RULES`.
+/// Static description of one rule: its registry entry, written beside the rule's check and
+/// listed in `registry.rs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RuleMeta {
     /// `KG101`: group digit first (see `registry.rs`).
@@ -37,8 +39,6 @@ pub struct Context<'a> {
     /// The declared backend, when the kernel's mapping or `--backend` says one.
     pub backend: Option<Backend>,
     pub lines: LineIndex,
-    /// What the problem decides about branches (set by `lint_file` once the file is parsed).
-    pub facts: crate::python::consts::BranchFacts,
 }
 
 impl<'a> Context<'a> {
@@ -54,7 +54,6 @@ impl<'a> Context<'a> {
             precision,
             backend,
             lines: LineIndex::new(source),
-            facts: Default::default(),
         }
     }
 
@@ -67,8 +66,7 @@ impl<'a> Context<'a> {
 /// One rule firing, before suppression and severity overrides.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawFinding {
-    /// A code from `registry::RULES`.
-    pub code: &'static str,
+    pub code: Rule,
     /// Byte offsets in the `.py` file (for embedded C++/CUDA: mapped back to the literal).
     pub range: Range<usize>,
     pub message: String,
@@ -78,7 +76,7 @@ pub struct RawFinding {
 }
 
 impl RawFinding {
-    pub fn new(code: &'static str, range: Range<usize>, message: impl Into<String>) -> Self {
+    pub fn new(code: Rule, range: Range<usize>, message: impl Into<String>) -> Self {
         RawFinding {
             code,
             range,

@@ -2,7 +2,7 @@
 //! and the mapping directive (`problem=`, `backend=`, `precision=`). Only real comment tokens
 //! count: the same text inside a string or docstring is inert.
 
-use crate::rule::{LineIndex, RawFinding};
+use crate::rule::{LineIndex, RawFinding, Rule};
 use kernelgate_model::{Backend, Precision};
 use ruff_python_ast::token::{TokenKind, Tokens};
 use ruff_text_size::Ranged;
@@ -92,11 +92,11 @@ pub(crate) fn directive(source: &str) -> Directive {
                     match p.key {
                         "precision" => match p.value.parse() {
                             Ok(v) => d.precision = Some(v),
-                            Err(e) => d.problems.push(RawFinding::new("KG901", p.range, e)),
+                            Err(e) => d.problems.push(RawFinding::new(Rule::KG901, p.range, e)),
                         },
                         "backend" => match p.value.parse() {
                             Ok(v) => d.backend = Some(v),
-                            Err(e) => d.problems.push(RawFinding::new("KG901", p.range, e)),
+                            Err(e) => d.problems.push(RawFinding::new(Rule::KG901, p.range, e)),
                         },
                         _ => {}
                     }
@@ -156,7 +156,7 @@ impl Suppressions {
             Ok(ps) => ps,
             Err((at, msg)) => {
                 self.problems.push(RawFinding::new(
-                    "KG901",
+                    Rule::KG901,
                     at..comment.end,
                     format!("malformed `# kernelgate:` comment: {msg}"),
                 ));
@@ -174,7 +174,7 @@ impl Suppressions {
                 "reason" | "problem" | "backend" | "precision" => continue,
                 other => {
                     self.problems.push(RawFinding::new(
-                        "KG901",
+                        Rule::KG901,
                         p.range.clone(),
                         format!("unknown key `{other}` in `# kernelgate:` comment (expected allow=, allow-file=, reason=)"),
                     ));
@@ -183,7 +183,7 @@ impl Suppressions {
             };
             if reason.as_deref().is_none_or(str::is_empty) {
                 self.problems.push(RawFinding::new(
-                    "KG900",
+                    Rule::KG900,
                     p.range.clone(),
                     format!(
                         "`{}={}` has no reason: add reason=\"why this is not a hack\"",
@@ -195,7 +195,7 @@ impl Suppressions {
             for code in p.value.split(',').map(str::trim).filter(|c| !c.is_empty()) {
                 let Some(meta) = crate::rule(code) else {
                     self.problems.push(RawFinding::new(
-                        "KG901",
+                        Rule::KG901,
                         p.range.clone(),
                         format!(
                             "unknown rule `{code}` in suppression (see `kernelgate rule --all`)"
@@ -260,7 +260,7 @@ mod tests {
     fn missing_reason_unknown_code_and_strings() {
         let s = sup("x = 1  # kernelgate: allow=KG101\ny = '# kernelgate: allow=KG102'\nz = 1  # kernelgate: allow=KG999 reason=\"r\"\n");
         let codes: Vec<_> = s.problems.iter().map(|p| p.code).collect();
-        assert_eq!(codes, ["KG900", "KG901"]);
+        assert_eq!(codes, [Rule::KG900, Rule::KG901]);
         assert!(!s.allows("KG101", 0));
         assert!(!s.allows("KG102", 1));
     }

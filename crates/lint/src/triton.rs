@@ -2,9 +2,10 @@
 //! never launched from code reachable from `ModelNew.forward`, reduced-precision dtypes inside
 //! kernels on fp32 problems, and a Triton candidate without any kernel.
 
-use crate::embedded::{collect_aliases, qualname};
-use crate::python::reach::{find_class, reachable_with};
-use crate::rule::{Context, RawFinding};
+use crate::python::reach::find_class;
+use crate::python::semantic::{qualname, ImportAliases, SemanticModel};
+use crate::rule::{Context, RawFinding, Rule, RuleMeta};
+use kernelgate_model::Severity::Error;
 use kernelgate_model::{Backend, Precision};
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{Expr, ModModule, Stmt, StmtFunctionDef};
@@ -12,9 +13,37 @@ use ruff_text_size::Ranged;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::ops::Range;
 
-pub const DECOY: &str = "KG620";
-pub const PRECISION: &str = "KG621";
-pub const NO_KERNEL: &str = "KG622";
+// ---------------------------------------------------------------- registry entries
+
+pub(crate) const KG620: RuleMeta = RuleMeta {
+    code: "KG620",
+    name: "triton-decoy-kernel",
+    severity: Error,
+    summary: "A Triton kernel is never launched from ModelNew's code path",
+    doc: "A `@triton.jit`/`@triton.autotune` kernel (under any alias) is defined but not launched (`kernel[grid](...)`) from code reachable from `ModelNew.forward`, or only on a dead branch such as `if False:`, or is launched on an empty grid (`kernel[(0,)]`), or never stores (no `tl.store`, atomic or jit helper that could). The kernel makes the file look custom while PyTorch does the work. Launch it from `forward` (directly or through helpers).",
+    bad: "@triton.jit\ndef relu_kernel(...): ...\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)",
+    good: "class ModelNew(nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n        relu_kernel[grid](x, y, x.numel(), BLOCK=1024)\n        return y",
+};
+
+pub(crate) const KG621: RuleMeta = RuleMeta {
+    code: "KG621",
+    name: "triton-precision-downgrade",
+    severity: Error,
+    summary: "A Triton kernel computes in fp16/bf16/TF32 on an fp32 problem",
+    doc: "Inside a Triton kernel, values are cast to `tl.float16`/`tl.bfloat16`/fp8, or `tl.dot` is asked for TF32 (`allow_tf32=True`, `input_precision=\"tf32\"`), or a reduced dtype is passed to the kernel as a launch argument (`DT=tl.bfloat16`, or a module-level name bound to one), on an fp32 problem. It is faster but answers a different problem. Silent on fp16 and bf16 problems.",
+    bad: "x = tl.load(x_ptr + offs, mask=mask).to(tl.float16)",
+    good: "x = tl.load(x_ptr + offs, mask=mask)",
+};
+
+pub(crate) const KG622: RuleMeta = RuleMeta {
+    code: "KG622",
+    name: "triton-no-kernel",
+    severity: Error,
+    summary: "The backend is Triton but no `@triton.jit` kernel exists",
+    doc: "The kernel's backend is Triton (from its mapping or `--backend triton`) but the file defines no `@triton.jit` function, so no Triton kernel can run. Write the kernel, or declare the right backend.",
+    bad: "# kernelgate: backend=triton\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)",
+    good: "@triton.jit\ndef relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr): ...",
+};
 
 /// A Triton kernel: its name, where the name is written, and its body (absent for
 /// `k = triton.jit(fn)`).
@@ -24,7 +53,7 @@ struct Kernel<'a> {
     def: Option<&'a StmtFunctionDef>,
 }
 
-fn is_triton_decorator(e: &Expr, aliases: &HashMap<String, String>) -> bool {
+fn is_triton_decorator(e: &Expr, aliases: &ImportAliases) -> bool {
     let target = match e {
         Expr::Call(c) => c.func.as_ref(),
         other => other,
@@ -40,9 +69,9 @@ fn is_triton_decorator(e: &Expr, aliases: &HashMap<String, String>) -> bool {
     ) || q.ends_with("triton.jit")
 }
 
-fn kernels<'a>(module: &'a ModModule, aliases: &HashMap<String, String>) -> Vec<Kernel<'a>> {
+fn kernels<'a>(module: &'a ModModule, aliases: &ImportAliases) -> Vec<Kernel<'a>> {
     struct V<'a, 'b> {
-        aliases: &'b HashMap<String, String>,
+        aliases: &'b ImportAliases,
         out: Vec<Kernel<'a>>,
     }
     impl<'a> Visitor<'a> for V<'a, '_> {
@@ -88,8 +117,9 @@ fn kernels<'a>(module: &'a ModModule, aliases: &HashMap<String, String>) -> Vec<
 }
 
 /// Runs the Triton rules on a candidate.
-pub fn check_triton(module: &ModModule, source: &str, ctx: &Context) -> Vec<RawFinding> {
-    check_triton_full(module, source, ctx).findings
+pub fn check_triton(module: &ModModule, ctx: &Context) -> Vec<RawFinding> {
+    let model = SemanticModel::build(module, None, ctx.precision);
+    check_triton_full(&model, ctx).findings
 }
 
 /// The Triton rules' findings, and whether `ModelNew.forward` reaches a Triton kernel that
@@ -100,15 +130,15 @@ pub struct TritonOutput {
 }
 
 /// [`check_triton`] with what the torch-op rules need to know.
-pub fn check_triton_full(module: &ModModule, _source: &str, ctx: &Context) -> TritonOutput {
-    let aliases = collect_aliases(&module.body);
-    let ks = kernels(module, &aliases);
+pub fn check_triton_full(model: &SemanticModel, ctx: &Context) -> TritonOutput {
+    let (module, aliases) = (model.module, &model.imports);
+    let ks = kernels(module, aliases);
     let mut out = Vec::new();
     let mut live: HashSet<String> = HashSet::default();
     if ks.is_empty() {
         if ctx.backend == Some(Backend::Triton) {
             out.push(RawFinding::new(
-                NO_KERNEL,
+                Rule::KG622,
                 0..0,
                 "the backend is triton but the file defines no `@triton.jit` kernel: no custom kernel runs",
             ));
@@ -121,7 +151,7 @@ pub fn check_triton_full(module: &ModModule, _source: &str, ctx: &Context) -> Tr
     if find_class(module, "ModelNew").is_some() {
         // Live names in code reachable from ModelNew.forward; kernels launched there reach the
         // jit helpers they call (the reachability walk follows module-level functions).
-        let r = reachable_with(module, &ctx.facts);
+        let r = &model.reach;
         let mut launched: HashSet<&str> = r.names.iter().map(|s| s.as_str()).collect();
         // `self.kernel = kernel` in __init__ then `self.kernel[grid](...)`.
         for a in &r.self_attrs {
@@ -137,7 +167,7 @@ pub fn check_triton_full(module: &ModModule, _source: &str, ctx: &Context) -> Tr
             }
             if !reached && reported.insert(&k.name) {
                 out.push(RawFinding::new(
-                    DECOY,
+                    Rule::KG620,
                     k.at.clone(),
                     format!(
                         "Triton kernel `{}` is never launched from code reachable from `ModelNew.forward` (or only on a dead branch): a kernel that does not run does no work",
@@ -149,9 +179,9 @@ pub fn check_triton_full(module: &ModModule, _source: &str, ctx: &Context) -> Tr
     }
     let names: HashSet<&str> = ks.iter().map(|k| k.name.as_str()).collect();
     let mut l = LaunchDtypes {
-        aliases: &aliases,
+        aliases,
         kernels: &names,
-        low_names: low_dtype_names(&module.body, &aliases),
+        low_names: low_dtype_names(&module.body, aliases),
         hits: Vec::new(),
         launched: HashSet::default(),
         empty_grids: Vec::new(),
@@ -166,7 +196,7 @@ pub fn check_triton_full(module: &ModModule, _source: &str, ctx: &Context) -> Tr
     });
     for (range, kernel) in std::mem::take(&mut l.empty_grids) {
         out.push(RawFinding::new(
-            DECOY,
+            Rule::KG620,
             range,
             format!("Triton kernel `{kernel}` is launched on an empty grid: it runs no programs and does no work"),
         ));
@@ -177,7 +207,7 @@ pub fn check_triton_full(module: &ModModule, _source: &str, ctx: &Context) -> Tr
         let Some(def) = k.def else { continue };
         if l.launched.contains(k.name.as_str()) && !may_store(&def.body, &names) {
             out.push(RawFinding::new(
-                DECOY,
+                Rule::KG620,
                 k.at.clone(),
                 format!("Triton kernel `{}` is launched but never stores (`tl.store`, atomics): it does no work", k.name),
             ));
@@ -190,7 +220,7 @@ pub fn check_triton_full(module: &ModModule, _source: &str, ctx: &Context) -> Tr
         for (range, what, kernel) in std::mem::take(&mut l.hits) {
             if lines.insert(ctx.lines.line_of(range.start)) {
                 out.push(RawFinding::new(
-                    PRECISION,
+                    Rule::KG621,
                     range,
                     format!("`{what}` is passed to Triton kernel `{kernel}`: it computes in reduced precision on an fp32 problem"),
                 ));
@@ -198,14 +228,14 @@ pub fn check_triton_full(module: &ModModule, _source: &str, ctx: &Context) -> Tr
         }
         for k in ks.iter().filter_map(|k| k.def) {
             let mut p = PrecisionFinder {
-                aliases: &aliases,
+                aliases,
                 hits: Vec::new(),
             };
             p.visit_body(&k.body);
             for (range, what) in p.hits {
                 if lines.insert(ctx.lines.line_of(range.start)) {
                     out.push(RawFinding::new(
-                        PRECISION,
+                        Rule::KG621,
                         range,
                         format!("`{what}` in Triton kernel `{}` computes in reduced precision on an fp32 problem", k.name),
                     ));
@@ -255,7 +285,7 @@ fn self_bound(
 }
 
 /// The reduced-precision Triton dtype an expression names (`tl.float16`), if any.
-fn low_dtype(e: &Expr, aliases: &HashMap<String, String>) -> Option<String> {
+fn low_dtype(e: &Expr, aliases: &ImportAliases) -> Option<String> {
     let Expr::Attribute(a) = e else { return None };
     let low = matches!(
         a.attr.as_str(),
@@ -266,7 +296,7 @@ fn low_dtype(e: &Expr, aliases: &HashMap<String, String>) -> Option<String> {
 }
 
 /// Module-level names bound to a reduced-precision Triton dtype (`LOW = tl.bfloat16`).
-fn low_dtype_names(body: &[Stmt], aliases: &HashMap<String, String>) -> HashMap<String, String> {
+fn low_dtype_names(body: &[Stmt], aliases: &ImportAliases) -> HashMap<String, String> {
     let mut out = HashMap::default();
     for s in body {
         if let Stmt::Assign(a) = s {
@@ -280,7 +310,7 @@ fn low_dtype_names(body: &[Stmt], aliases: &HashMap<String, String>) -> HashMap<
 }
 
 struct LaunchDtypes<'b> {
-    aliases: &'b HashMap<String, String>,
+    aliases: &'b ImportAliases,
     kernels: &'b HashSet<&'b str>,
     low_names: HashMap<String, String>,
     hits: Vec<(Range<usize>, String, String)>,
@@ -375,7 +405,7 @@ impl<'a> Visitor<'a> for LaunchDtypes<'_> {
 }
 
 struct PrecisionFinder<'b> {
-    aliases: &'b HashMap<String, String>,
+    aliases: &'b ImportAliases,
     hits: Vec<(Range<usize>, String)>,
 }
 
@@ -425,14 +455,10 @@ impl<'a> Visitor<'a> for PrecisionFinder<'_> {
 mod tests {
     use super::*;
 
-    fn run(
-        py: &str,
-        precision: Precision,
-        backend: Option<Backend>,
-    ) -> Vec<(&'static str, u32, u32)> {
+    fn run(py: &str, precision: Precision, backend: Option<Backend>) -> Vec<(Rule, u32, u32)> {
         let parsed = ruff_python_parser::parse_module(py).expect("valid python");
         let ctx = Context::new("t.py", py, precision, backend);
-        let mut v: Vec<_> = check_triton(parsed.syntax(), py, &ctx)
+        let mut v: Vec<_> = check_triton(parsed.syntax(), &ctx)
             .into_iter()
             .map(|f| {
                 let (l, c) = ctx.line_col(f.range.start);
@@ -456,7 +482,7 @@ mod tests {
             "        return add(x, y)\n",
             "        if False:\n            return add(x, y)\n        return x + y\n",
         );
-        assert_eq!(run(&py, Precision::Fp32, None), vec![(DECOY, 6, 5)]);
+        assert_eq!(run(&py, Precision::Fp32, None), vec![(Rule::KG620, 6, 5)]);
     }
 
     #[test]
@@ -465,7 +491,7 @@ mod tests {
             "    m = offs < n\n",
             "    m = offs < n\n    h = tl.load(x + offs, mask=m).to(tl.float16)\n",
         );
-        assert_eq!(run(&py, Precision::Fp32, None), vec![(PRECISION, 10, 38)]);
+        assert_eq!(run(&py, Precision::Fp32, None), vec![(Rule::KG621, 10, 38)]);
         assert!(run(&py, Precision::Fp16, None).is_empty());
     }
 
@@ -474,7 +500,7 @@ mod tests {
         let py = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n";
         assert_eq!(
             run(py, Precision::Fp32, Some(Backend::Triton)),
-            vec![(NO_KERNEL, 1, 1)]
+            vec![(Rule::KG622, 1, 1)]
         );
         assert!(run(py, Precision::Fp32, Some(Backend::Cuda)).is_empty());
     }
@@ -484,7 +510,7 @@ mod tests {
 mod fixture_tests {
     use super::*;
 
-    fn run_fixture(name: &str) -> Vec<(&'static str, u32, u32)> {
+    fn run_fixture(name: &str) -> Vec<(Rule, u32, u32)> {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../tests/fixtures/lint/triton")
             .join(name);
@@ -494,7 +520,7 @@ mod fixture_tests {
             .then_some(Backend::Triton);
         let parsed = ruff_python_parser::parse_module(&py).expect("valid python");
         let ctx = Context::new(name, &py, Precision::Fp32, backend);
-        let mut v: Vec<_> = check_triton(parsed.syntax(), &py, &ctx)
+        let mut v: Vec<_> = check_triton(parsed.syntax(), &ctx)
             .into_iter()
             .map(|f| {
                 let (l, c) = ctx.line_col(f.range.start);
@@ -506,21 +532,21 @@ mod fixture_tests {
     }
 
     /// A fixture and its expected (rule, line, column) findings.
-    type Case = (&'static str, &'static [(&'static str, u32, u32)]);
+    type Case = (&'static str, &'static [(Rule, u32, u32)]);
 
     #[test]
     fn triton_fixtures() {
         let table: &[Case] = &[
             ("honest_triton_autotune_alias.py", &[]),
-            ("hack_triton_decoy.py", &[(DECOY, 8, 5)]),
-            ("hack_triton_dead_branch.py", &[(DECOY, 8, 5)]),
-            ("hack_triton_fp16.py", &[(PRECISION, 12, 45)]),
-            ("hack_triton_no_kernel.py", &[(NO_KERNEL, 1, 1)]),
-            ("hack_triton_dtype_arg.py", &[(PRECISION, 22, 70)]),
+            ("hack_triton_decoy.py", &[(Rule::KG620, 8, 5)]),
+            ("hack_triton_dead_branch.py", &[(Rule::KG620, 8, 5)]),
+            ("hack_triton_fp16.py", &[(Rule::KG621, 12, 45)]),
+            ("hack_triton_no_kernel.py", &[(Rule::KG622, 1, 1)]),
+            ("hack_triton_dtype_arg.py", &[(Rule::KG621, 22, 70)]),
             ("honest_triton_ieee_dot.py", &[]),
             ("honest_triton_block_ptr.py", &[]),
-            ("hack_triton_no_store.py", &[(DECOY, 8, 5)]),
-            ("hack_triton_empty_grid.py", &[(DECOY, 17, 21)]),
+            ("hack_triton_no_store.py", &[(Rule::KG620, 8, 5)]),
+            ("hack_triton_empty_grid.py", &[(Rule::KG620, 17, 21)]),
         ];
         for (name, want) in table {
             assert_eq!(run_fixture(name), want.to_vec(), "{name}");

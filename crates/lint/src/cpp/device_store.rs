@@ -14,10 +14,22 @@
 //! of one launch exchanging partial results); and a workspace that one kernel writes and
 //! another reads (a two-pass reduction, split-K).
 
+use crate::rule::{Rule, RuleMeta};
+use kernelgate_model::Severity::Error;
 use std::ops::Range;
 use tree_sitter::Node;
 
-pub const DEVICE_STORE: &str = "KG630";
+// ---------------------------------------------------------------- registry entries
+
+pub(crate) const KG630: RuleMeta = RuleMeta {
+    code: "KG630",
+    name: "cpp-device-result-store",
+    severity: Error,
+    summary: "A kernel keeps results in device memory that outlives the launch and reads them back",
+    doc: "A `__device__` (or `__managed__`) global array or pointer, or a `static`/namespace-level pointer to device memory handed to a launch, is both written and read by the same kernel. What one call leaves there, a later call reads: the shape of a result store keyed by a fingerprint of the input (measured: a 5.8x speedup that was never earned on a 4096 fp32 matmul, with every checked result correct). Silent for `__constant__` tables, `__shared__` memory, `__device__` scalars (grid-wide counters), memory the host resets before launching (`cudaMemsetAsync`, `cudaMemcpyToSymbolAsync`), kernels that synchronise the grid (`grid.sync()`, `__threadfence()`: partial results of one launch) and workspaces one kernel writes and another reads. Recompute every call.",
+    bad: "__device__ float store_key[8][16];\n__device__ float store_out[8][1 << 20];\n__global__ void mm(const float* a, float* c, int n) {\n    if (store_key[0][0] == a[0]) { c[i] = store_out[0][i]; return; }\n    store_out[0][i] = c[i] = dot(a, i);\n}",
+    good: "__device__ unsigned int blocks_done;  // reset by the last block\n__constant__ float table[256];\n__global__ void mm(const float* a, float* c, int n) {\n    c[i] = dot(a, i);\n}",
+};
 
 /// A device function's body and parameter names (`__global__` and `__device__` functions).
 struct Kernel<'t> {
@@ -28,7 +40,7 @@ struct Kernel<'t> {
 }
 
 /// Findings (code, byte range in the extension text, message) for one parsed extension.
-pub fn check(root: Node, text: &str) -> Vec<(&'static str, Range<usize>, String)> {
+pub fn check(root: Node, text: &str) -> Vec<(Rule, Range<usize>, String)> {
     let t = |n: Node| &text[n.byte_range()];
     // __device__ arrays and pointers (true: an array, whose content a symbol copy resets).
     let mut globals: Vec<(&str, Range<usize>, bool)> = Vec::new();
@@ -96,7 +108,7 @@ pub fn check(root: Node, text: &str) -> Vec<(&'static str, Range<usize>, String)
             !k.grid_sync && !k.params.contains(name) && stores_and_loads(k.body, text, name)
         }) {
             out.push((
-                DEVICE_STORE,
+                Rule::KG630,
                 range.clone(),
                 format!(
                     "`{name}` is device memory that outlives the launch, and kernel `{}` both writes and reads it: a later call reads what an earlier call left (a store of results keyed by the input). Recompute every call, or reset it from the host before each launch (`cudaMemsetAsync`)",
@@ -118,7 +130,7 @@ pub fn check(root: Node, text: &str) -> Vec<(&'static str, Range<usize>, String)
         });
         if let Some(kname) = hit {
             out.push((
-                DEVICE_STORE,
+                Rule::KG630,
                 range.clone(),
                 format!(
                     "`{name}` points at device memory kept across calls, and kernel `{kname}` both writes and reads it: a later call reads what an earlier call left (a store of results keyed by the input). Keep scratch memory written by one kernel and read by the next, or reset it before each launch"
@@ -333,7 +345,7 @@ fn last_segment(q: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::super::tests::run;
-    use super::DEVICE_STORE;
+    use crate::rule::Rule;
     use kernelgate_model::Precision;
 
     fn fixture(name: &str) -> String {
@@ -347,7 +359,7 @@ mod tests {
     fn store_lines(py: &str) -> Vec<u32> {
         run(py, Precision::Fp32)
             .into_iter()
-            .filter(|f| f.0 == DEVICE_STORE)
+            .filter(|f| f.0 == Rule::KG630)
             .map(|f| f.1)
             .collect()
     }

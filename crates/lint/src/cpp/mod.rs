@@ -5,13 +5,16 @@
 pub mod device_store;
 pub mod macros;
 pub mod names;
+pub(crate) mod rules;
 
 use crate::embedded::{EmbeddedSource, PLACEHOLDER};
 use crate::python::ArgKind;
-use crate::rule::{Context, RawFinding};
+use crate::rule::{Context, RawFinding, Rule};
 use kernelgate_model::Precision;
 use macros::{expand, tokenize, Macro};
 use names::*;
+use rules::decoy::pure_device_call;
+use rules::tampering::result_like;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::cell::RefCell;
 use std::ops::Range;
@@ -210,36 +213,10 @@ pub fn check_full(
     ctx: &Context,
     py_args: &HashMap<String, Vec<ArgKind>>,
 ) -> CppOutput {
-    let mut out: Vec<(&'static str, Range<usize>, String)> = Vec::new();
-    for (file, range) in &src.missing_files {
-        out.push((
-            MISSING_SOURCE,
-            usize::MAX..usize::MAX,
-            format!(
-                "`{}` (listed in `sources=`) was not found next to the file, so its C++/CUDA was not checked; commit it with the kernel",
-                file.display()
-            ),
-        ));
-        // Missing files point at their name in the .py directly.
-        let last = out.last_mut().unwrap();
-        last.1 = range.clone();
-    }
-    for r in &src.unresolved {
-        out.push((
-            UNRESOLVED,
-            r.clone(),
-            "the C++/CUDA sources passed here are not statically known (read or decoded at run time), so they were not checked; pass string literals or module-level strings".into(),
-        ));
-    }
-    for r in &src.per_thread_stream_flags {
-        out.push((
-            STREAM,
-            r.clone(),
-            "`--default-stream per-thread` moves every launch off the stream the harness times (each host thread gets its own stream); remove the flag and launch on `at::cuda::getCurrentCUDAStream()`".into(),
-        ));
-    }
-    let mut raws: Vec<RawFinding> = out
-        .drain(..)
+    // Sources that could not be read, and build flags: judged without parsing.
+    let mut raws: Vec<RawFinding> = rules::sources::unread_source_findings(src)
+        .into_iter()
+        .chain(rules::concurrency::per_thread_stream_findings(src))
         .map(|(code, range, message)| RawFinding::new(code, range, message))
         .collect();
     if src.text.trim().is_empty() {
@@ -270,10 +247,10 @@ pub fn check_full(
     a.findings
         .extend(device_store::check(tree.root_node(), &src.text));
 
-    let mut seen: HashSet<(&'static str, usize, String)> = HashSet::default();
+    let mut seen: HashSet<(Rule, usize, String)> = HashSet::default();
     a.findings.sort_by_key(|f| f.1.start);
     for (code, range, msg) in a.findings {
-        if code == PRECISION && ctx.precision != Precision::Fp32 {
+        if code == Rule::KG610 && ctx.precision != Precision::Fp32 {
             continue;
         }
         let py = src.py_range(range.clone());
@@ -285,7 +262,7 @@ pub fn check_full(
         if !seen.insert((code, ctx.lines.line_of(py.start), file_line)) {
             continue;
         }
-        if code == STREAM && joined.iter().any(|j| j.contains(&range.start)) {
+        if code == Rule::KG603 && joined.iter().any(|j| j.contains(&range.start)) {
             raws.push(
                 RawFinding::new(code, py, format!("{msg}{loc}; it is joined back into the caller's stream with events (`cudaEventRecord` + `cudaStreamWaitEvent`), so a warning: the runtime leak check decides"))
                     .warning(),
@@ -379,7 +356,7 @@ struct FnState<'t> {
 struct Analyzer<'t> {
     text: &'t str,
     precision: Precision,
-    findings: Vec<(&'static str, Range<usize>, String)>,
+    findings: Vec<(Rule, Range<usize>, String)>,
     macros: HashMap<String, Macro>,
     funcs: Vec<Func>,
     cur: Option<usize>,
@@ -470,8 +447,8 @@ impl<'t> Analyzer<'t> {
         &self.text[n.byte_range()]
     }
 
-    fn flag(&mut self, code: &'static str, range: Range<usize>, msg: String) {
-        if code == PRECISION && (self.precision != Precision::Fp32 || self.half_depth > 0) {
+    fn flag(&mut self, code: Rule, range: Range<usize>, msg: String) {
+        if code == Rule::KG610 && (self.precision != Precision::Fp32 || self.half_depth > 0) {
             return;
         }
         self.findings.push((code, range, msg));
@@ -495,7 +472,7 @@ impl<'t> Analyzer<'t> {
     }
 
     /// The rules for one node; false when its children must not be walked (they were handled
-    /// here, or are comments and strings).
+    /// here, or are comments and strings). It only dispatches.
     fn enter(&mut self, node: Node<'t>) -> bool {
         let class = TABLES
             .classes
@@ -534,45 +511,8 @@ impl<'t> Analyzer<'t> {
             NodeClass::FieldIdentifier => self.name(node, NameKind::Field),
             NodeClass::Call => self.call(node),
             NodeClass::Declaration => self.declaration(node),
-            NodeClass::Assignment => {
-                if let (Some(l), Some(r)) = (node.field("left"), node.field("right")) {
-                    if l.kind_fast() == "identifier" {
-                        let compound = node.field("operator").is_some_and(|o| self.t(o) != "=");
-                        if compound && self.is_tensor_name(self.t(l)) {
-                            self.flag(TORCH_OP, node.byte_range(), format!("`{}` is tensor arithmetic: an ATen kernel does the work inside the extension", self.t(node)));
-                        }
-                        self.state.inits.insert(self.t(l), r);
-                    } else {
-                        let pure = node.field("operator").is_some_and(|o| self.t(o) == "=");
-                        self.record_write(l, pure);
-                        // `config.stream = s` for `cudaLaunchKernelEx`.
-                        let field = (l.kind_fast() == "field_expression")
-                            .then(|| l.field("field"))
-                            .flatten()
-                            .map(|f| self.t(f));
-                        if matches!(field, Some("stream" | "hStream")) && !self.stream_ok(r, 0) {
-                            self.flag(
-                                STREAM,
-                                r.byte_range(),
-                                format!("the launch configuration's stream is `{}`, not `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(r)),
-                            );
-                        }
-                    }
-                }
-            }
-            NodeClass::Update => {
-                if let Some(a) = node.field("argument") {
-                    if a.kind_fast() != "identifier" {
-                        self.record_write(a, false);
-                    } else if self.cur.is_some() && self.static_ptrs.contains(self.t(a)) {
-                        self.flag(
-                            STATIC_CACHE,
-                            node.byte_range(),
-                            format!("`{}` counts calls in a static variable: behaviour that changes with the call count (phase detection) passes the checks and cheats the timing", self.t(node)),
-                        );
-                    }
-                }
-            }
+            NodeClass::Assignment => self.assignment(node),
+            NodeClass::Update => self.update(node),
             NodeClass::Return => self.ret(node),
             NodeClass::Using => {
                 let t = self.t(node);
@@ -580,75 +520,128 @@ impl<'t> Analyzer<'t> {
                     self.using_torch = true;
                 }
             }
-            NodeClass::If | NodeClass::PreprocIf => {
-                // `if (0)`, `if (false)`, `#if 0`: code that never runs launches nothing.
-                let dead = node.field("condition").is_some_and(|c| {
-                    let t = self
-                        .t(c)
-                        .trim_matches(|ch: char| ch == '(' || ch == ')' || ch.is_whitespace());
-                    matches!(t, "0" | "false")
-                });
-                if dead {
-                    if let Some(a) = node.field("alternative") {
-                        self.visit(a);
-                    }
-                    return false;
-                }
-                // `if (x.scalar_type() == at::kHalf) {...}` on an fp32 problem: the branch is
-                // live code (its launches count) but fp32 inputs never take it.
-                let half_only = self.precision == Precision::Fp32
-                    && node
-                        .field("condition")
-                        .is_some_and(|c| half_only_test(self.t(c)));
-                if half_only {
-                    if let Some(c) = node.field("condition") {
-                        self.visit(c);
-                    }
-                    self.half_depth += 1;
-                    if let Some(b) = node.field("consequence") {
-                        self.visit(b);
-                    }
-                    self.half_depth -= 1;
-                    if let Some(a) = node.field("alternative") {
-                        self.visit(a);
-                    }
-                    return false;
-                }
-            }
+            NodeClass::If | NodeClass::PreprocIf => return self.branch(node),
             NodeClass::Binary => self.binary(node),
-            NodeClass::FieldDecl => {
-                // A struct holding tensors: a static or global instance of it is a cache.
-                let ty = node.field("type").map(|t| self.t(t)).unwrap_or("");
-                if ty.contains("Tensor") || ty.contains("Storage") || ty.contains("DataPtr") {
-                    let mut p = node.parent();
-                    while let Some(x) = p {
-                        if matches!(x.kind_fast(), "struct_specifier" | "class_specifier") {
-                            if let Some(n) = x.field("name") {
-                                self.tensor_structs.insert(self.t(n).to_string());
-                            }
-                            break;
-                        }
-                        p = x.parent();
-                    }
-                }
-            }
+            NodeClass::FieldDecl => self.field_declaration(node),
             NodeClass::NsAlias => {
-                // `namespace F = torch::nn::functional;`: `F::gelu` is `torch::nn::functional::gelu`.
-                let name = node.field("name").map(|n| self.t(n).to_string());
-                let mut c = self.cursor(node);
-                let target = node
-                    .named_children(&mut c)
-                    .filter(|ch| Some(self.t(*ch)) != name.as_deref())
-                    .last()
-                    .map(|t| self.t(t).split_whitespace().collect::<String>());
-                self.cursors.push(c);
-                if let (Some(n), Some(t)) = (name, target) {
-                    self.ns_aliases.insert(n, t);
-                }
+                self.namespace_alias(node);
                 return false;
             }
         }
         true
+    }
+
+    /// `a = b`, `a += b`, `p[i] = v`, `config.stream = s`.
+    fn assignment(&mut self, node: Node<'t>) {
+        let (Some(l), Some(r)) = (node.field("left"), node.field("right")) else {
+            return;
+        };
+        if l.kind_fast() == "identifier" {
+            let compound = node.field("operator").is_some_and(|o| self.t(o) != "=");
+            if compound && self.is_tensor_name(self.t(l)) {
+                self.torch_op(node.byte_range(), format!("`{}` is tensor arithmetic: an ATen kernel does the work inside the extension", self.t(node)));
+            }
+            self.state.inits.insert(self.t(l), r);
+        } else {
+            let pure = node.field("operator").is_some_and(|o| self.t(o) == "=");
+            self.record_write(l, pure);
+            // `config.stream = s` for `cudaLaunchKernelEx`.
+            let field = (l.kind_fast() == "field_expression")
+                .then(|| l.field("field"))
+                .flatten()
+                .map(|f| self.t(f));
+            if matches!(field, Some("stream" | "hStream")) && !self.stream_ok(r, 0) {
+                self.side_stream(
+                    r.byte_range(),
+                    format!("the launch configuration's stream is `{}`, not `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(r)),
+                );
+            }
+        }
+    }
+
+    /// `p[i]++`, `calls++` on a static.
+    fn update(&mut self, node: Node<'t>) {
+        if let Some(a) = node.field("argument") {
+            if a.kind_fast() != "identifier" {
+                self.record_write(a, false);
+            } else if self.cur.is_some() && self.static_ptrs.contains(self.t(a)) {
+                self.static_cache(
+                    node.byte_range(),
+                    format!("`{}` counts calls in a static variable: behaviour that changes with the call count (phase detection) passes the checks and cheats the timing", self.t(node)),
+                );
+            }
+        }
+    }
+
+    /// `if`/`#if`: a dead branch (`if (0)`, `#if 0`) is not walked; a branch only half/bf16
+    /// inputs take is walked with `half_depth` raised. False when the branch was walked here.
+    fn branch(&mut self, node: Node<'t>) -> bool {
+        // `if (0)`, `if (false)`, `#if 0`: code that never runs launches nothing.
+        let dead = node.field("condition").is_some_and(|c| {
+            let t = self
+                .t(c)
+                .trim_matches(|ch: char| ch == '(' || ch == ')' || ch.is_whitespace());
+            matches!(t, "0" | "false")
+        });
+        if dead {
+            if let Some(a) = node.field("alternative") {
+                self.visit(a);
+            }
+            return false;
+        }
+        // `if (x.scalar_type() == at::kHalf) {...}` on an fp32 problem: the branch is
+        // live code (its launches count) but fp32 inputs never take it.
+        let half_only = self.precision == Precision::Fp32
+            && node
+                .field("condition")
+                .is_some_and(|c| rules::precision::half_only_test(self.t(c)));
+        if half_only {
+            if let Some(c) = node.field("condition") {
+                self.visit(c);
+            }
+            self.half_depth += 1;
+            if let Some(b) = node.field("consequence") {
+                self.visit(b);
+            }
+            self.half_depth -= 1;
+            if let Some(a) = node.field("alternative") {
+                self.visit(a);
+            }
+            return false;
+        }
+        true
+    }
+
+    /// A struct holding tensors: a static or global instance of it is a cache.
+    fn field_declaration(&mut self, node: Node<'t>) {
+        let ty = node.field("type").map(|t| self.t(t)).unwrap_or("");
+        if ty.contains("Tensor") || ty.contains("Storage") || ty.contains("DataPtr") {
+            let mut p = node.parent();
+            while let Some(x) = p {
+                if matches!(x.kind_fast(), "struct_specifier" | "class_specifier") {
+                    if let Some(n) = x.field("name") {
+                        self.tensor_structs.insert(self.t(n).to_string());
+                    }
+                    break;
+                }
+                p = x.parent();
+            }
+        }
+    }
+
+    /// `namespace F = torch::nn::functional;`: `F::gelu` is `torch::nn::functional::gelu`.
+    fn namespace_alias(&mut self, node: Node<'t>) {
+        let name = node.field("name").map(|n| self.t(n).to_string());
+        let mut c = self.cursor(node);
+        let target = node
+            .named_children(&mut c)
+            .filter(|ch| Some(self.t(*ch)) != name.as_deref())
+            .last()
+            .map(|t| self.t(t).split_whitespace().collect::<String>());
+        self.cursors.push(c);
+        if let (Some(n), Some(t)) = (name, target) {
+            self.ns_aliases.insert(n, t);
+        }
     }
 
     fn visit_template_args(&mut self, node: Node<'t>) {
@@ -733,7 +726,7 @@ impl<'t> Analyzer<'t> {
             && (q.contains("::gemm::device") || q.contains("::conv::device"))
             && self.library_ops_banned()
         {
-            self.flag(VENDOR, node.byte_range(), format!("`{q}` is CUTLASS's prebuilt device-level operator: the library's kernel does the work, not the candidate's own"));
+            self.vendor_library(node.byte_range(), format!("`{q}` is CUTLASS's prebuilt device-level operator: the library's kernel does the work, not the candidate's own"));
         }
         if q.starts_with("TORCH_LIBRARY") {
             self.library_registration(node, q);
@@ -865,8 +858,7 @@ impl<'t> Analyzer<'t> {
         let pasted_names: HashSet<String> = pasted.iter().map(|p| p.text.clone()).collect();
         for p in &pasted {
             if api_like(&p.text) {
-                self.flag(
-                    PASTE,
+                self.token_pasting(
                     p.range.clone(),
                     format!("token pasting (`##`) in macro `{name}` builds the API name `{}`; write API calls out", p.text),
                 );
@@ -963,7 +955,7 @@ impl<'t> Analyzer<'t> {
             let pasted_names: HashSet<String> = pasted.iter().map(|p| p.text.clone()).collect();
             for t in expanded.iter().filter(|t| pasted_names.contains(&t.text)) {
                 if api_like(&t.text) {
-                    self.flag(PASTE, t.range.clone(), format!("token pasting (`##`) in macro `{name}` builds the API name `{}`; write API calls out", t.text));
+                    self.token_pasting(t.range.clone(), format!("token pasting (`##`) in macro `{name}` builds the API name `{}`; write API calls out", t.text));
                 }
                 if let Some((code, msg)) = classify(&t.text, NameKind::Type) {
                     self.flag(
@@ -990,8 +982,7 @@ impl<'t> Analyzer<'t> {
         }
         let t = self.t(node);
         if t.contains("globaltimer") || t.contains("%clock") {
-            self.flag(
-                TIMER,
+            self.timer_tampering(
                 node.byte_range(),
                 "inline PTX reads a clock register (`%globaltimer`, `%clock`): a kernel that reads the time can tell timed calls from checked ones".into(),
             );
@@ -1002,8 +993,7 @@ impl<'t> Analyzer<'t> {
             || t.contains(".e4m3")
             || t.contains(".e5m2")
         {
-            self.flag(
-                PRECISION,
+            self.precision_downgrade(
                 node.byte_range(),
                 "inline PTX computes in fp16/bf16/TF32 on an fp32 problem".into(),
             );
@@ -1075,8 +1065,7 @@ impl<'t> Analyzer<'t> {
             self.visit(pl);
         }
         if kind != FuncKind::Global && interposed_api(&name) {
-            self.flag(
-                TIMER,
+            self.timer_tampering(
                 name_range.clone(),
                 format!("defining `{name}` interposes the CUDA/timing API the harness relies on"),
             );
@@ -1122,8 +1111,7 @@ impl<'t> Analyzer<'t> {
         self.cur = saved_cur;
         for (var, (range, written, returned)) in state.empties {
             if returned && !written {
-                self.flag(
-                    UNWRITTEN,
+                self.unwritten_output(
                     range,
                     format!("`{var}` is allocated with `empty` and returned, but no kernel is given it to write: it returns whatever the allocator's memory held"),
                 );
@@ -1217,8 +1205,7 @@ impl<'t> Analyzer<'t> {
                 && !is_fn
             {
                 let target = d.field("declarator").unwrap_or(d);
-                self.flag(
-                    STATIC_CACHE,
+                self.static_cache(
                     target.byte_range(),
                     format!("`{}` is a {} `{ty}` that outlives the call: results can be cached across calls (keyed by pointer or shape)", self.t(target), if is_static { "static" } else { "global" }),
                 );
@@ -1290,8 +1277,7 @@ impl<'t> Analyzer<'t> {
             self.funcs[i].returns_current_stream = current;
         }
         if self.is_empty_alloc(e) {
-            self.flag(
-                UNWRITTEN,
+            self.unwritten_output(
                 e.byte_range(),
                 "returns a fresh `empty` tensor that no kernel wrote: it returns whatever the allocator's memory held".into(),
             );
@@ -1320,147 +1306,98 @@ impl<'t> Analyzer<'t> {
             .children(&mut c)
             .find(|ch| ch.kind_fast() == "kernel_call_syntax");
         self.cursors.push(c);
-        if let Some(cfg) = launch {
-            let kernel = self
-                .qualname(func)
-                .map(|q| last_segment(&q).to_string())
-                .unwrap_or_default();
-            self.record_param_passes(&kernel, node);
-            if let Some(i) = self.cur {
-                self.funcs[i].launches.insert(kernel.clone());
-                if self.half_depth == 0 {
-                    self.funcs[i].full_launches.insert(kernel.clone());
-                }
-                if let Some(al) = node.field("arguments") {
-                    let mut c = al.walk();
-                    let args: Vec<_> = al
-                        .named_children(&mut c)
-                        .filter(|n| n.kind_fast() != "comment")
-                        .map(|a| (self.input_param_of(a, 0), a.byte_range()))
-                        .collect();
-                    self.funcs[i].launch_args.push((kernel.clone(), args));
-                }
-            }
-            let mut c = cfg.walk();
-            let args: Vec<Node> = cfg
-                .named_children(&mut c)
-                .filter(|n| n.kind_fast() != "comment")
-                .collect();
-            let empty = |n: &Node<'t>| {
-                let t: String = self.t(*n).split_whitespace().collect();
-                matches!(t.as_str(), "0" | "dim3(0)" | "dim3(0,0,0)" | "dim3(0,1,1)")
-            };
-            if let Some(z) = args.iter().take(2).find(|n| empty(n)) {
-                self.flag(
-                    DECOY,
-                    z.byte_range(),
-                    format!("kernel `{kernel}` is launched with an empty grid or block (`{}`): it runs no threads and does no work", self.t(*z)),
-                );
-            }
-            if let Some(stream) = args.get(3) {
-                if !self.stream_ok(*stream, 0) {
-                    self.flag(
-                        STREAM,
-                        stream.byte_range(),
-                        format!("kernel `{kernel}` is launched on stream `{}`, not on `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(*stream)),
-                    );
-                }
-            }
-            return;
+        match launch {
+            Some(cfg) => self.kernel_launch(node, func, cfg),
+            None if func.kind_fast() == "field_expression" => self.method_call(node, func),
+            None => self.function_call(node, func),
         }
-        if func.kind_fast() == "field_expression" {
-            let field = func.field("field");
-            let m = field.and_then(|f| self.qualname(f)).unwrap_or_default();
-            let recv = func.field("argument");
-            let recv_t = recv.map(|r| self.t(r)).unwrap_or("");
-            let at = field.map_or(func.byte_range(), |f| f.byte_range());
-            if tensor_compute_method(&m) && recv_t != "this" && !recv_t.starts_with("std") {
-                self.flag(
-                    TORCH_OP,
-                    at.clone(),
-                    format!("`{recv_t}.{m}(...)` runs a PyTorch kernel inside the extension; compute it in your own kernel"),
-                );
+    }
+
+    /// `kernel<<<grid, block, smem, stream>>>(args)`.
+    fn kernel_launch(&mut self, node: Node<'t>, func: Node<'t>, cfg: Node<'t>) {
+        let kernel = self
+            .qualname(func)
+            .map(|q| last_segment(&q).to_string())
+            .unwrap_or_default();
+        self.record_param_passes(&kernel, node);
+        if let Some(i) = self.cur {
+            self.funcs[i].launches.insert(kernel.clone());
+            if self.half_depth == 0 {
+                self.funcs[i].full_launches.insert(kernel.clone());
             }
-            if matches!(m.as_str(), "to" | "toType" | "dtype" | "type") {
-                let args = node.field("arguments").map(|a| self.t(a)).unwrap_or("");
-                if ["kHalf", "kFloat16", "kBFloat16", "Half", "BFloat16"]
-                    .iter()
-                    .any(|h| args.contains(h))
-                {
-                    self.flag(
-                        PRECISION,
-                        at.clone(),
-                        format!("`.{m}{args}` converts to reduced precision on an fp32 problem"),
-                    );
-                }
+            if let Some(al) = node.field("arguments") {
+                let mut c = al.walk();
+                let args: Vec<_> = al
+                    .named_children(&mut c)
+                    .filter(|n| n.kind_fast() != "comment")
+                    .map(|a| (self.input_param_of(a, 0), a.byte_range()))
+                    .collect();
+                self.funcs[i].launch_args.push((kernel.clone(), args));
             }
-            if matches!(m.as_str(), "half" | "bfloat16") {
-                self.flag(
-                    PRECISION,
-                    at.clone(),
-                    format!("`.{m}()` converts to reduced precision on an fp32 problem"),
-                );
-            }
-            if m.ends_with('_') && m != "data_ptr_" {
-                if let (Some(i), Some(r)) = (self.cur, recv) {
-                    if r.kind_fast() == "identifier"
-                        && self.funcs[i]
-                            .params
-                            .iter()
-                            .any(|p| p.is_tensor && p.name == recv_t)
-                    {
-                        self.flag(
-                            INPUT_MUTATION,
-                            at.clone(),
-                            format!(
-                                "`{recv_t}.{m}(...)` modifies the input tensor `{recv_t}` in place"
-                            ),
-                        );
-                    }
-                }
-            }
-            if let Some(i) = self.cur {
-                let arg0 = node.field("arguments").and_then(|a| a.named_child(0));
-                match m.as_str() {
-                    "record" => self.funcs[i].records_event = true,
-                    "block" if arg0.is_some_and(|a| self.stream_ok(a, 0)) => {
-                        self.funcs[i].joins_caller = true
-                    }
-                    _ => {}
-                }
-            }
-            if m == "def" {
-                // PYBIND11_MODULE: m.def("name", &func)
-                let mut c = node.walk();
-                if let Some(args) = node.field("arguments") {
-                    let py_name = args
-                        .named_child(0)
-                        .filter(|a| a.kind_fast() == "string_literal")
-                        .map(|a| self.t(a).trim_matches('"').to_string());
-                    let target = args.named_child(1).map(|a| {
-                        if a.kind_fast() == "pointer_expression" {
-                            a.field("argument").unwrap_or(a)
-                        } else {
-                            a
-                        }
-                    });
-                    if let (Some(py), Some(q)) = (py_name, target.and_then(|t| self.qualname(t))) {
-                        self.pybind_names.push((py, last_segment(&q).to_string()));
-                    }
-                    for a in args.named_children(&mut c) {
-                        let target = if a.kind_fast() == "pointer_expression" {
-                            a.field("argument")
-                        } else {
-                            Some(a)
-                        };
-                        if let Some(q) = target.and_then(|t| self.qualname(t)) {
-                            self.pybind_exports.push(last_segment(&q).to_string());
-                        }
-                    }
-                }
-            }
-            return;
         }
+        let mut c = cfg.walk();
+        let args: Vec<Node> = cfg
+            .named_children(&mut c)
+            .filter(|n| n.kind_fast() != "comment")
+            .collect();
+        self.empty_launch(&kernel, &args);
+        self.launch_stream(&kernel, &args);
+    }
+
+    /// `recv.method(args)`: tensor methods, conversions, events, pybind11's `m.def`.
+    fn method_call(&mut self, node: Node<'t>, func: Node<'t>) {
+        let field = func.field("field");
+        let m = field.and_then(|f| self.qualname(f)).unwrap_or_default();
+        let recv = func.field("argument");
+        let recv_t = recv.map(|r| self.t(r)).unwrap_or("");
+        let at = field.map_or(func.byte_range(), |f| f.byte_range());
+        self.tensor_method_call(&at, recv_t, &m);
+        self.reduced_precision_method(node, &at, &m);
+        self.inplace_on_input(&at, recv, recv_t, &m);
+        if let Some(i) = self.cur {
+            let arg0 = node.field("arguments").and_then(|a| a.named_child(0));
+            match m.as_str() {
+                "record" => self.funcs[i].records_event = true,
+                "block" if arg0.is_some_and(|a| self.stream_ok(a, 0)) => {
+                    self.funcs[i].joins_caller = true
+                }
+                _ => {}
+            }
+        }
+        if m == "def" {
+            // PYBIND11_MODULE: m.def("name", &func)
+            let mut c = node.walk();
+            if let Some(args) = node.field("arguments") {
+                let py_name = args
+                    .named_child(0)
+                    .filter(|a| a.kind_fast() == "string_literal")
+                    .map(|a| self.t(a).trim_matches('"').to_string());
+                let target = args.named_child(1).map(|a| {
+                    if a.kind_fast() == "pointer_expression" {
+                        a.field("argument").unwrap_or(a)
+                    } else {
+                        a
+                    }
+                });
+                if let (Some(py), Some(q)) = (py_name, target.and_then(|t| self.qualname(t))) {
+                    self.pybind_names.push((py, last_segment(&q).to_string()));
+                }
+                for a in args.named_children(&mut c) {
+                    let target = if a.kind_fast() == "pointer_expression" {
+                        a.field("argument")
+                    } else {
+                        Some(a)
+                    };
+                    if let Some(q) = target.and_then(|t| self.qualname(t)) {
+                        self.pybind_exports.push(last_segment(&q).to_string());
+                    }
+                }
+            }
+        }
+    }
+
+    /// `f(args)` / `ns::f(args)`: a plain (possibly qualified) function.
+    fn function_call(&mut self, node: Node<'t>, func: Node<'t>) {
         let Some(q) = self.qualname(func) else { return };
         let q = q.trim_start_matches("::").to_string();
         let last = last_segment(&q).to_string();
@@ -1494,8 +1431,7 @@ impl<'t> Analyzer<'t> {
             && !torch_allowed(&last)
             && !q.contains("CachingAllocator")
         {
-            self.flag(
-                TORCH_OP,
+            self.torch_op(
                 func.byte_range(),
                 format!("`{q}` runs a PyTorch/ATen op inside the extension; compute it in your own kernel"),
             );
@@ -1503,28 +1439,7 @@ impl<'t> Analyzer<'t> {
         if !qualified && self.using_torch && tensor_compute_method(&last) {
             self.unqualified_ops.push((last.clone(), func.byte_range()));
         }
-        if (!qualified || ns == "std") && sandbox_call(&last) {
-            self.flag(SANDBOX, func.byte_range(), format!("`{q}(...)` reaches outside the sandbox (processes, libraries, environment or files)"));
-        }
-        if last == "fopen" || last == "open" {
-            let mode = node
-                .field("arguments")
-                .and_then(|a| a.named_child(1))
-                .map(|m| self.t(m))
-                .unwrap_or("");
-            if mode.contains('w')
-                || mode.contains('a')
-                || mode.contains('+')
-                || mode.contains("O_WRONLY")
-                || mode.contains("O_RDWR")
-            {
-                self.flag(
-                    SANDBOX,
-                    func.byte_range(),
-                    format!("`{last}` opens a file for writing from inside the extension"),
-                );
-            }
-        }
+        self.sandbox_call(node, func, &q, &last, qualified, ns);
         if last.starts_with("cudaLaunch")
             || last == "cuLaunchKernel"
             || last == "cuLaunchCooperativeKernel"
@@ -1541,36 +1456,12 @@ impl<'t> Analyzer<'t> {
             };
             if let Some(s) = at.and_then(|k| node.field("arguments")?.named_child(k)) {
                 if !self.stream_ok(s, 0) {
-                    self.flag(
-                        STREAM,
+                    self.side_stream(
                         s.byte_range(),
                         format!("`{last}` launches on stream `{}`, not on `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(s)),
                     );
                 }
             }
-        }
-    }
-
-    /// `TORCH_LIBRARY_IMPL(aten, CUDA, m)`: the extension replaces PyTorch's own kernels, the
-    /// ones the reference runs.
-    fn library_registration(&mut self, node: Node<'t>, q: &str) {
-        let Some(p) = node.parent() else { return };
-        let args = match p.kind_fast() {
-            "call_expression" | "function_declarator" => {
-                p.field("arguments").or_else(|| p.field("parameters"))
-            }
-            _ => None,
-        };
-        let first = args
-            .and_then(|a| a.named_child(0))
-            .map(|a| self.t(a).trim().to_string())
-            .unwrap_or_default();
-        if matches!(first.as_str(), "aten" | "prim" | "_") || first.contains("aten") {
-            self.flag(
-                TIMER,
-                node.byte_range(),
-                format!("`{q}({first}, ...)` registers kernels for PyTorch's own operators: the reference would run the candidate's code; register ops in your own namespace"),
-            );
         }
     }
 
@@ -1609,8 +1500,7 @@ impl<'t> Analyzer<'t> {
                 .any(|x| x.kind_fast() == "identifier" && self.is_tensor_name(self.t(*x)));
             if tensor {
                 // At the operator, so an op call inside an operand keeps its own finding.
-                self.flag(
-                    TORCH_OP,
+                self.torch_op(
                     op_range,
                     format!("`{}` is tensor arithmetic: an ATen kernel does the work inside the extension; compute it in your own kernel", self.t(node)),
                 );
@@ -1622,19 +1512,11 @@ impl<'t> Analyzer<'t> {
             )
             && result_like(self.t(r))
         {
-            self.flag(
-                SANDBOX,
+            self.sandbox(
                 node.byte_range(),
                 "printing result-like text from inside the extension could forge the harness's verdict".into(),
             );
         }
-    }
-
-    /// CUTLASS's prebuilt device-level operators are a library call when the kernel declares
-    /// a backend other than CUTLASS/CuTe; with no declared backend they are a CUTLASS kernel.
-    fn library_ops_banned(&self) -> bool {
-        self.backend
-            .is_some_and(|b| b != kernelgate_model::Backend::Cute)
     }
 
     /// Rules for a call of a plain (possibly qualified) function name.
@@ -1648,23 +1530,20 @@ impl<'t> Analyzer<'t> {
                 ids.iter().any(|id| self.static_ptrs.contains(id))
             });
             if let Some(a) = held {
-                self.flag(
-                    STATIC_CACHE,
+                self.static_cache(
                     a.byte_range(),
                     format!("`{q}` wraps `{}`, memory kept in a static or global pointer: the result outlives the call and can be returned again without computing", self.t(a)),
                 );
             }
         }
         if clock_call(last) && !(last == "clock" && q.contains("::")) {
-            self.flag(
-                TIMER,
+            self.timer_tampering(
                 node.field("function").map_or(node.byte_range(), |f| f.byte_range()),
                 format!("`{q}()` reads the clock: a kernel that times itself can behave differently when the harness times it"),
             );
         }
         if last == "exit" && arg0.is_some_and(|a| matches!(self.t(a), "0" | "EXIT_SUCCESS")) {
-            self.flag(
-                SANDBOX,
+            self.sandbox(
                 node.byte_range(),
                 "`exit(0)` from inside the extension ends the process with success before the harness checks anything".into(),
             );
@@ -1679,8 +1558,7 @@ impl<'t> Analyzer<'t> {
         };
         if let Some(s) = stream_arg.and_then(|k| args?.named_child(k)) {
             if !self.stream_ok(s, 0) {
-                self.flag(
-                    STREAM,
+                self.side_stream(
                     s.byte_range(),
                     format!("`{last}` runs on stream `{}`, not on `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(s)),
                 );
@@ -1696,8 +1574,7 @@ impl<'t> Analyzer<'t> {
                     )
                 })
         {
-            self.flag(
-                SANDBOX,
+            self.sandbox(
                 node.byte_range(),
                 format!("`{last}` writes raw bytes to stdout/stderr from inside the extension: output can be forged this way"),
             );
@@ -1705,8 +1582,7 @@ impl<'t> Analyzer<'t> {
         if matches!(last, "printf" | "fprintf" | "puts" | "fputs" | "dprintf") {
             let text = args.map(|a| self.t(a)).unwrap_or("");
             if result_like(text) {
-                self.flag(
-                    SANDBOX,
+                self.sandbox(
                     node.byte_range(),
                     format!(
                         "`{last}` prints result-like text that could forge the harness's verdict"
@@ -1735,469 +1611,6 @@ impl<'t> Analyzer<'t> {
         }
     }
 
-    /// Parameters of the current function handed on as is to `callee` (`launch(p, n)`).
-    fn record_param_passes(&mut self, callee: &str, call: Node<'t>) {
-        let (Some(i), Some(al)) = (self.cur, call.field("arguments")) else {
-            return;
-        };
-        if self.funcs[i].params.is_empty() {
-            return;
-        }
-        let mut c = self.cursor(al);
-        let mut passes = Vec::new();
-        for (k, a) in al
-            .named_children(&mut c)
-            .filter(|n| n.kind_fast() != "comment")
-            .enumerate()
-        {
-            let mut a = a;
-            // `(float*)p`, `reinterpret_cast<float4*>(p)`, `p + off`
-            for _ in 0..3 {
-                a = match a.kind_fast() {
-                    "cast_expression" => a.field("value").unwrap_or(a),
-                    "binary_expression" => a.field("left").unwrap_or(a),
-                    "call_expression" => a
-                        .field("arguments")
-                        .and_then(|x| x.named_child(0))
-                        .filter(|_| self.t(a).contains("_cast<"))
-                        .unwrap_or(a),
-                    _ => break,
-                };
-            }
-            if a.kind_fast() == "identifier" {
-                let t = self.t(a);
-                if let Some(j) = self.funcs[i].params.iter().position(|p| p.name == t) {
-                    passes.push((callee.to_string(), k, j));
-                }
-            }
-        }
-        self.cursors.push(c);
-        self.funcs[i].param_passes.extend(passes);
-    }
-
-    /// Whether a function named `callee` writes through its argument `k` (a kernel storing
-    /// through the pointer, a helper handing it to one, `cudaMemset`/`cudaMemcpy` into it).
-    fn writes_arg(&self, callee: &str, k: usize, depth: u32) -> bool {
-        if k == 0
-            && (callee.starts_with("cudaMemset")
-                || callee.starts_with("cuMemset")
-                || callee.starts_with("cuMemcpy")
-                || callee.starts_with("cudaMemcpy") && !callee.contains("ToSymbol"))
-        {
-            return true;
-        }
-        if depth > 4 {
-            return false;
-        }
-        self.funcs.iter().filter(|f| f.name == callee).any(|f| {
-            if f.kind == FuncKind::Global {
-                return f.params.get(k).is_some_and(|p| f.writes.contains(&p.name));
-            }
-            f.param_passes
-                .iter()
-                .any(|(c, m, j)| *j == k && self.writes_arg(c, *m, depth + 1))
-        })
-    }
-
-    /// Is this `<<<..., stream>>>` argument the current (or default) stream?
-    fn stream_ok(&self, n: Node<'t>, depth: u32) -> bool {
-        if depth > 8 {
-            return true;
-        }
-        let t = self.t(n).trim();
-        match n.kind_fast() {
-            "number_literal" => t == "0",
-            "null" | "nullptr" => true,
-            "identifier" => {
-                if matches!(t, "NULL" | "nullptr" | "cudaStreamLegacy") || t == PLACEHOLDER {
-                    return true;
-                }
-                if let Some(v) = self.state.inits.get(t) {
-                    return self.stream_ok(*v, depth + 1);
-                }
-                if let Some(i) = self.cur {
-                    if self.funcs[i].params.iter().any(|p| p.name == t) {
-                        // A parameter: the caller's argument decides; stream creation is
-                        // flagged where it happens.
-                        return true;
-                    }
-                }
-                if let Some(m) = self.macros.get(t) {
-                    let b = m.body.trim();
-                    return b == "0"
-                        || b == "nullptr"
-                        || b == "NULL"
-                        || b.contains("getCurrentCUDAStream");
-                }
-                false
-            }
-            "call_expression" => {
-                let Some(f) = n.field("function") else {
-                    return false;
-                };
-                if f.kind_fast() == "field_expression" {
-                    return f
-                        .field("argument")
-                        .is_some_and(|a| self.stream_ok(a, depth + 1));
-                }
-                let q = self.qualname(f).unwrap_or_default();
-                match last_segment(&q) {
-                    "getCurrentCUDAStream"
-                    | "getDefaultCUDAStream"
-                    | "current_stream"
-                    | "getCurrentStream" => true,
-                    // `reinterpret_cast<cudaStream_t>(handle)`: the handle decides (a parameter
-                    // is the caller's, e.g. Python's `torch.cuda.current_stream().cuda_stream`).
-                    "reinterpret_cast" | "static_cast" | "const_cast" | "bit_cast" => n
-                        .field("arguments")
-                        .and_then(|a| a.named_child(0))
-                        .is_some_and(|a| self.stream_ok(a, depth + 1)),
-                    // A helper of this extension that returns the caller's stream.
-                    name => self
-                        .funcs
-                        .iter()
-                        .any(|f| f.name == name && f.returns_current_stream),
-                }
-            }
-            "field_expression" | "parenthesized_expression" | "cast_expression" => {
-                let inner = n
-                    .field("argument")
-                    .or_else(|| n.field("value"))
-                    .or_else(|| n.named_child(n.named_child_count().saturating_sub(1)));
-                inner.is_some_and(|i| self.stream_ok(i, depth + 1))
-            }
-            _ => false,
-        }
-    }
-
-    /// The base name of a written place: `p[i]`, `*p`, `*(p + i)`, `&p[i]`, `p[i].x` -> `p`.
-    /// `pure`: the place is only stored to (`=`, `atomicAdd`), not read as well (`+=`, `++`).
-    fn record_write(&mut self, mut n: Node<'t>, pure: bool) {
-        let Some(i) = self.cur else { return };
-        let site = n.byte_range();
-        for _ in 0..8 {
-            let next = match n.kind_fast() {
-                "identifier" => {
-                    let name = self.t(n);
-                    let f = &mut self.funcs[i];
-                    let param = f.params.iter().position(|p| p.name == name);
-                    if pure {
-                        if let Some(k) = param {
-                            f.param_stores[k] += 1;
-                        }
-                    }
-                    f.writes.insert(name.to_string());
-                    if param.is_none()
-                        && self.state.inits.get(name).is_some_and(|v| {
-                            let t = &self.text[v.byte_range()];
-                            t.contains("data_ptr") || t.contains("accessor") || t.contains(".data<")
-                        })
-                    {
-                        self.funcs[i].stores_tensor_data = true;
-                    }
-                    // A local pointer into a parameter (`float* row = out + r * cols;`):
-                    // the store goes through to the parameter.
-                    match (param, self.state.inits.get(name)) {
-                        (None, Some(v)) if self.state.ptr_locals.contains(name) => Some(*v),
-                        _ => return,
-                    }
-                }
-                "call_expression" if self.t(n).contains("_cast<") => {
-                    n.field("arguments").and_then(|a| a.named_child(0))
-                }
-                // Reached a tensor parameter's data pointer: host code stores into that tensor.
-                "call_expression" => {
-                    if self.t(n).contains("data_ptr") || self.t(n).contains(".data<") {
-                        self.funcs[i].stores_tensor_data = true;
-                    }
-                    if let Some(p) = self.input_param_of(n, 0) {
-                        self.funcs[i].host_writes.push((p, site));
-                    }
-                    return;
-                }
-                "subscript_expression" | "pointer_expression" | "field_expression" => {
-                    n.field("argument")
-                }
-                "binary_expression" => n.field("left"),
-                "cast_expression" => n.field("value"),
-                "parenthesized_expression" => n.named_child(0),
-                _ => None,
-            };
-            match next {
-                Some(x) => n = x,
-                None => return,
-            }
-        }
-    }
-
-    /// The tensor parameter of the current host function whose data pointer `n` passes:
-    /// `x.data_ptr<float>()`, `(float*)x.data_ptr()`, or a local initialised from one.
-    fn input_param_of(&self, n: Node<'t>, depth: u32) -> Option<String> {
-        let i = self.cur?;
-        if depth > 4 {
-            return None;
-        }
-        if n.kind_fast() == "identifier" {
-            let v = self.state.inits.get(self.t(n))?;
-            return self.input_param_of(*v, depth + 1);
-        }
-        if n.kind_fast() == "call_expression" {
-            let f = n.field("function")?;
-            if f.kind_fast() == "field_expression" {
-                let m = f.field("field").and_then(|x| self.qualname(x))?;
-                let r = f.field("argument")?;
-                if matches!(m.as_str(), "data_ptr" | "data" | "mutable_data_ptr")
-                    && r.kind_fast() == "identifier"
-                {
-                    let name = self.t(r);
-                    return self.funcs[i]
-                        .params
-                        .iter()
-                        .find(|p| p.is_tensor && p.name == name)
-                        .map(|p| p.name.clone());
-                }
-            }
-        }
-        // Look through casts and pointer arithmetic only: in an aggregate (`Params p{x_ptr,
-        // out_ptr}`), a conditional or another call, which pointer ends up written is unknown.
-        match n.kind_fast() {
-            "initializer_list" | "conditional_expression" => return None,
-            "call_expression"
-                if !n
-                    .field("function")
-                    .is_some_and(|f| self.t(f).contains("_cast")) =>
-            {
-                return None
-            }
-            _ => {}
-        }
-        let mut c = n.walk();
-        let children: Vec<_> = n.named_children(&mut c).collect();
-        children
-            .into_iter()
-            .find_map(|ch| self.input_param_of(ch, depth + 1))
-    }
-
-    /// Host functions that return a tensor treat their tensor parameters as inputs: a kernel
-    /// writing through one of their data pointers mutates an input.
-    fn input_writes(&mut self) {
-        let mut hits = Vec::new();
-        let hosts = self
-            .funcs
-            .iter()
-            .filter(|f| f.kind == FuncKind::Host && f.returns_tensor);
-        for host in hosts {
-            for (p, range) in &host.host_writes {
-                if !host.returned_params.contains(p) && !self.owned_param(host, p) {
-                    hits.push((
-                        range.clone(),
-                        format!(
-                            "`{}` stores into the data of input `{p}`: inputs must not be modified",
-                            &self.text[range.clone()]
-                        ),
-                    ));
-                }
-            }
-            for (callee, args) in host.launch_args.iter().chain(&host.helper_calls) {
-                for (j, (p, range)) in args.iter().enumerate() {
-                    let Some(p) = p else { continue };
-                    if host.returned_params.contains(p)
-                        || self.owned_param(host, p)
-                        || !self.writes_arg(callee, j, 0)
-                    {
-                        continue;
-                    }
-                    hits.push((
-                        range.clone(),
-                        format!(
-                            "`{callee}` writes through `{}`, the data of input `{p}`: inputs must not be modified",
-                            &self.text[range.clone()],
-                        ),
-                    ));
-                }
-            }
-        }
-        for (r, m) in hits {
-            self.flag(INPUT_MUTATION, r, m);
-        }
-    }
-
-    /// `return p;` of a tensor parameter `p` is in-place compute on an input, unless `p` is an
-    /// out-parameter: the function takes other tensors, and every kernel given `p`'s data
-    /// only stores through it (`out[i] = ...`), never reads it.
-    fn returned_inputs(&mut self) {
-        let mut hits = Vec::new();
-        for h in self.funcs.iter().filter(|f| f.kind == FuncKind::Host) {
-            for (p, range) in &h.returned_sites {
-                if !self.is_out_param(h, p) && !self.owned_param(h, p) {
-                    hits.push((range.clone(), format!("returns its input `{p}`: the output is the input tensor, computed in place (inputs must not be modified; allocate an output)")));
-                }
-            }
-        }
-        for (r, m) in hits {
-            self.flag(INPUT_MUTATION, r, m);
-        }
-    }
-
-    fn is_out_param(&self, host: &Func, p: &str) -> bool {
-        if !host.params.iter().any(|q| q.is_tensor && q.name != p) {
-            return false;
-        }
-        let mut stored = false;
-        for (kernel, args) in &host.launch_args {
-            for (j, (arg, _)) in args.iter().enumerate() {
-                if arg.as_deref() != Some(p) {
-                    continue;
-                }
-                let mut known = false;
-                for k in self
-                    .funcs
-                    .iter()
-                    .filter(|k| k.kind == FuncKind::Global && &k.name == kernel)
-                {
-                    known = true;
-                    let Some(kp) = k.params.get(j) else {
-                        return false;
-                    };
-                    let read = k.param_uses[j] > k.param_stores[j];
-                    if read || !k.writes.contains(&kp.name) {
-                        return false;
-                    }
-                    stored = true;
-                }
-                // A kernel defined elsewhere: what it does with `p` is unknown.
-                if !known {
-                    return false;
-                }
-            }
-        }
-        stored
-    }
-
-    /// A tensor parameter `p` of `host` that `forward` only ever passes the candidate's own
-    /// buffers at (a workspace, an output, partial sums), at every call site.
-    fn owned_param(&self, host: &Func, p: &str) -> bool {
-        let Some(k) = host.params.iter().position(|q| q.name == p) else {
-            return false;
-        };
-        let mut py_names: Vec<&str> = vec![host.name.as_str()];
-        py_names.extend(
-            self.pybind_names
-                .iter()
-                .filter(|(_, cpp)| *cpp == host.name)
-                .map(|(py, _)| py.as_str()),
-        );
-        let mut seen = false;
-        for name in py_names {
-            if let Some(args) = self.py_args.get(name) {
-                seen = true;
-                if args.get(k) != Some(&ArgKind::Owned) {
-                    return false;
-                }
-            }
-        }
-        seen
-    }
-
-    /// Python names of the exported functions that do work of their own: they (or host
-    /// helpers they call) launch a kernel that is not a decoy, or store into tensor data.
-    fn working_exports(&self, src: &EmbeddedSource, decoys: &HashSet<String>) -> Vec<String> {
-        let mut exported: Vec<String> = src.functions.clone().unwrap_or_default();
-        exported.extend(self.pybind_names.iter().map(|(py, _)| py.clone()));
-        let cpp_of = |py: &str| -> String {
-            self.pybind_names
-                .iter()
-                .find(|(p, _)| p == py)
-                .map_or(py.to_string(), |(_, c)| c.clone())
-        };
-        if exported.is_empty() {
-            exported = self
-                .funcs
-                .iter()
-                .filter(|f| f.kind == FuncKind::Host)
-                .map(|f| f.name.clone())
-                .collect();
-        }
-        let kernel_works = |name: &str| {
-            !decoys.contains(name)
-                && self.funcs.iter().any(|f| {
-                    f.kind == FuncKind::Global
-                        && f.name == name
-                        && (f.has_asm
-                            || f.params.iter().any(|p| f.writes.contains(&p.name))
-                            || !f.calls.iter().all(|c| pure_device_call(c)))
-                })
-        };
-        exported
-            .into_iter()
-            .filter(|py| {
-                let root = cpp_of(py);
-                let mut stack = vec![root];
-                let mut seen: HashSet<String> = HashSet::default();
-                while let Some(n) = stack.pop() {
-                    if !seen.insert(n.clone()) {
-                        continue;
-                    }
-                    for f in self
-                        .funcs
-                        .iter()
-                        .filter(|f| f.name == n && f.kind == FuncKind::Host)
-                    {
-                        if f.stores_tensor_data && !src.has_cuda() {
-                            return true;
-                        }
-                        if f.launches.iter().any(|k| kernel_works(k)) {
-                            return true;
-                        }
-                        stack.extend(f.calls.iter().cloned());
-                    }
-                }
-                false
-            })
-            .collect()
-    }
-
-    /// Reduced-precision findings inside kernels and device functions that only branches for
-    /// half/bf16 inputs launch: fp32 inputs never run them.
-    fn drop_half_only_precision(&mut self) {
-        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::default();
-        for (i, f) in self.funcs.iter().enumerate() {
-            by_name.entry(f.name.as_str()).or_default().push(i);
-        }
-        let reach = |full_only: bool| -> Vec<bool> {
-            let mut seen = vec![false; self.funcs.len()];
-            let mut queue: Vec<usize> = (0..self.funcs.len())
-                .filter(|&i| self.funcs[i].kind == FuncKind::Host)
-                .collect();
-            while let Some(i) = queue.pop() {
-                if std::mem::replace(&mut seen[i], true) {
-                    continue;
-                }
-                let f = &self.funcs[i];
-                let launches = if full_only {
-                    &f.full_launches
-                } else {
-                    &f.launches
-                };
-                for n in launches.iter().chain(f.calls.iter()) {
-                    queue.extend(by_name.get(n.as_str()).into_iter().flatten().copied());
-                }
-            }
-            seen
-        };
-        let (all, full) = (reach(false), reach(true));
-        let half_only: Vec<Range<usize>> = (0..self.funcs.len())
-            .filter(|&i| all[i] && !full[i] && self.funcs[i].kind != FuncKind::Host)
-            .map(|i| self.funcs[i].range.clone())
-            .collect();
-        if half_only.is_empty() {
-            return;
-        }
-        self.findings.retain(|(code, r, _)| {
-            *code != PRECISION || !half_only.iter().any(|h| h.contains(&r.start))
-        });
-    }
-
     fn finish(&mut self, src: &EmbeddedSource) -> Vec<String> {
         self.drop_half_only_precision();
         self.returned_inputs();
@@ -2205,199 +1618,15 @@ impl<'t> Analyzer<'t> {
         let defined: HashSet<String> = self.funcs.iter().map(|f| f.name.clone()).collect();
         for (name, range) in std::mem::take(&mut self.unqualified_ops) {
             if !defined.contains(&name) {
-                self.flag(TORCH_OP, range, format!("`{name}(...)` (with `using namespace torch/at`) runs a PyTorch op inside the extension"));
+                self.torch_op(range, format!("`{name}(...)` (with `using namespace torch/at`) runs a PyTorch op inside the extension"));
             }
         }
-        let kernels: Vec<usize> = (0..self.funcs.len())
-            .filter(|&i| self.funcs[i].kind == FuncKind::Global)
-            .collect();
-        if kernels.is_empty() {
-            if src.has_cuda() && !self.uses_cutlass {
-                let at = src
-                    .parts
-                    .iter()
-                    .find(|p| p.lang == crate::embedded::Lang::Cuda)
-                    .map_or(0, |p| p.range.start);
-                let first = src.text[at..]
-                    .find(|c: char| !c.is_whitespace())
-                    .map_or(at, |k| at + k);
-                self.flag(
-                    NO_KERNEL,
-                    first..first + 1,
-                    "the CUDA sources define no `__global__` kernel: the extension launches no kernel of its own".into(),
-                );
-            }
-            return self.working_exports(src, &HashSet::default());
-        }
-        // Roots: the exported functions (functions=[...] or PYBIND11_MODULE), else every host function.
-        let mut exported: Vec<String> = src.functions.clone().unwrap_or_default();
-        exported.extend(self.pybind_exports.iter().cloned());
-        let mut queue: Vec<usize> = (0..self.funcs.len())
-            .filter(|&i| {
-                self.funcs[i].kind == FuncKind::Host && exported.contains(&self.funcs[i].name)
-            })
-            .collect();
-        if queue.is_empty() {
-            queue = (0..self.funcs.len())
-                .filter(|&i| self.funcs[i].kind == FuncKind::Host)
-                .collect();
-            exported.clear();
-        }
-        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::default();
-        for (i, f) in self.funcs.iter().enumerate() {
-            by_name.entry(f.name.as_str()).or_default().push(i);
-        }
-        let mut seen = vec![false; self.funcs.len()];
-        let mut launched: HashSet<&str> = HashSet::default();
-        while let Some(i) = queue.pop() {
-            if std::mem::replace(&mut seen[i], true) {
-                continue;
-            }
-            let f = &self.funcs[i];
-            for k in &f.launches {
-                launched.insert(k.as_str());
-                queue.extend(by_name.get(k.as_str()).into_iter().flatten().copied());
-            }
-            for c in &f.calls {
-                queue.extend(
-                    by_name
-                        .get(c.as_str())
-                        .into_iter()
-                        .flatten()
-                        .copied()
-                        .filter(|&j| self.funcs[j].kind != FuncKind::Global),
-                );
-            }
-        }
-        let from = if exported.is_empty() {
-            "host code".to_string()
-        } else {
-            format!("the exported functions ({})", exported.join(", "))
-        };
-        let mut reported = HashSet::default();
-        let mut decoys = Vec::new();
-        for &k in &kernels {
-            let f = &self.funcs[k];
-            if !launched.contains(f.name.as_str()) && reported.insert(f.name.clone()) {
-                decoys.push((f.name_range.clone(), format!("`__global__` kernel `{}` is never launched from {from}: a kernel that does not run does no work", f.name)));
-            }
-        }
-        // A launched kernel that stores through none of its parameters and calls nothing that
-        // could (only math and intrinsics) does no work.
-        for &k in &kernels {
-            let f = &self.funcs[k];
-            if launched.contains(f.name.as_str())
-                && !f.has_asm
-                && !f.params.iter().any(|p| f.writes.contains(&p.name))
-                && f.calls.iter().all(|c| pure_device_call(c))
-                && reported.insert(f.name.clone())
-            {
-                decoys.push((f.name_range.clone(), format!("`__global__` kernel `{}` is launched but stores through none of its parameters: it does no work", f.name)));
-            }
-        }
-        for (r, m) in decoys {
-            self.flag(DECOY, r, m);
-        }
-        self.working_exports(src, &reported)
+        self.decoy_kernels(src)
     }
 }
 
 static NO_ARGS: std::sync::LazyLock<HashMap<String, Vec<ArgKind>>> =
     std::sync::LazyLock::new(HashMap::default);
-
-/// A condition only half/bf16 inputs satisfy: a conjunction with a dtype test against a
-/// half type (`x.scalar_type() == at::kHalf && n % 2 == 0`, `std::is_same<scalar_t, at::Half>`).
-fn half_only_test(cond: &str) -> bool {
-    let c: String = cond.chars().filter(|ch| !ch.is_whitespace()).collect();
-    if c.contains("||") || c.contains("!=") {
-        return false;
-    }
-    let half = |t: &str| {
-        [
-            "kHalf",
-            "kFloat16",
-            "kBFloat16",
-            "ScalarType::Half",
-            "ScalarType::BFloat16",
-        ]
-        .iter()
-        .any(|h| t.contains(h))
-    };
-    c.trim_matches(|ch| ch == '(' || ch == ')')
-        .split("&&")
-        .any(|part| {
-            (part.contains("==")
-                && half(part)
-                && (part.contains("scalar_type()") || part.contains("dtype()")))
-                || (part.contains("is_same")
-                    && part.contains("scalar_t")
-                    && ["Half", "BFloat16", "__half", "__nv_bfloat16"]
-                        .iter()
-                        .any(|h| part.contains(h)))
-        })
-}
-
-/// Device calls that cannot store through a kernel's parameters: math functions, casts and
-/// `__`-intrinsics (`__syncthreads`, `__shfl_xor_sync`, `__ldg`).
-fn pure_device_call(name: &str) -> bool {
-    // `__stcs`/`__stwt`/... are store intrinsics.
-    name.starts_with("__") && !name.starts_with("__st")
-        || matches!(
-            name,
-            "fmaxf"
-                | "fminf"
-                | "fmax"
-                | "fmin"
-                | "max"
-                | "min"
-                | "expf"
-                | "exp"
-                | "exp2f"
-                | "logf"
-                | "log"
-                | "log2f"
-                | "sqrtf"
-                | "sqrt"
-                | "rsqrtf"
-                | "tanhf"
-                | "tanh"
-                | "fabsf"
-                | "fabs"
-                | "abs"
-                | "powf"
-                | "pow"
-                | "erff"
-                | "erf"
-                | "floorf"
-                | "ceilf"
-                | "roundf"
-                | "sinf"
-                | "cosf"
-                | "fmaf"
-                | "isnan"
-                | "isinf"
-                | "static_cast"
-                | "reinterpret_cast"
-                | "const_cast"
-                | "float"
-                | "int"
-                | "make_float2"
-                | "make_float4"
-                | "printf"
-        )
-}
-
-/// Text printed the way a harness or leaderboard prints results (`correct=True`,
-/// `"speedup": 12`); prose is not result-like.
-fn result_like(text: &str) -> bool {
-    static RESULT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(
-            r#"(?i)\b(correct(ness)?|speedup|runtime(_ms)?|elapsed(_ms)?|passed|allclose|max_diff|avg_diff|time_ms|mean_ms|verdict|fast_[0-9p]+|compiled)\b\\?["']?\s*[:=]"#,
-        )
-        .expect("static regex")
-    });
-    RESULT.is_match(text)
-}
 
 fn collect_identifiers(n: Node, text: &str, out: &mut Vec<String>) {
     if n.kind_fast() == "identifier" {

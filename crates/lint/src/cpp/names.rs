@@ -2,23 +2,7 @@
 //! qualification where that matters), so `at::cuda::getStreamFromPool`, `c10::cuda::getStreamFromPool`
 //! and a bare `getStreamFromPool` after `using namespace` are the same thing.
 
-/// Rule codes of the C++/CUDA group.
-pub const TORCH_OP: &str = "KG601";
-pub const VENDOR: &str = "KG602";
-pub const STREAM: &str = "KG603";
-pub const PASTE: &str = "KG604";
-pub const THREAD: &str = "KG605";
-pub const STATIC_CACHE: &str = "KG606";
-pub const L2: &str = "KG607";
-pub const INPUT_MUTATION: &str = "KG608";
-pub const UNWRITTEN: &str = "KG609";
-pub const PRECISION: &str = "KG610";
-pub const DECOY: &str = "KG611";
-pub const NO_KERNEL: &str = "KG612";
-pub const SANDBOX: &str = "KG613";
-pub const TIMER: &str = "KG614";
-pub const MISSING_SOURCE: &str = "KG615";
-pub const UNRESOLVED: &str = "KG616";
+use crate::rule::Rule;
 
 pub fn last_segment(q: &str) -> &str {
     q.rsplit("::").next().unwrap_or(q)
@@ -34,7 +18,7 @@ pub enum NameKind {
 
 /// Classifies a (possibly qualified) name that is banned wherever it appears in code.
 /// Precision names are returned too; the caller drops them on fp16/bf16 problems.
-pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
+pub fn classify(q: &str, kind: NameKind) -> Option<(Rule, String)> {
     // Most names are short locals (`i`, `n`, `idx`); every name below has 4+ characters.
     if q.len() < 4 {
         return None;
@@ -43,12 +27,25 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
     let last = last_segment(q);
     // Most names are plain identifiers; the checks on qualified names are skipped for them.
     let qualified = q.len() != last.len();
+    if let Some(hit) = torch_name(q, last, qualified, kind) {
+        return Some(hit);
+    }
+    if kind == NameKind::Field {
+        return field_name(last);
+    }
+    library_name(q, last, qualified)
+        .or_else(|| concurrency_name(q, last))
+        .or_else(|| other_name(q, last, kind))
+}
+
+/// PyTorch's dispatcher and modules (KG601).
+fn torch_name(q: &str, last: &str, qualified: bool, kind: NameKind) -> Option<(Rule, String)> {
     // The PyTorch dispatcher calls any ATen op by its schema name (`aten::mm`).
     if matches!(last, "findSchemaOrThrow" | "findSchema" | "callBoxed")
         || qualified && kind != NameKind::Field && q.split("::").any(|s| s == "Dispatcher")
     {
         return Some((
-            TORCH_OP,
+            Rule::KG601,
             format!("`{q}` calls an ATen op through the PyTorch dispatcher; compute it in your own kernel"),
         ));
     }
@@ -56,31 +53,38 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
     // (`torch::nn::functional::*` calls are judged as calls).
     if qualified && q.starts_with("torch::nn::") && !q.starts_with("torch::nn::functional") {
         return Some((
-            TORCH_OP,
+            Rule::KG601,
             format!("`{q}` is a PyTorch module or op inside the extension; compute it in your own kernel"),
         ));
     }
-    if kind == NameKind::Field {
-        return match last {
-            "accessPolicyWindow" | "hitProp" | "hitRatio" | "missProp" => Some((
-                L2,
-                format!("`{last}` sets an L2 access-policy window (persisting cache lines)"),
-            )),
-            // PyTorch's global math settings: the reference runs under them too.
-            "setAllowTF32CuBLAS"
-            | "setAllowTF32CuDNN"
-            | "setFloat32MatmulPrecision"
-            | "setAllowFP16ReductionCuBLAS"
-            | "setAllowBF16ReductionCuBLAS"
-            | "setBenchmarkCuDNN"
-            | "setDeterministicCuDNN"
-            | "setUserEnabledCuDNN" => Some((
-                TIMER,
-                format!("`{last}` changes PyTorch's global settings, which the reference runs under as well"),
-            )),
-            _ => None,
-        };
+    None
+}
+
+/// Struct fields: L2 access-policy windows (KG607) and PyTorch's global settings (KG614).
+fn field_name(last: &str) -> Option<(Rule, String)> {
+    match last {
+        "accessPolicyWindow" | "hitProp" | "hitRatio" | "missProp" => Some((
+            Rule::KG607,
+            format!("`{last}` sets an L2 access-policy window (persisting cache lines)"),
+        )),
+        // PyTorch's global math settings: the reference runs under them too.
+        "setAllowTF32CuBLAS"
+        | "setAllowTF32CuDNN"
+        | "setFloat32MatmulPrecision"
+        | "setAllowFP16ReductionCuBLAS"
+        | "setAllowBF16ReductionCuBLAS"
+        | "setBenchmarkCuDNN"
+        | "setDeterministicCuDNN"
+        | "setUserEnabledCuDNN" => Some((
+            Rule::KG614,
+            format!("`{last}` changes PyTorch's global settings, which the reference runs under as well"),
+        )),
+        _ => None,
     }
+}
+
+/// Vendor libraries and device-wide library algorithms (KG602).
+fn library_name(q: &str, last: &str, qualified: bool) -> Option<(Rule, String)> {
     const VENDOR_PREFIXES: [&str; 6] = [
         "cublas", "cudnn", "cufft", "cusparse", "cusolver", "cutensor",
     ];
@@ -96,7 +100,7 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
                 | "CUBLAS_OP_T"
         )
     {
-        return Some((VENDOR, format!("`{q}` calls a vendor library (cuBLAS/cuDNN/...) instead of the candidate's own kernel")));
+        return Some((Rule::KG602, format!("`{q}` calls a vendor library (cuBLAS/cuDNN/...) instead of the candidate's own kernel")));
     }
     // Device-wide CUB and Thrust algorithms launch the library's kernels (block- and
     // warp-level CUB primitives inside the candidate's kernel are fine).
@@ -120,8 +124,13 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
                 | "count"
         );
     if qualified && (cub_device || thrust_algo) {
-        return Some((VENDOR, format!("`{q}` runs a library algorithm (CUB/Thrust device-wide) instead of the candidate's own kernel")));
+        return Some((Rule::KG602, format!("`{q}` runs a library algorithm (CUB/Thrust device-wide) instead of the candidate's own kernel")));
     }
+    None
+}
+
+/// Side streams (KG603) and host threads (KG605).
+fn concurrency_name(q: &str, last: &str) -> Option<(Rule, String)> {
     if last.starts_with("cudaStreamCreate")
         || last.starts_with("cuStreamCreate")
         || matches!(
@@ -139,7 +148,7 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
         )
     {
         return Some((
-            STREAM,
+            Rule::KG603,
             format!("`{q}` runs work on a side stream, outside the stream the harness times; launch on `at::cuda::getCurrentCUDAStream()`"),
         ));
     }
@@ -149,12 +158,17 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
     ) || matches!(last, "pthread_create" | "thrd_create")
     {
         return Some((
-            THREAD,
+            Rule::KG605,
             format!(
                 "`{q}` starts a host thread; work may finish after the harness stops the clock"
             ),
         ));
     }
+    None
+}
+
+/// L2 persistence (KG607), clocks (KG614), file writes (KG613), reduced precision (KG610).
+fn other_name(q: &str, last: &str, kind: NameKind) -> Option<(Rule, String)> {
     if matches!(
         last,
         "cudaStreamSetAttribute"
@@ -170,7 +184,7 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
             | "cudaKernelNodeAttributeAccessPolicyWindow"
     ) {
         return Some((
-            L2,
+            Rule::KG607,
             format!("`{q}` keeps data persisting in L2 across the harness's cache flush"),
         ));
     }
@@ -178,19 +192,19 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(&'static str, String)> {
     // calls from checked ones.
     if last.ends_with("_clock") && q.contains("chrono") {
         return Some((
-            TIMER,
+            Rule::KG614,
             format!("`{q}` reads the clock: code that times itself can behave differently when the harness times it"),
         ));
     }
     if matches!(last, "ofstream" | "fstream") && q.starts_with("std::") {
         return Some((
-            SANDBOX,
+            Rule::KG613,
             format!("`{q}` writes files from inside the extension"),
         ));
     }
     if is_precision_name(q, last, kind) {
         return Some((
-            PRECISION,
+            Rule::KG610,
             format!("`{q}` computes in reduced precision (fp16/bf16/TF32) on an fp32 problem"),
         ));
     }
@@ -545,11 +559,17 @@ mod tests {
             classify("at::cuda::getStreamFromPool", NameKind::Value)
                 .unwrap()
                 .0,
-            STREAM
+            Rule::KG603
         );
-        assert_eq!(classify("cublasSgemm", NameKind::Value).unwrap().0, VENDOR);
-        assert_eq!(classify("std::thread", NameKind::Type).unwrap().0, THREAD);
-        assert_eq!(classify("half", NameKind::Type).unwrap().0, PRECISION);
+        assert_eq!(
+            classify("cublasSgemm", NameKind::Value).unwrap().0,
+            Rule::KG602
+        );
+        assert_eq!(
+            classify("std::thread", NameKind::Type).unwrap().0,
+            Rule::KG605
+        );
+        assert_eq!(classify("half", NameKind::Type).unwrap().0, Rule::KG610);
         assert!(
             classify("half", NameKind::Value).is_none(),
             "a variable named half is fine"
@@ -558,11 +578,11 @@ mod tests {
             classify("nvcuda::wmma::fragment", NameKind::Type)
                 .unwrap()
                 .0,
-            PRECISION
+            Rule::KG610
         );
         assert_eq!(
             classify("accessPolicyWindow", NameKind::Field).unwrap().0,
-            L2
+            Rule::KG607
         );
         assert!(classify("cudaMemcpyAsync", NameKind::Value).is_none());
         assert!(classify("thread", NameKind::Type).is_none());
@@ -571,31 +591,43 @@ mod tests {
     #[test]
     fn red_team_names() {
         let code = |q: &str, k: NameKind| classify(q, k).map(|c| c.0);
-        assert_eq!(code("__nv_fp8_e4m3", NameKind::Type), Some(PRECISION));
-        assert_eq!(code("c10::Float8_e4m3fn", NameKind::Type), Some(PRECISION));
+        assert_eq!(code("__nv_fp8_e4m3", NameKind::Type), Some(Rule::KG610));
+        assert_eq!(
+            code("c10::Float8_e4m3fn", NameKind::Type),
+            Some(Rule::KG610)
+        );
         assert_eq!(
             code("c10::Dispatcher::singleton", NameKind::Type),
-            Some(TORCH_OP)
+            Some(Rule::KG601)
         );
-        assert_eq!(code("findSchemaOrThrow", NameKind::Field), Some(TORCH_OP));
-        assert_eq!(code("torch::nn::Linear", NameKind::Type), Some(TORCH_OP));
+        assert_eq!(
+            code("findSchemaOrThrow", NameKind::Field),
+            Some(Rule::KG601)
+        );
+        assert_eq!(code("torch::nn::Linear", NameKind::Type), Some(Rule::KG601));
         assert_eq!(code("torch::nn::functional::relu", NameKind::Type), None);
-        assert_eq!(code("cub::DeviceReduce::Sum", NameKind::Type), Some(VENDOR));
+        assert_eq!(
+            code("cub::DeviceReduce::Sum", NameKind::Type),
+            Some(Rule::KG602)
+        );
         assert_eq!(
             code("cub::BlockReduce", NameKind::Type),
             None,
             "block primitives are the candidate's"
         );
-        assert_eq!(code("thrust::transform", NameKind::Type), Some(VENDOR));
+        assert_eq!(code("thrust::transform", NameKind::Type), Some(Rule::KG602));
         assert_eq!(code("thrust::device_ptr", NameKind::Type), None);
         assert_eq!(
             code("std::chrono::steady_clock", NameKind::Type),
-            Some(TIMER)
+            Some(Rule::KG614)
         );
-        assert_eq!(code("setAllowTF32CuBLAS", NameKind::Field), Some(TIMER));
+        assert_eq!(
+            code("setAllowTF32CuBLAS", NameKind::Field),
+            Some(Rule::KG614)
+        );
         assert_eq!(
             code("CUDA_API_PER_THREAD_DEFAULT_STREAM", NameKind::Value),
-            Some(STREAM)
+            Some(Rule::KG603)
         );
         assert!(sandbox_call("quick_exit") && sandbox_call("getenv") && sandbox_call("mprotect"));
         assert!(
@@ -625,10 +657,13 @@ mod tests {
         );
         assert!(interposed_api("cuEventRecord"));
         assert!(classify("at::ScalarType::Half", NameKind::Value).is_none());
-        assert_eq!(classify("c10::Half", NameKind::Type).unwrap().0, PRECISION);
+        assert_eq!(
+            classify("c10::Half", NameKind::Type).unwrap().0,
+            Rule::KG610
+        );
         assert_eq!(
             classify("std::ofstream", NameKind::Type).unwrap().0,
-            SANDBOX
+            Rule::KG613
         );
         assert!(api_like("cudaStreamCreate"));
         assert!(!api_like("relu_kernel"));

@@ -3,7 +3,7 @@ use crate::embedded::extract;
 use crate::rule::Context;
 
 /// (code, line, column) of every finding of the cpp rules on a .py source.
-pub(crate) fn run(py: &str, precision: Precision) -> Vec<(&'static str, u32, u32)> {
+pub(crate) fn run(py: &str, precision: Precision) -> Vec<(Rule, u32, u32)> {
     let parsed = ruff_python_parser::parse_module(py).expect("valid python");
     let ctx = Context::new("t.py", py, precision, None);
     let mut v: Vec<_> = extract(parsed.syntax(), py)
@@ -25,7 +25,7 @@ fn fixture(name: &str) -> String {
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-fn run_fixture(name: &str) -> Vec<(&'static str, u32, u32)> {
+fn run_fixture(name: &str) -> Vec<(Rule, u32, u32)> {
     let py = fixture(name);
     let precision = if py.starts_with("# kernelgate: precision=fp16") {
         Precision::Fp16
@@ -51,58 +51,75 @@ fn run_fixture(name: &str) -> Vec<(&'static str, u32, u32)> {
 /// Every hack fixture: its exact (rule, line, column) findings. Columns inside the CUDA strings
 /// point at the offending token in the `.py`.
 /// A fixture and its expected (rule, line, column) findings.
-type Case = (&'static str, &'static [(&'static str, u32, u32)]);
+type Case = (&'static str, &'static [(Rule, u32, u32)]);
 
 #[test]
 fn hack_fixtures_report_exact_positions() {
     let table: &[Case] = &[
-        ("hack_aten_op.py", &[(TORCH_OP, 17, 14), (TORCH_OP, 18, 14)]),
+        (
+            "hack_aten_op.py",
+            &[(Rule::KG601, 17, 14), (Rule::KG601, 18, 14)],
+        ),
         (
             "hack_cublas.py",
             &[
-                (NO_KERNEL, 6, 1),
-                (VENDOR, 12, 5),
-                (VENDOR, 13, 5),
-                (VENDOR, 16, 5),
+                (Rule::KG612, 6, 1),
+                (Rule::KG602, 12, 5),
+                (Rule::KG602, 13, 5),
+                (Rule::KG602, 16, 5),
             ],
         ),
-        ("hack_side_stream.py", &[(STREAM, 17, 5), (STREAM, 18, 44)]),
+        (
+            "hack_side_stream.py",
+            &[(Rule::KG603, 17, 5), (Rule::KG603, 18, 44)],
+        ),
         (
             "hack_stream_macro.py",
             &[
-                (STREAM, 9, 14),
-                (STREAM, 19, 5),
-                (STREAM, 20, 44),
-                (PASTE, 19, 5),
+                (Rule::KG603, 9, 14),
+                (Rule::KG603, 19, 5),
+                (Rule::KG603, 20, 44),
+                (Rule::KG604, 19, 5),
             ],
         ),
-        ("hack_thread.py", &[(THREAD, 19, 5)]),
-        ("hack_static_cache.py", &[(STATIC_CACHE, 14, 55)]),
+        ("hack_thread.py", &[(Rule::KG605, 19, 5)]),
+        ("hack_static_cache.py", &[(Rule::KG606, 14, 55)]),
         (
             "hack_l2_persist.py",
-            &[(L2, 18, 10), (L2, 19, 10), (L2, 20, 5)],
+            &[
+                (Rule::KG607, 18, 10),
+                (Rule::KG607, 19, 10),
+                (Rule::KG607, 20, 5),
+            ],
         ),
-        ("hack_inplace_return.py", &[(INPUT_MUTATION, 16, 12)]),
-        ("hack_input_zeroing.py", &[(INPUT_MUTATION, 21, 45)]),
-        ("hack_unwritten_output.py", &[(UNWRITTEN, 15, 16)]),
+        ("hack_inplace_return.py", &[(Rule::KG608, 16, 12)]),
+        ("hack_input_zeroing.py", &[(Rule::KG608, 21, 45)]),
+        ("hack_unwritten_output.py", &[(Rule::KG609, 15, 16)]),
         (
             "hack_half_on_fp32.py",
-            &[(PRECISION, 13, 9), (PRECISION, 14, 16)],
+            &[(Rule::KG610, 13, 9), (Rule::KG610, 14, 16)],
         ),
         (
             "hack_decoy_kernel.py",
-            &[(TORCH_OP, 14, 14), (DECOY, 8, 17)],
+            &[(Rule::KG601, 14, 14), (Rule::KG611, 8, 17)],
         ),
         (
             "hack_no_kernel.py",
-            &[(TORCH_OP, 10, 12), (NO_KERNEL, 6, 1)],
+            &[(Rule::KG601, 10, 12), (Rule::KG612, 6, 1)],
         ),
-        ("hack_sandbox.py", &[(SANDBOX, 16, 5), (SANDBOX, 17, 15)]),
-        ("hack_timer_interpose.py", &[(TIMER, 13, 24)]),
-        ("hack_escaped_string.py", &[(TORCH_OP, 6, 124)]),
+        (
+            "hack_sandbox.py",
+            &[(Rule::KG613, 16, 5), (Rule::KG613, 17, 15)],
+        ),
+        ("hack_timer_interpose.py", &[(Rule::KG614, 13, 24)]),
+        ("hack_escaped_string.py", &[(Rule::KG601, 6, 124)]),
         (
             "hack_load_files.py",
-            &[(VENDOR, 6, 40), (VENDOR, 6, 40), (VENDOR, 6, 40)],
+            &[
+                (Rule::KG602, 6, 40),
+                (Rule::KG602, 6, 40),
+                (Rule::KG602, 6, 40),
+            ],
         ),
     ];
     for (name, want) in table {
@@ -128,7 +145,7 @@ fn honest_fixtures_are_clean() {
 fn half_kernel_is_flagged_when_the_problem_is_fp32() {
     let py = fixture("honest_half_fp16.py").replacen("# kernelgate: precision=fp16\n", "\n", 1);
     let found = run(&py, Precision::Fp32);
-    assert!(found.iter().any(|f| f.0 == PRECISION), "{found:?}");
+    assert!(found.iter().any(|f| f.0 == Rule::KG610), "{found:?}");
 }
 
 #[test]
@@ -151,21 +168,21 @@ fn stream_resolution_through_locals_macros_and_casts() {
             &body("k<<<1, 1, 0, bad>>>(y.data_ptr<float>());"),
             Precision::Fp32
         ),
-        vec![(STREAM, 9, 16)]
+        vec![(Rule::KG603, 9, 16)]
     );
     assert_eq!(
         run(
             &body("k<<<1, 1, 0, cudaStreamPerThread>>>(y.data_ptr<float>());"),
             Precision::Fp32
         ),
-        vec![(STREAM, 9, 16)]
+        vec![(Rule::KG603, 9, 16)]
     );
 }
 
 #[test]
 fn kernels_launched_through_helpers_macros_and_cuda_launch_kernel_are_not_decoys() {
     let py = "from torch.utils.cpp_extension import load_inline\nsrc = r'''\n#define LAUNCH(name) name##_kernel<<<1, 1>>>\n__global__ void a_kernel(float* y) { y[0] = 1.f; }\n__global__ void b(float* y) { y[0] = 2.f; }\n__global__ void unused(float* y) { y[0] = 3.f; }\nstatic void helper(float* p) { void* args[] = {&p}; cudaLaunchKernel((void*)b, 1, 1, args, 0, 0); }\ntorch::Tensor f(torch::Tensor x) {\n  auto y = torch::empty_like(x);\n  LAUNCH(a)(y.data_ptr<float>());\n  helper(y.data_ptr<float>());\n  return y;\n}\n'''\nm = load_inline('m', cpp_sources='', cuda_sources=src, functions=['f'])\n";
-    assert_eq!(run(py, Precision::Fp32), vec![(DECOY, 6, 17)]);
+    assert_eq!(run(py, Precision::Fp32), vec![(Rule::KG611, 6, 17)]);
 }
 
 #[test]
@@ -173,7 +190,7 @@ fn global_tensor_and_unqualified_ops_under_using_namespace() {
     let py = "from torch.utils.cpp_extension import load_inline\nsrc = '''\nusing namespace torch;\nTensor last;\n__global__ void k(float* y) { y[0] = 1.f; }\nTensor f(Tensor x) {\n  auto y = empty_like(x);\n  k<<<1, 1>>>(y.data_ptr<float>());\n  return matmul(y, x);\n}\n'''\nm = load_inline('m', cpp_sources='', cuda_sources=src, functions=['f'])\n";
     assert_eq!(
         run(py, Precision::Fp32),
-        vec![(TORCH_OP, 9, 10), (STATIC_CACHE, 4, 8)]
+        vec![(Rule::KG601, 9, 10), (Rule::KG606, 4, 8)]
     );
 }
 
@@ -219,7 +236,7 @@ fn unresolved_and_missing_sources_are_warned_about() {
         })
         .collect();
     found.sort();
-    assert_eq!(found, vec![(MISSING_SOURCE, 4, 25), (UNRESOLVED, 3, 51)]);
+    assert_eq!(found, vec![(Rule::KG615, 4, 25), (Rule::KG616, 3, 51)]);
 }
 
 /// Patterns from honest kernels that must stay silent.
@@ -231,26 +248,29 @@ fn honest_patterns_stay_silent() {
         "auto y = torch::empty_like(x);",
         "auto y = torch::empty_like(x).to(at::kHalf);",
     );
-    assert_eq!(run(&downgrade, Precision::Fp32), vec![(PRECISION, 11, 33)]);
+    assert_eq!(
+        run(&downgrade, Precision::Fp32),
+        vec![(Rule::KG610, 11, 33)]
+    );
 }
 
 #[test]
 fn kernels_writing_through_input_pointers_are_input_mutation() {
     let py = "from torch.utils.cpp_extension import load_inline\nsrc = '''\n__global__ void k(const float* x, float* junk, float* y, int n) {\n  int i = threadIdx.x;\n  y[i] = x[i];\n  *(junk + i) = 0.f;\n}\ntorch::Tensor f(torch::Tensor x, torch::Tensor w) {\n  auto y = torch::empty_like(x);\n  float* wp = w.data_ptr<float>();\n  k<<<1, 256>>>(x.data_ptr<float>(), wp, y.data_ptr<float>(), x.numel());\n  return y;\n}\n'''\nm = load_inline('m', cpp_sources='', cuda_sources=src, functions=['f'])\n";
-    assert_eq!(run(py, Precision::Fp32), vec![(INPUT_MUTATION, 11, 38)]);
+    assert_eq!(run(py, Precision::Fp32), vec![(Rule::KG608, 11, 38)]);
     // Reading the input and writing the fresh output is fine.
     let honest = py.replace("wp, y.data_ptr", "y.data_ptr<float>(), y.data_ptr");
     assert_eq!(run(&honest, Precision::Fp32), vec![]);
 }
 
 /// One CUDA extension with `kernel` and the host function `host`, as a `.py`.
-fn out_param_case(kernel: &str, host: &str) -> Vec<(&'static str, u32, u32)> {
+fn out_param_case(kernel: &str, host: &str) -> Vec<(Rule, u32, u32)> {
     let py = format!(
         "from torch.utils.cpp_extension import load_inline\nsrc = \"\"\"\n{kernel}\n{host}\n\"\"\"\next = load_inline('e', cpp_sources='', cuda_sources=src, functions=['f'])\n"
     );
     run(&py, Precision::Fp32)
         .into_iter()
-        .filter(|f| f.0 == INPUT_MUTATION)
+        .filter(|f| f.0 == Rule::KG608)
         .collect()
 }
 
@@ -266,24 +286,24 @@ fn returning_an_out_param_is_clean_only_when_its_kernels_just_store() {
     // `+=` reads the old contents: the returned tensor is an input that was modified.
     let acc =
         "__global__ void k(const float* x, float* o, int n) { o[threadIdx.x] += x[threadIdx.x]; }";
-    assert_eq!(out_param_case(acc, host), vec![(INPUT_MUTATION, 6, 10)]);
+    assert_eq!(out_param_case(acc, host), vec![(Rule::KG608, 6, 10)]);
     // Read and written (in place), or passed where it is read.
     let inplace = "__global__ void k(const float* x, float* o, int n) { o[threadIdx.x] = o[threadIdx.x] * x[0]; }";
-    assert_eq!(out_param_case(inplace, host), vec![(INPUT_MUTATION, 6, 10)]);
+    assert_eq!(out_param_case(inplace, host), vec![(Rule::KG608, 6, 10)]);
     let swapped = "torch::Tensor f(torch::Tensor x, torch::Tensor out) {\n  k<<<1, 32>>>(out.data_ptr<float>(), x.data_ptr<float>(), x.numel());\n  return out;\n}";
     let found = out_param_case(store, swapped);
-    assert!(found.contains(&(INPUT_MUTATION, 6, 10)), "{found:?}");
+    assert!(found.contains(&(Rule::KG608, 6, 10)), "{found:?}");
     // Never given to a kernel, or given to one defined elsewhere: nothing shows it is written.
     let unlaunched = "torch::Tensor f(torch::Tensor x, torch::Tensor out) {\n  return out;\n}";
     assert_eq!(
         out_param_case(store, unlaunched),
-        vec![(INPUT_MUTATION, 5, 10)]
+        vec![(Rule::KG608, 5, 10)]
     );
     let external = "torch::Tensor f(torch::Tensor x, torch::Tensor out) {\n  other<<<1, 32>>>(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());\n  return out;\n}";
     let found = out_param_case(store, external);
-    assert!(found.contains(&(INPUT_MUTATION, 6, 10)), "{found:?}");
+    assert!(found.contains(&(Rule::KG608, 6, 10)), "{found:?}");
     // The only tensor parameter is never an out-parameter.
     let single = "torch::Tensor f(torch::Tensor out) {\n  k<<<1, 32>>>(out.data_ptr<float>(), out.data_ptr<float>(), out.numel());\n  return out;\n}";
     let found = out_param_case(store, single);
-    assert!(found.contains(&(INPUT_MUTATION, 6, 10)), "{found:?}");
+    assert!(found.contains(&(Rule::KG608, 6, 10)), "{found:?}");
 }

@@ -4,14 +4,17 @@ pub mod consts;
 pub mod names;
 pub mod reach;
 pub mod rules;
+pub mod semantic;
 pub mod tables;
 
 use crate::rule::{Context, RawFinding};
 use ruff_python_ast::ModModule;
+pub use semantic::SemanticModel;
 
-/// Run every Python rule on a parsed module.
+/// Run every Python rule on a parsed module (without the reference problem's facts).
 pub fn check(module: &ModModule, ctx: &Context) -> Vec<RawFinding> {
-    rules::check_full(module, ctx).findings
+    let model = SemanticModel::build(module, None, ctx.precision);
+    rules::check_full(&model, ctx).findings
 }
 
 /// What an argument handed to an extension function is, seen from `ModelNew.forward`.
@@ -43,6 +46,6 @@ pub struct PythonOutput {
 }
 
 /// [`check`] with the extension calls the C++ rules and the torch-op severity need.
-pub fn check_full(module: &ModModule, ctx: &Context) -> PythonOutput {
-    rules::check_full(module, ctx)
+pub fn check_full(model: &SemanticModel, ctx: &Context) -> PythonOutput {
+    rules::check_full(model, ctx)
 }

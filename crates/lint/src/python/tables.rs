@@ -1,5 +1,7 @@
 //! What counts as compute, allocation, tampering, ... by dotted path or method name.
 
+use crate::rule::Rule;
+
 use super::names::under;
 
 /// Top-level `torch.*` functions that allocate, reshape or describe tensors: not compute.
@@ -569,601 +571,629 @@ pub const TENSOR_COMPUTE: &[&str] = &[
     "xlogy",
 ];
 
+/// Module paths whose mere import (or any use) is banned: (path, rule, message).
+const BANNED: &[(&str, Rule, &str)] = &[
+    // introspection
+    (
+        "gc",
+        Rule::KG304,
+        "`gc` can find the harness's reference tensors",
+    ),
+    (
+        "inspect",
+        Rule::KG304,
+        "`inspect` walks the harness's frames and source",
+    ),
+    (
+        "builtins",
+        Rule::KG304,
+        "`builtins` lets a candidate patch the interpreter",
+    ),
+    (
+        "__builtin__",
+        Rule::KG304,
+        "`__builtin__` lets a candidate patch the interpreter",
+    ),
+    (
+        "__main__",
+        Rule::KG304,
+        "`__main__` is the harness's namespace",
+    ),
+    (
+        "sys._getframe",
+        Rule::KG304,
+        "`sys._getframe` walks the harness's frames",
+    ),
+    (
+        "sys._current_frames",
+        Rule::KG304,
+        "`sys._current_frames` walks the harness's frames",
+    ),
+    (
+        "sys.modules",
+        Rule::KG304,
+        "`sys.modules` reaches the harness's modules",
+    ),
+    (
+        "sys.settrace",
+        Rule::KG304,
+        "`sys.settrace` watches the harness",
+    ),
+    (
+        "sys.setprofile",
+        Rule::KG304,
+        "`sys.setprofile` watches the harness",
+    ),
+    (
+        "sys.meta_path",
+        Rule::KG304,
+        "`sys.meta_path` intercepts the harness's imports",
+    ),
+    (
+        "builtins.globals",
+        Rule::KG304,
+        "`globals()` exposes module state the harness shares",
+    ),
+    (
+        "builtins.vars",
+        Rule::KG304,
+        "`vars()` exposes module state",
+    ),
+    (
+        "builtins.locals",
+        Rule::KG304,
+        "`locals()` exposes frame state",
+    ),
+    (
+        "builtins.__builtins__",
+        Rule::KG304,
+        "`__builtins__` lets a candidate patch the interpreter",
+    ),
+    (
+        "builtins.breakpoint",
+        Rule::KG304,
+        "`breakpoint()` stops the harness",
+    ),
+    (
+        "traceback.extract_stack",
+        Rule::KG304,
+        "walking the call stack reveals the harness's frames",
+    ),
+    (
+        "traceback.walk_stack",
+        Rule::KG304,
+        "walking the call stack reveals the harness's frames",
+    ),
+    (
+        "traceback.format_stack",
+        Rule::KG304,
+        "walking the call stack reveals the harness's frames",
+    ),
+    (
+        "traceback.print_stack",
+        Rule::KG304,
+        "walking the call stack reveals the harness's frames",
+    ),
+    (
+        "psutil",
+        Rule::KG304,
+        "`psutil` inspects the harness's process and its command line",
+    ),
+    (
+        "torch.cuda.memory_snapshot",
+        Rule::KG304,
+        "an allocator snapshot finds the harness's tensors",
+    ),
+    (
+        "torch.cuda.memory._snapshot",
+        Rule::KG304,
+        "an allocator snapshot finds the harness's tensors",
+    ),
+    (
+        "torch.cuda.caching_allocator_alloc",
+        Rule::KG304,
+        "raw allocator blocks can hold the harness's freed tensors",
+    ),
+    (
+        "torch.cuda.memory.caching_allocator_alloc",
+        Rule::KG304,
+        "raw allocator blocks can hold the harness's freed tensors",
+    ),
+    // the CUDA runtime and vendor libraries from Python
+    (
+        "cuda.cudart",
+        Rule::KG306,
+        "calls the CUDA runtime directly from Python, behind the kernel's back",
+    ),
+    (
+        "cuda.cuda",
+        Rule::KG306,
+        "calls the CUDA driver directly from Python, behind the kernel's back",
+    ),
+    (
+        "cuda.bindings",
+        Rule::KG306,
+        "calls the CUDA runtime/driver directly from Python, behind the kernel's back",
+    ),
+    (
+        "nvmath",
+        Rule::KG101,
+        "`nvmath` computes with NVIDIA's library kernels instead of your kernel",
+    ),
+    (
+        "cupy.cuda.cublas",
+        Rule::KG101,
+        "cuBLAS computes instead of your kernel",
+    ),
+    (
+        "cupy.cuda.cudnn",
+        Rule::KG101,
+        "cuDNN computes instead of your kernel",
+    ),
+    (
+        "cupy.cublas",
+        Rule::KG101,
+        "cuBLAS computes instead of your kernel",
+    ),
+    // stored results
+    (
+        "torch.load",
+        Rule::KG401,
+        "loads stored tensors from disk: results can be precomputed instead of computed",
+    ),
+    (
+        "numpy.load",
+        Rule::KG401,
+        "loads stored arrays from disk: results can be precomputed instead of computed",
+    ),
+    (
+        "pickle.load",
+        Rule::KG401,
+        "loads stored objects from disk: results can be precomputed instead of computed",
+    ),
+    (
+        "joblib",
+        Rule::KG401,
+        "loads stored objects from disk: results can be precomputed instead of computed",
+    ),
+    (
+        "shelve",
+        Rule::KG401,
+        "a persistent store keeps results across runs",
+    ),
+    // obfuscation
+    (
+        "builtins.exec",
+        Rule::KG204,
+        "`exec` runs code the linter cannot see",
+    ),
+    (
+        "builtins.eval",
+        Rule::KG204,
+        "`eval` runs code the linter cannot see",
+    ),
+    (
+        "builtins.compile",
+        Rule::KG204,
+        "`compile` builds code the linter cannot see",
+    ),
+    (
+        "marshal",
+        Rule::KG204,
+        "`marshal` loads hidden code objects",
+    ),
+    (
+        "pickle.loads",
+        Rule::KG204,
+        "`pickle.loads` can run hidden code",
+    ),
+    (
+        "runpy",
+        Rule::KG204,
+        "`runpy` runs code the linter cannot see",
+    ),
+    (
+        "importlib.util.spec_from_file_location",
+        Rule::KG204,
+        "loads code from a file the gate does not lint",
+    ),
+    (
+        "importlib.util.spec_from_loader",
+        Rule::KG204,
+        "loads code the gate does not lint",
+    ),
+    (
+        "importlib.machinery",
+        Rule::KG204,
+        "loads code from a file the gate does not lint",
+    ),
+    (
+        "imp",
+        Rule::KG204,
+        "`imp` loads code from a file the gate does not lint",
+    ),
+    (
+        "zipimport",
+        Rule::KG204,
+        "`zipimport` loads code the gate does not lint",
+    ),
+    (
+        "types.FunctionType",
+        Rule::KG204,
+        "building functions from code objects hides what runs",
+    ),
+    (
+        "types.CodeType",
+        Rule::KG204,
+        "building code objects hides what runs",
+    ),
+    // forging and early exit
+    (
+        "os._exit",
+        Rule::KG305,
+        "`os._exit` ends the process before the harness reports",
+    ),
+    ("os.abort", Rule::KG305, "`os.abort` ends the process"),
+    ("os.kill", Rule::KG305, "`os.kill` signals processes"),
+    ("os.killpg", Rule::KG305, "`os.killpg` signals processes"),
+    (
+        "os.write",
+        Rule::KG305,
+        "`os.write` writes to raw file descriptors (the result channel)",
+    ),
+    (
+        "os.fdopen",
+        Rule::KG305,
+        "`os.fdopen` opens raw file descriptors (the result channel)",
+    ),
+    (
+        "os.dup2",
+        Rule::KG305,
+        "`os.dup2` redirects the process's file descriptors",
+    ),
+    (
+        "sys.exit",
+        Rule::KG305,
+        "`sys.exit` ends the run before the harness reports",
+    ),
+    (
+        "builtins.exit",
+        Rule::KG305,
+        "`exit()` ends the run before the harness reports",
+    ),
+    (
+        "builtins.quit",
+        Rule::KG305,
+        "`quit()` ends the run before the harness reports",
+    ),
+    (
+        "sys.stdout.write",
+        Rule::KG305,
+        "writing to stdout can forge result lines",
+    ),
+    (
+        "sys.stderr.write",
+        Rule::KG305,
+        "writing to stderr can forge result lines",
+    ),
+    (
+        "sys.stdout.buffer",
+        Rule::KG305,
+        "writing to stdout's raw buffer can forge result lines",
+    ),
+    (
+        "sys.stderr.buffer",
+        Rule::KG305,
+        "writing to stderr's raw buffer can forge result lines",
+    ),
+    (
+        "sys.stdout.writelines",
+        Rule::KG305,
+        "writing to stdout can forge result lines",
+    ),
+    (
+        "sys.stderr.writelines",
+        Rule::KG305,
+        "writing to stderr can forge result lines",
+    ),
+    (
+        "sys.__stdout__",
+        Rule::KG305,
+        "the raw stdout can forge result lines",
+    ),
+    (
+        "sys.__stderr__",
+        Rule::KG305,
+        "the raw stderr can forge result lines",
+    ),
+    (
+        "atexit",
+        Rule::KG305,
+        "`atexit` runs code after the harness's checks",
+    ),
+    (
+        "signal",
+        Rule::KG305,
+        "`signal` handlers can change how the run ends",
+    ),
+    // sandbox
+    (
+        "subprocess",
+        Rule::KG306,
+        "`subprocess` starts processes outside the sandbox",
+    ),
+    ("os.system", Rule::KG306, "`os.system` runs shell commands"),
+    ("os.popen", Rule::KG306, "`os.popen` runs shell commands"),
+    ("os.execv", Rule::KG306, "`os.exec*` replaces the process"),
+    ("os.execve", Rule::KG306, "`os.exec*` replaces the process"),
+    ("os.execvp", Rule::KG306, "`os.exec*` replaces the process"),
+    ("os.execl", Rule::KG306, "`os.exec*` replaces the process"),
+    ("os.execlp", Rule::KG306, "`os.exec*` replaces the process"),
+    ("os.spawnv", Rule::KG306, "`os.spawn*` starts processes"),
+    ("os.spawnl", Rule::KG306, "`os.spawn*` starts processes"),
+    (
+        "os.posix_spawn",
+        Rule::KG306,
+        "`os.posix_spawn` starts processes",
+    ),
+    ("os.fork", Rule::KG306, "`os.fork` starts processes"),
+    ("os.forkpty", Rule::KG306, "`os.forkpty` starts processes"),
+    (
+        "os.remove",
+        Rule::KG306,
+        "deleting files reaches outside the sandbox",
+    ),
+    (
+        "os.unlink",
+        Rule::KG306,
+        "deleting files reaches outside the sandbox",
+    ),
+    (
+        "os.rmdir",
+        Rule::KG306,
+        "deleting directories reaches outside the sandbox",
+    ),
+    (
+        "os.removedirs",
+        Rule::KG306,
+        "deleting directories reaches outside the sandbox",
+    ),
+    (
+        "os.rename",
+        Rule::KG306,
+        "moving files reaches outside the sandbox",
+    ),
+    (
+        "os.replace",
+        Rule::KG306,
+        "moving files reaches outside the sandbox",
+    ),
+    (
+        "os.symlink",
+        Rule::KG306,
+        "links can redirect the harness's files",
+    ),
+    (
+        "os.chmod",
+        Rule::KG306,
+        "changing permissions reaches outside the sandbox",
+    ),
+    (
+        "os.truncate",
+        Rule::KG306,
+        "truncating files reaches outside the sandbox",
+    ),
+    (
+        "shutil.rmtree",
+        Rule::KG306,
+        "deleting trees reaches outside the sandbox",
+    ),
+    (
+        "shutil.move",
+        Rule::KG306,
+        "moving files reaches outside the sandbox",
+    ),
+    (
+        "shutil.copy",
+        Rule::KG306,
+        "copying files over others reaches outside the sandbox",
+    ),
+    (
+        "shutil.copyfile",
+        Rule::KG306,
+        "copying files over others reaches outside the sandbox",
+    ),
+    (
+        "shutil.copytree",
+        Rule::KG306,
+        "copying files over others reaches outside the sandbox",
+    ),
+    (
+        "ctypes",
+        Rule::KG306,
+        "`ctypes` calls native libraries (cuBLAS, libcudart) behind the kernel's back",
+    ),
+    (
+        "cffi",
+        Rule::KG306,
+        "`cffi` calls native libraries behind the kernel's back",
+    ),
+    ("pip", Rule::KG306, "installing packages at run time"),
+    ("ensurepip", Rule::KG306, "installing packages at run time"),
+    ("socket", Rule::KG306, "network access from a kernel"),
+    ("urllib", Rule::KG306, "network access from a kernel"),
+    ("requests", Rule::KG306, "network access from a kernel"),
+    ("httpx", Rule::KG306, "network access from a kernel"),
+    ("http.client", Rule::KG306, "network access from a kernel"),
+    ("ftplib", Rule::KG306, "network access from a kernel"),
+    ("pty", Rule::KG306, "`pty` starts terminals"),
+    (
+        "torch.ops.load_library",
+        Rule::KG306,
+        "loads a prebuilt native library whose code the gate cannot review",
+    ),
+    (
+        "torch.classes.load_library",
+        Rule::KG306,
+        "loads a prebuilt native library whose code the gate cannot review",
+    ),
+    (
+        "weakref",
+        Rule::KG401,
+        "weak references keep tensors between calls keyed by identity: an output cache",
+    ),
+    (
+        "unittest.mock",
+        Rule::KG303,
+        "`mock` patches library functions",
+    ),
+    ("mock", Rule::KG303, "`mock` patches library functions"),
+    // threads
+    (
+        "threading",
+        Rule::KG404,
+        "threads let `forward` return before the work is done",
+    ),
+    (
+        "_thread",
+        Rule::KG404,
+        "threads let `forward` return before the work is done",
+    ),
+    (
+        "concurrent",
+        Rule::KG404,
+        "executors let `forward` return before the work is done",
+    ),
+    (
+        "multiprocessing",
+        Rule::KG404,
+        "processes let `forward` return before the work is done",
+    ),
+    (
+        "torch.multiprocessing",
+        Rule::KG404,
+        "processes let `forward` return before the work is done",
+    ),
+    (
+        "asyncio",
+        Rule::KG404,
+        "async tasks let `forward` return before the work is done",
+    ),
+    (
+        "torch.jit.fork",
+        Rule::KG404,
+        "`torch.jit.fork` runs work asynchronously",
+    ),
+    (
+        "torch.jit._fork",
+        Rule::KG404,
+        "`torch.jit.fork` runs work asynchronously",
+    ),
+    (
+        "torch.futures",
+        Rule::KG404,
+        "futures let `forward` return before the work is done",
+    ),
+    // streams
+    (
+        "torch.cuda.Stream",
+        Rule::KG403,
+        "a new CUDA stream runs work outside the timed stream",
+    ),
+    (
+        "torch.cuda.streams",
+        Rule::KG403,
+        "a new CUDA stream runs work outside the timed stream",
+    ),
+    (
+        "torch.cuda.stream",
+        Rule::KG403,
+        "switching streams runs work outside the timed stream",
+    ),
+    (
+        "torch.cuda.ExternalStream",
+        Rule::KG403,
+        "an external stream runs work outside the timed stream",
+    ),
+    (
+        "torch.cuda.set_stream",
+        Rule::KG403,
+        "switching streams runs work outside the timed stream",
+    ),
+    (
+        "torch.cuda.StreamContext",
+        Rule::KG403,
+        "switching streams runs work outside the timed stream",
+    ),
+    (
+        "torch.Stream",
+        Rule::KG403,
+        "a new stream runs work outside the timed stream",
+    ),
+    (
+        "torch.cuda.graphs",
+        Rule::KG403,
+        "CUDA graphs replay work outside the timed stream",
+    ),
+    (
+        "torch.cuda.CUDAGraph",
+        Rule::KG403,
+        "CUDA graphs replay work outside the timed stream",
+    ),
+    (
+        "torch.cuda.make_graphed_callables",
+        Rule::KG403,
+        "CUDA graphs replay work outside the timed stream",
+    ),
+    (
+        "torch.cuda.graph",
+        Rule::KG403,
+        "CUDA graphs replay work outside the timed stream",
+    ),
+    // lazy tensors
+    (
+        "torch.Tensor._make_subclass",
+        Rule::KG405,
+        "`_make_subclass` builds a tensor subclass",
+    ),
+    (
+        "torch.Tensor._make_wrapper_subclass",
+        Rule::KG405,
+        "`_make_wrapper_subclass` builds a lazy tensor",
+    ),
+    (
+        "torch.overrides.TorchFunctionMode",
+        Rule::KG405,
+        "a torch function mode intercepts every op",
+    ),
+    (
+        "torch.utils._python_dispatch",
+        Rule::KG405,
+        "a dispatch mode intercepts every op",
+    ),
+];
+
 /// Module paths whose mere import (or any use) is banned, with rule and message.
-pub fn banned(path: &str) -> Option<(&'static str, &'static str)> {
-    const TABLE: &[(&str, &str, &str)] = &[
-        // introspection
-        (
-            "gc",
-            "KG304",
-            "`gc` can find the harness's reference tensors",
-        ),
-        (
-            "inspect",
-            "KG304",
-            "`inspect` walks the harness's frames and source",
-        ),
-        (
-            "builtins",
-            "KG304",
-            "`builtins` lets a candidate patch the interpreter",
-        ),
-        (
-            "__builtin__",
-            "KG304",
-            "`__builtin__` lets a candidate patch the interpreter",
-        ),
-        ("__main__", "KG304", "`__main__` is the harness's namespace"),
-        (
-            "sys._getframe",
-            "KG304",
-            "`sys._getframe` walks the harness's frames",
-        ),
-        (
-            "sys._current_frames",
-            "KG304",
-            "`sys._current_frames` walks the harness's frames",
-        ),
-        (
-            "sys.modules",
-            "KG304",
-            "`sys.modules` reaches the harness's modules",
-        ),
-        (
-            "sys.settrace",
-            "KG304",
-            "`sys.settrace` watches the harness",
-        ),
-        (
-            "sys.setprofile",
-            "KG304",
-            "`sys.setprofile` watches the harness",
-        ),
-        (
-            "sys.meta_path",
-            "KG304",
-            "`sys.meta_path` intercepts the harness's imports",
-        ),
-        (
-            "builtins.globals",
-            "KG304",
-            "`globals()` exposes module state the harness shares",
-        ),
-        ("builtins.vars", "KG304", "`vars()` exposes module state"),
-        ("builtins.locals", "KG304", "`locals()` exposes frame state"),
-        (
-            "builtins.__builtins__",
-            "KG304",
-            "`__builtins__` lets a candidate patch the interpreter",
-        ),
-        (
-            "builtins.breakpoint",
-            "KG304",
-            "`breakpoint()` stops the harness",
-        ),
-        (
-            "traceback.extract_stack",
-            "KG304",
-            "walking the call stack reveals the harness's frames",
-        ),
-        (
-            "traceback.walk_stack",
-            "KG304",
-            "walking the call stack reveals the harness's frames",
-        ),
-        (
-            "traceback.format_stack",
-            "KG304",
-            "walking the call stack reveals the harness's frames",
-        ),
-        (
-            "traceback.print_stack",
-            "KG304",
-            "walking the call stack reveals the harness's frames",
-        ),
-        (
-            "psutil",
-            "KG304",
-            "`psutil` inspects the harness's process and its command line",
-        ),
-        (
-            "torch.cuda.memory_snapshot",
-            "KG304",
-            "an allocator snapshot finds the harness's tensors",
-        ),
-        (
-            "torch.cuda.memory._snapshot",
-            "KG304",
-            "an allocator snapshot finds the harness's tensors",
-        ),
-        (
-            "torch.cuda.caching_allocator_alloc",
-            "KG304",
-            "raw allocator blocks can hold the harness's freed tensors",
-        ),
-        (
-            "torch.cuda.memory.caching_allocator_alloc",
-            "KG304",
-            "raw allocator blocks can hold the harness's freed tensors",
-        ),
-        // the CUDA runtime and vendor libraries from Python
-        (
-            "cuda.cudart",
-            "KG306",
-            "calls the CUDA runtime directly from Python, behind the kernel's back",
-        ),
-        (
-            "cuda.cuda",
-            "KG306",
-            "calls the CUDA driver directly from Python, behind the kernel's back",
-        ),
-        (
-            "cuda.bindings",
-            "KG306",
-            "calls the CUDA runtime/driver directly from Python, behind the kernel's back",
-        ),
-        (
-            "nvmath",
-            "KG101",
-            "`nvmath` computes with NVIDIA's library kernels instead of your kernel",
-        ),
-        (
-            "cupy.cuda.cublas",
-            "KG101",
-            "cuBLAS computes instead of your kernel",
-        ),
-        (
-            "cupy.cuda.cudnn",
-            "KG101",
-            "cuDNN computes instead of your kernel",
-        ),
-        (
-            "cupy.cublas",
-            "KG101",
-            "cuBLAS computes instead of your kernel",
-        ),
-        // stored results
-        (
-            "torch.load",
-            "KG401",
-            "loads stored tensors from disk: results can be precomputed instead of computed",
-        ),
-        (
-            "numpy.load",
-            "KG401",
-            "loads stored arrays from disk: results can be precomputed instead of computed",
-        ),
-        (
-            "pickle.load",
-            "KG401",
-            "loads stored objects from disk: results can be precomputed instead of computed",
-        ),
-        (
-            "joblib",
-            "KG401",
-            "loads stored objects from disk: results can be precomputed instead of computed",
-        ),
-        (
-            "shelve",
-            "KG401",
-            "a persistent store keeps results across runs",
-        ),
-        // obfuscation
-        (
-            "builtins.exec",
-            "KG204",
-            "`exec` runs code the linter cannot see",
-        ),
-        (
-            "builtins.eval",
-            "KG204",
-            "`eval` runs code the linter cannot see",
-        ),
-        (
-            "builtins.compile",
-            "KG204",
-            "`compile` builds code the linter cannot see",
-        ),
-        ("marshal", "KG204", "`marshal` loads hidden code objects"),
-        (
-            "pickle.loads",
-            "KG204",
-            "`pickle.loads` can run hidden code",
-        ),
-        ("runpy", "KG204", "`runpy` runs code the linter cannot see"),
-        (
-            "importlib.util.spec_from_file_location",
-            "KG204",
-            "loads code from a file the gate does not lint",
-        ),
-        (
-            "importlib.util.spec_from_loader",
-            "KG204",
-            "loads code the gate does not lint",
-        ),
-        (
-            "importlib.machinery",
-            "KG204",
-            "loads code from a file the gate does not lint",
-        ),
-        (
-            "imp",
-            "KG204",
-            "`imp` loads code from a file the gate does not lint",
-        ),
-        (
-            "zipimport",
-            "KG204",
-            "`zipimport` loads code the gate does not lint",
-        ),
-        (
-            "types.FunctionType",
-            "KG204",
-            "building functions from code objects hides what runs",
-        ),
-        (
-            "types.CodeType",
-            "KG204",
-            "building code objects hides what runs",
-        ),
-        // forging and early exit
-        (
-            "os._exit",
-            "KG305",
-            "`os._exit` ends the process before the harness reports",
-        ),
-        ("os.abort", "KG305", "`os.abort` ends the process"),
-        ("os.kill", "KG305", "`os.kill` signals processes"),
-        ("os.killpg", "KG305", "`os.killpg` signals processes"),
-        (
-            "os.write",
-            "KG305",
-            "`os.write` writes to raw file descriptors (the result channel)",
-        ),
-        (
-            "os.fdopen",
-            "KG305",
-            "`os.fdopen` opens raw file descriptors (the result channel)",
-        ),
-        (
-            "os.dup2",
-            "KG305",
-            "`os.dup2` redirects the process's file descriptors",
-        ),
-        (
-            "sys.exit",
-            "KG305",
-            "`sys.exit` ends the run before the harness reports",
-        ),
-        (
-            "builtins.exit",
-            "KG305",
-            "`exit()` ends the run before the harness reports",
-        ),
-        (
-            "builtins.quit",
-            "KG305",
-            "`quit()` ends the run before the harness reports",
-        ),
-        (
-            "sys.stdout.write",
-            "KG305",
-            "writing to stdout can forge result lines",
-        ),
-        (
-            "sys.stderr.write",
-            "KG305",
-            "writing to stderr can forge result lines",
-        ),
-        (
-            "sys.stdout.buffer",
-            "KG305",
-            "writing to stdout's raw buffer can forge result lines",
-        ),
-        (
-            "sys.stderr.buffer",
-            "KG305",
-            "writing to stderr's raw buffer can forge result lines",
-        ),
-        (
-            "sys.stdout.writelines",
-            "KG305",
-            "writing to stdout can forge result lines",
-        ),
-        (
-            "sys.stderr.writelines",
-            "KG305",
-            "writing to stderr can forge result lines",
-        ),
-        (
-            "sys.__stdout__",
-            "KG305",
-            "the raw stdout can forge result lines",
-        ),
-        (
-            "sys.__stderr__",
-            "KG305",
-            "the raw stderr can forge result lines",
-        ),
-        (
-            "atexit",
-            "KG305",
-            "`atexit` runs code after the harness's checks",
-        ),
-        (
-            "signal",
-            "KG305",
-            "`signal` handlers can change how the run ends",
-        ),
-        // sandbox
-        (
-            "subprocess",
-            "KG306",
-            "`subprocess` starts processes outside the sandbox",
-        ),
-        ("os.system", "KG306", "`os.system` runs shell commands"),
-        ("os.popen", "KG306", "`os.popen` runs shell commands"),
-        ("os.execv", "KG306", "`os.exec*` replaces the process"),
-        ("os.execve", "KG306", "`os.exec*` replaces the process"),
-        ("os.execvp", "KG306", "`os.exec*` replaces the process"),
-        ("os.execl", "KG306", "`os.exec*` replaces the process"),
-        ("os.execlp", "KG306", "`os.exec*` replaces the process"),
-        ("os.spawnv", "KG306", "`os.spawn*` starts processes"),
-        ("os.spawnl", "KG306", "`os.spawn*` starts processes"),
-        (
-            "os.posix_spawn",
-            "KG306",
-            "`os.posix_spawn` starts processes",
-        ),
-        ("os.fork", "KG306", "`os.fork` starts processes"),
-        ("os.forkpty", "KG306", "`os.forkpty` starts processes"),
-        (
-            "os.remove",
-            "KG306",
-            "deleting files reaches outside the sandbox",
-        ),
-        (
-            "os.unlink",
-            "KG306",
-            "deleting files reaches outside the sandbox",
-        ),
-        (
-            "os.rmdir",
-            "KG306",
-            "deleting directories reaches outside the sandbox",
-        ),
-        (
-            "os.removedirs",
-            "KG306",
-            "deleting directories reaches outside the sandbox",
-        ),
-        (
-            "os.rename",
-            "KG306",
-            "moving files reaches outside the sandbox",
-        ),
-        (
-            "os.replace",
-            "KG306",
-            "moving files reaches outside the sandbox",
-        ),
-        (
-            "os.symlink",
-            "KG306",
-            "links can redirect the harness's files",
-        ),
-        (
-            "os.chmod",
-            "KG306",
-            "changing permissions reaches outside the sandbox",
-        ),
-        (
-            "os.truncate",
-            "KG306",
-            "truncating files reaches outside the sandbox",
-        ),
-        (
-            "shutil.rmtree",
-            "KG306",
-            "deleting trees reaches outside the sandbox",
-        ),
-        (
-            "shutil.move",
-            "KG306",
-            "moving files reaches outside the sandbox",
-        ),
-        (
-            "shutil.copy",
-            "KG306",
-            "copying files over others reaches outside the sandbox",
-        ),
-        (
-            "shutil.copyfile",
-            "KG306",
-            "copying files over others reaches outside the sandbox",
-        ),
-        (
-            "shutil.copytree",
-            "KG306",
-            "copying files over others reaches outside the sandbox",
-        ),
-        (
-            "ctypes",
-            "KG306",
-            "`ctypes` calls native libraries (cuBLAS, libcudart) behind the kernel's back",
-        ),
-        (
-            "cffi",
-            "KG306",
-            "`cffi` calls native libraries behind the kernel's back",
-        ),
-        ("pip", "KG306", "installing packages at run time"),
-        ("ensurepip", "KG306", "installing packages at run time"),
-        ("socket", "KG306", "network access from a kernel"),
-        ("urllib", "KG306", "network access from a kernel"),
-        ("requests", "KG306", "network access from a kernel"),
-        ("httpx", "KG306", "network access from a kernel"),
-        ("http.client", "KG306", "network access from a kernel"),
-        ("ftplib", "KG306", "network access from a kernel"),
-        ("pty", "KG306", "`pty` starts terminals"),
-        (
-            "torch.ops.load_library",
-            "KG306",
-            "loads a prebuilt native library whose code the gate cannot review",
-        ),
-        (
-            "torch.classes.load_library",
-            "KG306",
-            "loads a prebuilt native library whose code the gate cannot review",
-        ),
-        (
-            "weakref",
-            "KG401",
-            "weak references keep tensors between calls keyed by identity: an output cache",
-        ),
-        ("unittest.mock", "KG303", "`mock` patches library functions"),
-        ("mock", "KG303", "`mock` patches library functions"),
-        // threads
-        (
-            "threading",
-            "KG404",
-            "threads let `forward` return before the work is done",
-        ),
-        (
-            "_thread",
-            "KG404",
-            "threads let `forward` return before the work is done",
-        ),
-        (
-            "concurrent",
-            "KG404",
-            "executors let `forward` return before the work is done",
-        ),
-        (
-            "multiprocessing",
-            "KG404",
-            "processes let `forward` return before the work is done",
-        ),
-        (
-            "torch.multiprocessing",
-            "KG404",
-            "processes let `forward` return before the work is done",
-        ),
-        (
-            "asyncio",
-            "KG404",
-            "async tasks let `forward` return before the work is done",
-        ),
-        (
-            "torch.jit.fork",
-            "KG404",
-            "`torch.jit.fork` runs work asynchronously",
-        ),
-        (
-            "torch.jit._fork",
-            "KG404",
-            "`torch.jit.fork` runs work asynchronously",
-        ),
-        (
-            "torch.futures",
-            "KG404",
-            "futures let `forward` return before the work is done",
-        ),
-        // streams
-        (
-            "torch.cuda.Stream",
-            "KG403",
-            "a new CUDA stream runs work outside the timed stream",
-        ),
-        (
-            "torch.cuda.streams",
-            "KG403",
-            "a new CUDA stream runs work outside the timed stream",
-        ),
-        (
-            "torch.cuda.stream",
-            "KG403",
-            "switching streams runs work outside the timed stream",
-        ),
-        (
-            "torch.cuda.ExternalStream",
-            "KG403",
-            "an external stream runs work outside the timed stream",
-        ),
-        (
-            "torch.cuda.set_stream",
-            "KG403",
-            "switching streams runs work outside the timed stream",
-        ),
-        (
-            "torch.cuda.StreamContext",
-            "KG403",
-            "switching streams runs work outside the timed stream",
-        ),
-        (
-            "torch.Stream",
-            "KG403",
-            "a new stream runs work outside the timed stream",
-        ),
-        (
-            "torch.cuda.graphs",
-            "KG403",
-            "CUDA graphs replay work outside the timed stream",
-        ),
-        (
-            "torch.cuda.CUDAGraph",
-            "KG403",
-            "CUDA graphs replay work outside the timed stream",
-        ),
-        (
-            "torch.cuda.make_graphed_callables",
-            "KG403",
-            "CUDA graphs replay work outside the timed stream",
-        ),
-        (
-            "torch.cuda.graph",
-            "KG403",
-            "CUDA graphs replay work outside the timed stream",
-        ),
-        // lazy tensors
-        (
-            "torch.Tensor._make_subclass",
-            "KG405",
-            "`_make_subclass` builds a tensor subclass",
-        ),
-        (
-            "torch.Tensor._make_wrapper_subclass",
-            "KG405",
-            "`_make_wrapper_subclass` builds a lazy tensor",
-        ),
-        (
-            "torch.overrides.TorchFunctionMode",
-            "KG405",
-            "a torch function mode intercepts every op",
-        ),
-        (
-            "torch.utils._python_dispatch",
-            "KG405",
-            "a dispatch mode intercepts every op",
-        ),
-    ];
+pub fn banned(path: &str) -> Option<(Rule, &'static str)> {
     // Every member of the exec/spawn families (`os.execvpe`, `os.spawnlp`, `os.posix_spawnp`).
     if let Some(f) = path.strip_prefix("os.") {
         if f.starts_with("exec") || f.starts_with("spawn") || f.starts_with("posix_spawn") {
-            return Some(("KG306", "`os.exec*`/`os.spawn*` start or replace processes"));
+            return Some((
+                Rule::KG306,
+                "`os.exec*`/`os.spawn*` start or replace processes",
+            ));
         }
     }
     // The longest listed prefix of the path wins (`builtins.exec` is obfuscation, `builtins`
     // introspection): look up the path, then each shorter dotted prefix, instead of scanning.
-    static BY_PATH: std::sync::LazyLock<
-        rustc_hash::FxHashMap<&'static str, (&'static str, &'static str)>,
-    > = std::sync::LazyLock::new(|| {
-        let mut m = rustc_hash::FxHashMap::default();
-        for (p, r, msg) in TABLE {
-            m.entry(*p).or_insert((*r, *msg));
-        }
-        m
-    });
+    static BY_PATH: std::sync::LazyLock<rustc_hash::FxHashMap<&'static str, (Rule, &'static str)>> =
+        std::sync::LazyLock::new(|| {
+            let mut m = rustc_hash::FxHashMap::default();
+            for (p, r, msg) in BANNED {
+                m.entry(*p).or_insert((*r, *msg));
+            }
+            m
+        });
     let mut prefix = path;
     loop {
         if let Some(hit) = BY_PATH.get(prefix) {
@@ -1178,7 +1208,7 @@ pub fn banned(path: &str) -> Option<(&'static str, &'static str)> {
 }
 
 /// Timing functions (KG301) and validation functions (KG302) that must not be replaced.
-pub fn tamper_rule(path: &str) -> &'static str {
+pub fn tamper_rule(path: &str) -> Rule {
     const TIMERS: &[&str] = &[
         "torch.cuda",
         "time",
@@ -1203,11 +1233,11 @@ pub fn tamper_rule(path: &str) -> &'static str {
         "math.isclose",
     ];
     if TIMERS.iter().any(|p| under(path, p)) {
-        "KG301"
+        Rule::KG301
     } else if VALIDATION.iter().any(|p| under(path, p)) {
-        "KG302"
+        Rule::KG302
     } else {
-        "KG303"
+        Rule::KG303
     }
 }
 
@@ -1330,24 +1360,24 @@ mod tests {
 
     #[test]
     fn banned_and_tampering_tables() {
-        assert_eq!(banned("os.posix_spawnp").map(|b| b.0), Some("KG306"));
-        assert_eq!(banned("os.execvpe").map(|b| b.0), Some("KG306"));
+        assert_eq!(banned("os.posix_spawnp").map(|b| b.0), Some(Rule::KG306));
+        assert_eq!(banned("os.execvpe").map(|b| b.0), Some(Rule::KG306));
         assert_eq!(
             banned("weakref.WeakKeyDictionary").map(|b| b.0),
-            Some("KG401")
+            Some(Rule::KG401)
         );
-        assert_eq!(banned("torch.load").map(|b| b.0), Some("KG401"));
+        assert_eq!(banned("torch.load").map(|b| b.0), Some(Rule::KG401));
         assert_eq!(
             banned("sys.stdout.buffer.write").map(|b| b.0),
-            Some("KG305")
+            Some(Rule::KG305)
         );
         assert_eq!(banned("os.path.exists"), None);
-        assert_eq!(banned("subprocess.run").map(|b| b.0), Some("KG306"));
-        assert_eq!(banned("sys.modules").map(|b| b.0), Some("KG304"));
+        assert_eq!(banned("subprocess.run").map(|b| b.0), Some(Rule::KG306));
+        assert_eq!(banned("sys.modules").map(|b| b.0), Some(Rule::KG304));
         assert_eq!(banned("sys.path"), None);
         assert_eq!(banned("os.path.join"), None);
-        assert_eq!(tamper_rule("torch.cuda.Event.elapsed_time"), "KG301");
-        assert_eq!(tamper_rule("torch.allclose"), "KG302");
-        assert_eq!(tamper_rule("torch.matmul"), "KG303");
+        assert_eq!(tamper_rule("torch.cuda.Event.elapsed_time"), Rule::KG301);
+        assert_eq!(tamper_rule("torch.allclose"), Rule::KG302);
+        assert_eq!(tamper_rule("torch.matmul"), Rule::KG303);
     }
 }

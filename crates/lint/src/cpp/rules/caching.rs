@@ -1,0 +1,38 @@
+//! KG606 `cpp-static-cache` and KG607 `cpp-l2-persistence`: state kept across calls, in static
+//! memory or in L2. L2 persistence is a set of names (`names::classify`); static caches are
+//! judged where the analyzer sees statics written or wrapped.
+
+use crate::cpp::*;
+use crate::rule::Rule;
+use crate::rule::RuleMeta;
+use kernelgate_model::Severity::Error;
+use std::ops::Range;
+
+impl<'t> Analyzer<'t> {
+    /// Every KG606 finding of the analyzer is raised here.
+    pub(in crate::cpp) fn static_cache(&mut self, range: Range<usize>, msg: String) {
+        self.flag(Rule::KG606, range, msg);
+    }
+}
+
+// ---------------------------------------------------------------- registry entries
+
+pub(crate) const KG606: RuleMeta = RuleMeta {
+    code: "KG606",
+    name: "cpp-static-cache",
+    severity: Error,
+    summary: "A static or global tensor/map in C++ outlives the call",
+    doc: "A `static`, `thread_local` or namespace-level variable holds tensors, a map of pointers, a struct with a tensor member, or a captured CUDA graph (`static std::unordered_map<void*, torch::Tensor> cache;`, a global `torch::Tensor`, `static cudaGraphExec_t`), or `torch::from_blob` wraps memory kept in a static or global variable, or a static counter is incremented (`++calls`: behaviour that changes with the call count is phase detection). Results can be returned from it on later calls, keyed by `data_ptr()` or shape, instead of being computed. Allocate outputs per call; cache only configuration (constants, compiled handles).",
+    bad: "static std::unordered_map<const void*, torch::Tensor> cache;\nauto it = cache.find(x.data_ptr());",
+    good: "auto y = torch::empty_like(x);  // fresh output every call",
+};
+
+pub(crate) const KG607: RuleMeta = RuleMeta {
+    code: "KG607",
+    name: "cpp-l2-persistence",
+    severity: Error,
+    summary: "The extension pins data in L2 across calls",
+    doc: "`cudaStreamSetAttribute` with an access-policy window, `cudaLimitPersistingL2CacheSize` or `accessPolicyWindow`/`hitProp` fields make inputs persist in L2, so the harness's cache flush between timed runs no longer empties the cache and the kernel looks faster than it is on cold data. Remove the persistence settings.",
+    bad: "attr.accessPolicyWindow.base_ptr = x.data_ptr();\ncudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &attr);",
+    good: "k<<<g, b, 0, at::cuda::getCurrentCUDAStream()>>>(x, y, n);",
+};
