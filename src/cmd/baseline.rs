@@ -47,6 +47,10 @@ pub struct Args {
     /// Whole-run limit in seconds (default: 60 s per problem and variant, plus 120 s).
     #[arg(long)]
     pub timeout: Option<u64>,
+    /// Print what the run would time as JSON (with `--kernels`: each kernel and its mapping,
+    /// as `kernelgate kernels` maps it) and exit without running anything.
+    #[arg(long)]
+    pub plan: bool,
     #[command(flatten)]
     pub eval: crate::cli::EvalOptions,
 }
@@ -96,24 +100,10 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     let set = spec
         .load()
         .with_context(|| format!("loading problems from {spec}"))?;
-    let mut problems: Vec<&kernelgate_model::Problem> = Vec::new();
-    if args.problems.is_empty() {
-        problems.extend(
-            set.iter()
-                .filter(|p| args.level.is_none_or(|l| p.level == l)),
-        );
-    } else {
-        for q in &args.problems {
-            let p = set
-                .find(q)
-                .map_err(|e| anyhow::anyhow!("--problem {q}: {e}"))?;
-            if args.level.is_none_or(|l| p.level == l) && !problems.iter().any(|x| x.key == p.key) {
-                problems.push(p);
-            }
-        }
-    }
-    if problems.is_empty() {
-        bail!("no problems selected from {spec}: check --level / --problem (`kernelgate problems` lists them)");
+    let problems = kernelgate::baseline::select_problems(&set, args.level, &args.problems)?;
+    if args.plan {
+        print_plan(&cli.repo, &cfg, &set, &problems, args.kernels)?;
+        return Ok(0);
     }
     let device = match args.device.as_deref() {
         Some(d @ ("auto" | "cuda" | "cpu")) => d.to_string(),
@@ -421,7 +411,7 @@ fn time_kernels(
     commit: Option<&str>,
     now: u64,
 ) -> anyhow::Result<(usize, usize, bool)> {
-    let (kernels, errors) = kernelgate_model::discover(&cli.repo, cfg, set);
+    let (kernels, errors) = kernelgate::baseline::kernel_plan(&cli.repo, cfg, set, problems);
     for e in &errors {
         eprintln!("warning: {e}");
     }
@@ -439,10 +429,21 @@ fn time_kernels(
     let mut failed = 0;
     let mut noisy = 0;
     let mut wrote = false;
-    for k in kernels.iter().filter(|k| k.precision == key.precision) {
+    for k in &kernels {
         let Some(p) = problems.iter().find(|p| p.key == k.problem_key) else {
             continue;
         };
+        if k.precision != key.precision {
+            println!(
+                "{:<32} {:<8} skipped: a {} kernel; this run times {} (pass --precision {})",
+                k.path.display(),
+                "kernel",
+                k.precision,
+                key.precision,
+                k.precision
+            );
+            continue;
+        }
         let kpath = if k.path.is_absolute() {
             k.path.clone()
         } else {
@@ -541,6 +542,33 @@ fn time_kernels(
         file.save(&path)?;
     }
     Ok((failed, noisy, wrote))
+}
+
+/// `--plan`: the problems, variants and kernels a run would time, as JSON.
+fn print_plan(
+    repo: &Path,
+    cfg: &Config,
+    set: &kernelgate_model::ProblemSet,
+    problems: &[&kernelgate_model::Problem],
+    kernels: bool,
+) -> anyhow::Result<()> {
+    let (kernels, errors) = if kernels {
+        kernelgate::baseline::kernel_plan(repo, cfg, set, problems)
+    } else {
+        Default::default()
+    };
+    let plan = serde_json::json!({
+        "problems": problems.iter().map(|p| &p.key).collect::<Vec<_>>(),
+        "kernels": kernels.iter().map(|k| serde_json::json!({
+            "path": k.path, "problem": k.problem_key, "backend": k.backend,
+            "precision": k.precision, "mapped_by": k.mapped_by,
+        })).collect::<Vec<_>>(),
+        "errors": errors.iter().map(|e| serde_json::json!({
+            "path": e.path(), "line": e.line(), "message": e.to_string(),
+        })).collect::<Vec<_>>(),
+    });
+    println!("{}", serde_json::to_string_pretty(&plan)?);
+    Ok(())
 }
 
 /// Runs the child with a scrubbed environment and a wall-clock limit. `Ok(true)`: the limit

@@ -82,8 +82,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     let ctx = PrContext::from_env()?;
     let mut cfg = Config::load(&cli.repo, cli.config.as_deref())?;
     args.eval.apply(&mut cfg)?;
-    let layout =
-        Layout::from_config(&cfg).context("invalid `[kernels] globs` in kernelgate.toml")?;
+    let layout = Layout::from_config(&cfg);
     let git = Git::open(&cli.repo)?;
 
     let base = match args.base.clone().or_else(|| ctx.base.clone()) {
@@ -105,7 +104,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         .or_else(|| ctx.head.clone())
         .unwrap_or_else(|| "HEAD".to_string());
     let changes = changes::detect(&git, &layout, &base, &head, args.all)?;
-    let plan = Plan::build(&git, &layout, changes, args.shard, cfg.defaults.precision)?;
+    let plan = Plan::build(&git, &layout, changes, args.shard)?;
 
     if args.plan {
         let jobs: Vec<_> = plan

@@ -227,7 +227,7 @@ impl HarnessEvaluator {
             Some(d) => d == Device::Cpu && !self.has_gpu,
             None => !self.has_gpu,
         };
-        on_cpu && super::plan::needs_gpu(&job.source)
+        on_cpu && super::plan::needs_gpu(job.backend, &job.source)
     }
 
     /// Messages and logs name files as the repository does (`kernels/...`), never by the

@@ -6,7 +6,7 @@ use kernelgate_report::{
     BaselineKind, ComparisonVerdict, KernelRow, OutcomeKind, PolicyInfo, Verdict,
 };
 
-use super::layout::directives;
+use kernelgate_model::directive::acknowledgements;
 
 /// Observation codes the policy can route to fail / warn. Flags raised by the pipeline use the
 /// same codes, so `allow=excessive_speedup` acknowledges exactly that flag.
@@ -300,14 +300,14 @@ pub fn judge(row: &mut KernelRow, policy: &Policy, acks: &Acks, source: &str) {
         }
     }
 
-    let allows = allow_directives(source);
+    let allows = acknowledgements(source);
     let label = acks.labels.iter().find(|l| policy.ack_labels.contains(l));
     for flag in row.flags.clone() {
         if ACKNOWLEDGEABLE.contains(&flag.code.as_str()) {
             if let Some((line, reason)) = allows
                 .iter()
-                .find(|(_, c, _)| c == &flag.code)
-                .map(|(l, _, r)| (l, r))
+                .find(|a| a.condition.as_str() == flag.code)
+                .map(|a| (a.line, &a.reason))
             {
                 match reason {
                     Some(reason) => {
@@ -410,22 +410,6 @@ fn rule_list(row: &KernelRow, severity: Severity) -> String {
     rules.sort();
     rules.dedup();
     rules.join(", ")
-}
-
-/// `(line, code, reason)` for every `# kernelgate: allow=a,b reason=...` in the file.
-fn allow_directives(source: &str) -> Vec<(u32, String, Option<String>)> {
-    directives(source)
-        .into_iter()
-        .flat_map(|d| {
-            let reason = d.get("reason").filter(|r| !r.trim().is_empty());
-            d.get("allow")
-                .unwrap_or_default()
-                .split(',')
-                .filter(|c| !c.is_empty())
-                .map(|c| (d.line, c.trim().to_string(), reason.clone()))
-                .collect::<Vec<_>>()
-        })
-        .collect()
 }
 
 /// Exit code for an overall verdict: 0 pass/warn, 1 fail.
