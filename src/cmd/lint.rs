@@ -108,7 +108,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         }
         Format::Json => serde_json::to_string_pretty(&output::json(&findings, &files))? + "\n",
         Format::Sarif => {
-            serde_json::to_string_pretty(&kernelgate_lint::to_sarif(&findings, &files))? + "\n"
+            let sarif = kernelgate_report::findings_to_sarif(&findings, &files, &sarif_rules());
+            serde_json::to_string_pretty(&sarif)? + "\n"
         }
         Format::Github => output::github(&findings),
     };
@@ -123,6 +124,28 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     } else {
         0
     })
+}
+
+/// Every lint rule, with its documentation, as the SARIF driver lists it.
+fn sarif_rules() -> Vec<kernelgate_report::sarif::SarifRule> {
+    use kernelgate_report::sarif::{RuleDoc, SarifRule};
+    kernelgate_lint::rules()
+        .iter()
+        .map(|r| SarifRule {
+            id: r.code.to_string(),
+            name: r.name.to_string(),
+            summary: r.summary.to_string(),
+            doc: Some(RuleDoc {
+                description: r.doc.to_string(),
+                help_text: format!("{}\n\nBad:\n{}\n\nGood:\n{}", r.doc, r.bad, r.good),
+                help_markdown: format!(
+                    "{}\n\nBad:\n```python\n{}\n```\n\nGood:\n```python\n{}\n```",
+                    r.doc, r.bad, r.good
+                ),
+            }),
+            level: r.severity,
+        })
+        .collect()
 }
 
 fn plural(n: usize) -> &'static str {
