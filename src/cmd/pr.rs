@@ -256,7 +256,6 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         .unwrap_or_else(|| scratch.path().to_path_buf());
     let evaluator = HarnessEvaluator {
         config: cfg.clone(),
-        python: std::env::var_os("KERNELGATE_PYTHON").map(PathBuf::from),
         device: device_pref,
         extensions_dir: Some(extensions),
         seed: args.seed,

@@ -49,11 +49,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         .map(|p| (p.key.as_str(), p.structure_warnings()))
         .collect();
     let checks = if args.check {
-        let python = std::env::var_os("KERNELGATE_PYTHON")
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| cfg.harness.python.clone())
-            .unwrap_or_else(|| kernelgate_eval::find_python(&cli.repo));
+        let python = kernelgate_eval::runner_python(&cfg, &cli.repo);
         if args.format == Format::Human {
             eprintln!(
                 "checking {} problem(s) with {} on the CPU...",

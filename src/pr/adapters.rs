@@ -9,7 +9,6 @@ use kernelgate_report::{
 use kernelgate_timing::HardwareKey;
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use super::baselines::RunKey;
 use super::plan::Job;
@@ -61,8 +60,8 @@ impl Linter for RepoLinter {
 
 /// `kernelgate_eval::run_job`: correctness, then timing of reference vs candidate and base vs head.
 pub struct HarnessEvaluator {
+    /// The job's settings, runner's Python included ([`JobSpec::from_config`]).
     pub config: Config,
-    pub python: Option<PathBuf>,
     /// Device preference (`auto`, `cuda`, `cpu`) from the command line or config.
     pub device: kernelgate_model::Device,
     /// Shared torch extensions cache across jobs (rebuilds of the same source are skipped).
@@ -83,28 +82,24 @@ impl HarnessEvaluator {
     /// finds what the build wrote (same extensions directory, same architecture list).
     fn spec(&self, job: &Job, device: Device) -> Result<JobSpec, String> {
         let problem_file = job.problem_file.as_ref().ok_or("no problem file")?;
-        let h = &self.config.harness;
-        let mut spec = JobSpec::new(problem_file, &job.kernel_file);
+        let repo = self
+            .repo_root
+            .as_deref()
+            .unwrap_or(std::path::Path::new("."));
+        let mut spec = JobSpec::from_config(&self.config, repo, problem_file, &job.kernel_file)
+            .map_err(|e| e.to_string())?;
         spec.base_kernel = job.base_file.clone();
         spec.problem_label = Some(job.problem().to_string());
         spec.kernel_label = Some(job.path().to_string());
         spec.device = self.device;
         spec.precision = job.precision;
-        spec.trials = h.trials;
         spec.seed = self.seed;
-        spec.compile_timeout = Duration::from_secs(h.compile_timeout_s);
-        spec.run_timeout = Duration::from_secs(h.run_timeout_s);
-        spec.memory_limit_mb = h.memory_limit_mb;
         spec.timing = (!self.no_timing).then(|| self.config.timing.clone());
         spec.gpu = match device {
             Device::Cuda(i) => Some(i),
             Device::Cpu => None,
         };
-        spec.python = self.python.clone().or_else(|| h.python.clone());
         spec.extensions_dir = self.extensions_dir.clone();
-        let sandbox = &self.config.sandbox;
-        spec.sandbox = kernelgate_eval::SandboxMode::resolve(sandbox.enabled, sandbox.required)
-            .map_err(|e| e.to_string())?;
         Ok(spec)
     }
 

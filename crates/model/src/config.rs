@@ -169,7 +169,8 @@ pub struct LintConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HarnessConfig {
-    /// Python interpreter with torch; `None`: `$KERNELGATE_PYTHON`, `.venv/bin/python`, `python3`.
+    /// Python interpreter with torch; `None`: `kernelgate_eval::find_python` (`$KERNELGATE_PYTHON`,
+    /// the one beside an installed `kernelgate`, `.venv/bin/python`, `python3`).
     pub python: Option<PathBuf>,
     #[serde(deserialize_with = "de_positive_u64")]
     pub compile_timeout_s: u64,
