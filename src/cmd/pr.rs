@@ -4,7 +4,6 @@ use anyhow::Context;
 use kernelgate::pr::adapters::{HarnessEvaluator, RepoLinter};
 use kernelgate::pr::baselines::Committed;
 use kernelgate::pr::changes::{self, FileStatus};
-use kernelgate::pr::context::PrContext;
 use kernelgate::pr::git::Git;
 use kernelgate::pr::layout::Layout;
 use kernelgate::pr::plan::Plan;
@@ -79,13 +78,13 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
-    let ctx = PrContext::from_env()?;
+    let gh = GithubContext::from_env()?;
     let mut cfg = Config::load(&cli.repo, cli.config.as_deref())?;
     args.eval.apply(&mut cfg)?;
     let layout = Layout::from_config(&cfg);
     let git = Git::open(&cli.repo)?;
 
-    let base = match args.base.clone().or_else(|| ctx.base.clone()) {
+    let base = match args.base.clone().or_else(|| gh.base_sha.clone()) {
         Some(b) => b,
         None => ["origin/main", "main", "origin/master", "master"]
             .into_iter()
@@ -101,7 +100,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     let head = args
         .head
         .clone()
-        .or_else(|| ctx.head.clone())
+        .or_else(|| gh.head_sha.clone())
         .unwrap_or_else(|| "HEAD".to_string());
     let changes = changes::detect(&git, &layout, &base, &head, args.all)?;
     let plan = Plan::build(&git, &layout, changes, args.shard)?;
@@ -128,7 +127,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         return Ok(0);
     }
 
-    let mut labels = ctx.labels.clone();
+    let mut labels = gh.labels.clone();
     labels.extend(args.ack_labels.iter().cloned());
     let policy = Policy::from_config(&cfg, &[]);
     let acks = Acks {
@@ -141,14 +140,14 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         .collect();
 
     let mut report = Report::new(RunInfo {
-        repo: ctx.repository.clone().unwrap_or_default(),
-        pr_number: ctx.number,
+        repo: gh.repo.clone(),
+        pr_number: gh.pr_number,
         base_sha: plan.changes.base.clone(),
         head_sha: plan.changes.head.clone(),
         started_at: run::now_rfc3339(),
         seed: args.seed,
         shard: args.shard.map(|s| (s.index, s.count)),
-        artifact_url: ctx.run_url.clone(),
+        artifact_url: gh.run_url.clone(),
         ..RunInfo::default()
     });
     report.policy = policy.info(&acknowledged);
@@ -204,7 +203,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             "reference problem {} ({:?}) is changed by this pull request: speedups are not comparable with main",
             r.path, r.status
         );
-        if ctx.actions {
+        if gh.actions {
             println!("::warning file={}::{line}", r.path);
         } else {
             say(format!("warning: {line}"));
@@ -213,9 +212,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
 
     // Publishing: a check run `in_progress` now, completed with the report at the end. Shards
     // publish files only: `kernelgate merge` and `kernelgate publish` post the joined report.
-    let gh = GithubContext::from_env()?;
     let mode = match args.publish {
-        Publish::Auto if args.shard.is_none() && gh.can_publish() && ctx.number.is_some() => {
+        Publish::Auto if args.shard.is_none() && gh.can_publish() && gh.pr_number.is_some() => {
             Publish::Github
         }
         Publish::Auto => Publish::Files,
@@ -289,7 +287,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         devices,
         out_dir: args.out.clone(),
         progress: Progress {
-            actions: ctx.actions,
+            actions: gh.actions,
             quiet: args.quiet,
         },
     };

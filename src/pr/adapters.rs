@@ -2,7 +2,7 @@
 
 use kernelgate_eval::{JobSpec, Outcome};
 use kernelgate_lint::{LintOptions, SeverityOrOff};
-use kernelgate_model::{Config, Finding, LintLevel};
+use kernelgate_model::{Condition, Config, Finding, LintLevel};
 use kernelgate_report::{
     ComparisonSummary, ComparisonVerdict, Flag, Interval, OutcomeKind, OutcomeSummary,
 };
@@ -12,7 +12,6 @@ use std::sync::OnceLock;
 
 use super::baselines::RunKey;
 use super::plan::Job;
-use super::policy::code;
 use super::run::{Device, Evaluation, Evaluator, Linter};
 
 /// `kernelgate_lint::lint_file` with the repository's severity overrides.
@@ -22,21 +21,26 @@ pub struct RepoLinter {
 
 impl RepoLinter {
     pub fn new(cfg: &Config) -> RepoLinter {
-        let overrides = cfg
-            .lint
-            .severity
-            .iter()
-            .map(|(rule, level)| {
-                let s = match level {
-                    LintLevel::Error => SeverityOrOff::Error,
-                    LintLevel::Warning => SeverityOrOff::Warning,
-                    LintLevel::Off => SeverityOrOff::Off,
-                };
-                (rule.clone(), s)
-            })
-            .collect();
-        RepoLinter { overrides }
+        RepoLinter {
+            overrides: severity_overrides(cfg),
+        }
     }
+}
+
+/// `[lint] severity` as the linter takes it (`kernelgate lint` and `kernelgate pr`).
+pub fn severity_overrides(cfg: &Config) -> std::collections::BTreeMap<String, SeverityOrOff> {
+    cfg.lint
+        .severity
+        .iter()
+        .map(|(rule, level)| {
+            let s = match level {
+                LintLevel::Error => SeverityOrOff::Error,
+                LintLevel::Warning => SeverityOrOff::Warning,
+                LintLevel::Off => SeverityOrOff::Off,
+            };
+            (rule.clone(), s)
+        })
+        .collect()
 }
 
 impl Linter for RepoLinter {
@@ -471,27 +475,31 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
     let mut findings = Vec::new();
     for f in result.findings {
         let flag_code = match f.rule.as_str() {
-            kernelgate_timing::sample::RULE_ESCAPED => Some(code::ESCAPED_WORK),
-            kernelgate_timing::plausibility::RULE_BELOW_FLOOR => Some(code::IMPLAUSIBLE_TIME),
+            kernelgate_timing::sample::RULE_ESCAPED => Some(Condition::EscapedWork),
+            kernelgate_timing::plausibility::RULE_BELOW_FLOOR => Some(Condition::ImplausibleTime),
             kernelgate_timing::plausibility::RULE_EXCESSIVE_SPEEDUP => {
-                Some(code::EXCESSIVE_SPEEDUP)
+                Some(Condition::ExcessiveSpeedup)
             }
             _ => None,
         };
         match flag_code {
             Some(c) => flags.push(Flag {
-                code: c.to_string(),
+                code: c.as_str().to_string(),
                 severity: f.severity,
                 message: f.message,
             }),
             None => findings.push(f),
         }
     }
-    if outcome.kind == OutcomeKind::Correct && flags.iter().any(|f| f.code == code::ESCAPED_WORK) {
+    if outcome.kind == OutcomeKind::Correct
+        && flags
+            .iter()
+            .any(|f| f.code == Condition::EscapedWork.as_str())
+    {
         // Correct numbers, but the timing cannot be trusted.
         outcome.kind = OutcomeKind::EscapedWork;
         outcome.message = "correct, but work escaped the timed region".into();
-        flags.retain(|f| f.code != code::ESCAPED_WORK);
+        flags.retain(|f| f.code != Condition::EscapedWork.as_str());
     }
 
     let mut eval = Evaluation::failed(outcome.kind, "");

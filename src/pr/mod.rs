@@ -7,7 +7,6 @@
 pub mod adapters;
 pub mod baselines;
 pub mod changes;
-pub mod context;
 pub mod git;
 pub mod layout;
 pub mod plan;
