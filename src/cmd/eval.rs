@@ -5,14 +5,7 @@ use kernelgate_eval::{EvalResult, JobSpec, Outcome};
 use kernelgate_model::{Config, Precision, ProblemSet, Severity};
 use std::path::{Path, PathBuf};
 
-use crate::cli::Cli;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum DeviceArg {
-    Auto,
-    Cuda,
-    Cpu,
-}
+use crate::cli::{Cli, DeviceArg};
 
 pub use crate::cli::Format;
 
@@ -158,11 +151,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     spec.problem_label = Some(problem_label);
     spec.base_kernel = args.base_kernel.clone();
     if let Some(d) = args.device {
-        spec.device = match d {
-            DeviceArg::Auto => kernelgate_model::Device::Auto,
-            DeviceArg::Cuda => kernelgate_model::Device::Cuda,
-            DeviceArg::Cpu => kernelgate_model::Device::Cpu,
-        };
+        spec.device = d.into();
     }
     // --precision, else the kernel's mapping (when it chose the problem), else the config.
     spec.precision = args

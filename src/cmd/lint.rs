@@ -2,10 +2,8 @@
 
 use crate::cli::Cli;
 use anyhow::Context;
-use kernelgate_lint::{
-    lint_path, output, Backend, Finding, LintOptions, Precision, Severity, SeverityOrOff,
-};
-use kernelgate_model::{discover, Config, Kernel, LintLevel, ProblemSet};
+use kernelgate_lint::{lint_path, output, Backend, Finding, LintOptions, Precision, Severity};
+use kernelgate_model::{discover, Config, Kernel, ProblemSet};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -49,19 +47,7 @@ struct Target {
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     let cfg = Config::load(&cli.repo, cli.config.as_deref())?;
-    let overrides: BTreeMap<String, SeverityOrOff> = cfg
-        .lint
-        .severity
-        .iter()
-        .map(|(k, v)| {
-            let level = match v {
-                LintLevel::Error => SeverityOrOff::Error,
-                LintLevel::Warning => SeverityOrOff::Warning,
-                LintLevel::Off => SeverityOrOff::Off,
-            };
-            (k.clone(), level)
-        })
-        .collect();
+    let overrides = kernelgate::pr::adapters::severity_overrides(&cfg);
     let targets = targets(cli, args, &cfg)?;
     let mut findings: Vec<Finding> = Vec::new();
     let mut sources: BTreeMap<String, String> = BTreeMap::new();
