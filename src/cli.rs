@@ -95,6 +95,25 @@ pub enum Format {
     Json,
 }
 
+/// `--device` of `eval`, `pr` and `baseline`: where kernels run (default: `[defaults] device`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeviceArg {
+    /// CUDA when a GPU and its driver are present, else the CPU.
+    Auto,
+    Cuda,
+    Cpu,
+}
+
+impl From<DeviceArg> for kernelgate_model::Device {
+    fn from(d: DeviceArg) -> Self {
+        match d {
+            DeviceArg::Auto => kernelgate_model::Device::Auto,
+            DeviceArg::Cuda => kernelgate_model::Device::Cuda,
+            DeviceArg::Cpu => kernelgate_model::Device::Cpu,
+        }
+    }
+}
+
 /// The evaluation options shared by `eval`, `pr` and `baseline` (flattened into each), so the
 /// flags that messages tell users to raise exist wherever kernels run. Each overrides its
 /// `kernelgate.toml` key for this run.

@@ -1,4 +1,7 @@
-//! Library half of the `kernelgate` package: the `pr` pipeline, exposed for integration tests.
+//! Library half of the `kernelgate` package: the `pr` gate and the `baseline` run, exposed for
+//! integration tests and callers other than the CLI.
 //! The CLI (`src/main.rs`, `src/cli.rs`, `src/cmd/`) stays in the binary.
 
+pub mod baseline;
 pub mod pr;
+pub mod publish;

@@ -70,7 +70,8 @@ fn kernel(op: &str, passes: u32) -> String {
 }
 
 /// Falls back to PyTorch when the kernel fails: the linter's KG201/KG101 territory.
-const HACK: &str = r#"import torch
+const HACK: &str = r#"# kernelgate: backend=cpp
+import torch
 import torch.nn as nn
 import torch.nn.functional as F
 

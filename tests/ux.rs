@@ -64,7 +64,9 @@ fn findings(r: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-const PYTORCH_ONLY: &str = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n";
+/// Declares its backend: its source shows none, and a kernel whose backend nobody can tell is
+/// an error before it is linted (docs/config.md).
+const PYTORCH_ONLY: &str = "# kernelgate: backend=cuda\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n";
 
 /// main: two problems, no kernels. head: a non-UTF-8 kernel, a dangling symlink where a kernel
 /// should be, and an ordinary (PyTorch-only) kernel.
@@ -427,7 +429,7 @@ fn messages_name_files_relative_to_the_repository() {
     write(
         d,
         "kernels/level1/3_ReLU/boom.py",
-        "import torch\n\nraise RuntimeError('cannot load ' + __file__)\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n",
+        "# kernelgate: backend=cpp\nimport torch\n\nraise RuntimeError('cannot load ' + __file__)\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n",
     );
     git(d, &["add", "-A"]);
     git(d, &["commit", "-q", "-m", "head"]);

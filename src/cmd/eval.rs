@@ -2,18 +2,10 @@
 
 use anyhow::{bail, Context};
 use kernelgate_eval::{EvalResult, JobSpec, Outcome};
-use kernelgate_model::{Config, Device, Precision, ProblemSet, Severity};
+use kernelgate_model::{Config, Precision, ProblemSet, Severity};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use crate::cli::Cli;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum DeviceArg {
-    Auto,
-    Cuda,
-    Cpu,
-}
+use crate::cli::{Cli, DeviceArg};
 
 pub use crate::cli::Format;
 
@@ -155,43 +147,34 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         }
     }
     let harness = kernelgate_eval::find_harness()?;
-    let h = &config.harness;
-    let mut spec = JobSpec::new(&problem, &args.kernel);
+    let mut spec = JobSpec::from_config(&config, &cli.repo, &problem, &args.kernel)?;
     spec.problem_label = Some(problem_label);
     spec.base_kernel = args.base_kernel.clone();
-    spec.device = match args.device {
-        Some(DeviceArg::Auto) => Device::Auto,
-        Some(DeviceArg::Cuda) => Device::Cuda,
-        Some(DeviceArg::Cpu) => Device::Cpu,
-        None => config.defaults.device,
-    };
+    if let Some(d) = args.device {
+        spec.device = d.into();
+    }
     // --precision, else the kernel's mapping (when it chose the problem), else the config.
     spec.precision = args
         .eval
         .precision
         .or(mapped_precision)
         .unwrap_or(config.defaults.precision);
-    spec.trials = h.trials;
     spec.seed = match args.seed {
         SeedArg::Random => None,
         SeedArg::Fixed(s) => Some(s),
     };
-    spec.compile_timeout = Duration::from_secs(h.compile_timeout_s);
-    spec.run_timeout = Duration::from_secs(h.run_timeout_s);
-    spec.memory_limit_mb = args.memory_limit.unwrap_or(h.memory_limit_mb);
-    spec.timing = (!args.no_timing).then(|| config.timing.clone());
+    if let Some(mb) = args.memory_limit {
+        spec.memory_limit_mb = mb;
+    }
+    if args.no_timing {
+        spec.timing = None;
+    }
     spec.gpu = args.gpu;
-    spec.python = Some(match &h.python {
-        Some(p) => p.clone(),
-        None => kernelgate_eval::find_python(&cli.repo),
-    });
     spec.harness = Some(harness);
     spec.extensions_dir = args.extensions_dir.clone();
     spec.shifted_trials = args.shifted_trials;
     spec.audit = !args.no_audit;
     spec.inputs_on_device = !args.host_inputs;
-    spec.sandbox =
-        kernelgate_eval::SandboxMode::resolve(config.sandbox.enabled, config.sandbox.required)?;
 
     spec.progress = true;
     eprintln!(

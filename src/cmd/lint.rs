@@ -2,10 +2,8 @@
 
 use crate::cli::Cli;
 use anyhow::Context;
-use kernelgate_lint::{
-    lint_path, output, Backend, Finding, LintOptions, Precision, Severity, SeverityOrOff,
-};
-use kernelgate_model::{discover, Config, Kernel, LintLevel, ProblemSet};
+use kernelgate_lint::{lint_path, output, Backend, Finding, LintOptions, Precision, Severity};
+use kernelgate_model::{discover, Config, Kernel, ProblemSet};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -49,19 +47,7 @@ struct Target {
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     let cfg = Config::load(&cli.repo, cli.config.as_deref())?;
-    let overrides: BTreeMap<String, SeverityOrOff> = cfg
-        .lint
-        .severity
-        .iter()
-        .map(|(k, v)| {
-            let level = match v {
-                LintLevel::Error => SeverityOrOff::Error,
-                LintLevel::Warning => SeverityOrOff::Warning,
-                LintLevel::Off => SeverityOrOff::Off,
-            };
-            (k.clone(), level)
-        })
-        .collect();
+    let overrides = kernelgate::pr::adapters::severity_overrides(&cfg);
     let targets = targets(cli, args, &cfg)?;
     let mut findings: Vec<Finding> = Vec::new();
     let mut sources: BTreeMap<String, String> = BTreeMap::new();
@@ -108,7 +94,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         }
         Format::Json => serde_json::to_string_pretty(&output::json(&findings, &files))? + "\n",
         Format::Sarif => {
-            serde_json::to_string_pretty(&kernelgate_lint::to_sarif(&findings, &files))? + "\n"
+            let sarif = kernelgate_report::findings_to_sarif(&findings, &files, &sarif_rules());
+            serde_json::to_string_pretty(&sarif)? + "\n"
         }
         Format::Github => output::github(&findings),
     };
@@ -123,6 +110,28 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     } else {
         0
     })
+}
+
+/// Every lint rule, with its documentation, as the SARIF driver lists it.
+fn sarif_rules() -> Vec<kernelgate_report::sarif::SarifRule> {
+    use kernelgate_report::sarif::{RuleDoc, SarifRule};
+    kernelgate_lint::rules()
+        .iter()
+        .map(|r| SarifRule {
+            id: r.code.to_string(),
+            name: r.name.to_string(),
+            summary: r.summary.to_string(),
+            doc: Some(RuleDoc {
+                description: r.doc.to_string(),
+                help_text: format!("{}\n\nBad:\n{}\n\nGood:\n{}", r.doc, r.bad, r.good),
+                help_markdown: format!(
+                    "{}\n\nBad:\n```python\n{}\n```\n\nGood:\n```python\n{}\n```",
+                    r.doc, r.bad, r.good
+                ),
+            }),
+            level: r.severity,
+        })
+        .collect()
 }
 
 fn plural(n: usize) -> &'static str {

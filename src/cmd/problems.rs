@@ -49,11 +49,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         .map(|p| (p.key.as_str(), p.structure_warnings()))
         .collect();
     let checks = if args.check {
-        let python = std::env::var_os("KERNELGATE_PYTHON")
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| cfg.harness.python.clone())
-            .unwrap_or_else(|| kernelgate_eval::find_python(&cli.repo));
+        let python = kernelgate_eval::runner_python(&cfg, &cli.repo);
         if args.format == Format::Human {
             eprintln!(
                 "checking {} problem(s) with {} on the CPU...",
@@ -122,23 +118,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
                 let n = if any_warning { 5 } else { 4 };
                 print_table(&header[..n], rows.iter().map(|r| &r[..n]));
             }
-            let mut levels: Vec<(u32, usize)> = Vec::new();
-            for p in &problems {
-                match levels.last_mut() {
-                    Some((l, n)) if *l == p.level => *n += 1,
-                    _ => levels.push((p.level, 1)),
-                }
-            }
-            let per_level: Vec<String> = levels
-                .iter()
-                .map(|(l, n)| format!("level{l}: {n}"))
-                .collect();
             println!(
                 "\n{} problem{} from {} ({})",
                 problems.len(),
                 if problems.len() == 1 { "" } else { "s" },
                 set.origin,
-                per_level.join(", ")
+                per_level(&problems)
             );
         }
     }
@@ -189,6 +174,22 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         );
     }
     Ok(0)
+}
+
+/// `level1: 3, level2: 1` for problems sorted by level.
+fn per_level(problems: &[&kernelgate_model::Problem]) -> String {
+    let mut levels: Vec<(u32, usize)> = Vec::new();
+    for p in problems {
+        match levels.last_mut() {
+            Some((l, n)) if *l == p.level => *n += 1,
+            _ => levels.push((p.level, 1)),
+        }
+    }
+    levels
+        .iter()
+        .map(|(l, n)| format!("level{l}: {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The outcome of loading one problem.

@@ -2,18 +2,16 @@
 
 use kernelgate_eval::{JobSpec, Outcome};
 use kernelgate_lint::{LintOptions, SeverityOrOff};
-use kernelgate_model::{Config, Finding, LintLevel};
+use kernelgate_model::{Condition, Config, Finding, LintLevel};
 use kernelgate_report::{
     ComparisonSummary, ComparisonVerdict, Flag, Interval, OutcomeKind, OutcomeSummary,
 };
 use kernelgate_timing::HardwareKey;
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use super::baselines::RunKey;
 use super::plan::Job;
-use super::policy::code;
 use super::run::{Device, Evaluation, Evaluator, Linter};
 
 /// `kernelgate_lint::lint_file` with the repository's severity overrides.
@@ -23,21 +21,26 @@ pub struct RepoLinter {
 
 impl RepoLinter {
     pub fn new(cfg: &Config) -> RepoLinter {
-        let overrides = cfg
-            .lint
-            .severity
-            .iter()
-            .map(|(rule, level)| {
-                let s = match level {
-                    LintLevel::Error => SeverityOrOff::Error,
-                    LintLevel::Warning => SeverityOrOff::Warning,
-                    LintLevel::Off => SeverityOrOff::Off,
-                };
-                (rule.clone(), s)
-            })
-            .collect();
-        RepoLinter { overrides }
+        RepoLinter {
+            overrides: severity_overrides(cfg),
+        }
     }
+}
+
+/// `[lint] severity` as the linter takes it (`kernelgate lint` and `kernelgate pr`).
+pub fn severity_overrides(cfg: &Config) -> std::collections::BTreeMap<String, SeverityOrOff> {
+    cfg.lint
+        .severity
+        .iter()
+        .map(|(rule, level)| {
+            let s = match level {
+                LintLevel::Error => SeverityOrOff::Error,
+                LintLevel::Warning => SeverityOrOff::Warning,
+                LintLevel::Off => SeverityOrOff::Off,
+            };
+            (rule.clone(), s)
+        })
+        .collect()
 }
 
 impl Linter for RepoLinter {
@@ -61,8 +64,8 @@ impl Linter for RepoLinter {
 
 /// `kernelgate_eval::run_job`: correctness, then timing of reference vs candidate and base vs head.
 pub struct HarnessEvaluator {
+    /// The job's settings, runner's Python included ([`JobSpec::from_config`]).
     pub config: Config,
-    pub python: Option<PathBuf>,
     /// Device preference (`auto`, `cuda`, `cpu`) from the command line or config.
     pub device: kernelgate_model::Device,
     /// Shared torch extensions cache across jobs (rebuilds of the same source are skipped).
@@ -83,28 +86,24 @@ impl HarnessEvaluator {
     /// finds what the build wrote (same extensions directory, same architecture list).
     fn spec(&self, job: &Job, device: Device) -> Result<JobSpec, String> {
         let problem_file = job.problem_file.as_ref().ok_or("no problem file")?;
-        let h = &self.config.harness;
-        let mut spec = JobSpec::new(problem_file, &job.kernel_file);
+        let repo = self
+            .repo_root
+            .as_deref()
+            .unwrap_or(std::path::Path::new("."));
+        let mut spec = JobSpec::from_config(&self.config, repo, problem_file, &job.kernel_file)
+            .map_err(|e| e.to_string())?;
         spec.base_kernel = job.base_file.clone();
         spec.problem_label = Some(job.problem().to_string());
         spec.kernel_label = Some(job.path().to_string());
         spec.device = self.device;
         spec.precision = job.precision;
-        spec.trials = h.trials;
         spec.seed = self.seed;
-        spec.compile_timeout = Duration::from_secs(h.compile_timeout_s);
-        spec.run_timeout = Duration::from_secs(h.run_timeout_s);
-        spec.memory_limit_mb = h.memory_limit_mb;
         spec.timing = (!self.no_timing).then(|| self.config.timing.clone());
         spec.gpu = match device {
             Device::Cuda(i) => Some(i),
             Device::Cpu => None,
         };
-        spec.python = self.python.clone().or_else(|| h.python.clone());
         spec.extensions_dir = self.extensions_dir.clone();
-        let sandbox = &self.config.sandbox;
-        spec.sandbox = kernelgate_eval::SandboxMode::resolve(sandbox.enabled, sandbox.required)
-            .map_err(|e| e.to_string())?;
         Ok(spec)
     }
 
@@ -227,7 +226,7 @@ impl HarnessEvaluator {
             Some(d) => d == Device::Cpu && !self.has_gpu,
             None => !self.has_gpu,
         };
-        on_cpu && super::plan::needs_gpu(&job.source)
+        on_cpu && super::plan::needs_gpu(job.backend, &job.source)
     }
 
     /// Messages and logs name files as the repository does (`kernels/...`), never by the
@@ -476,27 +475,31 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
     let mut findings = Vec::new();
     for f in result.findings {
         let flag_code = match f.rule.as_str() {
-            kernelgate_timing::sample::RULE_ESCAPED => Some(code::ESCAPED_WORK),
-            kernelgate_timing::plausibility::RULE_BELOW_FLOOR => Some(code::IMPLAUSIBLE_TIME),
+            kernelgate_timing::sample::RULE_ESCAPED => Some(Condition::EscapedWork),
+            kernelgate_timing::plausibility::RULE_BELOW_FLOOR => Some(Condition::ImplausibleTime),
             kernelgate_timing::plausibility::RULE_EXCESSIVE_SPEEDUP => {
-                Some(code::EXCESSIVE_SPEEDUP)
+                Some(Condition::ExcessiveSpeedup)
             }
             _ => None,
         };
         match flag_code {
             Some(c) => flags.push(Flag {
-                code: c.to_string(),
+                code: c.as_str().to_string(),
                 severity: f.severity,
                 message: f.message,
             }),
             None => findings.push(f),
         }
     }
-    if outcome.kind == OutcomeKind::Correct && flags.iter().any(|f| f.code == code::ESCAPED_WORK) {
+    if outcome.kind == OutcomeKind::Correct
+        && flags
+            .iter()
+            .any(|f| f.code == Condition::EscapedWork.as_str())
+    {
         // Correct numbers, but the timing cannot be trusted.
         outcome.kind = OutcomeKind::EscapedWork;
         outcome.message = "correct, but work escaped the timed region".into();
-        flags.retain(|f| f.code != code::ESCAPED_WORK);
+        flags.retain(|f| f.code != Condition::EscapedWork.as_str());
     }
 
     let mut eval = Evaluation::failed(outcome.kind, "");

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use kernelgate_model::Severity;
+use kernelgate_model::{Condition, Severity};
 use kernelgate_report::{BaselineKind, BaselineSource, ComparisonSummary, ComparisonVerdict, Flag};
 use kernelgate_timing::baseline::{
     compare_with_entry, compare_with_kb, stale_check, stale_check_kb, BaselineEntry, BaselineFile,
@@ -21,7 +21,6 @@ use kernelgate_timing::baseline::{
 use kernelgate_timing::Verdict as TimingVerdict;
 
 use super::git::Git;
-use super::policy::code;
 
 /// What a run measured on: the hardware key (precision is the kernel's) and the L2 mode.
 #[derive(Debug, Clone, PartialEq)]
@@ -179,7 +178,7 @@ impl Judged {
     fn flag(&mut self, message: String) {
         if !self.flags.iter().any(|f| f.message == message) {
             self.flags.push(Flag {
-                code: code::BASELINE_MISMATCH.into(),
+                code: Condition::BaselineMismatch.as_str().into(),
                 severity: Severity::Warning,
                 message,
             });
@@ -637,7 +636,7 @@ mod tests {
             assert_eq!(vs.against.unwrap().kind, BaselineKind::MainKernel);
             assert_eq!(j.flags.len(), 1, "one flag for both files: {:?}", j.flags);
             let f = &j.flags[0];
-            assert_eq!(f.code, code::BASELINE_MISMATCH);
+            assert_eq!(f.code, Condition::BaselineMismatch.as_str());
             assert!(
                 f.message.contains(says)
                     && f.message.contains("refusing to compare")

@@ -1,8 +1,10 @@
 //! Change detection: from a base and a head commit to the kernels a pull request asks us to
 //! evaluate, plus everything else a reviewer must know (edited references, config, results).
 
+use kernelgate_model::KernelMapper;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use super::git::{Git, GitError, RawChange};
 use super::layout::Layout;
@@ -46,6 +48,25 @@ pub struct KernelChange {
     pub problem_changed: bool,
     /// Why the kernel cannot be evaluated (unmapped or unknown problem), with the fix.
     pub mapping_error: Option<String>,
+}
+
+impl KernelChange {
+    /// An added kernel at `path` mapped to its problem by the model's rules. Its backend is read
+    /// with the file itself, when the plan puts it on disk.
+    fn mapped(mapper: &KernelMapper<'_>, path: &str, source: &str) -> KernelChange {
+        let (problem, mapping_error) = match mapper.problem_of(Path::new(path), source) {
+            Ok((p, _)) => (Some(p.key.clone()), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        KernelChange {
+            path: path.to_string(),
+            problem,
+            status: KernelStatus::Added,
+            base_path: None,
+            problem_changed: false,
+            mapping_error,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -116,16 +137,13 @@ pub fn detect(
     let source_at_head = |path: &str| {
         String::from_utf8_lossy(&git.show(&head_sha, path).unwrap_or_default()).into_owned()
     };
+    let problems = layout.problems(head_files.iter().map(String::as_str));
+    let mapper = layout.mapper(&problems);
     let kernel = |path: &str, status: KernelStatus, base_path: Option<String>| {
-        let (problem, mapping_error) = map_kernel(layout, &head_files, path, &source_at_head(path));
-        KernelChange {
-            path: path.to_string(),
-            problem,
-            status,
-            base_path,
-            problem_changed: false,
-            mapping_error,
-        }
+        let mut k = KernelChange::mapped(&mapper, path, &source_at_head(path));
+        k.status = status;
+        k.base_path = base_path;
+        k
     };
 
     for change in &raw {
@@ -168,9 +186,7 @@ pub fn detect(
         for (path, status) in reference_paths(change) {
             if let Some(problem) = layout.problem_key(path) {
                 let diff = if status == FileStatus::Modified {
-                    let old = String::from_utf8_lossy(&git.show(&merge_base, path)?).into_owned();
-                    let new = String::from_utf8_lossy(&git.show(&head_sha, path)?).into_owned();
-                    unified_diff(path, &old, &new)
+                    reference_diff(git, &merge_base, &head_sha, path)?
                 } else {
                     String::new()
                 };
@@ -253,29 +269,11 @@ fn reference_paths(change: &RawChange) -> Vec<(&str, FileStatus)> {
     }
 }
 
-fn map_kernel(
-    layout: &Layout,
-    head_files: &BTreeSet<String>,
-    path: &str,
-    source: &str,
-) -> (Option<String>, Option<String>) {
-    match layout.kernel_problem(path, source) {
-        None => (
-            None,
-            Some(format!(
-                "{path}: cannot tell which problem this kernel solves; add `# kernelgate: problem=levelN/ID_Name` \
-                 in its first lines or move it to kernels/levelN/ID_Name.py"
-            )),
-        ),
-        Some(p) if !head_files.contains(&layout.problem_path(&p)) => (
-            None,
-            Some(format!(
-                "{path}: problem `{p}` does not exist ({} is not in the repository); fix the problem name or add the problem",
-                layout.problem_path(&p)
-            )),
-        ),
-        Some(p) => (Some(p), None),
-    }
+/// What the pull request changed in a reference problem, base → head.
+fn reference_diff(git: &Git, base: &str, head: &str, path: &str) -> Result<String, GitError> {
+    let old = String::from_utf8_lossy(&git.show(base, path)?).into_owned();
+    let new = String::from_utf8_lossy(&git.show(head, path)?).into_owned();
+    Ok(unified_diff(path, &old, &new))
 }
 
 /// A unified diff with git-style headers, via `similar`.

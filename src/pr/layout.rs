@@ -3,68 +3,61 @@
 //! This is the slice of the repository model `kernelgate pr` needs to classify a diff. Paths are
 //! repo-relative with `/` separators, as git prints them.
 
-use globset::{Glob, GlobSet, GlobSetBuilder};
+use kernelgate_model::{Config, KernelMapper, KernelSelector, ProblemSet};
+use std::path::Path;
 
-/// Repository layout: dataset root, kernel globs, results root, config file name.
+/// Repository layout: dataset root, candidate kernels, results root, config file name. Which
+/// file is a kernel and which problem it answers are the model crate's rules
+/// ([`KernelSelector`], [`KernelMapper`]), the same `kernelgate kernels` applies.
 #[derive(Debug, Clone)]
 pub struct Layout {
     pub dataset_root: String,
-    pub kernel_globs: Vec<String>,
     pub results_root: String,
     pub config_file: String,
-    kernels: GlobSet,
-    /// `[kernels.mapping]`: glob → problem key.
-    mapping: Vec<(globset::GlobMatcher, String)>,
+    config: Config,
+    kernels: KernelSelector,
 }
 
 impl Default for Layout {
     fn default() -> Self {
-        Layout::new("KernelBench", &["kernels/**/*.py".to_string()], "results")
-            .expect("default globs are valid")
+        Layout::from_config(&Config::default())
     }
 }
 
 impl Layout {
-    pub fn new(
-        dataset_root: &str,
-        kernel_globs: &[String],
-        results_root: &str,
-    ) -> Result<Layout, globset::Error> {
-        let mut set = GlobSetBuilder::new();
-        for g in kernel_globs {
-            set.add(Glob::new(g)?);
-        }
-        Ok(Layout {
-            dataset_root: dataset_root.trim_end_matches('/').to_string(),
-            kernel_globs: kernel_globs.to_vec(),
-            results_root: results_root.trim_end_matches('/').to_string(),
+    /// The layout a repository's `kernelgate.toml` describes.
+    pub fn from_config(cfg: &Config) -> Layout {
+        let slash = |p: &Path| {
+            p.to_string_lossy()
+                .replace('\\', "/")
+                .trim_end_matches('/')
+                .to_string()
+        };
+        Layout {
+            dataset_root: slash(&cfg.dataset.root),
+            results_root: slash(&cfg.results.root),
             config_file: "kernelgate.toml".to_string(),
-            kernels: set.build()?,
-            mapping: Vec::new(),
-        })
+            config: cfg.clone(),
+            kernels: KernelSelector::new(cfg),
+        }
     }
 
-    /// The layout a repository's `kernelgate.toml` describes.
-    pub fn from_config(cfg: &kernelgate_model::Config) -> Result<Layout, globset::Error> {
-        let slash = |p: &std::path::Path| p.to_string_lossy().replace('\\', "/");
-        let mut layout = Layout::new(
-            &slash(&cfg.dataset.root),
-            &cfg.kernels.globs,
-            &slash(&cfg.results.root),
-        )?;
-        for (glob, problem) in &cfg.kernels.mapping {
-            layout.mapping.push((
-                Glob::new(glob)?.compile_matcher(),
-                problem.trim_end_matches(".py").to_string(),
-            ));
-        }
-        Ok(layout)
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The problems among `files` (repo-relative paths at one commit), by key, unread.
+    pub fn problems<'p>(&self, files: impl IntoIterator<Item = &'p str>) -> ProblemSet {
+        ProblemSet::index(Path::new(&self.dataset_root), files)
+    }
+
+    /// The kernel → problem mapping of `kernelgate kernels`, over `problems`.
+    pub fn mapper<'a>(&'a self, problems: &'a ProblemSet) -> KernelMapper<'a> {
+        KernelMapper::new(&self.config, problems)
     }
 
     pub fn is_kernel(&self, path: &str) -> bool {
-        path.ends_with(".py")
-            && self.kernels.is_match(path)
-            && !path.rsplit('/').next().unwrap_or("").starts_with("__")
+        self.kernels.selects(Path::new(path))
     }
 
     /// `KernelBench/level1/19_ReLU.py` → `level1/19_ReLU`.
@@ -90,84 +83,6 @@ impl Layout {
     pub fn is_config(&self, path: &str) -> bool {
         path == self.config_file
     }
-
-    /// The problem a kernel is for: the `# kernelgate: problem=` directive in its first lines, else
-    /// the path convention `kernels/level1/19_ReLU.py` or `kernels/level1/19_ReLU/<any>.py`.
-    pub fn kernel_problem(&self, path: &str, source: &str) -> Option<String> {
-        if let Some(p) = directives(source)
-            .into_iter()
-            .take_while(|d| d.line <= 10)
-            .find_map(|d| d.get("problem"))
-        {
-            return Some(p.trim_end_matches(".py").to_string());
-        }
-        if let Some((_, p)) = self.mapping.iter().find(|(m, _)| m.is_match(path)) {
-            return Some(p.clone());
-        }
-        let parts: Vec<&str> = path.split('/').collect();
-        let level_at = parts.iter().position(|p| {
-            p.strip_prefix("level")
-                .is_some_and(|n| n.parse::<u32>().is_ok())
-        })?;
-        let level = parts[level_at];
-        let rest = &parts[level_at + 1..];
-        let name = match rest {
-            [file] => file.strip_suffix(".py")?,
-            [dir, _file] => dir,
-            _ => return None,
-        };
-        Some(format!("{level}/{name}"))
-    }
-}
-
-/// One `# kernelgate: key=value ...` comment line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Directive {
-    /// 1-based line number.
-    pub line: u32,
-    pub pairs: Vec<(String, String)>,
-}
-
-impl Directive {
-    pub fn get(&self, key: &str) -> Option<String> {
-        self.pairs
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.clone())
-    }
-}
-
-/// Every `# kernelgate:` directive in a source file. `reason=` takes the rest of the line, so
-/// reasons may contain spaces.
-pub fn directives(source: &str) -> Vec<Directive> {
-    let mut out = Vec::new();
-    for (i, line) in source.lines().enumerate() {
-        let Some(body) = line.trim_start().strip_prefix('#').map(str::trim_start) else {
-            continue;
-        };
-        let Some(body) = body.strip_prefix("kernelgate:") else {
-            continue;
-        };
-        let mut pairs = Vec::new();
-        let mut rest = body.trim();
-        while !rest.is_empty() {
-            let (word, tail) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-            if let Some((k, v)) = word.split_once('=') {
-                if k == "reason" {
-                    let reason = rest["reason=".len()..].trim();
-                    pairs.push((k.to_string(), reason.trim_matches('"').to_string()));
-                    break;
-                }
-                pairs.push((k.to_string(), v.to_string()));
-            }
-            rest = tail.trim_start();
-        }
-        out.push(Directive {
-            line: i as u32 + 1,
-            pairs,
-        });
-    }
-    out
 }
 
 #[cfg(test)]
@@ -189,38 +104,5 @@ mod tests {
         assert!(l.is_results("results/timing/H200/baseline_time_torch.json"));
         assert!(!l.is_results("resultsx/a"));
         assert!(l.is_config("kernelgate.toml"));
-    }
-
-    #[test]
-    fn maps_kernels_by_directive_then_path() {
-        let l = Layout::default();
-        assert_eq!(
-            l.kernel_problem("kernels/level1/19_ReLU.py", "").as_deref(),
-            Some("level1/19_ReLU")
-        );
-        assert_eq!(
-            l.kernel_problem("kernels/level2/5_Fuse/fast.py", "")
-                .as_deref(),
-            Some("level2/5_Fuse")
-        );
-        let src = "# kernelgate: problem=level3/1_MLP backend=cuda\nimport torch\n";
-        assert_eq!(
-            l.kernel_problem("kernels/mine.py", src).as_deref(),
-            Some("level3/1_MLP")
-        );
-        assert_eq!(l.kernel_problem("kernels/mine.py", ""), None);
-    }
-
-    #[test]
-    fn parses_allow_directive_with_reason() {
-        let d =
-            directives("x = 1\n  # kernelgate: allow=KG901 reason=fused three passes into one\n");
-        assert_eq!(d.len(), 1);
-        assert_eq!(d[0].line, 2);
-        assert_eq!(d[0].get("allow").as_deref(), Some("KG901"));
-        assert_eq!(
-            d[0].get("reason").as_deref(),
-            Some("fused three passes into one")
-        );
     }
 }

@@ -1,13 +1,14 @@
 //! `kernelgate pr`: from a pull request's diff to a judged report.
 //!
-//! `changes` (git) → `plan` (files per kernel, shards) → `run` (lint, evaluate on every device,
-//! incremental report) → `policy` (verdicts). Evaluation, lint and baselines are traits so the
+//! `gate` (the whole run, for the CLI and other callers) → `changes` (git) → `plan` (files per
+//! kernel, shards) → `run` (lint, evaluate on every device, incremental report) → `policy`
+//! (verdicts). Evaluation, lint and baselines are traits so the
 //! pipeline is tested with fakes and wired to the real crates in `adapters`.
 
 pub mod adapters;
 pub mod baselines;
 pub mod changes;
-pub mod context;
+pub mod gate;
 pub mod git;
 pub mod layout;
 pub mod plan;

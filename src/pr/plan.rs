@@ -1,12 +1,12 @@
 //! The plan: which kernel files to evaluate, against which problem file and which base version,
 //! as real files on disk (Triton reads its decorators' source, so nothing is `exec`'d from strings).
 
-use kernelgate_model::{Backend, Precision};
+use kernelgate_model::{kernel_properties, Backend, Precision};
 use std::path::{Path, PathBuf};
 
 use super::changes::{ChangeSet, KernelChange};
 use super::git::{Git, GitError};
-use super::layout::{directives, Layout};
+use super::layout::Layout;
 use super::shard::Shard;
 
 /// One kernel to evaluate.
@@ -50,7 +50,6 @@ impl Plan {
         layout: &Layout,
         changes: ChangeSet,
         shard: Option<Shard>,
-        default_precision: Precision,
     ) -> Result<Plan, PlanError> {
         let files = tempfile::Builder::new()
             .prefix("kernelgate-pr-")
@@ -71,11 +70,12 @@ impl Plan {
                 }
             };
             let kernel_file = head_file(&change.path)?;
-            // Unreadable or not UTF-8: the linter gives the row its KG000 finding; the rest of
-            // the plan proceeds.
-            let source = std::fs::read(&kernel_file)
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .unwrap_or_default();
+            let bytes = std::fs::read(&kernel_file).unwrap_or_default();
+            // `None`: unreadable or not UTF-8, the linter's KG000.
+            let text = std::str::from_utf8(&bytes)
+                .ok()
+                .filter(|_| kernel_file.is_file());
+            let source = String::from_utf8_lossy(&bytes).into_owned();
             let problem_file = match &change.problem {
                 Some(p) => Some(head_file(&layout.problem_path(p))?),
                 None => None,
@@ -89,7 +89,8 @@ impl Plan {
                 )?),
                 None => None,
             };
-            let (backend, precision) = kernel_properties(&source, default_precision);
+            let mut change = change;
+            let (backend, precision) = properties(&mut change, text, layout);
             jobs.push(Job {
                 change,
                 kernel_file,
@@ -126,15 +127,26 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::needs_gpu;
+    use kernelgate_model::Backend;
 
     #[test]
-    fn cuda_triton_and_declared_backends_need_a_gpu_cpu_cpp_and_unmarked_files_do_not() {
-        assert!(needs_gpu("load_inline(cpp_sources=a, cuda_sources=b)"));
-        assert!(needs_gpu("import triton\n@triton.jit\ndef k(): pass"));
-        assert!(needs_gpu("# kernelgate: backend=cuda\nimport torch\n"));
-        assert!(!needs_gpu("load_inline(name='x', cpp_sources=src)"));
-        assert!(!needs_gpu("# kernelgate: backend=cpp\nimport torch\n"));
-        assert!(!needs_gpu("import torch\nclass ModelNew: pass\n"));
+    fn gpu_backends_need_a_gpu_unless_the_source_is_cpu_only_cpp() {
+        assert!(needs_gpu(
+            Backend::Cuda,
+            "load_inline(cpp_sources=a, cuda_sources=b)"
+        ));
+        assert!(needs_gpu(
+            Backend::Triton,
+            "import triton\n@triton.jit\ndef k(): pass"
+        ));
+        assert!(!needs_gpu(
+            Backend::Cpp,
+            "load_inline(name='x', cpp_sources=src)"
+        ));
+        assert!(!needs_gpu(
+            Backend::Cuda,
+            "load_inline(name='x', cpp_sources=src)"
+        ));
     }
 }
 
@@ -173,55 +185,31 @@ fn materialize(git: &Git, rev: &str, path: &str, dir: &Path) -> Result<PathBuf, 
     Ok(dest)
 }
 
-/// Backend and precision: the directive in the first lines wins, else inferred from the source.
-pub fn kernel_properties(source: &str, default_precision: Precision) -> (Backend, Precision) {
-    let head: Vec<_> = directives(source)
-        .into_iter()
-        .filter(|d| d.line <= 10)
-        .collect();
-    let backend = head
-        .iter()
-        .find_map(|d| d.get("backend"))
-        .and_then(|b| b.parse().ok())
-        .unwrap_or_else(|| infer_backend(source));
-    let precision = head
-        .iter()
-        .find_map(|d| d.get("precision"))
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(default_precision);
-    (backend, precision)
-}
-
-fn infer_backend(source: &str) -> Backend {
-    marked_backend(source).unwrap_or(Backend::Cuda)
-}
-
-/// The backend the source's own markers show (`@triton.jit`, `cuda_sources`, ...), if any.
-fn marked_backend(source: &str) -> Option<Backend> {
-    if source.contains("@triton.jit") || source.contains("@triton.autotune") {
-        Some(Backend::Triton)
-    } else if source.contains("tilelang") {
-        Some(Backend::Tilelang)
-    } else if source.contains("cuda_sources") || source.contains("__global__") {
-        Some(Backend::Cuda)
-    } else if source.contains("cpp_sources") {
-        Some(Backend::Cpp)
-    } else {
-        None
+/// Backend and precision by the model's rules (`kernelgate kernels`); a kernel they cannot
+/// tell gets the model's error as its mapping error. An unreadable or non-UTF-8 file is left
+/// to the linter, whose KG000 finding fails the row.
+fn properties(
+    change: &mut KernelChange,
+    text: Option<&str>,
+    layout: &Layout,
+) -> (Backend, Precision) {
+    let cfg = layout.config();
+    // Shown only: such a row never runs.
+    let unknown = (Backend::Cuda, cfg.defaults.precision);
+    let Some(source) = text else {
+        return unknown;
+    };
+    match kernel_properties(Path::new(&change.path), source, cfg) {
+        Ok(properties) => properties,
+        Err(e) => {
+            change.mapping_error.get_or_insert_with(|| e.to_string());
+            unknown
+        }
     }
 }
 
-/// True when the kernel cannot run without a GPU: its directive declares a GPU backend, or its
-/// source shows one (CUDA sources, Triton, TileLang), and it is not CPU-only C++. A file with no
-/// marker at all is not decided here: the harness runs it, and a "no CUDA" failure of torch
-/// still becomes a skip (`adapters::needs_gpu_failure`).
-pub fn needs_gpu(source: &str) -> bool {
-    let declared = directives(source)
-        .into_iter()
-        .filter(|d| d.line <= 10)
-        .find_map(|d| d.get("backend").and_then(|b| b.parse::<Backend>().ok()));
-    match declared.or_else(|| marked_backend(source)) {
-        None | Some(Backend::Cpp) => false,
-        Some(_) => !kernelgate_eval::is_cpu_kernel(source),
-    }
+/// True when the kernel cannot run without a GPU: its backend (directive, source or
+/// `[defaults] backend`, as mapped) is a GPU one and its source is not CPU-only C++.
+pub fn needs_gpu(backend: Backend, source: &str) -> bool {
+    backend.needs_gpu() && !kernelgate_eval::is_cpu_kernel(source)
 }

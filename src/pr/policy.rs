@@ -6,55 +6,32 @@ use kernelgate_report::{
     BaselineKind, ComparisonVerdict, KernelRow, OutcomeKind, PolicyInfo, Verdict,
 };
 
-use super::layout::directives;
+use kernelgate_model::directive::acknowledgements;
 
-/// Observation codes the policy can route to fail / warn. Flags raised by the pipeline use the
-/// same codes, so `allow=excessive_speedup` acknowledges exactly that flag.
-pub mod code {
-    pub const LINT_ERROR: &str = "lint_error";
-    pub const LINT_WARNING: &str = "lint_warning";
-    pub const UNMAPPED: &str = "unmapped";
-    pub const REGRESSION: &str = "regression";
-    pub const EXCESSIVE_SPEEDUP: &str = "excessive_speedup";
-    pub const IMPLAUSIBLE_TIME: &str = "implausible_time";
-    pub const ESCAPED_WORK: &str = "escaped_work";
-    pub const REFERENCE_CHANGED: &str = "reference_changed";
-    pub const BASELINE_MISMATCH: &str = "baseline_mismatch";
-    pub const RUNTIME_WARNING: &str = "runtime_warning";
-    pub const NO_SPEEDUP: &str = "no_speedup";
-    pub const INCORRECT: &str = "incorrect";
-    pub const CRASH: &str = "crash";
-    pub const LOW_CUSTOM_SHARE: &str = "low_custom_share";
-    pub const PARTIAL_REPLACEMENT: &str = "partial_replacement";
-}
-
-/// The policy condition an outcome falls under (the model's `Condition` names).
-pub fn outcome_code(kind: OutcomeKind) -> Option<&'static str> {
+/// The policy condition an outcome falls under.
+pub fn outcome_condition(kind: OutcomeKind) -> Option<Condition> {
     Some(match kind {
         OutcomeKind::Correct
         | OutcomeKind::NotRun
         | OutcomeKind::Skipped
         | OutcomeKind::Infrastructure => return None,
-        OutcomeKind::Incorrect | OutcomeKind::Hack => code::INCORRECT,
-        OutcomeKind::CompileError => "compile_error",
-        OutcomeKind::Timeout => "timeout",
-        OutcomeKind::EscapedWork => code::ESCAPED_WORK,
+        OutcomeKind::Incorrect | OutcomeKind::Hack => Condition::Incorrect,
+        OutcomeKind::CompileError => Condition::CompileError,
+        OutcomeKind::Timeout => Condition::Timeout,
+        OutcomeKind::EscapedWork => Condition::EscapedWork,
         OutcomeKind::RuntimeError
         | OutcomeKind::Crash
         | OutcomeKind::OutOfMemory
-        | OutcomeKind::Other => code::CRASH,
+        | OutcomeKind::Other => Condition::Crash,
     })
 }
 
-/// Codes that a reviewer may acknowledge (PR label or allow directive with a reason).
-const ACKNOWLEDGEABLE: [&str; 2] = [code::EXCESSIVE_SPEEDUP, code::IMPLAUSIBLE_TIME];
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
-    /// Codes that fail the check: the model's `Condition` names (`incorrect`, `crash`, ...).
-    pub fail_on: Vec<String>,
-    /// Codes that only warn.
-    pub warn_on: Vec<String>,
+    /// Conditions that fail the check.
+    pub fail_on: Vec<Condition>,
+    /// Conditions that only warn (besides [`Condition::ALWAYS_WARN`]).
+    pub warn_on: Vec<Condition>,
     /// Relative slowdown vs the base version beyond which a significant regression counts
     /// (0.02 = 2 %).
     pub regression_threshold: f64,
@@ -81,22 +58,9 @@ impl Policy {
     /// `[policy] fail_on / warn_on`, `[timing] threshold_pct / excessive_speedup` from the
     /// repository config. A changed reference, a stale baseline and runtime warnings always warn.
     pub fn from_config(cfg: &Config, ack_labels: &[String]) -> Policy {
-        let codes = |cs: &[Condition]| {
-            cs.iter()
-                .map(|c| c.as_str().to_string())
-                .collect::<Vec<_>>()
-        };
-        let mut warn_on = codes(&cfg.policy.warn_on);
-        for always in [
-            code::REFERENCE_CHANGED,
-            code::BASELINE_MISMATCH,
-            code::RUNTIME_WARNING,
-        ] {
-            warn_on.push(always.to_string());
-        }
         Policy {
-            fail_on: codes(&cfg.policy.fail_on),
-            warn_on,
+            fail_on: cfg.policy.fail_on.clone(),
+            warn_on: cfg.policy.warn_on.clone(),
             regression_threshold: cfg.timing.threshold_pct / 100.0,
             excessive_speedup: cfg.timing.excessive_speedup,
             custom_share_floor: cfg.policy.custom_share_floor_pct / 100.0,
@@ -109,11 +73,11 @@ impl Policy {
         }
     }
 
-    /// What the policy does with an observation code (fail wins over warn).
-    pub fn action(&self, code: &str) -> Verdict {
-        if self.fail_on.iter().any(|c| c == code) {
+    /// What the policy does with a condition (fail wins over warn).
+    pub fn action(&self, condition: Condition) -> Verdict {
+        if self.fail_on.contains(&condition) {
             Verdict::Fail
-        } else if self.warn_on.iter().any(|c| c == code) {
+        } else if condition.always_warns() || self.warn_on.contains(&condition) {
             Verdict::Warn
         } else {
             Verdict::Pass
@@ -121,9 +85,12 @@ impl Policy {
     }
 
     pub fn info(&self, acks: &[String]) -> PolicyInfo {
+        let names = |cs: &mut dyn Iterator<Item = Condition>| {
+            cs.map(|c| c.as_str().to_string()).collect::<Vec<_>>()
+        };
         PolicyInfo {
-            fail_on: self.fail_on.clone(),
-            warn_on: self.warn_on.clone(),
+            fail_on: names(&mut self.fail_on.iter().copied()),
+            warn_on: names(&mut self.warn_on.iter().copied().chain(Condition::ALWAYS_WARN)),
             regression_threshold: Some(self.regression_threshold),
             acknowledged: acks.to_vec(),
         }
@@ -137,64 +104,89 @@ pub struct Acks {
     pub labels: Vec<String>,
 }
 
+/// A verdict being reached: the worst action so far and one sentence per reason.
+struct Judgement<'a> {
+    policy: &'a Policy,
+    verdict: Verdict,
+    reasons: Vec<String>,
+}
+
+impl Judgement<'_> {
+    /// Applies the policy's action for `condition`; a condition it ignores leaves no reason.
+    fn raise(&mut self, condition: Condition, reason: String) {
+        let action = self.policy.action(condition);
+        if action != Verdict::Pass {
+            self.verdict = worst(self.verdict, action);
+            self.reasons.push(format!("{}: {reason}", action.as_str()));
+        }
+    }
+}
+
 /// Sets `row.verdict` and `row.reasons` from everything already on the row (findings, outcome,
 /// comparisons, flags). `source` is the kernel's text, for allow directives.
 pub fn judge(row: &mut KernelRow, policy: &Policy, acks: &Acks, source: &str) {
-    let mut verdict = Verdict::Pass;
-    let mut reasons: Vec<String> = Vec::new();
-    let raise = |code: &str, reason: String, verdict: &mut Verdict, reasons: &mut Vec<String>| {
-        let action = policy.action(code);
-        if action != Verdict::Pass {
-            *verdict = worst(*verdict, action);
-            reasons.push(format!("{}: {reason}", action.as_str()));
-        }
+    let mut j = Judgement {
+        policy,
+        verdict: Verdict::Pass,
+        reasons: Vec::new(),
     };
+    judge_findings(&mut j, row);
+    judge_outcome(&mut j, row);
+    judge_timing(&mut j, row);
+    raise_flags(row, policy);
+    judge_flags(&mut j, row, acks, source);
+    // Not run for a neutral reason (no GPU, deleted, the runner's own failure) and nothing else
+    // against it: skipped, as the header counts it.
+    if j.verdict == Verdict::Pass
+        && matches!(
+            row.outcome.kind,
+            OutcomeKind::Skipped | OutcomeKind::Infrastructure
+        )
+    {
+        j.verdict = Verdict::Skipped;
+    }
+    row.verdict = j.verdict;
+    row.reasons = j.reasons;
+}
 
-    let errors = row
-        .findings
-        .iter()
-        .filter(|f| f.severity == Severity::Error && f.line > 0)
-        .count();
-    let warnings = row
-        .findings
-        .iter()
-        .filter(|f| f.severity == Severity::Warning && f.line > 0)
-        .count();
+/// Lint findings (those with a line).
+fn judge_findings(j: &mut Judgement<'_>, row: &KernelRow) {
+    let count = |severity| {
+        row.findings
+            .iter()
+            .filter(|f| f.severity == severity && f.line > 0)
+            .count()
+    };
+    let (errors, warnings) = (count(Severity::Error), count(Severity::Warning));
     if errors > 0 {
         let rules = rule_list(row, Severity::Error);
-        raise(
-            code::LINT_ERROR,
+        j.raise(
+            Condition::LintError,
             format!("{errors} lint error(s) ({rules})"),
-            &mut verdict,
-            &mut reasons,
         );
     }
     if warnings > 0 {
         let rules = rule_list(row, Severity::Warning);
-        raise(
-            code::LINT_WARNING,
+        j.raise(
+            Condition::LintWarning,
             format!("{warnings} lint warning(s) ({rules})"),
-            &mut verdict,
-            &mut reasons,
         );
     }
+}
 
+/// The outcome, then the harness's runtime findings (no line): its checks beyond the outcome.
+fn judge_outcome(j: &mut Judgement<'_>, row: &KernelRow) {
     match row.outcome.kind {
         OutcomeKind::Correct | OutcomeKind::NotRun => {}
         // Not the candidate's doing: the row is neutral unless something else fails it.
-        OutcomeKind::Infrastructure => reasons.push(format!(
+        OutcomeKind::Infrastructure => j.reasons.push(format!(
             "neutral: {} (the machine or kernelgate failed before the kernel ran, after one \
              automatic retry; re-run the check)",
             row.outcome.message
         )),
         OutcomeKind::Skipped => {
             if row.problem.is_empty() {
-                raise(
-                    code::UNMAPPED,
-                    row.outcome.message.clone(),
-                    &mut verdict,
-                    &mut reasons,
-                );
+                j.raise(Condition::Unmapped, row.outcome.message.clone());
             }
         }
         kind => {
@@ -203,87 +195,73 @@ pub fn judge(row: &mut KernelRow, policy: &Policy, acks: &Acks, source: &str) {
             } else {
                 row.outcome.message.clone()
             };
-            let code = outcome_code(kind).unwrap_or(code::CRASH);
-            raise(
-                code,
-                format!("{}: {msg}", kind.as_str()),
-                &mut verdict,
-                &mut reasons,
-            );
+            let condition = outcome_condition(kind).unwrap_or(Condition::Crash);
+            j.raise(condition, format!("{}: {msg}", kind.as_str()));
         }
     }
-    // Runtime findings (no line): the harness's own checks beyond the outcome.
     for f in row.findings.iter().filter(|f| f.line == 0) {
-        let code = if f.severity == Severity::Error {
-            code::INCORRECT
+        let condition = if f.severity == Severity::Error {
+            Condition::Incorrect
         } else {
-            code::RUNTIME_WARNING
+            Condition::RuntimeWarning
         };
-        raise(
-            code,
-            format!("{} ({})", f.message, f.rule),
-            &mut verdict,
-            &mut reasons,
+        j.raise(condition, format!("{} ({})", f.message, f.rule));
+    }
+}
+
+/// Regressions (against the base version, else main's accepted timing) and no speedup.
+fn judge_timing(j: &mut Judgement<'_>, row: &KernelRow) {
+    let threshold = j.policy.regression_threshold;
+    let regressed = |cmp: &kernelgate_report::ComparisonSummary| {
+        cmp.verdict == ComparisonVerdict::Slower && cmp.ratio - 1.0 > threshold
+    };
+    if let Some(cmp) = row.vs_base.as_ref().filter(|c| regressed(c)) {
+        j.raise(
+            Condition::Regression,
+            format!(
+                "{:.1}% slower than the base version (threshold {:.1}%)",
+                (cmp.ratio - 1.0) * 100.0,
+                threshold * 100.0
+            ),
         );
     }
-
-    if let Some(cmp) = &row.vs_base {
-        let slowdown = cmp.ratio - 1.0;
-        if cmp.verdict == ComparisonVerdict::Slower && slowdown > policy.regression_threshold {
-            raise(
-                code::REGRESSION,
-                format!(
-                    "{:.1}% slower than the base version (threshold {:.1}%)",
-                    slowdown * 100.0,
-                    policy.regression_threshold * 100.0
-                ),
-                &mut verdict,
-                &mut reasons,
-            );
-        }
-    }
-
     // Without a live base-vs-head run, main's accepted timing of the kernel stands in for it.
     if let (None, Some(cmp)) = (&row.vs_base, &row.vs_baseline) {
-        let slowdown = cmp.ratio - 1.0;
-        if cmp.verdict == ComparisonVerdict::Slower
-            && slowdown > policy.regression_threshold
-            && cmp
-                .against
-                .as_ref()
-                .is_some_and(|a| a.kind == BaselineKind::MainKernel)
-        {
-            raise(
-                code::REGRESSION,
+        let main_kernel = cmp
+            .against
+            .as_ref()
+            .is_some_and(|a| a.kind == BaselineKind::MainKernel);
+        if regressed(cmp) && main_kernel {
+            j.raise(
+                Condition::Regression,
                 format!(
                     "{:.1}% slower than main's accepted timing of this kernel (threshold {:.1}%)",
-                    slowdown * 100.0,
-                    policy.regression_threshold * 100.0
+                    (cmp.ratio - 1.0) * 100.0,
+                    threshold * 100.0
                 ),
-                &mut verdict,
-                &mut reasons,
             );
         }
     }
-
     if let (true, Some(s)) = (row.is_correct(), row.speedup_eager) {
         if s.value <= 1.0 {
-            raise(
-                code::NO_SPEEDUP,
+            j.raise(
+                Condition::NoSpeedup,
                 format!("not faster than eager PyTorch ({:.2}x)", s.value),
-                &mut verdict,
-                &mut reasons,
             );
         }
     }
+}
 
+/// The flags the policy itself raises on a correct row: an excessive speedup, the op audit's.
+fn raise_flags(row: &mut KernelRow, policy: &Policy) {
+    let excessive = Condition::ExcessiveSpeedup.as_str();
     if let Some(s) = row.speedup_eager {
         if row.is_correct()
             && s.value > policy.excessive_speedup
-            && !row.flags.iter().any(|f| f.code == code::EXCESSIVE_SPEEDUP)
+            && !row.flags.iter().any(|f| f.code == excessive)
         {
             row.flags.push(kernelgate_report::Flag {
-                code: code::EXCESSIVE_SPEEDUP.to_string(),
+                code: excessive.to_string(),
                 severity: Severity::Warning,
                 message: format!(
                     "{:.1}x faster than eager PyTorch (above {:.0}x): check for a reward hack",
@@ -292,53 +270,48 @@ pub fn judge(row: &mut KernelRow, policy: &Policy, acks: &Acks, source: &str) {
             });
         }
     }
-
     if row.is_correct() {
         if let Some(flag) = audit_flag(row, policy) {
             row.flags.retain(|f| f.code != flag.code);
             row.flags.push(flag);
         }
     }
+}
 
-    let allows = allow_directives(source);
-    let label = acks.labels.iter().find(|l| policy.ack_labels.contains(l));
-    for flag in row.flags.clone() {
-        if ACKNOWLEDGEABLE.contains(&flag.code.as_str()) {
-            if let Some((line, reason)) = allows
-                .iter()
-                .find(|(_, c, _)| c == &flag.code)
-                .map(|(l, _, r)| (l, r))
-            {
-                match reason {
+/// Every flag, unless a reviewer acknowledged it (an allow directive with a reason, else an
+/// acknowledging PR label).
+fn judge_flags(j: &mut Judgement<'_>, row: &KernelRow, acks: &Acks, source: &str) {
+    let allows = acknowledgements(source);
+    let label = acks.labels.iter().find(|l| j.policy.ack_labels.contains(l));
+    for flag in &row.flags {
+        // Flags carry condition names; one the policy does not know changes nothing.
+        let Some(condition) = Condition::parse(&flag.code) else {
+            continue;
+        };
+        if Condition::ACKNOWLEDGEABLE.contains(&condition) {
+            if let Some(ack) = allows.iter().find(|a| a.condition == condition) {
+                let line = ack.line;
+                match &ack.reason {
                     Some(reason) => {
-                        reasons.push(format!("acknowledged {} (allow directive, line {line}): {reason}", flag.code));
+                        j.reasons.push(format!(
+                            "acknowledged {} (allow directive, line {line}): {reason}",
+                            flag.code
+                        ));
                         continue;
                     }
-                    None => reasons.push(format!(
+                    None => j.reasons.push(format!(
                         "allow={} on line {line} has no reason and is ignored; add `reason=\"...\"`",
                         flag.code
                     )),
                 }
             } else if let Some(label) = label {
-                reasons.push(format!("acknowledged {} by PR label `{label}`", flag.code));
+                j.reasons
+                    .push(format!("acknowledged {} by PR label `{label}`", flag.code));
                 continue;
             }
         }
-        raise(&flag.code, flag.message.clone(), &mut verdict, &mut reasons);
+        j.raise(condition, flag.message.clone());
     }
-
-    // Not run for a neutral reason (no GPU, deleted, the runner's own failure) and nothing else
-    // against it: skipped, as the header counts it.
-    if verdict == Verdict::Pass
-        && matches!(
-            row.outcome.kind,
-            OutcomeKind::Skipped | OutcomeKind::Infrastructure
-        )
-    {
-        verdict = Verdict::Skipped;
-    }
-    row.verdict = verdict;
-    row.reasons = reasons;
 }
 
 /// The op audit's flag: the custom share below the floor (`low_custom_share`) or below the
@@ -347,14 +320,14 @@ pub fn judge(row: &mut KernelRow, policy: &Policy, acks: &Acks, source: &str) {
 fn audit_flag(row: &KernelRow, policy: &Policy) -> Option<kernelgate_report::Flag> {
     let audit = row.audit.as_ref()?;
     let share = audit.custom_share?;
-    let code = if share < policy.custom_share_floor {
-        code::LOW_CUSTOM_SHARE
+    let condition = if share < policy.custom_share_floor {
+        Condition::LowCustomShare
     } else if share < policy.custom_share_warn {
-        code::PARTIAL_REPLACEMENT
+        Condition::PartialReplacement
     } else {
         return None;
     };
-    let threshold = if code == code::LOW_CUSTOM_SHARE {
+    let threshold = if condition == Condition::LowCustomShare {
         format!(
             "below the floor of {:.0}%",
             policy.custom_share_floor * 100.0
@@ -373,12 +346,12 @@ fn audit_flag(row: &KernelRow, policy: &Policy) -> Option<kernelgate_report::Fla
             "; extension calls that do not count: {ineffective}"
         ));
     }
-    if audit.extension_calls.is_empty() && code == code::LOW_CUSTOM_SHARE {
+    if audit.extension_calls.is_empty() && condition == Condition::LowCustomShare {
         message.push_str("; the extension was never called");
     }
     Some(kernelgate_report::Flag {
-        code: code.to_string(),
-        severity: if policy.action(code) == Verdict::Fail {
+        code: condition.as_str().to_string(),
+        severity: if policy.action(condition) == Verdict::Fail {
             Severity::Error
         } else {
             Severity::Warning
@@ -410,22 +383,6 @@ fn rule_list(row: &KernelRow, severity: Severity) -> String {
     rules.sort();
     rules.dedup();
     rules.join(", ")
-}
-
-/// `(line, code, reason)` for every `# kernelgate: allow=a,b reason=...` in the file.
-fn allow_directives(source: &str) -> Vec<(u32, String, Option<String>)> {
-    directives(source)
-        .into_iter()
-        .flat_map(|d| {
-            let reason = d.get("reason").filter(|r| !r.trim().is_empty());
-            d.get("allow")
-                .unwrap_or_default()
-                .split(',')
-                .filter(|c| !c.is_empty())
-                .map(|c| (d.line, c.trim().to_string(), reason.clone()))
-                .collect::<Vec<_>>()
-        })
-        .collect()
 }
 
 /// Exit code for an overall verdict: 0 pass/warn, 1 fail.

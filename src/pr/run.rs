@@ -2,7 +2,7 @@
 //! time per GPU, a worker thread each), judge each row by the policy, and rewrite `report.json`
 //! after every kernel so a crash or a cancelled job still leaves a report.
 
-use kernelgate_model::{Finding, Severity};
+use kernelgate_model::{Condition, Finding, Severity};
 use kernelgate_report::{
     Change, ComparisonSummary, ComparisonVerdict, Flag, Interval, KernelRow, OutcomeKind,
     OutcomeSummary, Report, Verdict,
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use super::baselines::{Committed, Live, RunKey};
 use super::changes::KernelStatus;
 use super::plan::{Job, Plan};
-use super::policy::{self, code, Acks, Policy};
+use super::policy::{self, Acks, Policy};
 use super::schedule::Event;
 
 /// Where a job runs.
@@ -216,7 +216,7 @@ impl Pipeline<'_> {
             }
             if row.findings.iter().any(|f| {
                 f.severity == Severity::Error
-                    && self.policy.action(code::LINT_ERROR) == Verdict::Fail
+                    && self.policy.action(Condition::LintError) == Verdict::Fail
             }) {
                 row.outcome = OutcomeSummary::new(
                     OutcomeKind::Skipped,
@@ -475,7 +475,7 @@ fn apply(
             against: None,
         });
         row.flags.push(Flag {
-            code: code::REFERENCE_CHANGED.into(),
+            code: Condition::ReferenceChanged.as_str().into(),
             severity: Severity::Warning,
             message: format!(
                 "this pull request edits the reference problem {}: speedups are not comparable with main and its committed baseline is invalid",
@@ -840,7 +840,7 @@ mod pipeline_tests {
         assert!(row(&report, "k/fast.py")
             .flags
             .iter()
-            .any(|f| f.code == code::EXCESSIVE_SPEEDUP));
+            .any(|f| f.code == Condition::ExcessiveSpeedup.as_str()));
         assert_eq!(v("k/fast_allowed.py"), Verdict::Pass);
         assert!(row(&report, "k/fast_allowed.py")
             .reasons
@@ -1141,7 +1141,10 @@ mod pipeline_tests {
             r.vs_baseline.as_ref().unwrap().verdict,
             ComparisonVerdict::Invalid
         );
-        assert!(r.flags.iter().any(|f| f.code == code::REFERENCE_CHANGED));
+        assert!(r
+            .flags
+            .iter()
+            .any(|f| f.code == Condition::ReferenceChanged.as_str()));
     }
 
     #[test]

@@ -112,11 +112,7 @@ pub struct Spawned {
 /// Starts the child process, confined and limited, without its job.
 pub fn spawn(launch: Launch<'_>) -> Result<Spawned, LaunchError> {
     let dir = launch.dir;
-    let pydir = dir.join("py");
-    let work = dir.join("work");
-    std::fs::create_dir_all(&pydir)?;
-    std::fs::create_dir_all(&work)?;
-    std::os::unix::fs::symlink(launch.harness, pydir.join("kernelgate_harness.abi3.so"))?;
+    prepare_dir(dir, launch.harness)?;
     let result_path = dir.join("result.json");
     let progress_path = dir.join("progress");
     let stdout_path = dir.join("stdout.txt");
@@ -130,64 +126,21 @@ pub fn spawn(launch: Launch<'_>) -> Result<Spawned, LaunchError> {
     // Every process of this job inherits the tag, so strays are found wherever they went.
     let tag = hex::encode(rand::random::<[u8; 8]>());
     become_subreaper();
-    let mut cmd = Command::new(launch.python);
+    let mut cmd = command(&Limits {
+        python: launch.python,
+        dir,
+        memory_limit_bytes: launch.memory_limit_bytes,
+        rlimit_as: launch.rlimit_as,
+    });
     cmd.arg("-c")
         .arg("import kernelgate_harness as h; h.main()")
-        .current_dir(&work)
-        .env_clear()
         .stdin(Stdio::piped())
         .stdout(File::create(&stdout_path)?)
-        .stderr(File::create(&stderr_path)?)
-        .process_group(0);
-    let inherited_pythonpath = std::env::var("PYTHONPATH").unwrap_or_default();
-    for (k, v) in std::env::vars() {
-        if !is_secret_var(&k) {
-            cmd.env(k, v);
-        }
-    }
-    let pythonpath = if inherited_pythonpath.is_empty() {
-        pydir.display().to_string()
-    } else {
-        format!("{}:{inherited_pythonpath}", pydir.display())
-    };
-    // Tools installed beside the interpreter (ninja in a venv) must be found, as if activated.
-    if let Some(bin) = launch.python.parent().filter(|d| !d.as_os_str().is_empty()) {
-        let path = std::env::var("PATH").unwrap_or_default();
-        cmd.env("PATH", format!("{}:{path}", bin.display()));
-    }
-    cmd.env("PYTHONPATH", pythonpath)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("PYTHONUNBUFFERED", "1")
-        .env("TMPDIR", &work)
-        .env("TRITON_CACHE_DIR", dir.join("triton"))
-        // Every cache a compiler or driver keeps lands in the job's directory, the one place the
-        // sandbox lets the child write.
-        .env("TRITON_HOME", dir)
-        .env("CUDA_CACHE_PATH", dir.join("cuda_cache"))
-        .env("XDG_CACHE_HOME", dir.join("cache"));
+        .stderr(File::create(&stderr_path)?);
     for (k, v) in &launch.env {
         cmd.env(k, v);
     }
     cmd.env(JOB_TAG_VAR, &tag);
-    let limit = launch.memory_limit_bytes;
-    let rlimit_as = launch.rlimit_as;
-    // SAFETY: only async-signal-safe calls (setrlimit, prctl) between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if rlimit_as && limit > 0 {
-                let r = libc::rlimit {
-                    rlim_cur: limit as libc::rlim_t,
-                    rlim_max: limit as libc::rlim_t,
-                };
-                if libc::setrlimit(libc::RLIMIT_AS, &r) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            // Die with the CLI: no orphaned GPU jobs.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
     let read_files: Vec<&Path> = launch.read_files.iter().map(PathBuf::as_path).collect();
     let write_dirs: Vec<&Path> = launch.write_dirs.iter().map(PathBuf::as_path).collect();
     let policy =
@@ -218,6 +171,150 @@ pub fn spawn(launch: Launch<'_>) -> Result<Spawned, LaunchError> {
         level,
         progress: launch.progress,
     })
+}
+
+/// What every child of the harness shares, candidate job or trusted script.
+struct Limits<'a> {
+    python: &'a Path,
+    /// The child's own directory: `py/` (the extension), `work/` (cwd, TMPDIR), caches.
+    dir: &'a Path,
+    memory_limit_bytes: u64,
+    rlimit_as: bool,
+}
+
+/// `dir/py` holding the harness extension, and `dir/work`.
+fn prepare_dir(dir: &Path, harness: &Path) -> std::io::Result<()> {
+    let pydir = dir.join("py");
+    std::fs::create_dir_all(&pydir)?;
+    std::fs::create_dir_all(dir.join("work"))?;
+    std::os::unix::fs::symlink(harness, pydir.join("kernelgate_harness.abi3.so"))
+}
+
+/// The child's command: scrubbed environment, the extension on `PYTHONPATH`, caches in its
+/// directory, its own process group, the memory limit and death with the CLI.
+fn command(l: &Limits<'_>) -> Command {
+    let (dir, work) = (l.dir, l.dir.join("work"));
+    let mut cmd = Command::new(l.python);
+    cmd.current_dir(&work).env_clear().process_group(0);
+    let inherited_pythonpath = std::env::var("PYTHONPATH").unwrap_or_default();
+    for (k, v) in std::env::vars() {
+        if !is_secret_var(&k) {
+            cmd.env(k, v);
+        }
+    }
+    let pydir = dir.join("py");
+    let pythonpath = if inherited_pythonpath.is_empty() {
+        pydir.display().to_string()
+    } else {
+        format!("{}:{inherited_pythonpath}", pydir.display())
+    };
+    // Tools installed beside the interpreter (ninja in a venv) must be found, as if activated.
+    if let Some(bin) = l.python.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let path = std::env::var("PATH").unwrap_or_default();
+        cmd.env("PATH", format!("{}:{path}", bin.display()));
+    }
+    cmd.env("PYTHONPATH", pythonpath)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("PYTHONUNBUFFERED", "1")
+        .env("TMPDIR", &work)
+        .env("TRITON_CACHE_DIR", dir.join("triton"))
+        // Every cache a compiler or driver keeps lands in the job's directory, the one place the
+        // sandbox lets the child write.
+        .env("TRITON_HOME", dir)
+        .env("CUDA_CACHE_PATH", dir.join("cuda_cache"))
+        .env("XDG_CACHE_HOME", dir.join("cache"));
+    let (limit, rlimit_as) = (l.memory_limit_bytes, l.rlimit_as);
+    // SAFETY: only async-signal-safe calls (setrlimit, prctl) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if rlimit_as && limit > 0 {
+                let r = libc::rlimit {
+                    rlim_cur: limit as libc::rlim_t,
+                    rlim_max: limit as libc::rlim_t,
+                };
+                if libc::setrlimit(libc::RLIMIT_AS, &r) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            // Die with the CLI: no orphaned GPU jobs.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// A trusted script of the harness extension (the repository's own references, never a
+/// candidate): started like a job, in its own process group under the memory limit, with one
+/// wall-clock limit. Its stderr is the user's (progress); its stdout is kept for errors.
+pub struct Script<'a> {
+    pub python: &'a Path,
+    pub harness: &'a Path,
+    /// Python source run with `-c`; `args` follow it in `sys.argv`.
+    pub code: &'a str,
+    pub args: Vec<std::ffi::OsString>,
+    pub dir: &'a Path,
+    pub limit: Duration,
+    pub memory_limit_bytes: u64,
+    /// Enforce memory with `RLIMIT_AS` (CPU) or an RSS watchdog (CUDA needs a huge address space).
+    pub rlimit_as: bool,
+}
+
+/// How a [`Script`] ended.
+#[derive(Debug)]
+pub enum ScriptEnd {
+    Exited {
+        status: std::process::ExitStatus,
+        stdout_tail: String,
+    },
+    TimedOut,
+    MemoryKilled {
+        rss_bytes: u64,
+    },
+}
+
+/// Runs a [`Script`] to its end; the process group goes with it whatever happens.
+pub fn run_script(script: Script<'_>) -> Result<ScriptEnd, LaunchError> {
+    prepare_dir(script.dir, script.harness)?;
+    let stdout_path = script.dir.join("stdout.txt");
+    let mut cmd = command(&Limits {
+        python: script.python,
+        dir: script.dir,
+        memory_limit_bytes: script.memory_limit_bytes,
+        rlimit_as: script.rlimit_as,
+    });
+    cmd.env("TORCHINDUCTOR_CACHE_DIR", script.dir.join("inductor"))
+        .arg("-c")
+        .arg(script.code)
+        .args(&script.args)
+        .stdin(Stdio::null())
+        .stdout(File::create(&stdout_path)?)
+        .stderr(Stdio::inherit());
+    let mut child = cmd.spawn()?;
+    let pgid = child.id() as i32;
+    let started = Instant::now();
+    let limit = script.memory_limit_bytes;
+    let ended = loop {
+        if let Some(status) = child.try_wait()? {
+            break ScriptEnd::Exited {
+                status,
+                stdout_tail: tail(&stdout_path),
+            };
+        }
+        if started.elapsed() > script.limit {
+            break ScriptEnd::TimedOut;
+        }
+        if !script.rlimit_as && limit > 0 {
+            let rss = group_rss_bytes(pgid);
+            if rss > limit {
+                break ScriptEnd::MemoryKilled { rss_bytes: rss };
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    kill_group(pgid);
+    let _ = child.wait();
+    Ok(ended)
 }
 
 impl Drop for Spawned {
@@ -514,6 +611,68 @@ pub fn tail(path: &PathBuf) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn script<'a>(dir: &'a Path, code: &'a str, limit: Duration, memory: u64) -> Script<'a> {
+        Script {
+            python: Path::new("/bin/sh"),
+            harness: Path::new("/bin/true"),
+            code,
+            args: vec!["sh".into()],
+            dir,
+            limit,
+            memory_limit_bytes: memory,
+            rlimit_as: false,
+        }
+    }
+
+    #[test]
+    fn a_script_runs_in_its_own_group_under_the_limits_of_a_job() {
+        let dir = tempfile::tempdir().unwrap();
+        // Exits: status and stdout come back; the extension is on PYTHONPATH, in the job's layout.
+        let code = "echo \"$PYTHONPATH|$TMPDIR\"; exit 3";
+        let ended = run_script(script(dir.path(), code, Duration::from_secs(30), 0)).unwrap();
+        let ScriptEnd::Exited {
+            status,
+            stdout_tail,
+        } = ended
+        else {
+            panic!("{ended:?}")
+        };
+        assert_eq!(status.code(), Some(3));
+        assert!(stdout_tail.contains("/py|"), "{stdout_tail}");
+        assert!(stdout_tail.trim_end().ends_with("/work"), "{stdout_tail}");
+        // Past the limit: stopped, with what it started in the background.
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("bg.pid");
+        let code = format!("sleep 60 & echo $! > {}; wait", pid_file.display());
+        let ended = run_script(script(dir.path(), &code, Duration::from_millis(500), 0)).unwrap();
+        assert!(matches!(ended, ScriptEnd::TimedOut), "{ended:?}");
+        let bg: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let state = proc_stat(bg).map(|(s, _, _)| s);
+        assert!(
+            matches!(state, None | Some('Z')),
+            "background process {bg} survived: {state:?}"
+        );
+    }
+
+    #[test]
+    fn a_script_over_its_memory_limit_is_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        // The shell and its sleep hold a few MiB: a 1 MiB limit is exceeded at once.
+        let ended = run_script(script(
+            dir.path(),
+            "sleep 30",
+            Duration::from_secs(20),
+            1 << 20,
+        ))
+        .unwrap();
+        assert!(matches!(ended, ScriptEnd::MemoryKilled { .. }), "{ended:?}");
+    }
 
     #[test]
     fn secrets_are_scrubbed_and_ordinary_variables_kept() {

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use child::is_secret_var;
+pub use child::{is_secret_var, run_script, Script, ScriptEnd};
 pub use locate::{find_harness, find_python, is_cpu_kernel, libcuda_present, HARNESS_PACKAGE};
 pub use outcome::{
     EvalResult, ExitInfo, Floor, Mismatch, Outcome, Phase, ProblemWork, TimingResult, TrialMismatch,
@@ -141,6 +141,55 @@ impl JobSpec {
     }
 }
 
+impl JobSpec {
+    /// A job as the repository's `kernelgate.toml` describes it: `[harness]` limits and trials,
+    /// `[timing]`, `[sandbox]`, `[defaults]` device and precision, and the runner's Python by
+    /// [`runner_python`]. `eval`, `pr` and `baseline` all start from here and set only what
+    /// is theirs (labels, seed, GPU, base kernel).
+    pub fn from_config(
+        cfg: &kernelgate_model::Config,
+        repo: &Path,
+        problem: impl Into<PathBuf>,
+        kernel: impl Into<PathBuf>,
+    ) -> Result<JobSpec, EvalError> {
+        let h = &cfg.harness;
+        let mut spec = JobSpec::new(problem, kernel);
+        spec.device = cfg.defaults.device;
+        spec.precision = cfg.defaults.precision;
+        spec.trials = h.trials;
+        spec.compile_timeout = Duration::from_secs(h.compile_timeout_s);
+        spec.run_timeout = Duration::from_secs(h.run_timeout_s);
+        spec.memory_limit_mb = h.memory_limit_mb;
+        spec.timing = Some(cfg.timing.clone());
+        spec.python = Some(runner_python(cfg, repo));
+        spec.sandbox = SandboxMode::resolve(cfg.sandbox.enabled, cfg.sandbox.required)?;
+        Ok(spec)
+    }
+}
+
+/// Where the jobs of one run share compiled extensions (kernels sharing a source compile
+/// once): `$TORCH_EXTENSIONS_DIR`, torch's own variable, kept across runs; else a temporary
+/// folder that lives as long as the returned guard.
+pub fn shared_extensions_dir() -> std::io::Result<(PathBuf, Option<tempfile::TempDir>)> {
+    if let Some(dir) = std::env::var_os("TORCH_EXTENSIONS_DIR").filter(|d| !d.is_empty()) {
+        return Ok((PathBuf::from(dir), None));
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix("kernelgate-ext-")
+        .tempdir()?;
+    Ok((scratch.path().to_path_buf(), Some(scratch)))
+}
+
+/// The runner's Python, in the documented order (docs/config.md, `[harness] python`):
+/// `[harness] python`, else [`find_python`] (`$KERNELGATE_PYTHON`, the interpreter beside an
+/// installed `kernelgate`, `<repo>/.venv/bin/python`, `python3`).
+pub fn runner_python(cfg: &kernelgate_model::Config, repo: &Path) -> PathBuf {
+    match &cfg.harness.python {
+        Some(p) => p.clone(),
+        None => find_python(repo),
+    }
+}
+
 /// Runs one job to an outcome. Never panics on candidate behaviour and never returns an error:
 /// set-up problems are `harness_error` outcomes with a message saying what to fix.
 pub fn run_job(spec: &JobSpec) -> EvalResult {
@@ -244,24 +293,29 @@ pub fn extensions_subdir(root: &Path, kernel_src: &str, base_src: Option<&str>) 
     root.join(hex::encode(&h.finalize()[..8]))
 }
 
+/// The job's interpreter. The child starts in its own directory: a relative path to it (not a
+/// bare name looked up on `PATH`) must not move with it.
+fn job_python(spec: &JobSpec) -> PathBuf {
+    let python = spec
+        .python
+        .clone()
+        .unwrap_or_else(|| find_python(Path::new(".")));
+    if python.components().count() > 1 && python.is_relative() {
+        std::env::current_dir()
+            .map(|c| c.join(&python))
+            .unwrap_or(python)
+    } else {
+        python
+    }
+}
+
 fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
     let harness = match &spec.harness {
         Some(h) => h.clone(),
         None => find_harness()?,
     };
     let harness = std::fs::canonicalize(&harness).unwrap_or(harness);
-    let python = spec
-        .python
-        .clone()
-        .unwrap_or_else(|| find_python(Path::new(".")));
-    // The child starts in its own directory: a relative interpreter path must not move with it.
-    let python = if python.components().count() > 1 && python.is_relative() {
-        std::env::current_dir()
-            .map(|c| c.join(&python))
-            .unwrap_or(python)
-    } else {
-        python
-    };
+    let python = job_python(spec);
     // An unreadable or non-UTF-8 kernel is the candidate's failure, not the harness's.
     let kernel_src = kernelgate_model::read_source(&spec.kernel)
         .map_err(|e| EvalError::KernelSource(e.to_string()))?;
@@ -816,6 +870,37 @@ fn summarise_timing(
 mod tests {
     use super::*;
     use kernelgate_timing::plausibility::RULE_BELOW_FLOOR;
+
+    #[test]
+    fn a_job_from_the_config_carries_every_harness_setting() {
+        let mut cfg = kernelgate_model::Config::default();
+        cfg.harness.trials = 3;
+        cfg.harness.compile_timeout_s = 7;
+        cfg.harness.run_timeout_s = 9;
+        cfg.harness.memory_limit_mb = 512;
+        cfg.defaults.precision = Precision::Bf16;
+        cfg.defaults.device = Device::Cpu;
+        cfg.sandbox.enabled = false;
+        cfg.harness.python = Some(PathBuf::from("/opt/kg/bin/python"));
+        let spec = JobSpec::from_config(&cfg, Path::new("."), "p.py", "k.py").unwrap();
+        assert_eq!(
+            (spec.trials, spec.compile_timeout, spec.run_timeout),
+            (3, Duration::from_secs(7), Duration::from_secs(9))
+        );
+        assert_eq!(
+            (spec.memory_limit_mb, spec.precision),
+            (512, Precision::Bf16)
+        );
+        assert_eq!(spec.device, Device::Cpu);
+        assert_eq!(spec.timing, Some(cfg.timing.clone()));
+        // `[harness] python` comes first (docs/config.md), whatever KERNELGATE_PYTHON says.
+        assert_eq!(spec.python, Some(PathBuf::from("/opt/kg/bin/python")));
+        cfg.harness.python = None;
+        assert_eq!(
+            runner_python(&cfg, Path::new(".")),
+            find_python(Path::new("."))
+        );
+    }
 
     fn blank(kernel: &str) -> EvalResult {
         EvalResult {

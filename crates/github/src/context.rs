@@ -1,4 +1,5 @@
-//! What a GitHub Actions job knows about itself: token, repository, pull request, files.
+//! What a GitHub Actions job knows about itself: token, repository, pull request, files. The
+//! one reader of the Actions environment and event payload; `pr`, `publish` and `merge` use it.
 
 use crate::GithubError;
 use serde_json::Value;
@@ -13,6 +14,10 @@ pub struct GithubContext {
     pub pr_number: Option<u64>,
     pub base_sha: Option<String>,
     pub head_sha: Option<String>,
+    /// The pull request's labels (a reviewer's acknowledgement, `kernelgate:ack-speedup`).
+    pub labels: Vec<String>,
+    /// Running inside GitHub Actions (`GITHUB_ACTIONS=true`): `::warning` lines, folded groups.
+    pub actions: bool,
     /// `GITHUB_API_URL`, default `https://api.github.com` (GitHub Enterprise Server sets its own).
     pub api_url: String,
     /// `GITHUB_GRAPHQL_URL`; default derived from `api_url` (`…/api/v3` → `…/api/graphql`).
@@ -61,6 +66,7 @@ impl GithubContext {
                 .unwrap_or_else(|| "https://github.com".into())
                 .trim_end_matches('/')
                 .to_string(),
+            actions: var("GITHUB_ACTIONS").as_deref() == Some("true"),
             run_id: var("GITHUB_RUN_ID"),
             run_attempt: var("GITHUB_RUN_ATTEMPT"),
             step_summary: var("GITHUB_STEP_SUMMARY").map(PathBuf::from),
@@ -68,6 +74,9 @@ impl GithubContext {
             ..Default::default()
         };
         ctx.graphql_url = var("GITHUB_GRAPHQL_URL").unwrap_or_else(|| graphql_url(&ctx.api_url));
+        if let Some(path) = var("GITHUB_EVENT_PATH") {
+            ctx.read_event(Path::new(&path))?;
+        }
         if let Some(run) = &ctx.run_id {
             if !ctx.repo.is_empty() {
                 ctx.run_url = Some(format!(
@@ -76,14 +85,10 @@ impl GithubContext {
                 ));
             }
         }
-        if let Some(path) = var("GITHUB_EVENT_PATH") {
-            ctx.read_event(Path::new(&path))?;
-        }
         Ok(ctx)
     }
 
-    /// Pull request number and SHAs from a `pull_request`, `pull_request_target` or
-    /// `workflow_run` event payload.
+    /// Reads the event payload at `path` ([`apply_event`](Self::apply_event)).
     fn read_event(&mut self, path: &Path) -> Result<(), GithubError> {
         let text = std::fs::read_to_string(path).map_err(|e| GithubError::Event {
             path: path.to_path_buf(),
@@ -93,22 +98,45 @@ impl GithubContext {
             path: path.to_path_buf(),
             message: format!("not JSON: {e}"),
         })?;
-        let sha = |v: &Value| v.as_str().map(str::to_string);
+        self.apply_event(&event);
+        Ok(())
+    }
+
+    /// Pull request number, SHAs and labels from a `pull_request` / `pull_request_target`
+    /// payload; the number of an `issue_comment` on a pull request; the head and pull request of
+    /// a `workflow_run`; the previous and new tips of a `push`. The repository, when the
+    /// environment did not name it.
+    pub fn apply_event(&mut self, event: &Value) {
+        let s = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
         if let Some(pr) = event.get("pull_request") {
             self.pr_number = pr["number"].as_u64().or_else(|| event["number"].as_u64());
-            self.base_sha = sha(&pr["base"]["sha"]);
-            self.head_sha = sha(&pr["head"]["sha"]);
+            self.base_sha = s(&pr["base"]["sha"]);
+            self.head_sha = s(&pr["head"]["sha"]);
+            self.labels = pr["labels"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|l| s(&l["name"]))
+                .collect();
         } else if event["issue"].get("pull_request").is_some() {
             // `issue_comment` on a pull request: the number only; the head is passed explicitly.
             self.pr_number = event["issue"]["number"].as_u64();
         } else if let Some(run) = event.get("workflow_run") {
-            self.head_sha = sha(&run["head_sha"]);
+            self.head_sha = s(&run["head_sha"]);
             if let Some(pr) = run["pull_requests"].as_array().and_then(|a| a.first()) {
                 self.pr_number = pr["number"].as_u64();
-                self.base_sha = sha(&pr["base"]["sha"]);
+                self.base_sha = s(&pr["base"]["sha"]);
             }
+        } else if let (Some(before), Some(after)) = (s(&event["before"]), s(&event["after"])) {
+            // A push: compare with the previous tip unless it is the all-zero "new branch" id.
+            if before.bytes().any(|b| b != b'0') {
+                self.base_sha = Some(before);
+            }
+            self.head_sha = Some(after);
         }
-        Ok(())
+        if self.repo.is_empty() {
+            self.repo = s(&event["repository"]["full_name"]).unwrap_or_default();
+        }
     }
 
     /// The check run's `external_id` for this run attempt and check name.
@@ -236,6 +264,38 @@ mod tests {
         for b in &bad {
             assert!(!valid_sha(b), "{b:?}");
         }
+    }
+
+    #[test]
+    fn pull_request_labels_actions_and_push_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let ev = dir.path().join("event.json");
+        std::fs::write(
+            &ev,
+            r#"{"pull_request": {"number": 7, "base": {"sha": "aaa"}, "head": {"sha": "bbb"},
+                "labels": [{"name": "kernelgate:ack-speedup"}, {"name": "perf"}]},
+                "repository": {"full_name": "org/kernels"}}"#,
+        )
+        .unwrap();
+        let c = ctx(&[
+            ("GITHUB_EVENT_PATH", ev.to_str().unwrap()),
+            ("GITHUB_ACTIONS", "true"),
+            ("GITHUB_RUN_ID", "42"),
+        ])
+        .unwrap();
+        assert_eq!(c.labels, ["kernelgate:ack-speedup", "perf"]);
+        assert!(c.actions);
+        assert_eq!(c.repo, "org/kernels", "the payload names the repository");
+        assert_eq!(
+            c.run_url.as_deref(),
+            Some("https://github.com/org/kernels/actions/runs/42")
+        );
+        let mut push = GithubContext::default();
+        push.apply_event(&serde_json::json!({"before": "0000000", "after": "ccc"}));
+        assert_eq!(
+            (push.base_sha, push.head_sha.as_deref()),
+            (None, Some("ccc"))
+        );
     }
 
     #[test]

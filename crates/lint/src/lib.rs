@@ -12,14 +12,12 @@ pub mod output;
 pub mod python;
 pub mod registry;
 pub mod rule;
-pub mod sarif;
 mod suppress;
 pub mod triton;
 
 pub use kernelgate_model::{Backend, Finding, Precision, Severity};
 pub use python::reach::{reachable, Reachability};
 pub use rule::{Context, LineIndex, RawFinding, Rule, RuleMeta};
-pub use sarif::to_sarif;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

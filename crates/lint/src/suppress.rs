@@ -3,72 +3,15 @@
 //! count: the same text inside a string or docstring is inert.
 
 use crate::rule::{LineIndex, RawFinding, Rule};
+use kernelgate_model::directive::{
+    allow_codes, parse_comment, parse_directive, reason, AllowCode, DirectiveErrorKind, Key, Pair,
+    SyntaxError,
+};
 use kernelgate_model::{Backend, Precision};
 use ruff_python_ast::token::{TokenKind, Tokens};
 use ruff_text_size::Ranged;
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::BTreeSet;
-
-const MARKER: &str = "kernelgate:";
-
-/// One `key=value` of a `# kernelgate:` comment, with the byte range of the whole pair.
-#[derive(Debug, PartialEq)]
-struct Pair<'s> {
-    key: &'s str,
-    value: String,
-    range: std::ops::Range<usize>,
-}
-
-/// Parse the part of a comment after `# kernelgate:`. `base` is the byte offset of `text`.
-fn pairs(text: &str, base: usize) -> Result<Vec<Pair<'_>>, (usize, String)> {
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    let mut out = Vec::new();
-    while i < bytes.len() {
-        if bytes[i].is_ascii_whitespace() {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < bytes.len() && bytes[i] != b'=' && !bytes[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        let key = &text[start..i];
-        if i >= bytes.len() || bytes[i] != b'=' {
-            return Err((base + start, format!("expected `key=value`, found `{key}`")));
-        }
-        i += 1;
-        let value = if i < bytes.len() && (bytes[i] == b'"' || bytes[i] == b'\'') {
-            let quote = bytes[i];
-            let vstart = i + 1;
-            let Some(len) = text[vstart..].bytes().position(|b| b == quote) else {
-                return Err((base + start, format!("unterminated quote in `{key}=`")));
-            };
-            i = vstart + len + 1;
-            text[vstart..vstart + len].to_string()
-        } else {
-            let vstart = i;
-            while i < bytes.len() && !bytes[i].is_ascii_whitespace() {
-                i += 1;
-            }
-            text[vstart..i].to_string()
-        };
-        out.push(Pair {
-            key,
-            value,
-            range: base + start..base + i,
-        });
-    }
-    Ok(out)
-}
-
-/// The `# kernelgate:` text of a comment (`None` for ordinary comments).
-fn marker_text(comment: &str) -> Option<(&str, usize)> {
-    let body = comment.strip_prefix('#')?;
-    let trimmed = body.trim_start();
-    let rest = trimmed.strip_prefix(MARKER)?;
-    Some((rest, comment.len() - rest.len()))
-}
 
 /// Precision/backend from a mapping directive in the first lines of the file.
 #[derive(Debug, Default)]
@@ -80,30 +23,26 @@ pub(crate) struct Directive {
 }
 
 /// Read the mapping directive (`# kernelgate: problem=... backend=... precision=...`) from the
-/// first 10 lines, like the model crate's kernel discovery does.
+/// first lines, through the model's parser, as kernel discovery does. Only a bad value is
+/// reported here; malformed comments are reported once, by [`Suppressions`].
 pub(crate) fn directive(source: &str) -> Directive {
     let mut d = Directive::default();
-    let mut offset = 0;
-    for line in source.split_inclusive('\n').take(10) {
-        let lead = line.len() - line.trim_start().len();
-        if let Some((text, at)) = marker_text(line.trim()) {
-            if let Ok(ps) = pairs(text, offset + lead + at) {
-                for p in ps {
-                    match p.key {
-                        "precision" => match p.value.parse() {
-                            Ok(v) => d.precision = Some(v),
-                            Err(e) => d.problems.push(RawFinding::new(Rule::KG901, p.range, e)),
-                        },
-                        "backend" => match p.value.parse() {
-                            Ok(v) => d.backend = Some(v),
-                            Err(e) => d.problems.push(RawFinding::new(Rule::KG901, p.range, e)),
-                        },
-                        _ => {}
-                    }
-                }
-            }
+    match parse_directive(source) {
+        Ok(Some(m)) => {
+            d.precision = m.precision;
+            d.backend = m.backend;
         }
-        offset += line.len();
+        Ok(None) => {}
+        Err(e)
+            if matches!(
+                e.kind,
+                DirectiveErrorKind::BadValue | DirectiveErrorKind::Conflict
+            ) =>
+        {
+            d.problems
+                .push(RawFinding::new(Rule::KG901, e.range, e.message))
+        }
+        Err(_) => {}
     }
     d
 }
@@ -128,7 +67,7 @@ impl Suppressions {
             }
             let start = usize::from(tok.start());
             let comment = &source[start..usize::from(tok.end())];
-            let Some((text, at)) = marker_text(comment) else {
+            let Some(parsed) = parse_comment(comment, start) else {
                 continue;
             };
             let line = index.line_of(start);
@@ -139,40 +78,37 @@ impl Suppressions {
             } else {
                 line
             };
-            s.add(text, start + at, start..start + comment.len(), line, target);
+            s.add(parsed, start..start + comment.len(), line, target);
         }
         s
     }
 
     fn add(
         &mut self,
-        text: &str,
-        base: usize,
+        parsed: Result<Vec<Pair<'_>>, SyntaxError>,
         comment: std::ops::Range<usize>,
         line: usize,
         target: usize,
     ) {
-        let ps = match pairs(text, base) {
+        let ps = match parsed {
             Ok(ps) => ps,
-            Err((at, msg)) => {
+            Err(e) => {
                 self.problems.push(RawFinding::new(
                     Rule::KG901,
-                    at..comment.end,
-                    format!("malformed `# kernelgate:` comment: {msg}"),
+                    e.at..comment.end,
+                    format!("malformed `# kernelgate:` comment: {}", e.message),
                 ));
                 return;
             }
         };
-        let reason = ps
-            .iter()
-            .find(|p| p.key == "reason")
-            .map(|p| p.value.trim().to_string());
+        let reason = reason(&ps);
         for p in &ps {
-            let file_wide = match p.key {
-                "allow" => false,
-                "allow-file" => true,
-                "reason" | "problem" | "backend" | "precision" => continue,
-                other => {
+            let file_wide = match Key::parse(p.key) {
+                Some(Key::Allow) => false,
+                Some(Key::AllowFile) => true,
+                Some(_) => continue,
+                None => {
+                    let other = p.key;
                     self.problems.push(RawFinding::new(
                         Rule::KG901,
                         p.range.clone(),
@@ -181,7 +117,17 @@ impl Suppressions {
                     continue;
                 }
             };
-            if reason.as_deref().is_none_or(str::is_empty) {
+            let rules: Vec<String> = allow_codes(&p.value)
+                .filter_map(|c| match c {
+                    AllowCode::Rule(code) => Some(code),
+                    // Policy acknowledgements (`allow=excessive_speedup`) are the gate's to judge.
+                    AllowCode::Condition(_) => None,
+                })
+                .collect();
+            if rules.is_empty() && !p.value.trim().is_empty() {
+                continue;
+            }
+            if reason.is_none() {
                 self.problems.push(RawFinding::new(
                     Rule::KG900,
                     p.range.clone(),
@@ -192,8 +138,8 @@ impl Suppressions {
                 ));
                 continue;
             }
-            for code in p.value.split(',').map(str::trim).filter(|c| !c.is_empty()) {
-                let Some(meta) = crate::rule(code) else {
+            for code in rules {
+                let Some(meta) = crate::rule(&code) else {
                     self.problems.push(RawFinding::new(
                         Rule::KG901,
                         p.range.clone(),
@@ -275,5 +221,11 @@ mod tests {
         let d = directive("# kernelgate: precision=fp64\n");
         assert_eq!(d.precision, None);
         assert_eq!(d.problems.len(), 1);
+    }
+
+    #[test]
+    fn policy_acknowledgements_are_not_unknown_rules() {
+        let s = sup("# kernelgate: allow=excessive_speedup reason=\"fused\"\n# kernelgate: allow=implausible_time\nx = 1\n");
+        assert!(s.problems.is_empty(), "{:?}", s.problems);
     }
 }

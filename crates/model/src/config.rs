@@ -169,7 +169,8 @@ pub struct LintConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HarnessConfig {
-    /// Python interpreter with torch; `None`: `$KERNELGATE_PYTHON`, `.venv/bin/python`, `python3`.
+    /// Python interpreter with torch; `None`: `kernelgate_eval::find_python` (`$KERNELGATE_PYTHON`,
+    /// the one beside an installed `kernelgate`, `.venv/bin/python`, `python3`).
     pub python: Option<PathBuf>,
     #[serde(deserialize_with = "de_positive_u64")]
     pub compile_timeout_s: u64,
@@ -259,7 +260,9 @@ impl Default for TimingConfig {
     }
 }
 
-/// Outcomes the policy can fail or warn on.
+/// What the gate observes about a kernel: the policy's one vocabulary. The configurable
+/// conditions go in `[policy] fail_on` / `warn_on`; the last three always warn (docs/policy.md)
+/// and cannot be configured. Flags on report rows carry these names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Condition {
@@ -277,9 +280,16 @@ pub enum Condition {
     NoSpeedup,
     LowCustomShare,
     PartialReplacement,
+    /// The pull request edits the kernel's reference problem.
+    ReferenceChanged,
+    /// Committed baselines that cannot be compared (another device, driver, problem version).
+    BaselineMismatch,
+    /// A warning of the harness's own checks (e.g. only the benchmark's input distribution passes).
+    RuntimeWarning,
 }
 
 impl Condition {
+    /// The conditions `[policy] fail_on` and `warn_on` may name.
     pub const ALL: [Condition; 14] = [
         Condition::LintError,
         Condition::LintWarning,
@@ -297,6 +307,17 @@ impl Condition {
         Condition::PartialReplacement,
     ];
 
+    /// Conditions that warn whatever the lists say.
+    pub const ALWAYS_WARN: [Condition; 3] = [
+        Condition::ReferenceChanged,
+        Condition::BaselineMismatch,
+        Condition::RuntimeWarning,
+    ];
+
+    /// Warnings a reviewer may acknowledge (a PR label, or `allow=` with a reason).
+    pub const ACKNOWLEDGEABLE: [Condition; 2] =
+        [Condition::ExcessiveSpeedup, Condition::ImplausibleTime];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Condition::LintError => "lint_error",
@@ -313,7 +334,22 @@ impl Condition {
             Condition::NoSpeedup => "no_speedup",
             Condition::LowCustomShare => "low_custom_share",
             Condition::PartialReplacement => "partial_replacement",
+            Condition::ReferenceChanged => "reference_changed",
+            Condition::BaselineMismatch => "baseline_mismatch",
+            Condition::RuntimeWarning => "runtime_warning",
         }
+    }
+
+    /// The condition named `name` (`excessive_speedup`), configurable or not.
+    pub fn parse(name: &str) -> Option<Condition> {
+        Condition::ALL
+            .into_iter()
+            .chain(Condition::ALWAYS_WARN)
+            .find(|c| c.as_str() == name)
+    }
+
+    pub fn always_warns(self) -> bool {
+        Condition::ALWAYS_WARN.contains(&self)
     }
 }
 
@@ -450,6 +486,23 @@ impl Config {
                 format!("policy.custom_share_floor_pct ({floor}) is above policy.custom_share_warn_pct ({warn})"),
                 "make the floor (fail) at most the warning threshold".into(),
             ));
+        }
+        for (list, conditions) in [
+            ("fail_on", &self.policy.fail_on),
+            ("warn_on", &self.policy.warn_on),
+        ] {
+            if let Some(c) = conditions.iter().find(|c| c.always_warns()) {
+                return Err(invalid(
+                    text,
+                    path,
+                    key_span(text, &["policy", list]),
+                    format!("`{c}` always warns and cannot be listed in policy.{list}"),
+                    format!(
+                        "remove it; the lists take {}",
+                        Condition::ALL.map(Condition::as_str).join(", ")
+                    ),
+                ));
+            }
         }
         for (glob, key) in &self.kernels.mapping {
             if let Err(e) = globset::Glob::new(glob) {
@@ -818,6 +871,19 @@ fail_on = ["incorrect"]
         assert!(msg.contains("not a lint rule code"), "{msg}");
         let (_, _, msg) = err("[timing]\nthreshold_pct = \"two\"\n");
         assert!(msg.contains("invalid type"), "{msg}");
+    }
+
+    #[test]
+    fn always_warn_conditions_cannot_be_listed() {
+        let e = parse("[policy]\nfail_on = [\"incorrect\", \"baseline_mismatch\"]\n").unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("`baseline_mismatch` always warns"), "{msg}");
+        assert!(msg.contains("help: remove it"), "{msg}");
+        for c in Condition::ALL.into_iter().chain(Condition::ALWAYS_WARN) {
+            assert_eq!(Condition::parse(c.as_str()), Some(c));
+        }
+        assert!(Condition::ALWAYS_WARN.iter().all(|c| c.always_warns()));
+        assert_eq!(Condition::parse("excesive_speedup"), None);
     }
 
     #[test]

@@ -4,18 +4,16 @@
 //! (`# kernelgate: problem=level1/19_ReLU backend=cuda precision=fp32`), then
 //! `[kernels.mapping]` globs, then the path convention (`kernels/level1/19_ReLU/<any>.py` or
 //! `kernels/level1/19_ReLU.py`). The backend comes from the directive, else from the source,
-//! else from `[defaults] backend`.
+//! else from `[defaults] backend`. The directive itself is read by [`crate::directive`].
 
 use crate::config::Config;
-use crate::problem::{parse_file_name, parse_level_dir, LookupError, ProblemSet};
+use crate::directive::{parse_directive, Directive, DirectiveError};
+use crate::problem::{parse_file_name, parse_level_dir, LookupError, Problem, ProblemSet};
 use crate::types::{Backend, Precision};
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
-
-/// How many leading lines may hold the directive.
-pub const DIRECTIVE_LINES: usize = 10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -121,73 +119,6 @@ impl KernelError {
     }
 }
 
-/// A parsed `# kernelgate:` directive.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Directive {
-    pub line: usize,
-    pub problem: Option<String>,
-    pub backend: Option<Backend>,
-    pub precision: Option<Precision>,
-}
-
-/// Find and parse the directive in the first [`DIRECTIVE_LINES`] lines; `Ok(None)` without one.
-/// Errors carry `(line, column, message)`.
-pub fn parse_directive(source: &str) -> Result<Option<Directive>, (usize, usize, String)> {
-    for (i, line) in source.lines().take(DIRECTIVE_LINES).enumerate() {
-        let trimmed = line.trim_start();
-        let Some(after_hash) = trimmed.strip_prefix('#') else {
-            continue;
-        };
-        let body = after_hash.trim_start();
-        let Some(rest) = body.strip_prefix("kernelgate:") else {
-            continue;
-        };
-        let mut d = Directive {
-            line: i + 1,
-            ..Default::default()
-        };
-        let base = line.len() - rest.len();
-        let mut offset = 0;
-        for word in rest.split_whitespace() {
-            let at = rest[offset..].find(word).map_or(offset, |p| offset + p);
-            offset = at + word.len();
-            let column = line[..base + at].chars().count() + 1;
-            let err = |m: String| Err((i + 1, column, m));
-            let Some((key, value)) = word.split_once('=') else {
-                return err(format!("`{word}` is not `key=value`"));
-            };
-            if value.is_empty() {
-                return err(format!("`{key}` has no value"));
-            }
-            match key {
-                "problem" => d.problem = Some(value.to_string()),
-                "backend" => match value.parse() {
-                    Ok(b) => d.backend = Some(b),
-                    Err(m) => return err(m),
-                },
-                "precision" => match value.parse() {
-                    Ok(p) => d.precision = Some(p),
-                    Err(m) => return err(m),
-                },
-                other => {
-                    return err(format!(
-                        "unknown key `{other}` (expected problem, backend or precision)"
-                    ))
-                }
-            }
-        }
-        if d.problem.is_none() && d.backend.is_none() && d.precision.is_none() {
-            return Err((
-                i + 1,
-                line.chars().count() + 1,
-                "the directive is empty".into(),
-            ));
-        }
-        return Ok(Some(d));
-    }
-    Ok(None)
-}
-
 /// Backend from what the source uses; `None` when nothing is recognisable. Comments are
 /// ignored (a `#include` inside a C++ string is not a comment).
 pub fn infer_backend(source: &str) -> Option<Backend> {
@@ -254,16 +185,90 @@ pub fn key_from_path(path: &Path) -> Option<String> {
     None
 }
 
-/// Mapping rules built once from the config.
-struct Mapper<'a> {
+/// The backend of a kernel: the directive's, else what the source shows, else
+/// `[defaults] backend`; `None` when none of them says (an error for the caller, never a guess).
+pub fn backend_of(
+    directive: Option<&Directive>,
+    source: &str,
+    default: Option<Backend>,
+) -> Option<Backend> {
+    directive
+        .and_then(|d| d.backend)
+        .or_else(|| infer_backend(source))
+        .or(default)
+}
+
+/// The directive of `rel`'s source, as a [`KernelError`] when it is malformed.
+fn read_directive(rel: &Path, source: &str) -> Result<Option<Directive>, KernelError> {
+    parse_directive(source).map_err(|e: DirectiveError| KernelError::BadDirective {
+        path: rel.to_path_buf(),
+        line: e.line,
+        column: e.column,
+        message: e.message,
+    })
+}
+
+/// Backend and precision of a kernel, by the same rules [`KernelMapper::map`] uses.
+pub fn kernel_properties(
+    rel: &Path,
+    source: &str,
+    cfg: &Config,
+) -> Result<(Backend, Precision), KernelError> {
+    let directive = read_directive(rel, source)?;
+    let backend =
+        backend_of(directive.as_ref(), source, cfg.defaults.backend).ok_or_else(|| {
+            KernelError::UnknownBackend {
+                path: rel.to_path_buf(),
+            }
+        })?;
+    let precision = directive
+        .and_then(|d| d.precision)
+        .unwrap_or(cfg.defaults.precision);
+    Ok((backend, precision))
+}
+
+/// Which files are candidate kernels: Python files that `[kernels] globs` match (`*` stays
+/// within one path component), outside hidden directories, not helpers like `__init__.py`.
+#[derive(Debug, Clone)]
+pub struct KernelSelector {
+    globs: GlobSet,
+}
+
+impl KernelSelector {
+    pub fn new(cfg: &Config) -> KernelSelector {
+        let mut builder = GlobSetBuilder::new();
+        // Globs were validated when the config was loaded; skip any that still fail.
+        for g in &cfg.kernels.globs {
+            if let Some(glob) = glob(g) {
+                builder.add(glob);
+            }
+        }
+        KernelSelector {
+            globs: builder.build().unwrap_or_else(|_| GlobSet::empty()),
+        }
+    }
+
+    /// `rel` is relative to the repository root.
+    pub fn selects(&self, rel: &Path) -> bool {
+        let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let hidden = rel.components().any(|c| match c {
+            Component::Normal(s) => s.to_str().is_some_and(|s| s.starts_with('.')),
+            _ => false,
+        });
+        name.ends_with(".py") && !name.starts_with("__") && !hidden && self.globs.is_match(rel)
+    }
+}
+
+/// Mapping rules built once from the config: the directive, then `[kernels.mapping]`, then
+/// the path convention (docs/config.md).
+pub struct KernelMapper<'a> {
     cfg: &'a Config,
     problems: &'a ProblemSet,
     mapping: Vec<(GlobSet, &'a str, &'a str)>,
 }
 
-impl<'a> Mapper<'a> {
-    fn new(cfg: &'a Config, problems: &'a ProblemSet) -> Mapper<'a> {
-        // Globs were validated when the config was loaded; skip any that still fail.
+impl<'a> KernelMapper<'a> {
+    pub fn new(cfg: &'a Config, problems: &'a ProblemSet) -> KernelMapper<'a> {
         let mapping = cfg
             .kernels
             .mapping
@@ -274,24 +279,35 @@ impl<'a> Mapper<'a> {
                 Some((set, g.as_str(), k.as_str()))
             })
             .collect();
-        Mapper {
+        KernelMapper {
             cfg,
             problems,
             mapping,
         }
     }
 
-    fn resolve(&self, rel: &Path, source: &str) -> Result<Kernel, KernelError> {
+    /// Map the kernel at `rel` (relative to the repository root) whose text is `source`.
+    pub fn map(&self, rel: &Path, source: &str) -> Result<Kernel, KernelError> {
+        let (problem, mapped_by) = self.problem_of(rel, source)?;
+        let (backend, precision) = kernel_properties(rel, source, self.cfg)?;
+        Ok(Kernel {
+            path: rel.to_path_buf(),
+            problem_key: problem.key.clone(),
+            backend,
+            precision,
+            mapped_by,
+        })
+    }
+
+    /// The problem the kernel at `rel` answers, and by which rule; [`map`](Self::map) without
+    /// the backend, for a caller that reads the kernel's text later (a commit's file list).
+    pub fn problem_of(
+        &self,
+        rel: &Path,
+        source: &str,
+    ) -> Result<(&'a Problem, MappedBy), KernelError> {
         let path = rel.to_path_buf();
-        let directive = parse_directive(source).map_err(|(line, column, message)| {
-            KernelError::BadDirective {
-                path: path.clone(),
-                line,
-                column,
-                message,
-            }
-        })?;
-        let directive = directive.unwrap_or_default();
+        let directive = read_directive(rel, source)?.unwrap_or_default();
         let (query, via, line) = if let Some(p) = &directive.problem {
             (p.clone(), MappedBy::Directive, Some(directive.line))
         } else if let Some(key) = self.config_key(rel)? {
@@ -305,23 +321,12 @@ impl<'a> Mapper<'a> {
             .problems
             .find(&query)
             .map_err(|source| KernelError::UnknownProblem {
-                path: path.clone(),
+                path,
                 line,
                 via,
                 source,
             })?;
-        let backend = directive
-            .backend
-            .or_else(|| infer_backend(source))
-            .or(self.cfg.defaults.backend)
-            .ok_or_else(|| KernelError::UnknownBackend { path: path.clone() })?;
-        Ok(Kernel {
-            path,
-            problem_key: problem.key.clone(),
-            backend,
-            precision: directive.precision.unwrap_or(self.cfg.defaults.precision),
-            mapped_by: via,
-        })
+        Ok((problem, via))
     }
 
     fn config_key(&self, rel: &Path) -> Result<Option<String>, KernelError> {
@@ -377,7 +382,7 @@ impl Kernel {
             path: rel.clone(),
             message: e.to_string(),
         })?;
-        Mapper::new(cfg, problems).resolve(&rel, &source)
+        KernelMapper::new(cfg, problems).map(&rel, &source)
     }
 }
 
@@ -388,15 +393,7 @@ pub fn discover(
     cfg: &Config,
     problems: &ProblemSet,
 ) -> (Vec<Kernel>, Vec<KernelError>) {
-    let mut builder = GlobSetBuilder::new();
-    for g in &cfg.kernels.globs {
-        if let Some(glob) = glob(g) {
-            builder.add(glob);
-        }
-    }
-    let Ok(globs) = builder.build() else {
-        return (Vec::new(), Vec::new());
-    };
+    let selector = KernelSelector::new(cfg);
     let mut files = Vec::new();
     // Walk only the literal prefix of each glob so a large `target/` is never visited.
     let mut bases: Vec<PathBuf> = cfg.kernels.globs.iter().map(|g| glob_base(g)).collect();
@@ -418,14 +415,14 @@ pub fn discover(
                 continue;
             }
             let rel = relative_to_repo(repo, entry.path());
-            if globs.is_match(&rel) {
+            if selector.selects(&rel) {
                 files.push(rel);
             }
         }
     }
     files.sort();
     files.dedup();
-    let mapper = Mapper::new(cfg, problems);
+    let mapper = KernelMapper::new(cfg, problems);
     let mut kernels = Vec::new();
     let mut errors = Vec::new();
     for rel in files {
@@ -434,7 +431,7 @@ pub fn discover(
                 path: rel.clone(),
                 message: e.to_string(),
             })
-            .and_then(|src| mapper.resolve(&rel, &src));
+            .and_then(|src| mapper.map(&rel, &src));
         match result {
             Ok(k) => kernels.push(k),
             Err(e) => errors.push(e),
@@ -467,51 +464,6 @@ fn glob_base(glob: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn directive_parsing() {
-        let d = parse_directive(
-            "import torch\n# kernelgate: problem=level1/19_ReLU backend=cuda precision=bf16\n",
-        )
-        .unwrap()
-        .unwrap();
-        assert_eq!(d.line, 2);
-        assert_eq!(d.problem.as_deref(), Some("level1/19_ReLU"));
-        assert_eq!(d.backend, Some(Backend::Cuda));
-        assert_eq!(d.precision, Some(Precision::Bf16));
-        assert_eq!(parse_directive("x = 1\n").unwrap(), None);
-        let late = format!(
-            "{}# kernelgate: problem=level1/1_A\n",
-            "\n".repeat(DIRECTIVE_LINES)
-        );
-        assert_eq!(parse_directive(&late).unwrap(), None);
-        assert_eq!(
-            parse_directive("#kernelgate: backend=triton")
-                .unwrap()
-                .unwrap()
-                .backend,
-            Some(Backend::Triton)
-        );
-        let (line, col, msg) =
-            parse_directive("\n# kernelgate: problem=level1/1_A backend=opencl\n").unwrap_err();
-        assert_eq!((line, col), (2, 34));
-        assert!(msg.contains("opencl"), "{msg}");
-        let (_, col, msg) = parse_directive("# kernelgate: level=1").unwrap_err();
-        assert_eq!(col, 15);
-        assert!(msg.contains("unknown key `level`"), "{msg}");
-        assert!(parse_directive("# kernelgate: problem")
-            .unwrap_err()
-            .2
-            .contains("key=value"));
-        assert!(parse_directive("# kernelgate: precision=fp8")
-            .unwrap_err()
-            .2
-            .contains("fp8"));
-        assert!(parse_directive("# kernelgate:")
-            .unwrap_err()
-            .2
-            .contains("empty"));
-    }
 
     #[test]
     fn backend_inference() {

@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod config;
 pub mod dataset;
+pub mod directive;
 pub mod finding;
 pub mod hash;
 pub mod kernel;
@@ -15,7 +16,10 @@ pub use audit::{AuditClock, AuditEntry, ExtensionCalls, MemoryUse, OpAudit, OpCl
 pub use config::{Condition, Config, ConfigError, Device, L2Mode, LintLevel};
 pub use dataset::{DatasetError, DatasetSpec};
 pub use finding::{Finding, Severity};
-pub use kernel::{discover, Kernel, KernelError, MappedBy};
+pub use kernel::{
+    backend_of, discover, kernel_properties, Kernel, KernelError, KernelMapper, KernelSelector,
+    MappedBy,
+};
 pub use problem::{LookupError, Problem, ProblemError, ProblemSet};
 pub use source::{read_source, SourceError};
 pub use types::{Backend, Precision};

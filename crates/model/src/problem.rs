@@ -259,6 +259,38 @@ impl ProblemSet {
         Ok(ProblemSet { problems, origin })
     }
 
+    /// The problems whose files are `paths` (relative, as git lists them) below `root`, without
+    /// reading them: for mapping kernels to keys at a commit that is not checked out. Sources
+    /// and hashes are empty; of two files with one level and id the first is kept.
+    pub fn index<'p>(root: &Path, paths: impl IntoIterator<Item = &'p str>) -> ProblemSet {
+        let mut problems: Vec<Problem> = Vec::new();
+        for path in paths {
+            let Ok(rest) = Path::new(path).strip_prefix(root) else {
+                continue;
+            };
+            let mut parts = rest.iter().filter_map(|p| p.to_str());
+            let (Some(dir), Some(file), None) = (parts.next(), parts.next(), parts.next()) else {
+                continue;
+            };
+            let (Some(level), Some((id, name))) = (parse_level_dir(dir), parse_file_name(file))
+            else {
+                continue;
+            };
+            if !file.ends_with(".py") || problems.iter().any(|p| (p.level, p.id) == (level, id)) {
+                continue;
+            }
+            let mut problem = Problem::new(level, id, &name, PathBuf::from(path), String::new());
+            problem.sha256.clear();
+            problem.md5.clear();
+            problems.push(problem);
+        }
+        problems.sort_by_key(|p| (p.level, p.id));
+        ProblemSet {
+            problems,
+            origin: root.display().to_string(),
+        }
+    }
+
     pub fn problems(&self) -> &[Problem] {
         &self.problems
     }

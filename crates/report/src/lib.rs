@@ -7,14 +7,14 @@ mod annotate;
 pub mod check_run;
 mod comment;
 mod io;
-mod sarif;
+pub mod sarif;
 mod schema;
 mod time_spent;
 
 pub use annotate::{located, Located};
 pub use comment::{render_comment, render_comment_with_limit, COMMENT_LIMIT, STICKY_MARKER};
 pub use io::{merge, ReportError};
-pub use sarif::{to_sarif, SARIF_SCHEMA_URI};
+pub use sarif::{findings_to_sarif, to_sarif, SARIF_SCHEMA_URI};
 pub use schema::*;
 
 use std::path::{Path, PathBuf};

@@ -399,6 +399,24 @@ fn render_all_writes_the_four_files() {
 }
 
 #[test]
+fn a_finding_has_one_fingerprint_in_lint_and_gate_sarif() {
+    let report = one_hack();
+    let finding = report.kernels[0].findings[0].clone();
+    let gate = to_sarif(&report);
+    let lint = kernelgate_report::findings_to_sarif(std::slice::from_ref(&finding), &[], &[]);
+    let fp_of = |log: &serde_json::Value| {
+        log["runs"][0]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["ruleId"] == finding.rule.as_str())
+            .map(|r| r["partialFingerprints"]["primaryLocationLineHash"].clone())
+            .unwrap()
+    };
+    assert_eq!(fp_of(&gate), fp_of(&lint));
+}
+
+#[test]
 fn sarif_fingerprints_ignore_the_line() {
     let a = to_sarif(&one_hack());
     let mut moved = one_hack();

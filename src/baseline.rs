@@ -1,0 +1,609 @@
+//! `kernelgate baseline`: time the references on this machine, and with `--kernels` the
+//! accepted kernels, and write `results/timing/<HARDWARE>/` (KernelBench's two formats and
+//! kernelgate's own). [`record`] is the run; [`select_problems`] and [`kernel_plan`] say what
+//! it would time.
+//!
+//! Only the repository's own problem files run in the reference child (no candidate code): one
+//! process of the runner's Python importing the harness extension's `kg_timing.baseline`,
+//! started by the eval crate's launcher like every other child. Kernels go through the
+//! isolated harness (`kernelgate_eval::run_job`), correctness first.
+
+use anyhow::{bail, Context};
+use kernelgate_eval::{JobSpec, Script, ScriptEnd};
+use kernelgate_model::{Config, Device, Kernel, KernelError, Problem, ProblemSet};
+use kernelgate_timing::baseline::{BASELINES_FILE, KB_COMPILE_FILE, KB_EAGER_FILE, KERNELS_FILE};
+use kernelgate_timing::{
+    hardware_dir_name, stale_check, BaselineEntry, BaselineFile, HardwareKey, KbEntry, KbFile,
+    Lookup, Query, Sample, SeriesStats, Staleness, Variant, Work,
+};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// What one `kernelgate baseline` run times.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// Only problems of this level.
+    pub level: Option<u32>,
+    /// Only these problems (keys, stems or paths); empty: all.
+    pub problems: Vec<String>,
+    /// Also `torch.compile` of each reference; `compile_only`: only that.
+    pub compile: bool,
+    pub compile_only: bool,
+    /// `None`: `[defaults] device`.
+    pub device: Option<Device>,
+    /// Folder under results/timing/ (default: from the device name).
+    pub hardware: Option<String>,
+    /// Also the accepted kernels of this checkout.
+    pub kernels: bool,
+    /// Whole-run limit of the reference child (default: 60 s per problem and variant + 120 s).
+    pub timeout: Option<Duration>,
+}
+
+/// The problems of `set` a run times: those named by `queries` (keys, stems or paths), else
+/// all; either way only those of `level` when it is given.
+pub fn select_problems<'a>(
+    set: &'a ProblemSet,
+    level: Option<u32>,
+    queries: &[String],
+) -> anyhow::Result<Vec<&'a Problem>> {
+    let mut problems: Vec<&Problem> = Vec::new();
+    if queries.is_empty() {
+        problems.extend(set.iter().filter(|p| level.is_none_or(|l| p.level == l)));
+    } else {
+        for q in queries {
+            let p = set
+                .find(q)
+                .map_err(|e| anyhow::anyhow!("--problem {q}: {e}"))?;
+            if level.is_none_or(|l| p.level == l) && !problems.iter().any(|x| x.key == p.key) {
+                problems.push(p);
+            }
+        }
+    }
+    if problems.is_empty() {
+        bail!(
+            "no problems selected from {}: check --level / --problem (`kernelgate problems` lists them)",
+            set.origin
+        );
+    }
+    Ok(problems)
+}
+
+/// The accepted kernels `--kernels` times: every kernel `kernelgate kernels` maps to one of
+/// `problems`, by the same rules; and the files that cannot be mapped.
+pub fn kernel_plan(
+    repo: &Path,
+    cfg: &Config,
+    set: &ProblemSet,
+    problems: &[&Problem],
+) -> (Vec<Kernel>, Vec<KernelError>) {
+    let (mut kernels, errors) = kernelgate_model::discover(repo, cfg, set);
+    kernels.retain(|k| problems.iter().any(|p| p.key == k.problem_key));
+    (kernels, errors)
+}
+
+/// Counts of one run, for its summary and exit code.
+#[derive(Debug, Default)]
+struct Tally {
+    failed: usize,
+    noisy: usize,
+    wrote: bool,
+}
+
+/// Where and when this run records.
+struct Target<'a> {
+    repo: &'a Path,
+    cfg: &'a Config,
+    key: HardwareKey,
+    l2: String,
+    dir: PathBuf,
+    commit: Option<String>,
+    now: u64,
+}
+
+/// Times the selected references (and kernels) and writes their baselines; the exit code:
+/// 0 when everything was timed and written, 1 when something failed, was too noisy or was
+/// not reached before the limit (its previous baseline, if any, is kept).
+pub fn record(repo: &Path, cfg: &Config, set: &ProblemSet, req: &Request) -> anyhow::Result<i32> {
+    let problems = select_problems(set, req.level, &req.problems)?;
+    let variants: Vec<&str> = if req.compile_only {
+        vec!["compile"]
+    } else if req.compile || cfg.timing.compile_baseline {
+        vec!["eager", "compile"]
+    } else {
+        vec!["eager"]
+    };
+    let device = req.device.unwrap_or(cfg.defaults.device);
+    let (out, timed_out) = time_references(repo, cfg, &problems, &variants, device, req.timeout)?;
+    let key = HardwareKey {
+        gpu: out.hardware.gpu.clone(),
+        driver: out.hardware.driver.clone(),
+        cuda: out.hardware.cuda.clone(),
+        torch: out.hardware.torch.clone(),
+        precision: cfg.defaults.precision,
+    };
+    let hw_dir = req
+        .hardware
+        .clone()
+        .unwrap_or_else(|| hardware_dir_name(&key.gpu));
+    let target = Target {
+        repo,
+        cfg,
+        dir: cfg.results_root(repo).join("timing").join(&hw_dir),
+        key,
+        l2: out.l2.clone(),
+        commit: git_head(repo),
+        now: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+    };
+    let mut tally = write_references(&target, &out, &problems)?;
+    if req.kernels {
+        let k = time_kernels(&target, set, &problems)?;
+        tally.failed += k.failed;
+        tally.noisy += k.noisy;
+        tally.wrote |= k.wrote;
+    }
+    if let Some(bw) = out.bandwidth_gbs {
+        eprintln!("measured device copy bandwidth: {bw:.0} GB/s");
+    }
+    if let Some(s) = out.idle_sync_ms {
+        eprintln!("idle context synchronise: {:.1} us", s * 1e3);
+    }
+    let expected = problems.len() * variants.len();
+    let missing = expected - out.results.len().min(expected);
+    Ok(summarize(&target, &tally, timed_out, missing))
+}
+
+/// What the reference child writes (kg_timing.baseline).
+#[derive(Deserialize)]
+struct ChildOut {
+    hardware: ChildHardware,
+    device: String,
+    l2: String,
+    #[serde(default)]
+    bandwidth_gbs: Option<f64>,
+    #[serde(default)]
+    idle_sync_ms: Option<f64>,
+    results: Vec<ChildResult>,
+}
+
+#[derive(Deserialize)]
+struct ChildHardware {
+    gpu: String,
+    driver: String,
+    cuda: String,
+    torch: String,
+}
+
+#[derive(Deserialize)]
+struct ChildResult {
+    problem: String,
+    variant: String,
+    #[serde(default)]
+    samples: Vec<Sample>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    traceback: Option<String>,
+    #[serde(default)]
+    input_bytes: Option<u64>,
+    #[serde(default)]
+    output_bytes: Option<u64>,
+    #[serde(default)]
+    flops: Option<u64>,
+}
+
+/// Runs the reference child; `true` with the result when the limit stopped it (the child
+/// writes its result after every problem, so what it finished is kept).
+fn time_references(
+    repo: &Path,
+    cfg: &Config,
+    problems: &[&Problem],
+    variants: &[&str],
+    device: Device,
+    timeout: Option<Duration>,
+) -> anyhow::Result<(ChildOut, bool)> {
+    let python = kernelgate_eval::runner_python(cfg, repo);
+    let harness = kernelgate_eval::find_harness()?;
+    let harness = std::fs::canonicalize(&harness).unwrap_or(harness);
+    let work = tempfile::tempdir().context("creating a temporary directory")?;
+    let t = &cfg.timing;
+    let job = serde_json::json!({
+        "problems": problems.iter().map(|p| serde_json::json!({
+            "key": p.key,
+            "path": std::fs::canonicalize(&p.path).unwrap_or(p.path.clone()),
+        })).collect::<Vec<_>>(),
+        "variants": variants,
+        "device": device.as_str(),
+        "precision": cfg.defaults.precision.as_str(),
+        "seed": 42,
+        "input_sets": 3,
+        "timing": {
+            "warmup": t.warmup.max(5),  // KernelBench warms references up 5 times
+            "min_samples": t.min_samples.max(30),
+            "max_samples": t.max_samples.max(100),
+            "budget_s": t.budget_s,
+            "ci_target_pct": t.ci_target_pct,
+            "l2": match t.l2 { kernelgate_model::L2Mode::Cold => "cold", kernelgate_model::L2Mode::Warm => "warm" },
+        },
+    });
+    let job_path = work.path().join("job.json");
+    let out_path = work.path().join("result.json");
+    std::fs::write(&job_path, job.to_string())?;
+    let limit = timeout.unwrap_or(Duration::from_secs(
+        120 + 60 * (problems.len() * variants.len()) as u64 + t.budget_s as u64,
+    ));
+    eprintln!(
+        "timing {} reference(s) x {} on {} with {} ...",
+        problems.len(),
+        variants.join("+"),
+        device.as_str(),
+        python.display()
+    );
+    let ended = kernelgate_eval::run_script(Script {
+        python: &python,
+        harness: &harness,
+        code: "import sys, kernelgate_harness as h\n\
+               h.timing_module().baseline(open(sys.argv[1]).read(), sys.argv[2])\n",
+        args: vec![job_path.into(), out_path.clone().into()],
+        dir: work.path(),
+        limit,
+        memory_limit_bytes: cfg.harness.memory_limit_mb.saturating_mul(1 << 20),
+        // CUDA needs a huge address space: watch the resident memory instead.
+        rlimit_as: device == Device::Cpu,
+    })
+    .with_context(|| {
+        format!(
+            "starting {} (set KERNELGATE_PYTHON or [harness] python to a Python with torch)",
+            python.display()
+        )
+    })?;
+    let timed_out = match ended {
+        ScriptEnd::Exited { status, .. } if status.success() => false,
+        ScriptEnd::Exited {
+            status,
+            stdout_tail,
+        } => bail!(
+            "the baseline child ({}) exited with {status}; its output:\n{stdout_tail}",
+            python.display()
+        ),
+        ScriptEnd::MemoryKilled { rss_bytes } => bail!(
+            "the baseline child used {} MiB, above [harness] memory_limit_mb = {}: stopped \
+             (raise memory_limit_mb in kernelgate.toml or select fewer problems)",
+            rss_bytes >> 20,
+            cfg.harness.memory_limit_mb
+        ),
+        ScriptEnd::TimedOut => {
+            eprintln!(
+                "timing the references took longer than {} s: stopped; keeping the problems finished so far \
+                 (raise --timeout or select fewer problems)",
+                limit.as_secs()
+            );
+            true
+        }
+    };
+    let text = std::fs::read_to_string(&out_path).with_context(|| {
+        format!(
+            "the baseline child wrote no result to {} before it was stopped",
+            out_path.display()
+        )
+    })?;
+    let out = serde_json::from_str(&text).context("parsing the baseline child's result")?;
+    Ok((out, timed_out))
+}
+
+/// One table row: median, its 95% CI, samples and CV, and a note.
+fn row(name: &str, variant: &str, stats: &SeriesStats, note: &str) {
+    println!(
+        "{name:<32} {variant:<8} {:>11.4} {:>21} {:>5} {:>9.3}  {note}",
+        stats.median,
+        format!("{:.4}..{:.4}", stats.ci95_median.0, stats.ci95_median.1),
+        stats.n,
+        stats.cv_pct()
+    );
+}
+
+fn too_noisy_note(stats: &SeriesStats, max_cv: f64) -> Option<String> {
+    (stats.robust_cv_pct() > max_cv).then(|| {
+        format!(
+            "NOT WRITTEN: too noisy (robust CV {:.1}% > {max_cv}%)",
+            stats.robust_cv_pct()
+        )
+    })
+}
+
+/// The reference series of the child's result, written in both formats.
+fn write_references(
+    t: &Target<'_>,
+    out: &ChildOut,
+    problems: &[&Problem],
+) -> anyhow::Result<Tally> {
+    let kb_device = if out.device.starts_with("cuda") {
+        "cuda:0".to_string()
+    } else {
+        out.device.clone()
+    };
+    let ours_path = t.dir.join(BASELINES_FILE);
+    let mut ours = BaselineFile::load_or_default(&ours_path)?;
+    let mut kb_eager = KbFile::load_or_default(&t.dir.join(KB_EAGER_FILE))?;
+    let mut kb_compile = KbFile::load_or_default(&t.dir.join(KB_COMPILE_FILE))?;
+    println!(
+        "{:<32} {:<8} {:>11} {:>21} {:>5} {:>9}  NOTE",
+        "PROBLEM", "VARIANT", "MEDIAN ms", "95% CI of median", "N", "CV %"
+    );
+    let mut tally = Tally::default();
+    let (mut wrote_eager, mut wrote_compile) = (false, false);
+    for r in &out.results {
+        let Some(p) = problems.iter().find(|p| p.key == r.problem) else {
+            continue;
+        };
+        let variant = if r.variant == "compile" {
+            Variant::Compile
+        } else {
+            Variant::Eager
+        };
+        if let Some(e) = &r.error {
+            tally.failed += 1;
+            println!(
+                "{:<32} {:<8} {:>11} {:>21} {:>5} {:>9}  FAILED: {e}",
+                p.key, r.variant, "-", "-", "-", "-"
+            );
+            if let Some(tb) = &r.traceback {
+                eprintln!("{}: {} traceback:\n{tb}", p.path.display(), r.variant);
+            }
+            continue;
+        }
+        let ms: Vec<f64> = r.samples.iter().map(|s| s.ms).collect();
+        let stats = match SeriesStats::from_samples(&ms) {
+            Ok(s) => s,
+            Err(e) => {
+                tally.failed += 1;
+                println!("{:<32} {:<8} FAILED: {e}", p.key, r.variant);
+                continue;
+            }
+        };
+        if let Some(note) = too_noisy_note(&stats, t.cfg.timing.baseline_max_cv_pct) {
+            // Too wide a spread to compare pull requests against: keep what is stored.
+            tally.noisy += 1;
+            row(&p.key, &r.variant, &stats, &note);
+            continue;
+        }
+        let q = Query {
+            problem: &p.key,
+            problem_sha256: &p.sha256,
+            variant,
+            kernel: None,
+            hardware: &t.key,
+            l2: &out.l2,
+        };
+        row(
+            &p.key,
+            &r.variant,
+            &stats,
+            &stale_note(ours.lookup(&q), &ms, t),
+        );
+        let level = format!("level{}", p.level);
+        let kb = KbEntry::from_stats(&stats, &t.key.gpu, &kb_device);
+        if variant == Variant::Compile {
+            kb_compile.insert(&level, &p.file_name(), kb);
+            wrote_compile = true;
+        } else {
+            kb_eager.insert(&level, &p.file_name(), kb);
+            wrote_eager = true;
+        }
+        ours.upsert(BaselineEntry {
+            problem: p.key.clone(),
+            problem_sha256: p.sha256.clone(),
+            variant,
+            kernel: None,
+            kernel_sha256: None,
+            hardware: t.key.clone(),
+            l2: out.l2.clone(),
+            stats,
+            samples_ms: ms,
+            commit: t.commit.clone(),
+            recorded_at: t.now,
+            work: match (r.input_bytes, r.output_bytes) {
+                (Some(i), Some(o)) => Some(Work {
+                    input_bytes: i,
+                    output_bytes: o,
+                    flops: r.flops.unwrap_or(0),
+                }),
+                _ => None,
+            },
+        });
+    }
+    if wrote_eager {
+        kb_eager.save(&t.dir.join(KB_EAGER_FILE))?;
+    }
+    if wrote_compile {
+        kb_compile.save(&t.dir.join(KB_COMPILE_FILE))?;
+    }
+    tally.wrote = wrote_eager || wrote_compile;
+    if tally.wrote {
+        ours.save(&ours_path)?;
+    }
+    Ok(tally)
+}
+
+/// How a new reference series compares with the stored one.
+fn stale_note(lookup: Lookup<'_>, ms: &[f64], t: &Target<'_>) -> String {
+    match lookup {
+        Lookup::Match(prev) => match stale_check(ms, prev, t.cfg.timing.threshold_pct) {
+            Ok(Staleness::Stale { ratio, .. }) => {
+                format!("replaces a baseline {:+.1}% away", (ratio - 1.0) * 100.0)
+            }
+            Ok(Staleness::Fresh { ratio }) => format!(
+                "agrees with the stored baseline ({:+.1}%)",
+                (ratio - 1.0) * 100.0
+            ),
+            Err(_) => String::new(),
+        },
+        Lookup::ProblemChanged { .. } => "problem changed since the stored baseline".to_string(),
+        Lookup::KeyMismatch { .. } | Lookup::Missing => "new".to_string(),
+    }
+}
+
+/// Times every accepted kernel of the selected problems through the isolated harness (full
+/// correctness checks first) and records the candidate series under the reference's hardware
+/// key (or the CPU's, for CPU-only C++ kernels, as `kernelgate pr` looks them up).
+fn time_kernels(t: &Target<'_>, set: &ProblemSet, problems: &[&Problem]) -> anyhow::Result<Tally> {
+    let (kernels, errors) = kernel_plan(t.repo, t.cfg, set, problems);
+    for e in &errors {
+        eprintln!("warning: {e}");
+    }
+    let path = t.dir.join(KERNELS_FILE);
+    let mut file = BaselineFile::load_or_default(&path)?;
+    let (extensions, _scratch) = kernelgate_eval::shared_extensions_dir()?;
+    let mut tally = Tally::default();
+    for k in &kernels {
+        let Some(p) = problems.iter().find(|p| p.key == k.problem_key) else {
+            continue;
+        };
+        let name = k.path.display().to_string();
+        if k.precision != t.key.precision {
+            println!(
+                "{name:<32} {:<8} skipped: a {} kernel; this run times {} (pass --precision {})",
+                "kernel", k.precision, t.key.precision, k.precision
+            );
+            continue;
+        }
+        let Some((entry, stats)) = time_kernel(t, k, p, &extensions)? else {
+            tally.failed += 1;
+            continue;
+        };
+        if let Some(note) = too_noisy_note(&stats, t.cfg.timing.baseline_max_cv_pct) {
+            row(&name, "kernel", &stats, &note);
+            tally.noisy += 1;
+            continue;
+        }
+        row(&name, "kernel", &stats, &p.key);
+        file.upsert(entry);
+        tally.wrote = true;
+    }
+    if tally.wrote {
+        file.save(&path)?;
+    }
+    Ok(tally)
+}
+
+/// One kernel through the harness: its baseline entry, or `None` (said on stdout) when it
+/// failed its checks or gave no timing.
+fn time_kernel(
+    t: &Target<'_>,
+    k: &Kernel,
+    p: &Problem,
+    extensions: &Path,
+) -> anyhow::Result<Option<(BaselineEntry, SeriesStats)>> {
+    let kpath = if k.path.is_absolute() {
+        k.path.clone()
+    } else {
+        t.repo.join(&k.path)
+    };
+    let source =
+        std::fs::read_to_string(&kpath).with_context(|| format!("reading {}", kpath.display()))?;
+    let mut spec = JobSpec::from_config(t.cfg, t.repo, &p.path, &kpath)?;
+    spec.problem_label = Some(p.key.clone());
+    spec.kernel_label = Some(k.path.display().to_string());
+    spec.precision = k.precision;
+    spec.seed = Some(42);
+    spec.extensions_dir = Some(extensions.to_path_buf());
+    spec.device = if !t.key.cuda.is_empty() && t.key.cuda != "none" {
+        Device::Cuda
+    } else {
+        Device::Cpu
+    };
+    let r = kernelgate_eval::run_job(&spec);
+    // CPU-only C++ kernels run on the CPU even on a GPU runner: record them under the key of
+    // where they ran, as `kernelgate pr` looks them up.
+    let hardware = match (r.device.as_deref(), r.torch.as_deref()) {
+        (Some("cpu"), Some(torch)) if t.key.cuda != "none" => {
+            let python = kernelgate_eval::runner_python(t.cfg, t.repo);
+            crate::pr::adapters::hardware_key("cpu", torch, k.precision, &python)
+        }
+        _ => t.key.clone(),
+    };
+    let ms: Vec<f64> = r
+        .timing
+        .as_ref()
+        .and_then(|t| t.samples.get("candidate"))
+        .map(|s| s.iter().map(|x| x.ms).collect())
+        .unwrap_or_default();
+    let stats = match (r.passed(), SeriesStats::from_samples(&ms)) {
+        (true, Ok(st)) => st,
+        _ => {
+            println!(
+                "{:<32} {:<8} FAILED: {}",
+                k.path.display(),
+                "kernel",
+                r.outcome.summary()
+            );
+            return Ok(None);
+        }
+    };
+    let entry = BaselineEntry {
+        problem: p.key.clone(),
+        problem_sha256: p.sha256.clone(),
+        variant: Variant::Kernel,
+        kernel: Some(k.path.display().to_string()),
+        kernel_sha256: Some(kernelgate_model::hash::hashes(&source).0),
+        hardware,
+        l2: t.l2.clone(),
+        stats,
+        samples_ms: ms,
+        commit: t.commit.clone(),
+        recorded_at: t.now,
+        work: None,
+    };
+    Ok(Some((entry, stats)))
+}
+
+/// The closing lines, and the exit code.
+fn summarize(t: &Target<'_>, tally: &Tally, timed_out: bool, missing: usize) -> i32 {
+    let shown = t
+        .dir
+        .strip_prefix(t.repo)
+        .unwrap_or(&t.dir)
+        .display()
+        .to_string();
+    if tally.wrote {
+        eprintln!("wrote {shown} ({})", t.key);
+    } else {
+        eprintln!("wrote nothing: no sample was both timed and quiet enough; {shown} is unchanged");
+    }
+    let mut failed = tally.failed;
+    if tally.noisy > 0 {
+        eprintln!(
+            "warning: {} sample(s) too noisy to be a baseline (robust coefficient of variation, \
+             0.74 x IQR / median, above [timing] baseline_max_cv_pct = {}%): not written. Re-run on an idle runner \
+             (no other jobs, fixed clocks), or raise baseline_max_cv_pct in kernelgate.toml",
+            tally.noisy, t.cfg.timing.baseline_max_cv_pct
+        );
+        failed += tally.noisy;
+    }
+    if timed_out || missing > 0 {
+        eprintln!("{missing} problem/variant pair(s) not timed before the limit");
+        failed += missing;
+    }
+    if failed > 0 {
+        eprintln!(
+            "{failed} reference(s) or kernel(s) failed to time or were too noisy; their previous baselines, if any, are kept"
+        );
+        return 1;
+    }
+    0
+}
+
+fn git_head(repo: &Path) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}

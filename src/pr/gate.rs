@@ -1,0 +1,320 @@
+//! The gate for one pull request, end to end: plan from git, lint, harness, timing against
+//! baselines, verdicts, report, publish. `kernelgate pr` parses its flags into [`Options`] and
+//! calls [`plan`] (for `--plan`) or [`gate`].
+
+use anyhow::Context;
+use kernelgate_github::GithubContext;
+use kernelgate_model::Config;
+use kernelgate_report::{Report, RunInfo};
+use std::path::{Path, PathBuf};
+
+use super::adapters::{HarnessEvaluator, RepoLinter};
+use super::baselines::Committed;
+use super::changes::{self, FileStatus};
+use super::git::Git;
+use super::layout::Layout;
+use super::plan::Plan;
+use super::policy::{self, Acks, Policy};
+use super::run::{self, Pipeline, Progress};
+use super::shard::Shard;
+use crate::publish;
+
+/// Where the report goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Publish {
+    /// GitHub when a token and a pull request are known, else files.
+    Auto,
+    Github,
+    Files,
+    None,
+}
+
+/// What one gate run compares and how it runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Base and head commits or refs; `None`: the GitHub event's, else `origin/main`/`main` and
+    /// `HEAD`.
+    pub base: Option<String>,
+    pub head: Option<String>,
+    /// Every kernel, not only the changed ones.
+    pub all: bool,
+    pub shard: Option<Shard>,
+    /// Output directory for report.json and its renderings.
+    pub out: PathBuf,
+    pub publish: Publish,
+    /// Labels treated as present on the pull request, besides the event's.
+    pub ack_labels: Vec<String>,
+    /// `None`: `[defaults] device`.
+    pub device: Option<kernelgate_model::Device>,
+    pub seed: Option<u64>,
+    pub no_timing: bool,
+    pub quiet: bool,
+}
+
+/// The plan: base and head resolved (flags, then the GitHub event, then the usual branches),
+/// changed kernels mapped by the model's rules, files on disk.
+pub fn plan(repo: &Path, cfg: &Config, gh: &GithubContext, opts: &Options) -> anyhow::Result<Plan> {
+    let layout = Layout::from_config(cfg);
+    let git = Git::open(repo)?;
+    let base = match opts.base.clone().or_else(|| gh.base_sha.clone()) {
+        Some(b) => b,
+        None => ["origin/main", "main", "origin/master", "master"]
+            .into_iter()
+            .find(|r| git.has(r))
+            .map(str::to_string)
+            .with_context(|| {
+                format!(
+                    "no base to compare with in {}: pass --base REF (no origin/main or main here)",
+                    git.root().display()
+                )
+            })?,
+    };
+    let head = opts
+        .head
+        .clone()
+        .or_else(|| gh.head_sha.clone())
+        .unwrap_or_else(|| "HEAD".to_string());
+    let changes = changes::detect(&git, &layout, &base, &head, opts.all)?;
+    Ok(Plan::build(&git, &layout, changes, opts.shard)?)
+}
+
+/// The plan as `kernelgate pr --plan` prints it.
+pub fn plan_json(plan: &Plan) -> serde_json::Value {
+    let jobs: Vec<_> = plan
+        .jobs
+        .iter()
+        .map(|j| {
+            serde_json::json!({
+                "path": j.path(), "problem": j.change.problem, "status": j.change.status,
+                "base_path": j.change.base_path, "problem_changed": j.change.problem_changed,
+                "mapping_error": j.change.mapping_error, "backend": j.backend, "precision": j.precision,
+            })
+        })
+        .collect();
+    let c = &plan.changes;
+    serde_json::json!({
+        "base": c.base, "head": c.head, "merge_base": c.merge_base,
+        "shard": plan.shard.map(|s| s.to_string()), "jobs": jobs,
+        "deleted_kernels": c.deleted_kernels, "reference_changes": c.references,
+        "config_changed": c.config_changed, "results_changed": c.results,
+    })
+}
+
+/// Runs the gate and publishes its report; the exit code (0 pass or warn, 1 fail, 2 when
+/// publishing to GitHub failed).
+pub fn gate(repo: &Path, cfg: &Config, gh: &GithubContext, opts: &Options) -> anyhow::Result<i32> {
+    let plan = plan(repo, cfg, gh, opts)?;
+    let git = Git::open(repo)?;
+    let say = |s: String| {
+        if !opts.quiet {
+            println!("{s}");
+        }
+    };
+    let mut labels = gh.labels.clone();
+    labels.extend(opts.ack_labels.iter().cloned());
+    let policy = Policy::from_config(cfg, &[]);
+    let report = new_report(&plan, cfg, gh, opts, &policy, &labels);
+    announce(&plan, gh, opts, &say);
+
+    // Publishing: a check run `in_progress` now, completed with the report at the end. Shards
+    // publish files only: `kernelgate merge` and `kernelgate publish` post the joined report.
+    let mode = match opts.publish {
+        Publish::Auto if opts.shard.is_none() && gh.can_publish() && gh.pr_number.is_some() => {
+            Publish::Github
+        }
+        Publish::Auto => Publish::Files,
+        m => m,
+    };
+    let mut check_run_id = None;
+    if mode == Publish::Github {
+        match publish::start_check_run(gh, &plan.changes.head) {
+            Ok(id) => check_run_id = Some(id),
+            // The gate still runs; the check run is created when the report is published.
+            Err(e) => eprintln!("warning: cannot open the check run: {e}"),
+        }
+    }
+    std::fs::create_dir_all(&opts.out)
+        .with_context(|| format!("cannot create the output directory {}", opts.out.display()))?;
+    let report = match evaluate(&plan, &git, cfg, gh, opts, &policy, labels, report) {
+        Ok(report) => report,
+        Err(e) => {
+            // Never leave the check run `in_progress`.
+            if let Some(id) = check_run_id {
+                publish::abandon_check_run(gh, id, &format!("kernelgate failed: {e:#}"));
+            }
+            return Err(e);
+        }
+    };
+
+    let published = match mode {
+        Publish::None => Ok(()),
+        Publish::Files => {
+            publish::publish_report(&report, &opts.out, gh, publish::Mode::Files, None)
+        }
+        Publish::Github | Publish::Auto => {
+            publish::publish_report(&report, &opts.out, gh, publish::Mode::Github, check_run_id)
+        }
+    };
+    if let Err(e) = published {
+        eprintln!("error: publishing the report failed: {e:#}");
+        if mode == Publish::Github {
+            // The report is on disk, but nothing reached the PR: never look green.
+            return Ok(2);
+        }
+    }
+    let s = &report.summary;
+    say(format!(
+        "verdict: {} ({} passed, {} warned, {} failed, {} skipped); report in {}",
+        s.verdict.as_str(),
+        s.passed,
+        s.warned,
+        s.failed,
+        s.skipped,
+        opts.out.join("report.json").display()
+    ));
+    Ok(policy::exit_code(s.verdict))
+}
+
+/// The report before any kernel ran: the run, the policy, and what else the pull request changed.
+fn new_report(
+    plan: &Plan,
+    cfg: &Config,
+    gh: &GithubContext,
+    opts: &Options,
+    policy: &Policy,
+    labels: &[String],
+) -> Report {
+    let acknowledged: Vec<String> = labels
+        .iter()
+        .filter(|l| policy.ack_labels.contains(l))
+        .map(|l| format!("PR label `{l}`"))
+        .collect();
+    let mut report = Report::new(RunInfo {
+        repo: gh.repo.clone(),
+        pr_number: gh.pr_number,
+        base_sha: plan.changes.base.clone(),
+        head_sha: plan.changes.head.clone(),
+        started_at: run::now_rfc3339(),
+        seed: opts.seed,
+        shard: opts.shard.map(|s| (s.index, s.count)),
+        artifact_url: gh.run_url.clone(),
+        ..RunInfo::default()
+    });
+    report.policy = policy.info(&acknowledged);
+    let changes = &plan.changes;
+    for r in &changes.references {
+        if r.status == FileStatus::Modified {
+            report
+                .reference_changes
+                .push(kernelgate_report::ReferenceChange {
+                    problem: r.problem.clone(),
+                    path: r.path.clone(),
+                    diff: r.diff.clone(),
+                });
+        } else {
+            report
+                .other_changes
+                .push(format!("reference problem {} {:?}", r.path, r.status).to_lowercase());
+        }
+    }
+    if changes.config_changed {
+        report.other_changes.push(format!(
+            "{} changed: policy and thresholds may differ from main",
+            Layout::from_config(cfg).config_file
+        ));
+    }
+    for r in &changes.results {
+        report
+            .other_changes
+            .push(format!("committed results changed: {r}"));
+    }
+    report
+}
+
+/// The plan's size, and a warning per edited reference problem.
+fn announce(plan: &Plan, gh: &GithubContext, opts: &Options, say: &dyn Fn(String)) {
+    let short = |sha: &str| sha[..sha.len().min(10)].to_string();
+    say(format!(
+        "kernelgate pr: {} kernel(s) to evaluate{} ({}..{})",
+        plan.jobs.len(),
+        opts.shard
+            .map(|s| format!(" in shard {s}"))
+            .unwrap_or_default(),
+        short(&plan.changes.merge_base),
+        short(&plan.changes.head)
+    ));
+    for r in &plan.changes.references {
+        let line = format!(
+            "reference problem {} ({:?}) is changed by this pull request: speedups are not comparable with main",
+            r.path, r.status
+        );
+        if gh.actions {
+            println!("::warning file={}::{line}", r.path);
+        } else {
+            say(format!("warning: {line}"));
+        }
+    }
+}
+
+/// Lint, harness and timing over every device, against the base branch's committed baselines.
+#[allow(clippy::too_many_arguments)]
+fn evaluate(
+    plan: &Plan,
+    git: &Git,
+    cfg: &Config,
+    gh: &GithubContext,
+    opts: &Options,
+    policy: &Policy,
+    labels: Vec<String>,
+    report: Report,
+) -> anyhow::Result<Report> {
+    let device = opts.device.unwrap_or(cfg.defaults.device);
+    let devices = match device {
+        kernelgate_model::Device::Cpu => vec![run::Device::Cpu],
+        _ => run::detect_devices(
+            std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
+            run::nvidia_smi_list,
+        ),
+    };
+    let (extensions, _scratch) = kernelgate_eval::shared_extensions_dir()?;
+    let evaluator = HarnessEvaluator {
+        config: cfg.clone(),
+        device,
+        extensions_dir: Some(extensions),
+        seed: opts.seed,
+        no_timing: opts.no_timing,
+        repo_root: Some(git.root().to_path_buf()),
+        has_gpu: devices.iter().any(|d| matches!(d, run::Device::Cuda(_))),
+        prepared: Default::default(),
+    };
+    let linter = RepoLinter::new(cfg);
+    // Baselines as committed on the base branch, not as the pull request left them.
+    let timing_dir = cfg.results_root(git.root()).join("timing");
+    let mut baselines = match timing_dir.strip_prefix(git.root()) {
+        Ok(rel) => Committed::load_git(git, &plan.changes.base, &rel.to_string_lossy()),
+        Err(_) => Committed::load_dir(&timing_dir),
+    };
+    baselines.tolerance_pct = cfg.timing.baseline_tolerance_pct;
+    let build_workers = match cfg.harness.build_workers {
+        0 => super::schedule::auto_build_workers(
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            devices.len(),
+        ),
+        n => n as usize,
+    };
+    let pipeline = Pipeline {
+        build_workers,
+        linter: &linter,
+        evaluator: &evaluator,
+        baselines: &baselines,
+        policy,
+        acks: Acks { labels },
+        devices,
+        out_dir: opts.out.clone(),
+        progress: Progress {
+            actions: gh.actions,
+            quiet: opts.quiet,
+        },
+    };
+    Ok(pipeline.run(plan, report)?)
+}
