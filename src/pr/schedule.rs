@@ -142,6 +142,63 @@ pub fn run<E>(
     let stage_start = Instant::now();
     // Never build ahead of a CPU device: builds would share its cores with the timing.
     let gpu_runner = devices.iter().any(|d| matches!(d, Device::Cuda(_)));
+    let state = initial_state(evaluator, jobs, todo, gpu_runner, stage_start);
+    // Workers: each device in its lane, plus one CPU worker on a GPU runner with CPU kernels.
+    let mut workers: Vec<(Device, Lane)> = devices
+        .iter()
+        .map(|&d| (d, if gpu_runner { Lane::Gpu } else { Lane::Cpu }))
+        .collect();
+    let cpu_kernels =
+        state.ready[Lane::Cpu as usize].len() + state.unready[Lane::Cpu as usize].len();
+    if gpu_runner && cpu_kernels > 0 {
+        workers.push((Device::Cpu, Lane::Cpu));
+    }
+    let builders = build_workers.max(1).min(state.to_build.len());
+    let shared = Shared {
+        state: Mutex::new(state),
+        changed: Condvar::new(),
+    };
+    let (tx, rx) = mpsc::channel::<Event>();
+
+    std::thread::scope(|scope| {
+        for _ in 0..builders {
+            let tx = tx.clone();
+            let shared = &shared;
+            scope.spawn(move || build_worker(shared, evaluator, jobs, &tx));
+        }
+        for &(device, lane) in &workers {
+            let tx = tx.clone();
+            let shared = &shared;
+            scope.spawn(move || {
+                eval_worker(shared, evaluator, jobs, (device, lane), stage_start, &tx)
+            });
+        }
+        drop(tx);
+        for event in rx {
+            if let Err(e) = on_event(event) {
+                // Stop handing out work; running evals finish and their results are dropped.
+                let mut s = shared.lock();
+                s.to_build.clear();
+                s.unready = [BTreeSet::new(), BTreeSet::new()];
+                s.ready = [BTreeSet::new(), BTreeSet::new()];
+                drop(s);
+                shared.changed.notify_all();
+                return Err(e);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Every kernel in its lane: to build first (on a GPU runner, when it builds an extension) or
+/// ready at once.
+fn initial_state(
+    evaluator: &dyn Evaluator,
+    jobs: &[Job],
+    todo: Vec<usize>,
+    gpu_runner: bool,
+    stage_start: Instant,
+) -> State {
     let n = jobs.len();
     let mut state = State {
         gpu_runner,
@@ -170,139 +227,112 @@ pub fn run<E>(
             state.ready_at[i] = Some(stage_start);
         }
     }
-    // Workers: each device in its lane, plus one CPU worker on a GPU runner with CPU kernels.
-    let mut workers: Vec<(Device, Lane)> = devices
-        .iter()
-        .map(|&d| (d, if gpu_runner { Lane::Gpu } else { Lane::Cpu }))
-        .collect();
-    let cpu_kernels =
-        state.ready[Lane::Cpu as usize].len() + state.unready[Lane::Cpu as usize].len();
-    if gpu_runner && cpu_kernels > 0 {
-        workers.push((Device::Cpu, Lane::Cpu));
-    }
-    let builders = build_workers.max(1).min(state.to_build.len());
-    let shared = Shared {
-        state: Mutex::new(state),
-        changed: Condvar::new(),
-    };
-    let (tx, rx) = mpsc::channel::<Event>();
+    state
+}
 
-    std::thread::scope(|scope| {
-        for _ in 0..builders {
-            let tx = tx.clone();
-            let shared = &shared;
-            scope.spawn(move || loop {
-                let i = {
-                    let mut s = shared.lock();
-                    let Some(i) = s.to_build.pop_front() else {
-                        break;
-                    };
-                    s.build_started[i] = Some(Instant::now());
-                    i
-                };
-                let _ = tx.send(Event::BuildStarted(i));
-                let t0 = Instant::now();
-                let built =
-                    std::panic::catch_unwind(AssertUnwindSafe(|| evaluator.build(&jobs[i])))
-                        .unwrap_or_else(|_| Err("the build stage panicked".into()));
-                {
-                    let mut s = shared.lock();
-                    s.build_ms[i] = t0.elapsed().as_secs_f64() * 1000.0;
-                    s.ready_at[i] = Some(Instant::now());
-                    let l = s.lane[i] as usize;
-                    s.ready[l].insert(i);
-                    s.unready[l].remove(&i);
-                }
-                shared.changed.notify_all();
-                let _ = tx.send(Event::Built(i, built));
-            });
+/// One build worker: builds kernels in order until none is left, each becoming ready in its lane.
+fn build_worker(
+    shared: &Shared,
+    evaluator: &dyn Evaluator,
+    jobs: &[Job],
+    tx: &mpsc::Sender<Event>,
+) {
+    loop {
+        let i = {
+            let mut s = shared.lock();
+            let Some(i) = s.to_build.pop_front() else {
+                break;
+            };
+            s.build_started[i] = Some(Instant::now());
+            i
+        };
+        let _ = tx.send(Event::BuildStarted(i));
+        let t0 = Instant::now();
+        let built = std::panic::catch_unwind(AssertUnwindSafe(|| evaluator.build(&jobs[i])))
+            .unwrap_or_else(|_| Err("the build stage panicked".into()));
+        {
+            let mut s = shared.lock();
+            s.build_ms[i] = t0.elapsed().as_secs_f64() * 1000.0;
+            s.ready_at[i] = Some(Instant::now());
+            let l = s.lane[i] as usize;
+            s.ready[l].insert(i);
+            s.unready[l].remove(&i);
         }
-        for &(device, lane) in &workers {
-            let tx = tx.clone();
-            let shared = &shared;
-            scope.spawn(move || {
-                let mut next: Option<usize> = None;
-                // A kernel whose process this worker started while its build ran.
-                let mut speculated: Option<usize> = None;
-                loop {
-                    let i = match next.take() {
-                        Some(i) => i,
-                        None => match shared.take(lane, speculated.is_none()) {
-                            Take::Job(i) => i,
-                            Take::Speculate(j) => {
-                                speculated = Some(j);
-                                evaluator.prepare(&jobs[j], device);
-                                continue;
-                            }
-                            Take::Done => break,
-                        },
-                    };
-                    if speculated == Some(i) {
-                        speculated = None;
-                    }
-                    next = shared.take_ahead(lane);
-                    if let Some(j) = next {
-                        evaluator.prepare(&jobs[j], device);
-                    }
-                    let started = Instant::now();
-                    if tx.send(Event::EvalStarted(i, device)).is_err() {
-                        break;
-                    }
-                    let mut eval = evaluate(evaluator, &jobs[i], device);
-                    let mut retries = 0;
-                    if eval.outcome.kind == OutcomeKind::Infrastructure {
-                        // The machine's or kernelgate's fault, not the candidate's: once more.
-                        retries = 1;
-                        eval = evaluate(evaluator, &jobs[i], device);
-                    }
-                    let ended = Instant::now();
-                    let spent = {
-                        let s = shared.lock();
-                        let ms = |a: Instant, b: Instant| {
-                            b.saturating_duration_since(a).as_secs_f64() * 1000.0
-                        };
-                        let queued_until = s.build_started[i].unwrap_or(started);
-                        TimeSpent {
-                            queued_ms: ms(stage_start, queued_until),
-                            build_ms: s.build_ms[i],
-                            wait_ms: ms(
-                                s.ready_at[i].unwrap_or(started).max(queued_until),
-                                started,
-                            ),
-                            eval_ms: ms(started, ended),
-                            total_ms: ms(stage_start, ended),
-                            retries,
-                            phases: eval.phases.clone(),
-                        }
-                    };
-                    if tx
-                        .send(Event::Evaluated(i, device, Box::new(eval), spent))
-                        .is_err()
-                    {
-                        break;
-                    }
+        shared.changed.notify_all();
+        let _ = tx.send(Event::Built(i, built));
+    }
+}
+
+/// One device's worker: evaluates ready kernels of its lane, starting the next one's process
+/// ahead (or a building one's, when idle), retrying an infrastructure failure once.
+fn eval_worker(
+    shared: &Shared,
+    evaluator: &dyn Evaluator,
+    jobs: &[Job],
+    (device, lane): (Device, Lane),
+    stage_start: Instant,
+    tx: &mpsc::Sender<Event>,
+) {
+    let mut next: Option<usize> = None;
+    // A kernel whose process this worker started while its build ran.
+    let mut speculated: Option<usize> = None;
+    loop {
+        let i = match next.take() {
+            Some(i) => i,
+            None => match shared.take(lane, speculated.is_none()) {
+                Take::Job(i) => i,
+                Take::Speculate(j) => {
+                    speculated = Some(j);
+                    evaluator.prepare(&jobs[j], device);
+                    continue;
                 }
-                for j in next.into_iter().chain(speculated) {
-                    // Started ahead but not evaluated here: let it go.
-                    evaluator.discard(&jobs[j], device);
-                }
-            });
+                Take::Done => break,
+            },
+        };
+        if speculated == Some(i) {
+            speculated = None;
         }
-        drop(tx);
-        for event in rx {
-            if let Err(e) = on_event(event) {
-                // Stop handing out work; running evals finish and their results are dropped.
-                let mut s = shared.lock();
-                s.to_build.clear();
-                s.unready = [BTreeSet::new(), BTreeSet::new()];
-                s.ready = [BTreeSet::new(), BTreeSet::new()];
-                drop(s);
-                shared.changed.notify_all();
-                return Err(e);
+        next = shared.take_ahead(lane);
+        if let Some(j) = next {
+            evaluator.prepare(&jobs[j], device);
+        }
+        let started = Instant::now();
+        if tx.send(Event::EvalStarted(i, device)).is_err() {
+            break;
+        }
+        let mut eval = evaluate(evaluator, &jobs[i], device);
+        let mut retries = 0;
+        if eval.outcome.kind == OutcomeKind::Infrastructure {
+            // The machine's or kernelgate's fault, not the candidate's: once more.
+            retries = 1;
+            eval = evaluate(evaluator, &jobs[i], device);
+        }
+        let ended = Instant::now();
+        let spent = {
+            let s = shared.lock();
+            let ms = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64() * 1000.0;
+            let queued_until = s.build_started[i].unwrap_or(started);
+            TimeSpent {
+                queued_ms: ms(stage_start, queued_until),
+                build_ms: s.build_ms[i],
+                wait_ms: ms(s.ready_at[i].unwrap_or(started).max(queued_until), started),
+                eval_ms: ms(started, ended),
+                total_ms: ms(stage_start, ended),
+                retries,
+                phases: eval.phases.clone(),
             }
+        };
+        if tx
+            .send(Event::Evaluated(i, device, Box::new(eval), spent))
+            .is_err()
+        {
+            break;
         }
-        Ok(())
-    })
+    }
+    for j in next.into_iter().chain(speculated) {
+        // Started ahead but not evaluated here: let it go.
+        evaluator.discard(&jobs[j], device);
+    }
 }
 
 fn evaluate(evaluator: &dyn Evaluator, job: &Job, device: Device) -> Evaluation {
