@@ -130,29 +130,34 @@ pub fn reference_tampered(file: &str, w: &ReferenceWitness, on_gpu: bool) -> Opt
     let before = (w.alone, w.control_alone);
     let med = |s: &[Sample]| crate::stats::median(&event_ms(s));
     const DO_NOT: &str = "the candidate's code slows the reference (a wrapped or patched PyTorch op), which inflates its speedup. Do not modify torch or the reference.";
+    // The evidence for one later series against the reference alone before the import.
+    let detail = |c: &Comparison, unit: &str, later: &[Sample]| {
+        format!(
+            "{unit}: median {:.4} over {} rounds, against {:.4} over {} rounds before the import; {}; reference {:.4} ms against {:.4} ms",
+            c.head.median,
+            c.head.n,
+            c.base.median,
+            c.base.n,
+            evidence(c),
+            med(later),
+            med(w.alone),
+        )
+    };
     if let Some(after) = w.after {
         if let Some((c, unit)) = slowdown(before, (after, w.control_after), threshold) {
             return Some(finding(
                 file,
                 RULE_REFERENCE_TAMPERED,
                 format!(
-                    "the reference ran {:.2}x slower after the candidate was imported and called, timed alone both times ({unit}: median {:.4} over {} rounds, against {:.4} over {} rounds before the import; {}; reference {:.4} ms against {:.4} ms): {DO_NOT}",
-                    c.ratio, c.head.median, c.head.n, c.base.median, c.base.n, evidence(&c), med(after), med(w.alone),
+                    "the reference ran {:.2}x slower after the candidate was imported and called, timed alone both times ({}): {DO_NOT}",
+                    c.ratio,
+                    detail(&c, unit, after),
                 ),
             ));
         }
     }
     let (c, unit) = slowdown(before, (w.interleaved, w.control), threshold)?;
-    let detail = format!(
-        "{unit}: median {:.4} over {} rounds, against {:.4} over {} rounds before the import; {}; reference {:.4} ms against {:.4} ms",
-        c.head.median,
-        c.head.n,
-        c.base.median,
-        c.base.n,
-        evidence(&c),
-        med(w.interleaved),
-        med(w.alone),
-    );
+    let detail = detail(&c, unit, w.interleaved);
     if w.after.is_none() || c.ratio >= INTERLEAVED_ONLY_ERROR_RATIO {
         return Some(finding(
             file,

@@ -121,37 +121,49 @@ pub fn median_ci_ranks(n: usize, level: f64) -> (usize, usize) {
         return (0, 0);
     }
     let alpha_half = (1.0 - level) / 2.0;
-    // Largest k (1-based lower rank) with P(B <= k-1) <= alpha/2, B ~ Bin(n, 1/2).
+    // Largest k (1-based lower rank) with P(B <= k-1) <= alpha/2, B ~ Bin(n, 1/2). The pmf is
+    // stepped in log space (pmf(j+1) = pmf(j) (n-j)/(j+1)): linear in n, so the sampler can ask
+    // every round.
+    let mut ln_pmf = -(n as f64) * std::f64::consts::LN_2;
     let mut cdf = 0.0;
     let mut k = 0usize; // number of ranks below the interval
     for j in 0..n {
-        cdf += binom_half_pmf(n, j);
+        cdf += ln_pmf.exp();
         if cdf > alpha_half {
             break;
         }
         k = j + 1;
+        ln_pmf += ((n - j) as f64).ln() - ((j + 1) as f64).ln();
     }
     let lower = k.max(1); // 1-based
     let upper = n + 1 - lower;
     (lower - 1, upper - 1)
 }
 
-/// P(B = j) for B ~ Bin(n, 1/2), in log space so n in the thousands is fine.
-fn binom_half_pmf(n: usize, j: usize) -> f64 {
-    (ln_choose(n, j) - n as f64 * std::f64::consts::LN_2).exp()
-}
-
-fn ln_choose(n: usize, k: usize) -> f64 {
-    ln_factorial(n) - ln_factorial(k) - ln_factorial(n - k)
-}
-
-fn ln_factorial(n: usize) -> f64 {
-    (2..=n).map(|i| (i as f64).ln()).sum()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The stepped pmf gives the ranks of the direct binomial sum (the former computation).
+    #[test]
+    fn median_ci_ranks_match_the_direct_binomial_sum() {
+        let ln_fact = |n: usize| (2..=n).map(|i| (i as f64).ln()).sum::<f64>();
+        for n in 1..400 {
+            let mut cdf = 0.0;
+            let mut k = 0;
+            for j in 0..n {
+                cdf +=
+                    (ln_fact(n) - ln_fact(j) - ln_fact(n - j) - n as f64 * std::f64::consts::LN_2)
+                        .exp();
+                if cdf > 0.025 {
+                    break;
+                }
+                k = j + 1;
+            }
+            let lower = k.max(1);
+            assert_eq!(median_ci_ranks(n, 0.95), (lower - 1, n - lower), "n = {n}");
+        }
+    }
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol * b.abs().max(1e-12)
