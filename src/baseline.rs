@@ -115,13 +115,7 @@ pub fn record(repo: &Path, cfg: &Config, set: &ProblemSet, req: &Request) -> any
     };
     let device = req.device.unwrap_or(cfg.defaults.device);
     let (out, timed_out) = time_references(repo, cfg, &problems, &variants, device, req.timeout)?;
-    let key = HardwareKey {
-        gpu: out.hardware.gpu.clone(),
-        driver: out.hardware.driver.clone(),
-        cuda: out.hardware.cuda.clone(),
-        torch: out.hardware.torch.clone(),
-        precision: cfg.defaults.precision,
-    };
+    let key = kernelgate_eval::hardware_key(&out.machine, cfg.defaults.precision);
     let hw_dir = req
         .hardware
         .clone()
@@ -159,7 +153,7 @@ pub fn record(repo: &Path, cfg: &Config, set: &ProblemSet, req: &Request) -> any
 /// What the reference child writes (kg_timing.baseline).
 #[derive(Deserialize)]
 struct ChildOut {
-    hardware: ChildHardware,
+    machine: kernelgate_eval::Machine,
     device: String,
     l2: String,
     #[serde(default)]
@@ -167,14 +161,6 @@ struct ChildOut {
     #[serde(default)]
     idle_sync_ms: Option<f64>,
     results: Vec<ChildResult>,
-}
-
-#[derive(Deserialize)]
-struct ChildHardware {
-    gpu: String,
-    driver: String,
-    cuda: String,
-    torch: String,
 }
 
 #[derive(Deserialize)]
@@ -244,7 +230,7 @@ fn time_references(
     );
     let ended = kernelgate_eval::run_script(Script {
         python: &python,
-        harness: &harness,
+        harness: Some(&harness),
         code: "import sys, kernelgate_harness as h\n\
                h.timing_module().baseline(open(sys.argv[1]).read(), sys.argv[2])\n",
         args: vec![job_path.into(), out_path.clone().into()],
@@ -253,6 +239,7 @@ fn time_references(
         memory_limit_bytes: cfg.harness.memory_limit_mb.saturating_mul(1 << 20),
         // CUDA needs a huge address space: watch the resident memory instead.
         rlimit_as: device == Device::Cpu,
+        env: Vec::new(),
     })
     .with_context(|| {
         format!(
@@ -518,12 +505,9 @@ fn time_kernel(
     let r = kernelgate_eval::run_job(&spec);
     // CPU-only C++ kernels run on the CPU even on a GPU runner: record them under the key of
     // where they ran, as `kernelgate pr` looks them up.
-    let hardware = match (r.device.as_deref(), r.torch.as_deref()) {
-        (Some("cpu"), Some(torch)) if t.key.cuda != "none" => {
-            let python = kernelgate_eval::runner_python(t.cfg, t.repo);
-            crate::pr::adapters::hardware_key("cpu", torch, k.precision, &python)
-        }
-        _ => t.key.clone(),
+    let hardware = match &r.machine {
+        Some(machine) => kernelgate_eval::hardware_key(machine, k.precision),
+        None => t.key.clone(),
     };
     let ms: Vec<f64> = r
         .timing

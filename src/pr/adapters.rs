@@ -6,9 +6,7 @@ use kernelgate_model::{Condition, Config, Finding, LintLevel};
 use kernelgate_report::{
     ComparisonSummary, ComparisonVerdict, Flag, Interval, OutcomeKind, OutcomeSummary,
 };
-use kernelgate_timing::HardwareKey;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 use super::baselines::RunKey;
 use super::plan::Job;
@@ -187,16 +185,11 @@ impl Evaluator for HarnessEvaluator {
             stash.retain(|(path, _, _)| path != job.path());
             mine
         };
-        let python = spec
-            .python
-            .clone()
-            .unwrap_or_else(|| kernelgate_eval::find_python(std::path::Path::new(".")));
         let result = prepared
             .unwrap_or_else(|| kernelgate_eval::prepare_job(&spec))
             .finish();
         let on_cpu = device == Device::Cpu;
-        let device = result.device.clone();
-        let torch = result.torch.clone();
+        let machine = result.machine.clone();
         let mut eval = convert(result);
         if on_cpu && !self.has_gpu && needs_gpu_failure(&eval.outcome) {
             // torch found no CUDA (no toolkit, driver or device): the machine's limit, not the
@@ -204,9 +197,9 @@ impl Evaluator for HarnessEvaluator {
             eval = Evaluation::failed(OutcomeKind::Skipped, self.no_gpu_message(job));
         }
         self.relative_paths(job, &mut eval);
-        if let (Some(device), Some(torch)) = (device, torch) {
+        if let Some(machine) = machine {
             eval.run_key = Some(RunKey {
-                key: hardware_key(&device, &torch, job.precision, &python),
+                key: kernelgate_eval::hardware_key(&machine, job.precision),
                 l2: match self.config.timing.l2 {
                     kernelgate_model::L2Mode::Cold => "cold",
                     kernelgate_model::L2Mode::Warm => "warm",
@@ -339,86 +332,6 @@ pub fn no_cuda_text(text: &str) -> bool {
         "nvcc: not found",
     ];
     NO_CUDA.iter().any(|m| text.contains(m))
-}
-
-/// The hardware key of a run, as `kernelgate baseline` writes it (`kg_timing._hardware`): the
-/// GPU's name with the driver (nvidia-smi) and torch's CUDA version, or the CPU's model name
-/// with `none` for both. `device` is the harness's label (`cuda:0 (NVIDIA H200)`, `cpu`).
-pub fn hardware_key(
-    device: &str,
-    torch: &str,
-    precision: kernelgate_model::Precision,
-    python: &std::path::Path,
-) -> HardwareKey {
-    static DRIVER: OnceLock<String> = OnceLock::new();
-    static CUDA: OnceLock<String> = OnceLock::new();
-    static CPU: OnceLock<String> = OnceLock::new();
-    let (gpu, driver, cuda) = match device.strip_prefix("cuda").and_then(|d| d.split_once('(')) {
-        Some((_, name)) => (
-            name.trim_end().trim_end_matches(')').trim().to_string(),
-            DRIVER.get_or_init(driver_version).clone(),
-            CUDA.get_or_init(|| torch_cuda_version(python)).clone(),
-        ),
-        None => (
-            CPU.get_or_init(cpu_model).clone(),
-            "none".to_string(),
-            "none".to_string(),
-        ),
-    };
-    HardwareKey {
-        gpu,
-        driver,
-        cuda,
-        torch: torch.to_string(),
-        precision,
-    }
-}
-
-/// First line of `nvidia-smi --query-gpu=driver_version`, `unknown` without one.
-fn driver_version() -> String {
-    std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=driver_version", "--format=csv,noheader"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .next()
-                .map(|l| l.trim().to_string())
-        })
-        .filter(|l| !l.is_empty())
-        .unwrap_or_else(|| "unknown".into())
-}
-
-/// `str(torch.version.cuda)` of the runner's Python (asked once per run, only for GPU jobs).
-fn torch_cuda_version(python: &std::path::Path) -> String {
-    std::process::Command::new(python)
-        .args([
-            "-c",
-            "import sys, torch; sys.stdout.write(str(torch.version.cuda))",
-        ])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".into())
-}
-
-/// `model name` from /proc/cpuinfo, else `cpu`.
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "cpu".into())
 }
 
 /// Maps the harness's result onto the report's vocabulary.
@@ -566,26 +479,5 @@ mod tests {
         assert!(!needs_gpu_failure(&o));
         let o = OutcomeSummary::new(OutcomeKind::Incorrect, "No CUDA GPUs are available");
         assert!(!needs_gpu_failure(&o));
-    }
-
-    #[test]
-    fn hardware_key_of_a_cpu_run_matches_what_the_baseline_command_writes() {
-        let k = hardware_key(
-            "cpu",
-            "2.15.0+cpu",
-            kernelgate_model::Precision::Fp16,
-            std::path::Path::new("/nonexistent/python"),
-        );
-        assert_eq!((k.driver.as_str(), k.cuda.as_str()), ("none", "none"));
-        assert_eq!(k.torch, "2.15.0+cpu");
-        assert_eq!(k.precision, kernelgate_model::Precision::Fp16);
-        let model = std::fs::read_to_string("/proc/cpuinfo")
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.starts_with("model name"))
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, v)| v.trim().to_string())
-            .unwrap_or_else(|| "cpu".into());
-        assert_eq!(k.gpu, model);
     }
 }

@@ -5,6 +5,7 @@
 //! is an [`Outcome`].
 
 mod child;
+mod hardware;
 pub mod locate;
 pub mod outcome;
 pub mod protocol;
@@ -16,7 +17,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use child::{is_secret_var, run_script, Script, ScriptEnd};
+pub use child::{is_secret_var, run_script, spawn_streaming, Script, ScriptEnd, StreamingScript};
+pub use hardware::{hardware_key, Machine};
 pub use locate::{find_harness, find_python, is_cpu_kernel, libcuda_present, HARNESS_PACKAGE};
 pub use outcome::{
     EvalResult, ExitInfo, Floor, Mismatch, Outcome, Phase, ProblemWork, TimingResult, TrialMismatch,
@@ -237,6 +239,7 @@ pub fn prepare_job(spec: &JobSpec) -> PreparedJob {
         seed,
         seed_random,
         torch: None,
+        machine: None,
         phases: Vec::new(),
         exit: ExitInfo::default(),
         stdout_tail: String::new(),
@@ -663,6 +666,7 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
     };
     result.device = r.device.map(|d| slot_label(&d, spec.gpu));
     result.torch = r.torch;
+    result.machine = r.machine;
     result.work = r.work;
     result.memory = r.memory;
     result.phases = r
@@ -916,6 +920,7 @@ mod tests {
             seed: 1,
             seed_random: false,
             torch: None,
+            machine: None,
             phases: Vec::new(),
             exit: ExitInfo::default(),
             stdout_tail: String::new(),

@@ -288,6 +288,10 @@ pub struct EvalResult {
     /// True when the seed was drawn at random (secret until the run ended).
     pub seed_random: bool,
     pub torch: Option<String>,
+    /// What the runner knew of the machine before the candidate was imported: the hardware
+    /// key's part ([`crate::hardware_key`]); `None` when the child never got that far.
+    #[serde(default)]
+    pub machine: Option<crate::Machine>,
     pub phases: Vec<Phase>,
     pub exit: ExitInfo,
     pub stdout_tail: String,

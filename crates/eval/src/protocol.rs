@@ -88,6 +88,9 @@ pub(crate) struct RunnerResult {
     pub device: Option<String>,
     #[serde(default)]
     pub torch: Option<String>,
+    /// `kg_timing.machine`, asked before the candidate's import.
+    #[serde(default)]
+    pub machine: Option<crate::Machine>,
     #[serde(default)]
     pub timing: Option<BTreeMap<String, Vec<kernelgate_timing::Sample>>>,
     /// The problem's work, counted on the reference (timing jobs only).

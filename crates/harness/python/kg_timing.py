@@ -373,37 +373,29 @@ def _load_problem(path, name):
     return module
 
 
-def _hardware(torch, device, precision):
-    if device.startswith("cuda"):
-        props = torch.cuda.get_device_properties(torch.device(device))
-        gpu = torch.cuda.get_device_name(torch.device(device))
-        driver = ""
-        try:
-            import subprocess
-
-            driver = subprocess.run(
-                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=20,
-            ).stdout.strip().splitlines()[0]
-        except Exception:
-            driver = "unknown"
-        return {"gpu": gpu, "driver": driver, "cuda": str(torch.version.cuda), "torch": torch.__version__,
-                "precision": precision, "sm": f"{props.major}.{props.minor}"}
+def machine(torch, device):
+    """What this process knows of the machine, for the hardware key: the GPU's name (or the CPU's
+    model) and torch's version and CUDA. kernelgate adds the driver (nvidia-smi, outside the
+    sandbox) and the precision: `kernelgate_eval::hardware_key` is the key's one owner. The eval
+    runner asks before the candidate is imported."""
+    if str(device).startswith("cuda"):
+        return {"gpu": torch.cuda.get_device_name(torch.device(device)), "cuda": str(torch.version.cuda),
+                "torch": torch.__version__}
     cpu = "cpu"
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
+                    cpu = line.split(":", 1)[1].strip() or "cpu"
                     break
     except OSError:
         pass
-    return {"gpu": cpu, "driver": "none", "cuda": "none", "torch": torch.__version__, "precision": precision}
+    return {"gpu": cpu, "cuda": "none", "torch": torch.__version__}
 
 
 def baseline(job_json, out_path=None):
     """Times each problem's reference; returns a JSON string:
-    {"hardware": {...}, "results": [{"problem", "variant", "samples": [...], "error"?, "bytes", "flops"}]}.
+    {"machine": {...}, "results": [{"problem", "variant", "samples": [...], "error"?, "bytes", "flops"}]}.
     With `out_path`, the JSON is also rewritten there after every problem, so a run stopped at
     its time limit keeps what it finished."""
     job = json.loads(job_json)
@@ -419,7 +411,7 @@ def baseline(job_json, out_path=None):
     seed = int(job.get("seed", 42))
     n_sets = int(job.get("input_sets", 3))
     timer = make_timer(cfg)
-    out = {"hardware": _hardware(torch, device, precision), "device": device, "results": [],
+    out = {"machine": machine(torch, device), "device": device, "results": [],
            "l2": cfg.get("l2", "cold")}
     if timer.is_cuda:
         out["bandwidth_gbs"] = timer.bandwidth_gbs()
