@@ -409,6 +409,89 @@ fn problems_check_loads_each_problem_and_names_missing_packages() {
     }
 }
 
+/// `problems --check` goes through the one child launcher: a problem that hangs costs its own
+/// row after `--check-timeout`, one that kills the process its own row, the rest are checked
+/// in a fresh process, and problem code never sees the token.
+#[test]
+fn problems_check_survives_hangs_and_crashes_and_hides_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q"]);
+    let relu = std::fs::read_to_string(root().join("KernelBench/level1/3_ReLU.py")).unwrap();
+    let body = |init: &str| {
+        format!(
+            "import os, time\nimport torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n\ndef get_inputs():\n    return [torch.randn(2)]\n\ndef get_init_inputs():\n    {init}\n"
+        )
+    };
+    write(d, "KernelBench/level1/1_Hangs.py", &body("time.sleep(600)"));
+    write(d, "KernelBench/level1/2_Exits.py", &body("os._exit(9)"));
+    write(d, "KernelBench/level1/3_ReLU.py", &relu);
+    write(
+        d,
+        "KernelBench/level1/4_Token.py",
+        &body("raise ValueError('token=' + os.environ.get('GITHUB_TOKEN', 'absent'))"),
+    );
+    write(d, "KernelBench/level1/5_ReLU.py", &relu);
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "problems"]);
+    let started = std::time::Instant::now();
+    let out = kernelgate(
+        d,
+        &[
+            "problems",
+            "--check",
+            "--check-timeout",
+            "5",
+            "--format",
+            "json",
+        ],
+        &[("GITHUB_TOKEN", "ghs_secret_for_the_test")],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(120),
+        "the hang was not cut at its limit: {:?}",
+        started.elapsed()
+    );
+    assert!(
+        !text(&out).contains("ghs_secret_for_the_test"),
+        "{}",
+        text(&out)
+    );
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = |key: &str| -> Value {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == key)
+            .unwrap_or_else(|| panic!("no {key}"))["check"]
+            .clone()
+    };
+    let hangs = check("level1/1_Hangs");
+    assert_eq!(hangs["ok"], false, "{hangs:#}");
+    assert!(
+        hangs["error"].as_str().unwrap().contains("took over 5 s"),
+        "{hangs:#}"
+    );
+    let exits = check("level1/2_Exits");
+    assert_eq!(exits["ok"], false, "{exits:#}");
+    assert!(
+        exits["error"]
+            .as_str()
+            .unwrap()
+            .contains("the Python process ended while loading it"),
+        "{exits:#}"
+    );
+    let token = check("level1/4_Token");
+    assert!(
+        token["error"].as_str().unwrap().contains("token=absent"),
+        "problem code saw the token: {token:#}"
+    );
+    for key in ["level1/3_ReLU", "level1/5_ReLU"] {
+        assert_eq!(check(key)["ok"], true, "{key}: {:#}", check(key));
+    }
+}
+
 /// Lint errors only warn here, so a kernel that fails at import reaches the harness; its
 /// message names its own absolute path, which the comment must not show.
 #[test]

@@ -4,7 +4,6 @@ use crate::cli::Cli;
 use anyhow::Context;
 use kernelgate_model::{Config, DatasetSpec, Problem};
 use std::collections::BTreeMap;
-use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -272,42 +271,32 @@ fn check(
             .with_context(|| format!("writing {} to {}", p.key, scratch.path().display()))?;
         todo.push((p.key.clone(), std::fs::canonicalize(&file).unwrap_or(file)));
     }
+    let mut round = 0;
     while !todo.is_empty() {
-        let jobs = scratch.path().join("jobs.json");
+        round += 1;
+        let jobs = scratch.path().join(format!("jobs-{round}.json"));
         std::fs::write(&jobs, serde_json::to_string(&todo)?)?;
-        let mut child = std::process::Command::new(python)
-            .arg("-c")
-            .arg(CHECK_SCRIPT)
-            .arg(&jobs)
-            .env("CUDA_VISIBLE_DEVICES", "")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .with_context(|| {
-                format!(
-                    "cannot start {}: set KERNELGATE_PYTHON (or `[harness] python` in kernelgate.toml) to a Python with torch",
-                    python.display()
-                )
-            })?;
-        let stdout = child.stdout.take().expect("piped");
-        let mut stderr = child.stderr.take().expect("piped");
-        let err_tail = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = stderr.read_to_string(&mut s);
-            s
-        });
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let dir = scratch.path().join(format!("child-{round}"));
+        // The problems are the repository's own code: started like `baseline`'s reference child
+        // (scrubbed environment, own process group), off the GPU.
+        let script = kernelgate_eval::spawn_streaming(kernelgate_eval::Script {
+            python,
+            harness: None,
+            code: CHECK_SCRIPT,
+            args: vec![jobs.into()],
+            dir: &dir,
+            limit,
+            memory_limit_bytes: 0,
+            rlimit_as: false,
+            env: vec![("CUDA_VISIBLE_DEVICES", "")],
+        })
+        .with_context(|| {
+            format!(
+                "cannot start {}: set KERNELGATE_PYTHON (or `[harness] python` in kernelgate.toml) to a Python with torch",
+                python.display()
+            )
+        })?;
+        let rx = &script.lines;
         let mut done = 0;
         let mut stopped: Option<String> = None;
         while done < todo.len() {
@@ -318,8 +307,7 @@ fn check(
                         continue; // a problem's own print
                     };
                     if v.get("fatal").is_some() {
-                        let _ = child.kill();
-                        let _ = child.wait();
+                        drop(script);
                         anyhow::bail!(
                             "{} cannot import torch ({}): set KERNELGATE_PYTHON (or `[harness] python` in kernelgate.toml) to a Python with torch, or `{} -m pip install torch`",
                             python.display(),
@@ -369,9 +357,7 @@ fn check(
                 }
             }
         }
-        let _ = child.kill();
-        let status = child.wait().ok();
-        let tail = err_tail.join().unwrap_or_default();
+        let (status, tail) = script.finish();
         if let Some(why) = stopped {
             let why = if why.is_empty() {
                 let last: Vec<&str> = tail.trim().lines().rev().take(3).collect();

@@ -112,7 +112,7 @@ pub struct Spawned {
 /// Starts the child process, confined and limited, without its job.
 pub fn spawn(launch: Launch<'_>) -> Result<Spawned, LaunchError> {
     let dir = launch.dir;
-    prepare_dir(dir, launch.harness)?;
+    prepare_dir(dir, Some(launch.harness))?;
     let result_path = dir.join("result.json");
     let progress_path = dir.join("progress");
     let stdout_path = dir.join("stdout.txt");
@@ -183,11 +183,14 @@ struct Limits<'a> {
 }
 
 /// `dir/py` holding the harness extension, and `dir/work`.
-fn prepare_dir(dir: &Path, harness: &Path) -> std::io::Result<()> {
+fn prepare_dir(dir: &Path, harness: Option<&Path>) -> std::io::Result<()> {
     let pydir = dir.join("py");
     std::fs::create_dir_all(&pydir)?;
     std::fs::create_dir_all(dir.join("work"))?;
-    std::os::unix::fs::symlink(harness, pydir.join("kernelgate_harness.abi3.so"))
+    match harness {
+        Some(h) => std::os::unix::fs::symlink(h, pydir.join("kernelgate_harness.abi3.so")),
+        None => Ok(()),
+    }
 }
 
 /// The child's command: scrubbed environment, the extension on `PYTHONPATH`, caches in its
@@ -249,7 +252,8 @@ fn command(l: &Limits<'_>) -> Command {
 /// wall-clock limit. Its stderr is the user's (progress); its stdout is kept for errors.
 pub struct Script<'a> {
     pub python: &'a Path,
-    pub harness: &'a Path,
+    /// The harness extension, put on the script's `PYTHONPATH`; `None` when it needs none.
+    pub harness: Option<&'a Path>,
     /// Python source run with `-c`; `args` follow it in `sys.argv`.
     pub code: &'a str,
     pub args: Vec<std::ffi::OsString>,
@@ -258,6 +262,8 @@ pub struct Script<'a> {
     pub memory_limit_bytes: u64,
     /// Enforce memory with `RLIMIT_AS` (CPU) or an RSS watchdog (CUDA needs a huge address space).
     pub rlimit_as: bool,
+    /// Set on top of the scrubbed environment (`CUDA_VISIBLE_DEVICES=""` to keep it off the GPU).
+    pub env: Vec<(&'a str, &'a str)>,
 }
 
 /// How a [`Script`] ended.
@@ -275,20 +281,9 @@ pub enum ScriptEnd {
 
 /// Runs a [`Script`] to its end; the process group goes with it whatever happens.
 pub fn run_script(script: Script<'_>) -> Result<ScriptEnd, LaunchError> {
-    prepare_dir(script.dir, script.harness)?;
     let stdout_path = script.dir.join("stdout.txt");
-    let mut cmd = command(&Limits {
-        python: script.python,
-        dir: script.dir,
-        memory_limit_bytes: script.memory_limit_bytes,
-        rlimit_as: script.rlimit_as,
-    });
-    cmd.env("TORCHINDUCTOR_CACHE_DIR", script.dir.join("inductor"))
-        .arg("-c")
-        .arg(script.code)
-        .args(&script.args)
-        .stdin(Stdio::null())
-        .stdout(File::create(&stdout_path)?)
+    let mut cmd = script_command(&script)?;
+    cmd.stdout(File::create(&stdout_path)?)
         .stderr(Stdio::inherit());
     let mut child = cmd.spawn()?;
     let pgid = child.id() as i32;
@@ -315,6 +310,98 @@ pub fn run_script(script: Script<'_>) -> Result<ScriptEnd, LaunchError> {
     kill_group(pgid);
     let _ = child.wait();
     Ok(ended)
+}
+
+/// The command of a [`Script`]: the job's launcher, its directory prepared, stdin closed.
+fn script_command(script: &Script<'_>) -> Result<Command, LaunchError> {
+    prepare_dir(script.dir, script.harness)?;
+    let mut cmd = command(&Limits {
+        python: script.python,
+        dir: script.dir,
+        memory_limit_bytes: script.memory_limit_bytes,
+        rlimit_as: script.rlimit_as,
+    });
+    cmd.env("TORCHINDUCTOR_CACHE_DIR", script.dir.join("inductor"))
+        .envs(script.env.iter().copied())
+        .arg("-c")
+        .arg(script.code)
+        .args(&script.args)
+        .stdin(Stdio::null());
+    Ok(cmd)
+}
+
+/// A [`Script`] whose stdout is read line by line while it runs, for callers that give each
+/// step its own limit (`kernelgate problems --check`). Its process group is killed when it is
+/// finished or dropped; `Script::limit` is not enforced here: the caller's `recv_timeout` is.
+pub struct StreamingScript {
+    child: std::process::Child,
+    pgid: i32,
+    /// Each line the script prints on stdout; disconnected when stdout closes.
+    pub lines: std::sync::mpsc::Receiver<String>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+/// Starts a [`Script`] with its stdout streamed ([`StreamingScript::lines`]) and its stderr kept.
+pub fn spawn_streaming(script: Script<'_>) -> Result<StreamingScript, LaunchError> {
+    use std::io::BufRead;
+    let mut cmd = script_command(&script)?;
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn()?;
+    let pgid = child.id() as i32;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    Ok(StreamingScript {
+        child,
+        pgid,
+        lines,
+        stderr: Some(stderr),
+    })
+}
+
+impl StreamingScript {
+    /// Kills the script's process group and returns how it ended and its stderr.
+    pub fn finish(mut self) -> (Option<std::process::ExitStatus>, String) {
+        let status = self.end();
+        let stderr = self
+            .stderr
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
+        (status, stderr)
+    }
+}
+
+impl StreamingScript {
+    /// Kills the group once: a reaped group's id may be reused.
+    fn end(&mut self) -> Option<std::process::ExitStatus> {
+        if self.pgid > 0 {
+            kill_group(self.pgid);
+            self.pgid = 0;
+        }
+        self.child.wait().ok()
+    }
+}
+
+impl Drop for StreamingScript {
+    fn drop(&mut self) {
+        self.end();
+    }
 }
 
 impl Drop for Spawned {
@@ -615,13 +702,14 @@ mod tests {
     fn script<'a>(dir: &'a Path, code: &'a str, limit: Duration, memory: u64) -> Script<'a> {
         Script {
             python: Path::new("/bin/sh"),
-            harness: Path::new("/bin/true"),
+            harness: Some(Path::new("/bin/true")),
             code,
             args: vec!["sh".into()],
             dir,
             limit,
             memory_limit_bytes: memory,
             rlimit_as: false,
+            env: Vec::new(),
         }
     }
 
@@ -657,6 +745,50 @@ mod tests {
         assert!(
             matches!(state, None | Some('Z')),
             "background process {bg} survived: {state:?}"
+        );
+    }
+
+    #[test]
+    fn a_streamed_script_gives_its_lines_as_printed_and_its_group_dies_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("bg.pid");
+        let code = format!(
+            "echo \"first $KG_TEST_VAR\"; echo oops >&2; \
+             sleep 60 & echo $! > {}; echo second; wait",
+            pid_file.display()
+        );
+        let mut s = script(dir.path(), &code, Duration::from_secs(30), 0);
+        s.harness = None;
+        s.env = vec![("KG_TEST_VAR", "set")];
+        let streamed = spawn_streaming(s).unwrap();
+        let first = streamed
+            .lines
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(first, "first set", "the script's extra variable is set");
+        let second = streamed
+            .lines
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(second, "second");
+        // Still running (the background sleep): finishing kills the whole group.
+        let (status, stderr) = streamed.finish();
+        assert!(status.is_some_and(|s| !s.success()), "{status:?}");
+        assert_eq!(stderr.trim(), "oops");
+        let bg: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let state = proc_stat(bg).map(|(s, _, _)| s);
+        assert!(
+            matches!(state, None | Some('Z')),
+            "background process {bg} survived: {state:?}"
+        );
+        assert!(
+            !dir.path().join("py/kernelgate_harness.abi3.so").exists(),
+            "no harness asked for, none linked"
         );
     }
 
