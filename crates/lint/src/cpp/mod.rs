@@ -353,6 +353,25 @@ struct FnState<'t> {
     ptr_locals: HashSet<&'t str>,
 }
 
+/// Where a declaration's variables live (`Analyzer::storage_of`).
+#[derive(Debug, Default, Clone, Copy)]
+struct Storage {
+    is_static: bool,
+    /// `const`, `constexpr`, `__constant__` or `extern`: not written here.
+    is_const: bool,
+    /// `__device__`, `__shared__`, `__constant__`, `__managed__`.
+    device_mem: bool,
+    /// At namespace level, outside any function.
+    top: bool,
+}
+
+impl Storage {
+    /// Host memory that outlives the call and can be written: where a cache can live.
+    fn outlives_the_call(&self) -> bool {
+        (self.is_static || self.top) && !self.is_const && !self.device_mem
+    }
+}
+
 struct Analyzer<'t> {
     text: &'t str,
     precision: Precision,
@@ -1120,132 +1139,101 @@ impl<'t> Analyzer<'t> {
     }
 
     fn declaration(&mut self, node: Node<'t>) {
-        let mut is_static = false;
-        let mut is_const = false;
-        let mut device_mem = false;
+        let storage = self.storage_of(node);
+        let ty = node.field("type").map(|t| self.t(t)).unwrap_or("");
+        let mut c = self.cursor(node);
+        for d in node.children_by_field_name("declarator", &mut c) {
+            if d.kind_fast() != "function_declarator" && storage.outlives_the_call() {
+                self.remember_static_pointer(d);
+                self.static_declaration(&storage, ty, d);
+            }
+            if d.kind_fast() == "init_declarator" {
+                self.local_declaration(ty, d);
+            }
+        }
+        self.cursors.push(c);
+    }
+
+    /// Where a declaration's variables live: static, global, constant, device memory.
+    fn storage_of(&mut self, node: Node<'t>) -> Storage {
+        let mut s = Storage::default();
         let mut c = self.cursor(node);
         for ch in node.children(&mut c) {
             match ch.kind_fast() {
                 "storage_class_specifier" => {
                     let t = self.t(ch);
-                    is_static |= t == "static" || t == "thread_local";
-                    is_const |= t == "extern";
+                    s.is_static |= t == "static" || t == "thread_local";
+                    s.is_const |= t == "extern";
                 }
                 "type_qualifier" => {
-                    is_const |= matches!(self.t(ch), "const" | "constexpr" | "__constant__")
+                    s.is_const |= matches!(self.t(ch), "const" | "constexpr" | "__constant__")
                 }
-                "__device__" | "__shared__" | "__constant__" | "__managed__" => device_mem = true,
+                "__device__" | "__shared__" | "__constant__" | "__managed__" => s.device_mem = true,
                 _ => {}
             }
         }
-        let top = self.cur.is_none()
+        self.cursors.push(c);
+        s.top = self.cur.is_none()
             && node.parent().is_some_and(|p| {
                 matches!(
                     p.kind_fast(),
                     "translation_unit" | "declaration_list" | "linkage_specification"
                 )
             });
-        let ty = node.field("type").map(|t| self.t(t)).unwrap_or("");
-        // Only what outlives the call can cache (most declarations are locals: skip the scans).
-        let persistent = (is_static || top) && !is_const && !device_mem;
-        let cache_type = persistent && {
-            // Tensors, or containers holding pointers (`data_ptr()` keys); a map of device
-            // properties or launch configurations is not an output cache.
-            let container = ty.contains("map<") || ty.contains("set<") || ty.contains("vector<");
-            // A captured CUDA graph replays the pointers of the call that captured it.
-            ty.contains("Tensor")
-                || ty.contains("Storage")
-                || ty.contains("DataPtr")
-                || ty.contains("cudaGraphExec_t")
-                || ty.contains("CUgraphExec")
-                || ty.contains("CUDAGraph")
-                || self.tensor_structs.contains(ty.trim())
-                || container && (ty.contains('*') || ty.contains("intptr_t") || ty.contains("void"))
+        s
+    }
+
+    /// A pointer kept across calls (device memory); judged where it is handed out as a tensor
+    /// (`from_blob`).
+    fn remember_static_pointer(&mut self, d: Node<'t>) {
+        let mut n = d;
+        if n.kind_fast() == "init_declarator" {
+            n = n.field("declarator").unwrap_or(n);
+        }
+        if n.kind_fast() == "pointer_declarator" {
+            n = n.field("declarator").unwrap_or(n);
+        }
+        if n.kind_fast() == "identifier" {
+            self.static_ptrs.insert(self.t(n).to_string());
+        }
+    }
+
+    /// A local's initialiser, pointers and tensors, for the later stores and returns.
+    fn local_declaration(&mut self, ty: &str, d: Node<'t>) {
+        let (Some(mut n), Some(v)) = (d.field("declarator"), d.field("value")) else {
+            return;
         };
-        let is_auto = ty.trim() == "auto";
-        for d in node.children_by_field_name("declarator", &mut c) {
-            let is_fn = d.kind_fast() == "function_declarator";
-            if (is_static || top) && !is_const && !device_mem && !is_fn {
-                // Device memory kept across calls; judged where it is handed out as a tensor.
-                let mut n = d;
-                if n.kind_fast() == "init_declarator" {
-                    n = n.field("declarator").unwrap_or(n);
-                }
-                if n.kind_fast() == "pointer_declarator" {
-                    n = n.field("declarator").unwrap_or(n);
-                }
-                if n.kind_fast() == "identifier" {
-                    self.static_ptrs.insert(self.t(n).to_string());
-                }
-            }
-            // `static auto cache = std::unordered_map<void*, torch::Tensor>();`
-            let auto_cache = persistent
-                && is_auto
-                && d.kind_fast() == "init_declarator"
-                && d.field("value").is_some_and(|v| {
-                    let t = self.t(v);
-                    t.contains("Tensor")
-                        && [
-                            "map<",
-                            "set<",
-                            "vector<",
-                            "optional<",
-                            "tuple<",
-                            "pair<",
-                            "Tensor()",
-                            "Tensor{",
-                        ]
-                        .iter()
-                        .any(|c| t.contains(c))
-                });
-            if (is_static || top)
-                && !is_const
-                && !device_mem
-                && (cache_type || auto_cache)
-                && !is_fn
-            {
-                let target = d.field("declarator").unwrap_or(d);
-                self.static_cache(
-                    target.byte_range(),
-                    format!("`{}` is a {} `{ty}` that outlives the call: results can be cached across calls (keyed by pointer or shape)", self.t(target), if is_static { "static" } else { "global" }),
-                );
-            }
-            if d.kind_fast() == "init_declarator" {
-                if let (Some(mut n), Some(v)) = (d.field("declarator"), d.field("value")) {
-                    // `float* p = ...`, `auto& r = ...`: the name is under the declarator.
-                    let mut pointer = false;
-                    while matches!(n.kind_fast(), "pointer_declarator" | "reference_declarator") {
-                        pointer = true;
-                        match n.field("declarator").or_else(|| n.named_child(0)) {
-                            Some(x) => n = x,
-                            None => break,
-                        }
-                    }
-                    if n.kind_fast() == "identifier" {
-                        let name = self.t(n);
-                        self.state.inits.insert(name, v);
-                        // `auto p = reinterpret_cast<float4*>(out);`, `auto row = out + off;`
-                        let auto_ptr = ty.trim() == "auto"
-                            && (matches!(
-                                v.kind_fast(),
-                                "cast_expression" | "binary_expression" | "identifier"
-                            ) || self.t(v).contains("_cast<"));
-                        if pointer || auto_ptr {
-                            self.state.ptr_locals.insert(name);
-                        }
-                        if self.cur.is_some() && (ty.contains("Tensor") || self.is_empty_alloc(v)) {
-                            self.state.tensor_locals.insert(name);
-                        }
-                        if self.cur.is_some() && self.is_empty_alloc(v) {
-                            self.state
-                                .empties
-                                .insert(name, (v.byte_range(), false, false));
-                        }
-                    }
-                }
+        // `float* p = ...`, `auto& r = ...`: the name is under the declarator.
+        let mut pointer = false;
+        while matches!(n.kind_fast(), "pointer_declarator" | "reference_declarator") {
+            pointer = true;
+            match n.field("declarator").or_else(|| n.named_child(0)) {
+                Some(x) => n = x,
+                None => break,
             }
         }
-        self.cursors.push(c);
+        if n.kind_fast() != "identifier" {
+            return;
+        }
+        let name = self.t(n);
+        self.state.inits.insert(name, v);
+        // `auto p = reinterpret_cast<float4*>(out);`, `auto row = out + off;`
+        let auto_ptr = ty.trim() == "auto"
+            && (matches!(
+                v.kind_fast(),
+                "cast_expression" | "binary_expression" | "identifier"
+            ) || self.t(v).contains("_cast<"));
+        if pointer || auto_ptr {
+            self.state.ptr_locals.insert(name);
+        }
+        if self.cur.is_some() && (ty.contains("Tensor") || self.is_empty_alloc(v)) {
+            self.state.tensor_locals.insert(name);
+        }
+        if self.cur.is_some() && self.is_empty_alloc(v) {
+            self.state
+                .empties
+                .insert(name, (v.byte_range(), false, false));
+        }
     }
 
     fn is_empty_alloc(&self, v: Node<'t>) -> bool {

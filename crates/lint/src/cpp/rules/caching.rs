@@ -9,6 +9,54 @@ use kernelgate_model::Severity::Error;
 use std::ops::Range;
 
 impl<'t> Analyzer<'t> {
+    /// KG606 on a declarator `d` of type `ty` that outlives the call: a static or global that
+    /// can hold results (tensors, containers of pointers, captured CUDA graphs).
+    pub(in crate::cpp) fn static_declaration(&mut self, storage: &Storage, ty: &str, d: Node<'t>) {
+        // Tensors, or containers holding pointers (`data_ptr()` keys); a map of device
+        // properties or launch configurations is not an output cache.
+        let container = ty.contains("map<") || ty.contains("set<") || ty.contains("vector<");
+        // A captured CUDA graph replays the pointers of the call that captured it.
+        let cache_type = ty.contains("Tensor")
+            || ty.contains("Storage")
+            || ty.contains("DataPtr")
+            || ty.contains("cudaGraphExec_t")
+            || ty.contains("CUgraphExec")
+            || ty.contains("CUDAGraph")
+            || self.tensor_structs.contains(ty.trim())
+            || container && (ty.contains('*') || ty.contains("intptr_t") || ty.contains("void"));
+        // `static auto cache = std::unordered_map<void*, torch::Tensor>();`
+        let auto_cache = ty.trim() == "auto"
+            && d.kind_fast() == "init_declarator"
+            && d.field("value").is_some_and(|v| {
+                let t = self.t(v);
+                t.contains("Tensor")
+                    && [
+                        "map<",
+                        "set<",
+                        "vector<",
+                        "optional<",
+                        "tuple<",
+                        "pair<",
+                        "Tensor()",
+                        "Tensor{",
+                    ]
+                    .iter()
+                    .any(|c| t.contains(c))
+            });
+        if cache_type || auto_cache {
+            let target = d.field("declarator").unwrap_or(d);
+            let kind = if storage.is_static {
+                "static"
+            } else {
+                "global"
+            };
+            self.static_cache(
+                target.byte_range(),
+                format!("`{}` is a {kind} `{ty}` that outlives the call: results can be cached across calls (keyed by pointer or shape)", self.t(target)),
+            );
+        }
+    }
+
     /// Every KG606 finding of the analyzer is raised here.
     pub(in crate::cpp) fn static_cache(&mut self, range: Range<usize>, msg: String) {
         self.flag(Rule::KG606, range, msg);
