@@ -8,6 +8,7 @@ Loaded by the harness as a private module and given to the runner as `runner.kg_
 import math
 
 _isinstance = isinstance
+_type = type
 
 
 def _finite(x):
@@ -131,3 +132,93 @@ def mismatch_detail(T, torch, tol, k, o, r):
         "got": _finite(of) if _isinstance(of, float) else of,
         "nonfinite_outputs": nonfinite,
     }
+
+
+def _storage_range(T, t):
+    st = T.storage(t)
+    return st.data_ptr(), st.nbytes()
+
+
+def overlaps(T, a, b):
+    """True when the storages of `a` and `b` share bytes."""
+    pa, na = _storage_range(T, a)
+    pb, nb = _storage_range(T, b)
+    return na > 0 and nb > 0 and pa < pb + nb and pb < pa + na
+
+
+def structural(T, outs, refs, args, keep, trial):
+    """Type, shape, dtype, device and aliasing checks of a call's outputs `outs` against the
+    reference's `refs`: the outcome of the first that fails, or None. `args` are the call's
+    arguments and `keep` tensors no output may share memory with (earlier outputs, the
+    reference's)."""
+    if len(outs) != len(refs):
+        return {
+            "kind": "shape_mismatch",
+            "trial": trial,
+            "message": f"the reference returns {len(refs)} tensor(s), ModelNew returned {len(outs)}",
+            "expected": [list(r.shape) for r in refs],
+            "got": [],
+        }
+    for k, (o, r) in enumerate(zip(outs, refs)):
+        if _type(o) is not T.Tensor:
+            return {
+                "kind": "not_a_tensor",
+                "trial": trial,
+                "output": k,
+                "message": f"output {k} is a {_type(o).__module__}.{_type(o).__qualname__}; "
+                "ModelNew must return a plain torch.Tensor (no subclasses, no lazy objects)",
+            }
+        if tuple(o.shape) != tuple(r.shape):
+            return {
+                "kind": "shape_mismatch",
+                "trial": trial,
+                "output": k,
+                "message": f"output {k} has shape {list(o.shape)}, the reference {list(r.shape)}",
+                "expected": list(r.shape),
+                "got": list(o.shape),
+            }
+        if o.dtype != r.dtype:
+            return {
+                "kind": "dtype_mismatch",
+                "trial": trial,
+                "output": k,
+                "message": f"output {k} is {o.dtype}, the reference {r.dtype}",
+                "expected": str(r.dtype),
+                "got": str(o.dtype),
+            }
+        if o.device != r.device:
+            return {
+                "kind": "device_mismatch",
+                "trial": trial,
+                "output": k,
+                "message": f"output {k} is on {o.device}, the reference on {r.device}",
+                "expected": str(r.device),
+                "got": str(o.device),
+            }
+        for j, a in enumerate(args):
+            if _isinstance(a, T.Tensor) and overlaps(T, o, a):
+                return {
+                    "kind": "output_aliased",
+                    "trial": trial,
+                    "output": k,
+                    "message": f"output {k} shares memory with input {j}: compute into a new tensor "
+                    "instead of writing the input in place",
+                }
+        for j, other in enumerate(outs[:k]):
+            if overlaps(T, o, other):
+                return {
+                    "kind": "output_aliased",
+                    "trial": trial,
+                    "output": k,
+                    "message": f"outputs {j} and {k} share memory",
+                }
+        for p in keep:
+            if overlaps(T, o, p):
+                return {
+                    "kind": "output_aliased",
+                    "trial": trial,
+                    "output": k,
+                    "message": f"output {k} shares memory with a tensor returned by an earlier call or with "
+                    "the reference's output: results must not be cached or reused across calls",
+                }
+    return None

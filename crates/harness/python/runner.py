@@ -28,12 +28,15 @@ _urandom = os.urandom
 
 TAIL = 4000
 
-# The op audit (`kg_audit.py`), the job's protocol (`kg_protocol.py`) and the correctness
-# check's comparisons and memory plan (`kg_checks.py`), set by the harness when it loads this
-# runner.
+# Set by the harness when it loads this runner, each a private module: the op audit
+# (`kg_audit.py`), the job's protocol (`kg_protocol.py`), the correctness check's pure parts and
+# memory plan (`kg_checks.py`), the sandbox's audit hook (`kg_sandbox.py`) and the problem's
+# work count (`kg_work.py`).
 kg_audit = None
 kg_protocol = None
 kg_checks = None
+kg_sandbox = None
+kg_work = None
 
 
 class _Stop(Exception):
@@ -71,104 +74,6 @@ def _load_module(path, name):
     return module
 
 
-def _audit_sandbox(policy, report):
-    """Reports what the candidate tries outside its sandbox (the kernel's Landlock and seccomp
-    rules block it; this hook only names it): reads and writes outside the allowed paths,
-    another process's /proc entries, network connections, programs and libraries from outside,
-    ctypes lookups of the syscalls seccomp denies. Installed before the candidate is imported; an
-    audit hook cannot be removed. Code that skips Python (ctypes syscall stubs, C++) is still
-    blocked, just not named."""
-    import socket
-
-    realpath, abspath, fsdecode, sep, me = os.path.realpath, os.path.abspath, os.fsdecode, os.sep, os.getpid()
-    read_exec = tuple(policy.get("read_exec", ()))
-    read_write = tuple(policy.get("read_write", ()))
-    read_files = frozenset(policy.get("read_files", ()))
-    # Importing a file by path looks for its cached bytecode beside it; that is no attempt.
-    bytecode_dirs = frozenset(os.path.join(os.path.dirname(f), "__pycache__") for f in read_files)
-    denied = frozenset(policy.get("denied_syscalls", {}))
-    inet = (socket.AF_INET, socket.AF_INET6)
-    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    level = str(policy.get("level", ""))
-    verdict = "blocked by the sandbox" if level == "full" or level.startswith("partial") else f"NOT blocked (sandbox {level})"
-    seen = set()
-    busy = threading.local()
-
-    def real(path):
-        try:
-            return realpath(path)
-        except (OSError, ValueError):  # an unreadable link (another process's /proc/<pid>/cwd)
-            return abspath(path)
-
-    def under(path, roots):
-        return any(path == r or path.startswith(r + sep) for r in roots)
-
-    def foreign_proc(path):
-        parts = path.split(sep)
-        return len(parts) > 2 and parts[1] == "proc" and parts[2].isdigit() and int(parts[2]) != me
-
-    def readable(path):
-        return path in read_files or under(path, read_exec) or under(path, read_write)
-
-    def note(what):
-        if what not in seen and len(seen) < 50:
-            seen.add(what)
-            report("sandbox-denied", "error", f"the candidate tried to {what}: {verdict}")
-
-    def check(event, args):
-        if event == "open":
-            path, mode, flags = args
-            if not _isinstance(path, (str, bytes)):
-                return
-            path = real(fsdecode(path))
-            writes = (_isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & write_flags)
-            if foreign_proc(path):
-                note(f"open another process's {path}")
-            elif writes and not under(path, read_write):
-                note(f"write {path} (outside the job's directory)")
-            elif not writes and not readable(path) and os.path.dirname(path) not in bytecode_dirs:
-                note(f"read {path} (outside the files the job may read)")
-        elif event in ("os.mkdir", "os.rename", "os.remove", "os.rmdir", "os.symlink", "os.link", "os.truncate"):
-            # Changes to the file tree: the paths changed must be writable (a link's target
-            # may be anywhere: reading through it is what the sandbox judges).
-            changed = args[1:2] if event in ("os.symlink", "os.link") else args
-            for p in changed:
-                if _isinstance(p, (str, bytes)):
-                    path = real(fsdecode(p))
-                    if not under(path, read_write):
-                        note(f"{event.split('.')[1]} {path} (outside the job's directory)")
-                        break
-        elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
-            sock, address = args[0], args[-1]
-            if getattr(sock, "family", None) in inet:
-                note(f"{event.split('.')[1]} a network socket to {address!r}")
-        elif event in ("subprocess.Popen", "os.exec", "os.posix_spawn"):
-            exe = args[0]
-            if _isinstance(exe, (str, bytes)) and sep in fsdecode(exe) and not readable(real(fsdecode(exe))):
-                note(f"run {fsdecode(exe)} (outside the allowed programs)")
-        elif event == "ctypes.dlopen":
-            name = args[0]
-            if _isinstance(name, (str, bytes)) and sep in fsdecode(name) and not readable(real(fsdecode(name))):
-                note(f"load the library {fsdecode(name)} (outside the allowed paths)")
-        elif event == "ctypes.dlsym":
-            # The symbol lookup (ctypes raises no event for the call itself).
-            if args[1] in denied:
-                note(f"call {args[1]}() through ctypes (denied by the sandbox's seccomp filter)")
-
-    def hook(event, args):
-        if getattr(busy, "on", False):  # the check's own calls
-            return
-        busy.on = True
-        try:
-            check(event, args)
-        except Exception:
-            pass
-        finally:
-            busy.on = False
-
-    sys.addaudithook(hook)
-
-
 class Runner:
     def __init__(self, job, kg_timing, timer):
         self.job = job
@@ -180,6 +85,7 @@ class Runner:
         self.findings = []
         self.device_label = None
         self.torch_version = None
+        self.machine = None
         self.timing = None
         self.trials_run = 0
         self.op_audit = None
@@ -298,7 +204,7 @@ class Runner:
 
         # ---- candidate -------------------------------------------------------------------------
         if job.sandbox:
-            _audit_sandbox(_asdict(job.sandbox), self.finding)
+            kg_sandbox.install(_asdict(job.sandbox), self.finding)
         cand, cand_mod = self.load_candidate(init_inputs, seed)
 
         self.check_trials(cand, trials, extra, threads_py, threads_native)
@@ -421,16 +327,13 @@ class Runner:
         when they do not, keep fewer (timing sets, then the shifted set, then trials), say so in
         a warning, and return how many trials to keep."""
         torch, T = self.torch, self.T
-
-        def nbytes(xs):
-            return sum(x.numel() * x.element_size() for x in xs if _isinstance(x, T.Tensor))
-
-        set_bytes = nbytes(inputs) + nbytes(refs)
+        input_bytes = kg_work.nbytes(T, inputs)
+        set_bytes = input_bytes + kg_work.nbytes(T, refs)
         free, _total = torch.cuda.mem_get_info()
         free += torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
         plan = kg_checks.plan_memory(
             set_bytes=set_bytes,
-            input_bytes=nbytes(inputs),
+            input_bytes=input_bytes,
             available=free + set_bytes,  # the first set is already held
             trials=trials,
             shifted=self.job.shifted_trials,
@@ -492,6 +395,9 @@ class Runner:
         else:
             self.device_label = "cpu"
             self.dev = torch.device("cpu")
+        # Asked here, before the candidate is imported: what the candidate's code could alter
+        # afterwards, it cannot alter in the key its timings are filed under.
+        self.machine = self.kg_timing.machine(torch, self.dev)
         return self.dev
 
     def set_seed(self, s):
@@ -640,89 +546,9 @@ class Runner:
             raise _Stop(self.runtime_error(e, where))
         return out
 
-    def storage_range(self, t):
-        st = self.T.storage(t)
-        return st.data_ptr(), st.nbytes()
-
-    def overlaps(self, a, b):
-        pa, na = self.storage_range(a)
-        pb, nb = self.storage_range(b)
-        return na > 0 and nb > 0 and pa < pb + nb and pb < pa + na
-
     def structural(self, outs, refs, args, keep, trial):
         """Type, shape, dtype, device and aliasing checks. Returns an outcome or None."""
-        T = self.T
-        if len(outs) != len(refs):
-            return {
-                "kind": "shape_mismatch",
-                "trial": trial,
-                "message": f"the reference returns {len(refs)} tensor(s), ModelNew returned {len(outs)}",
-                "expected": [list(r.shape) for r in refs],
-                "got": [],
-            }
-        for k, (o, r) in enumerate(zip(outs, refs)):
-            if _type(o) is not T.Tensor:
-                return {
-                    "kind": "not_a_tensor",
-                    "trial": trial,
-                    "output": k,
-                    "message": f"output {k} is a {_type(o).__module__}.{_type(o).__qualname__}; "
-                    "ModelNew must return a plain torch.Tensor (no subclasses, no lazy objects)",
-                }
-            if tuple(o.shape) != tuple(r.shape):
-                return {
-                    "kind": "shape_mismatch",
-                    "trial": trial,
-                    "output": k,
-                    "message": f"output {k} has shape {list(o.shape)}, the reference {list(r.shape)}",
-                    "expected": list(r.shape),
-                    "got": list(o.shape),
-                }
-            if o.dtype != r.dtype:
-                return {
-                    "kind": "dtype_mismatch",
-                    "trial": trial,
-                    "output": k,
-                    "message": f"output {k} is {o.dtype}, the reference {r.dtype}",
-                    "expected": str(r.dtype),
-                    "got": str(o.dtype),
-                }
-            if o.device != r.device:
-                return {
-                    "kind": "device_mismatch",
-                    "trial": trial,
-                    "output": k,
-                    "message": f"output {k} is on {o.device}, the reference on {r.device}",
-                    "expected": str(r.device),
-                    "got": str(o.device),
-                }
-            for j, a in enumerate(args):
-                if _isinstance(a, T.Tensor) and self.overlaps(o, a):
-                    return {
-                        "kind": "output_aliased",
-                        "trial": trial,
-                        "output": k,
-                        "message": f"output {k} shares memory with input {j}: compute into a new tensor "
-                        "instead of writing the input in place",
-                    }
-            for j, other in enumerate(outs[:k]):
-                if self.overlaps(o, other):
-                    return {
-                        "kind": "output_aliased",
-                        "trial": trial,
-                        "output": k,
-                        "message": f"outputs {j} and {k} share memory",
-                    }
-            for p in keep:
-                if self.overlaps(o, p):
-                    return {
-                        "kind": "output_aliased",
-                        "trial": trial,
-                        "output": k,
-                        "message": f"output {k} shares memory with a tensor returned by an earlier call or with "
-                        "the reference's output: results must not be cached or reused across calls",
-                    }
-        return None
+        return kg_checks.structural(self.T, outs, refs, args, keep, trial)
 
     def mismatch(self, outs, refs):
         """None when all outputs are within tolerance, else the detail of the first bad output."""
@@ -939,22 +765,14 @@ class Runner:
     def count_work(self, ref_model, inputs, refs, s):
         """Bytes every input read once and every output written once (free: from the shapes)
         and, when the job asks (`count_flops`: GPU jobs, where a floor is computed), the
-        reference's FLOPs (FlopCounterMode, one extra reference call on one input set; its first
-        use imports torch._dynamo, seconds). Any failure leaves the field unset: counting must
-        never fail a kernel."""
-        T = self.T
-
-        def nbytes(xs):
-            total = 0
-            for x in xs:
-                if _isinstance(x, T.Tensor):
-                    total += x.numel() * x.element_size()
-                elif _isinstance(x, (list, tuple)):
-                    total += nbytes(x)
-            return total
-
+        reference's FLOPs (one extra reference call on one input set). Any failure leaves the
+        field unset: counting must never fail a kernel."""
         try:
-            self.work = {"input_bytes": int(nbytes(inputs)), "output_bytes": int(nbytes(refs)), "flops": None}
+            self.work = {
+                "input_bytes": kg_work.nbytes(self.T, inputs),
+                "output_bytes": kg_work.nbytes(self.T, refs),
+                "flops": None,
+            }
         except Exception:
             self.work = None
             return
@@ -962,7 +780,7 @@ class Runner:
             return
         try:
             self.set_seed(s)
-            self.work["flops"] = self.count_flops(ref_model, inputs)
+            self.work["flops"] = kg_work.count_flops(self.torch, ref_model, inputs)
             self.sync()
             return
         except Exception:
@@ -977,36 +795,6 @@ class Runner:
             self.work["flops"] = int(flops)
         except Exception:
             pass
-
-    def count_flops(self, ref_model, inputs):
-        """The reference's FLOPs by torch's own formulas (`flop_counter.flop_registry`, the table
-        FlopCounterMode uses: matmuls, convolutions, attention), in a plain dispatch mode.
-        FlopCounterMode's mode is wrapped in a dynamo guard whose first use imports torch._dynamo:
-        3.7-5.2 s of a GPU job on the H200, against milliseconds here."""
-        torch = self.torch
-        from torch.utils._python_dispatch import TorchDispatchMode
-        from torch.utils.flop_counter import flop_registry
-
-        class _Count(TorchDispatchMode):
-            @classmethod
-            def _should_skip_dynamo(cls):
-                return False
-
-            def __init__(self):
-                super().__init__()
-                self.total = 0
-
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                kwargs = kwargs or {}
-                out = func(*args, **kwargs)
-                formula = flop_registry.get(func._overloadpacket)
-                if formula is not None:
-                    self.total += int(formula(*args, **kwargs, out_val=out))
-                return out
-
-        with torch.no_grad(), _Count() as counter:
-            ref_model(*inputs)
-        return int(counter.total)
 
     def measure_bandwidth(self):
         """On CUDA, the device's copy bandwidth (GB/s) through the Rust timer, which the timing
@@ -1186,6 +974,7 @@ class Runner:
             "seed": self.job.seed,
             "device": self.device_label,
             "torch": self.torch_version,
+            "machine": self.machine,
             "trials_run": self.trials_run,
             "timing": self.timing,
             "work": self.work,

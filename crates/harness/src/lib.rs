@@ -26,6 +26,10 @@ const KG_AUDIT_SRC: &str = include_str!("../python/kg_audit.py");
 const KG_PROTOCOL_SRC: &str = include_str!("../python/kg_protocol.py");
 /// The correctness check's comparisons and the GPU memory plan.
 const KG_CHECKS_SRC: &str = include_str!("../python/kg_checks.py");
+/// The sandbox's audit hook inside the child (names what the kernel's rules block).
+const KG_SANDBOX_SRC: &str = include_str!("../python/kg_sandbox.py");
+/// The problem's work (bytes, FLOPs), counted on the reference.
+const KG_WORK_SRC: &str = include_str!("../python/kg_work.py");
 /// The job protocol this harness speaks: `kernelgate_eval::HARNESS_PROTOCOL` and
 /// `kg_protocol.PROTOCOL` must agree (tests/protocol.rs).
 const PROTOCOL: u32 = 1;
@@ -137,6 +141,18 @@ fn load_runner(py: Python<'_>) -> Result<Runner<'_>, String> {
             KG_CHECKS_SRC,
             c"<kernelgate kg_checks>",
             c"_kernelgate_kg_checks",
+        ),
+        (
+            "kg_sandbox",
+            KG_SANDBOX_SRC,
+            c"<kernelgate kg_sandbox>",
+            c"_kernelgate_kg_sandbox",
+        ),
+        (
+            "kg_work",
+            KG_WORK_SRC,
+            c"<kernelgate kg_work>",
+            c"_kernelgate_kg_work",
         ),
     ] {
         let m = load_private_module(py, src, file, module)

@@ -1,0 +1,155 @@
+"""The runner's stage modules on CPU torch: the structural checks (kg_checks.structural), the
+problem's work count (kg_work) and the sandbox's audit hook (kg_sandbox, in a child process:
+an audit hook cannot be removed).
+
+Run: .venv/bin/python -m unittest discover -s crates/harness/python/tests
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYDIR = os.path.normpath(os.path.join(HERE, ".."))
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(PYDIR, name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+kg_checks = load("kg_checks")
+kg_work = load("kg_work")
+runner = load("runner")
+
+
+class T:
+    """The captured torch table, as `Runner.capture` builds it."""
+
+    Tensor = torch.Tensor
+    storage = torch.Tensor.untyped_storage
+
+
+class Structural(unittest.TestCase):
+    def check(self, outs, refs, args=(), keep=()):
+        return kg_checks.structural(T, list(outs), list(refs), list(args), list(keep), 0)
+
+    def test_a_fresh_output_of_the_right_kind_passes(self):
+        x = torch.randn(4, 8)
+        self.assertIsNone(self.check([torch.relu(x)], [torch.relu(x)], [x]))
+
+    def test_a_missing_output_is_a_shape_mismatch(self):
+        r = torch.zeros(3)
+        self.assertEqual(self.check([], [r])["kind"], "shape_mismatch")
+
+    def test_a_tensor_subclass_is_not_a_tensor(self):
+        class Lazy(torch.Tensor):
+            pass
+
+        out = torch.zeros(3).as_subclass(Lazy)
+        bad = self.check([out], [torch.zeros(3)])
+        self.assertEqual(bad["kind"], "not_a_tensor")
+        self.assertIn("Lazy", bad["message"])
+
+    def test_shape_and_dtype_are_checked_in_that_order(self):
+        self.assertEqual(self.check([torch.zeros(2, 3)], [torch.zeros(3, 2)])["kind"], "shape_mismatch")
+        self.assertEqual(self.check([torch.zeros(3, dtype=torch.float64)], [torch.zeros(3)])["kind"], "dtype_mismatch")
+
+    def test_an_output_that_is_a_view_of_an_input_is_aliased(self):
+        x = torch.randn(16)
+        bad = self.check([x[4:8]], [torch.zeros(4)], [x])
+        self.assertEqual((bad["kind"], bad["output"]), ("output_aliased", 0))
+        self.assertIn("input 0", bad["message"])
+
+    def test_two_outputs_sharing_memory_are_aliased(self):
+        buf = torch.zeros(8)
+        bad = self.check([buf[:4], buf[2:6]], [torch.zeros(4), torch.zeros(4)])
+        self.assertEqual(bad["kind"], "output_aliased")
+        self.assertIn("outputs 0 and 1", bad["message"])
+
+    def test_returning_a_kept_tensor_again_is_a_cached_result(self):
+        earlier = torch.ones(4)
+        bad = self.check([earlier], [torch.ones(4)], keep=[earlier])
+        self.assertEqual(bad["kind"], "output_aliased")
+        self.assertIn("earlier call", bad["message"])
+
+    def test_neighbouring_storages_do_not_overlap(self):
+        a, b = torch.zeros(4), torch.zeros(4)
+        self.assertFalse(kg_checks.overlaps(T, a, b))
+        self.assertTrue(kg_checks.overlaps(T, a, a[1:]))
+
+
+class Work(unittest.TestCase):
+    def test_bytes_count_nested_inputs_and_skip_non_tensors(self):
+        xs = [torch.zeros(4, 8), 3, [torch.zeros(2, dtype=torch.float16), (torch.zeros(1, dtype=torch.int64),)]]
+        self.assertEqual(kg_work.nbytes(T, xs), 4 * 8 * 4 + 2 * 2 + 8)
+
+    def test_a_linear_layer_counts_two_flops_per_multiply_add(self):
+        m, k, n = 16, 32, 8
+        layer = torch.nn.Linear(k, n, bias=False)
+        self.assertEqual(kg_work.count_flops(torch, layer, [torch.randn(m, k)]), 2 * m * k * n)
+
+    def test_elementwise_ops_count_no_flops(self):
+        self.assertEqual(kg_work.count_flops(torch, torch.nn.ReLU(), [torch.randn(64)]), 0)
+
+
+SANDBOX_CHILD = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import kg_sandbox
+seen = []
+policy = json.loads(sys.argv[2])
+kg_sandbox.install(policy, lambda rule, sev, msg: seen.append([rule, sev, msg]))
+inside = os.path.join(sys.argv[3], "inside.txt")
+open(inside, "w").close()
+try:
+    open(os.path.join(sys.argv[4], "outside.txt"), "w").close()
+except OSError:
+    pass
+try:
+    open("/proc/1/environ").close()
+except OSError:
+    pass
+print(json.dumps(seen))
+"""
+
+
+class SandboxHook(unittest.TestCase):
+    def test_writes_outside_the_job_and_other_processes_are_named_and_the_rest_is_quiet(self):
+        with tempfile.TemporaryDirectory() as job, tempfile.TemporaryDirectory() as elsewhere:
+            policy = {"read_exec": [sys.prefix, "/usr"], "read_files": [], "read_write": [os.path.realpath(job)],
+                      "denied_syscalls": {"ptrace": 101}, "level": "off"}
+            out = subprocess.run(
+                [sys.executable, "-c", SANDBOX_CHILD, PYDIR, json.dumps(policy), job, elsewhere],
+                capture_output=True, text=True, timeout=60, check=True,
+            )
+            seen = json.loads(out.stdout.strip().splitlines()[-1])
+        messages = [m for _, _, m in seen]
+        self.assertTrue(all(rule == "sandbox-denied" and sev == "error" for rule, sev, _ in seen), seen)
+        self.assertTrue(any("outside.txt" in m and "NOT blocked (sandbox off)" in m for m in messages), messages)
+        self.assertTrue(any("/proc/1/environ" in m for m in messages), messages)
+        self.assertFalse(any("inside.txt" in m for m in messages), messages)
+
+
+class RunnerUsesTheStageModules(unittest.TestCase):
+    def test_the_runner_reads_every_stage_module_the_harness_installs(self):
+        # The harness sets these globals (crates/harness/src/lib.rs); a name the runner reads
+        # but the harness never sets would be None on the GPU.
+        for name in ("kg_audit", "kg_protocol", "kg_checks", "kg_sandbox", "kg_work"):
+            self.assertTrue(hasattr(runner, name), name)
+        with open(os.path.join(PYDIR, "..", "src", "lib.rs")) as f:
+            lib = f.read()
+        for name in ("kg_protocol", "kg_checks", "kg_sandbox", "kg_work"):
+            self.assertIn(f'"{name}",', lib, f"the harness does not install {name}")
+
+
+if __name__ == "__main__":
+    unittest.main()
