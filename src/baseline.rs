@@ -580,14 +580,7 @@ fn summarize(t: &Target<'_>, tally: &Tally, timed_out: bool, missing: usize) -> 
     0
 }
 
+/// The checked-out commit, when `repo` is a git repository (through the one git owner).
 fn git_head(repo: &Path) -> Option<String> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["rev-parse", "HEAD"])
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    crate::pr::git::Git::open(repo).ok()?.resolve("HEAD").ok()
 }

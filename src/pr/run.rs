@@ -58,13 +58,7 @@ pub fn detect_devices(
 
 /// `nvidia-smi -L`, or `None` when there is no driver.
 pub fn nvidia_smi_list() -> Option<String> {
-    let out = std::process::Command::new("nvidia-smi")
-        .arg("-L")
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    kernelgate_eval::nvidia_smi(&["-L"])
 }
 
 /// What the harness and timing tell us about one kernel.

@@ -47,20 +47,23 @@ pub fn hardware_key(machine: &Machine, precision: Precision) -> HardwareKey {
 
 /// First line of `nvidia-smi --query-gpu=driver_version`, `unknown` without one.
 fn driver_version() -> String {
-    std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=driver_version", "--format=csv,noheader"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .next()
-                .map(|l| l.trim().to_string())
-        })
+    nvidia_smi(&["--query-gpu=driver_version", "--format=csv,noheader"])
+        .and_then(|out| out.lines().next().map(|l| l.trim().to_string()))
         .filter(|l| !l.is_empty())
         .unwrap_or_else(|| "unknown".into())
+}
+
+/// `nvidia-smi` with `args`: its stdout, or `None` without a driver (or when it fails). Every
+/// question to the driver about the GPUs (count, compute capabilities, driver) goes through here.
+pub fn nvidia_smi(args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("nvidia-smi")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[cfg(test)]

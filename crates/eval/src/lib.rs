@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use child::{is_secret_var, run_script, spawn_streaming, Script, ScriptEnd, StreamingScript};
-pub use hardware::{hardware_key, Machine};
+pub use hardware::{hardware_key, nvidia_smi, Machine};
 pub use locate::{find_harness, find_python, is_cpu_kernel, libcuda_present, HARNESS_PACKAGE};
 pub use outcome::{
     EvalResult, ExitInfo, Floor, Mismatch, Outcome, Phase, ProblemWork, TimingResult, TrialMismatch,
@@ -220,32 +220,16 @@ pub fn prepare_job(spec: &JobSpec) -> PreparedJob {
         Some(s) => (s, false),
         None => (rand::random::<u32>() as u64, true),
     };
-    let result = EvalResult {
-        problem: spec
-            .problem_label
+    let result = EvalResult::new(
+        spec.problem_label
             .clone()
             .unwrap_or_else(|| spec.problem.display().to_string()),
-        kernel: spec
-            .kernel_label
+        spec.kernel_label
             .clone()
             .unwrap_or_else(|| spec.kernel.display().to_string()),
-        device: None,
-        outcome: Outcome::Passed { trials: 0 },
-        findings: Vec::new(),
-        timing: None,
-        work: None,
-        audit: None,
-        memory: None,
         seed,
         seed_random,
-        torch: None,
-        machine: None,
-        phases: Vec::new(),
-        exit: ExitInfo::default(),
-        stdout_tail: String::new(),
-        stderr_tail: String::new(),
-        sandbox: String::new(),
-    };
+    );
     PreparedJob {
         started: start(spec, seed),
         spec: spec.clone(),
@@ -589,21 +573,17 @@ fn conclude(spec: &JobSpec, job: Started, result: &mut EvalResult) -> Result<(),
     }
     if report.strays > 0 {
         // Work that outlives the job can run on the GPU during the next candidate's timing.
-        result.findings.push(Finding {
-            file: result.kernel.clone(),
-            line: 0,
-            column: 0,
-            end_line: 0,
-            end_column: 0,
-            rule: RULE_STRAY_PROCESS.into(),
-            severity: Severity::Error,
-            message: format!(
+        result.findings.push(Finding::runtime(
+            result.kernel.clone(),
+            RULE_STRAY_PROCESS,
+            Severity::Error,
+            format!(
                 "{} process(es) of the candidate left the job's process group (setsid/setpgid) and \
                  were still running when it ended; they were killed. A candidate must not leave \
                  processes behind",
                 report.strays
             ),
-        });
+        ));
     }
     result.phases.push(Phase {
         name: "job_wall".into(),
@@ -632,12 +612,8 @@ fn cuda_arch_list() -> Option<String> {
         {
             return Some(v);
         }
-        let out = std::process::Command::new("nvidia-smi")
-            .args(["--query-gpu=compute_cap", "--format=csv,noheader"])
-            .output()
-            .ok()
-            .filter(|o| o.status.success())?;
-        let mut caps: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        let out = nvidia_smi(&["--query-gpu=compute_cap", "--format=csv,noheader"])?;
+        let mut caps: Vec<String> = out
             .lines()
             .map(|l| l.trim().to_string())
             .filter(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_digit() || c == '.'))
@@ -678,15 +654,13 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
     result.findings = r
         .findings
         .into_iter()
-        .map(|f| Finding {
-            file: file.clone(),
-            line: 0,
-            column: 0,
-            end_line: 0,
-            end_column: 0,
-            rule: format!("eval/{}", f.rule),
-            severity: f.severity,
-            message: f.message,
+        .map(|f| {
+            Finding::runtime(
+                file.clone(),
+                format!("eval/{}", f.rule),
+                f.severity,
+                f.message,
+            )
         })
         .collect();
     if let Some(samples) = r.timing {
@@ -719,18 +693,12 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
     if let Some(audit) = r.audit.filter(|a| !a.is_null()) {
         match serde_json::from_value::<kernelgate_model::OpAudit>(audit) {
             Ok(a) => result.audit = Some(a),
-            Err(e) => result.findings.push(Finding {
-                file: file.clone(),
-                line: 0,
-                column: 0,
-                end_line: 0,
-                end_column: 0,
-                rule: "eval/audit-failed".into(),
-                severity: Severity::Warning,
-                message: format!(
-                    "the op audit's result does not parse ({e}); the custom share is unknown"
-                ),
-            }),
+            Err(e) => result.findings.push(Finding::runtime(
+                file.clone(),
+                "eval/audit-failed",
+                Severity::Warning,
+                format!("the op audit's result does not parse ({e}); the custom share is unknown"),
+            )),
         }
     }
     r.outcome
@@ -907,26 +875,7 @@ mod tests {
     }
 
     fn blank(kernel: &str) -> EvalResult {
-        EvalResult {
-            problem: "level1/19_ReLU".into(),
-            kernel: kernel.into(),
-            device: None,
-            outcome: Outcome::Passed { trials: 0 },
-            findings: Vec::new(),
-            timing: None,
-            work: None,
-            audit: None,
-            memory: None,
-            seed: 1,
-            seed_random: false,
-            torch: None,
-            machine: None,
-            phases: Vec::new(),
-            exit: ExitInfo::default(),
-            stdout_tail: String::new(),
-            stderr_tail: String::new(),
-            sandbox: String::new(),
-        }
+        EvalResult::new("level1/19_ReLU".into(), kernel.into(), 1, false)
     }
 
     /// A runner result as `runner.py` writes it: candidate at `cand_ms`, reference at 10x that.

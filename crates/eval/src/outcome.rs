@@ -303,6 +303,30 @@ pub struct EvalResult {
 }
 
 impl EvalResult {
+    /// A result before its child has said anything: passed with no trials, nothing measured.
+    pub fn new(problem: String, kernel: String, seed: u64, seed_random: bool) -> EvalResult {
+        EvalResult {
+            problem,
+            kernel,
+            device: None,
+            outcome: Outcome::Passed { trials: 0 },
+            findings: Vec::new(),
+            timing: None,
+            work: None,
+            audit: None,
+            memory: None,
+            seed,
+            seed_random,
+            torch: None,
+            machine: None,
+            phases: Vec::new(),
+            exit: ExitInfo::default(),
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+            sandbox: String::new(),
+        }
+    }
+
     pub fn passed(&self) -> bool {
         self.outcome.passed()
     }

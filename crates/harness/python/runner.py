@@ -397,7 +397,8 @@ class Runner:
             self.dev = torch.device("cpu")
         # Asked here, before the candidate is imported: what the candidate's code could alter
         # afterwards, it cannot alter in the key its timings are filed under.
-        self.machine = self.kg_timing.machine(torch, self.dev)
+        if self.kg_timing is not None:
+            self.machine = self.kg_timing.machine(torch, self.dev)
         return self.dev
 
     def set_seed(self, s):

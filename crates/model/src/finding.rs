@@ -40,3 +40,25 @@ pub struct Finding {
     pub severity: Severity,
     pub message: String,
 }
+
+impl Finding {
+    /// A finding of the run, not of a line (runtime checks, timing integrity): line 0, which
+    /// annotations and SARIF place on the file as a whole.
+    pub fn runtime(
+        file: impl Into<String>,
+        rule: impl Into<String>,
+        severity: Severity,
+        message: impl Into<String>,
+    ) -> Finding {
+        Finding {
+            file: file.into(),
+            line: 0,
+            column: 0,
+            end_line: 0,
+            end_column: 0,
+            rule: rule.into(),
+            severity,
+            message: message.into(),
+        }
+    }
+}

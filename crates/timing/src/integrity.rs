@@ -189,16 +189,7 @@ fn evidence(c: &Comparison) -> String {
 }
 
 fn finding(file: &str, rule: &str, message: String) -> Finding {
-    Finding {
-        file: file.to_string(),
-        line: 0,
-        column: 0,
-        end_line: 0,
-        end_column: 0,
-        rule: rule.to_string(),
-        severity: Severity::Error,
-        message,
-    }
+    Finding::runtime(file, rule, Severity::Error, message)
 }
 
 #[cfg(test)]

@@ -80,16 +80,8 @@ pub fn check_plausibility(
     speedup: Option<f64>,
     excessive_speedup: f64,
 ) -> Vec<Finding> {
-    let mk = |rule: &str, severity, message: String| Finding {
-        file: file.to_string(),
-        line: 0,
-        column: 0,
-        end_line: 0,
-        end_column: 0,
-        rule: rule.to_string(),
-        severity,
-        message,
-    };
+    let mk =
+        |rule: &str, severity, message: String| Finding::runtime(file, rule, severity, message);
     let mut out = Vec::new();
     if let Some(f) = floor.filter(|f| *f > 0.0) {
         if candidate_ms < f {

@@ -52,22 +52,13 @@ pub fn escaped_work(file: &str, samples: &[Sample]) -> Option<Finding> {
     }
     let med_trailing = median(&trailing);
     let med_wall = median(&samples.iter().map(|s| s.wall_ms).collect::<Vec<_>>());
-    Some(Finding {
-        file: file.to_string(),
-        line: 0,
-        column: 0,
-        end_line: 0,
-        end_column: 0,
-        rule: RULE_ESCAPED.to_string(),
-        severity: Severity::Error,
-        message: format!(
+    Some(Finding::runtime(file.to_string(), RULE_ESCAPED, Severity::Error, format!(
             "work outside the timed stream: {over} of {} timed calls left GPU work running after the end event \
              (median {med_trailing:.3} ms of trailing synchronisation against {med_ms:.3} ms measured on the stream, \
              wall {med_wall:.3} ms; threshold {threshold:.3} ms). Launch every kernel on \
              torch.cuda.current_stream() or join side streams before returning.",
             samples.len()
-        ),
-    })
+        )))
 }
 
 #[cfg(test)]
