@@ -95,6 +95,8 @@ struct Target<'a> {
     repo: &'a Path,
     cfg: &'a Config,
     key: HardwareKey,
+    /// The references ran on a GPU (kernels are timed there too, CPU-only C++ aside).
+    gpu: bool,
     l2: String,
     dir: PathBuf,
     commit: Option<String>,
@@ -125,6 +127,7 @@ pub fn record(repo: &Path, cfg: &Config, set: &ProblemSet, req: &Request) -> any
         cfg,
         dir: cfg.results_root(repo).join("timing").join(&hw_dir),
         key,
+        gpu: out.machine.is_gpu(),
         l2: out.l2.clone(),
         commit: git_head(repo),
         now: SystemTime::now()
@@ -146,7 +149,7 @@ pub fn record(repo: &Path, cfg: &Config, set: &ProblemSet, req: &Request) -> any
         eprintln!("idle context synchronise: {:.1} us", s * 1e3);
     }
     let expected = problems.len() * variants.len();
-    let missing = expected - out.results.len().min(expected);
+    let missing = expected.saturating_sub(out.results.len());
     Ok(summarize(&target, &tally, timed_out, missing))
 }
 
@@ -212,7 +215,7 @@ fn time_references(
             "max_samples": t.max_samples.max(100),
             "budget_s": t.budget_s,
             "ci_target_pct": t.ci_target_pct,
-            "l2": match t.l2 { kernelgate_model::L2Mode::Cold => "cold", kernelgate_model::L2Mode::Warm => "warm" },
+            "l2": t.l2.as_str(),
         },
     });
     let job_path = work.path().join("job.json");
@@ -363,7 +366,7 @@ fn write_references(
             variant,
             kernel: None,
             hardware: &t.key,
-            l2: &out.l2,
+            l2: &t.l2,
         };
         row(
             &p.key,
@@ -387,7 +390,7 @@ fn write_references(
             kernel: None,
             kernel_sha256: None,
             hardware: t.key.clone(),
-            l2: out.l2.clone(),
+            l2: t.l2.clone(),
             stats,
             samples_ms: ms,
             commit: t.commit.clone(),
@@ -484,11 +487,7 @@ fn time_kernel(
     p: &Problem,
     extensions: &Path,
 ) -> anyhow::Result<Option<(BaselineEntry, SeriesStats)>> {
-    let kpath = if k.path.is_absolute() {
-        k.path.clone()
-    } else {
-        t.repo.join(&k.path)
-    };
+    let kpath = t.repo.join(&k.path); // an absolute path stays as it is
     let source =
         std::fs::read_to_string(&kpath).with_context(|| format!("reading {}", kpath.display()))?;
     let mut spec = JobSpec::from_config(t.cfg, t.repo, &p.path, &kpath)?;
@@ -497,11 +496,7 @@ fn time_kernel(
     spec.precision = k.precision;
     spec.seed = Some(42);
     spec.extensions_dir = Some(extensions.to_path_buf());
-    spec.device = if !t.key.cuda.is_empty() && t.key.cuda != "none" {
-        Device::Cuda
-    } else {
-        Device::Cpu
-    };
+    spec.device = if t.gpu { Device::Cuda } else { Device::Cpu };
     let r = kernelgate_eval::run_job(&spec);
     // CPU-only C++ kernels run on the CPU even on a GPU runner: record them under the key of
     // where they ran, as `kernelgate pr` looks them up.

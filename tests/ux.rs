@@ -278,6 +278,16 @@ fn cuda_and_triton_kernels_without_a_gpu_are_skipped_not_failed() {
     );
 }
 
+/// The `check` object of problem `key` in `problems --check --format json` output.
+fn problem_check(rows: &Value, key: &str) -> Value {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == key)
+        .unwrap_or_else(|| panic!("no {key}"))["check"]
+        .clone()
+}
+
 /// Problems: two good ones, one with a syntax error, one without `Model`, one whose `Model`
 /// raises, and a level-4 one that needs `transformers` (absent from the test's Python).
 fn problems_repo() -> tempfile::TempDir {
@@ -352,14 +362,7 @@ fn problems_check_loads_each_problem_and_names_missing_packages() {
     let out = kernelgate(d, &["problems", "--check", "--format", "json"], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let check = |key: &str| -> Value {
-        rows.as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["key"] == key)
-            .unwrap_or_else(|| panic!("no {key}"))["check"]
-            .clone()
-    };
+    let check = |key: &str| problem_check(&rows, key);
     let relu = check("level1/3_ReLU");
     assert_eq!(relu["ok"], true, "{relu:#}");
     assert!(
@@ -459,14 +462,7 @@ fn problems_check_survives_hangs_and_crashes_and_hides_the_token() {
         text(&out)
     );
     let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let check = |key: &str| -> Value {
-        rows.as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["key"] == key)
-            .unwrap_or_else(|| panic!("no {key}"))["check"]
-            .clone()
-    };
+    let check = |key: &str| problem_check(&rows, key);
     let hangs = check("level1/1_Hangs");
     assert_eq!(hangs["ok"], false, "{hangs:#}");
     assert!(

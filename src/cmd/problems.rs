@@ -285,7 +285,8 @@ fn check(
             code: CHECK_SCRIPT,
             args: vec![jobs.into()],
             dir: &dir,
-            limit,
+            // Not enforced for a streamed script: each problem's `recv_timeout` below is.
+            limit: Duration::MAX,
             memory_limit_bytes: 0,
             rlimit_as: false,
             env: vec![("CUDA_VISIBLE_DEVICES", "")],

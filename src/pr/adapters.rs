@@ -200,11 +200,7 @@ impl Evaluator for HarnessEvaluator {
         if let Some(machine) = machine {
             eval.run_key = Some(RunKey {
                 key: kernelgate_eval::hardware_key(&machine, job.precision),
-                l2: match self.config.timing.l2 {
-                    kernelgate_model::L2Mode::Cold => "cold",
-                    kernelgate_model::L2Mode::Warm => "warm",
-                }
-                .to_string(),
+                l2: self.config.timing.l2.as_str().to_string(),
             });
         }
         eval

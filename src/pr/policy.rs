@@ -85,12 +85,13 @@ impl Policy {
     }
 
     pub fn info(&self, acks: &[String]) -> PolicyInfo {
-        let names = |cs: &mut dyn Iterator<Item = Condition>| {
-            cs.map(|c| c.as_str().to_string()).collect::<Vec<_>>()
-        };
+        let name = |c: Condition| c.as_str().to_string();
         PolicyInfo {
-            fail_on: names(&mut self.fail_on.iter().copied()),
-            warn_on: names(&mut self.warn_on.iter().copied().chain(Condition::ALWAYS_WARN)),
+            fail_on: self.fail_on.iter().copied().map(name).collect(),
+            warn_on: (self.warn_on.iter().copied())
+                .chain(Condition::ALWAYS_WARN)
+                .map(name)
+                .collect(),
             regression_threshold: Some(self.regression_threshold),
             acknowledged: acks.to_vec(),
         }

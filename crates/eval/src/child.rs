@@ -258,6 +258,7 @@ pub struct Script<'a> {
     pub code: &'a str,
     pub args: Vec<std::ffi::OsString>,
     pub dir: &'a Path,
+    /// The wall-clock limit of `run_script`; a streamed script's caller times each step.
     pub limit: Duration,
     pub memory_limit_bytes: u64,
     /// Enforce memory with `RLIMIT_AS` (CPU) or an RSS watchdog (CUDA needs a huge address space).
@@ -385,9 +386,7 @@ impl StreamingScript {
             .unwrap_or_default();
         (status, stderr)
     }
-}
 
-impl StreamingScript {
     /// Kills the group once: a reaped group's id may be reused.
     fn end(&mut self) -> Option<std::process::ExitStatus> {
         if self.pgid > 0 {
@@ -699,6 +698,21 @@ pub fn tail(path: &PathBuf) -> String {
 mod tests {
     use super::*;
 
+    /// The process whose pid the script wrote to `pid_file` is gone (or a zombie).
+    fn assert_background_process_gone(pid_file: &Path) {
+        let bg: i32 = std::fs::read_to_string(pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let state = proc_stat(bg).map(|(s, _, _)| s);
+        assert!(
+            matches!(state, None | Some('Z')),
+            "background process {bg} survived: {state:?}"
+        );
+    }
+
     fn script<'a>(dir: &'a Path, code: &'a str, limit: Duration, memory: u64) -> Script<'a> {
         Script {
             python: Path::new("/bin/sh"),
@@ -735,17 +749,7 @@ mod tests {
         let code = format!("sleep 60 & echo $! > {}; wait", pid_file.display());
         let ended = run_script(script(dir.path(), &code, Duration::from_millis(500), 0)).unwrap();
         assert!(matches!(ended, ScriptEnd::TimedOut), "{ended:?}");
-        let bg: i32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(200));
-        let state = proc_stat(bg).map(|(s, _, _)| s);
-        assert!(
-            matches!(state, None | Some('Z')),
-            "background process {bg} survived: {state:?}"
-        );
+        assert_background_process_gone(&pid_file);
     }
 
     #[test]
@@ -775,17 +779,7 @@ mod tests {
         let (status, stderr) = streamed.finish();
         assert!(status.is_some_and(|s| !s.success()), "{status:?}");
         assert_eq!(stderr.trim(), "oops");
-        let bg: i32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(200));
-        let state = proc_stat(bg).map(|(s, _, _)| s);
-        assert!(
-            matches!(state, None | Some('Z')),
-            "background process {bg} survived: {state:?}"
-        );
+        assert_background_process_gone(&pid_file);
         assert!(
             !dir.path().join("py/kernelgate_harness.abi3.so").exists(),
             "no harness asked for, none linked"

@@ -23,7 +23,8 @@ pub struct Machine {
 }
 
 impl Machine {
-    fn is_gpu(&self) -> bool {
+    /// Whether the Python ran on a GPU (`cuda` is `none` on the CPU).
+    pub fn is_gpu(&self) -> bool {
         self.cuda != "none"
     }
 }

@@ -11,7 +11,8 @@ _isinstance = isinstance
 _type = type
 
 
-def _finite(x):
+def finite_or_none(x):
+    """`x` as a float, None when it is NaN or infinite (JSON has neither)."""
     x = float(x)
     return x if math.isfinite(x) else None
 
@@ -122,14 +123,14 @@ def mismatch_detail(T, torch, tol, k, o, r):
     rf = r.reshape(-1)[flat].item() if r.numel() else None
     return {
         "output": k,
-        "max_abs_error": _finite(max_abs) if max_abs is not None else None,
-        "max_rel_error": _finite(max_rel) if max_rel is not None else None,
+        "max_abs_error": finite_or_none(max_abs) if max_abs is not None else None,
+        "max_rel_error": finite_or_none(max_rel) if max_rel is not None else None,
         "mismatches": n_bad,
         "elements": int(o.numel()),
         "mismatch_share": n_bad / max(1, int(o.numel())),
         "first_mismatch_index": index,
-        "expected": _finite(rf) if _isinstance(rf, float) else rf,
-        "got": _finite(of) if _isinstance(of, float) else of,
+        "expected": finite_or_none(rf) if _isinstance(rf, float) else rf,
+        "got": finite_or_none(of) if _isinstance(of, float) else of,
         "nonfinite_outputs": nonfinite,
     }
 
@@ -159,66 +160,41 @@ def structural(T, outs, refs, args, keep, trial):
             "expected": [list(r.shape) for r in refs],
             "got": [],
         }
+
+    def failed(kind, k, message, **detail):
+        return {"kind": kind, "trial": trial, "output": k, "message": message, **detail}
+
     for k, (o, r) in enumerate(zip(outs, refs)):
         if _type(o) is not T.Tensor:
-            return {
-                "kind": "not_a_tensor",
-                "trial": trial,
-                "output": k,
-                "message": f"output {k} is a {_type(o).__module__}.{_type(o).__qualname__}; "
+            return failed(
+                "not_a_tensor", k,
+                f"output {k} is a {_type(o).__module__}.{_type(o).__qualname__}; "
                 "ModelNew must return a plain torch.Tensor (no subclasses, no lazy objects)",
-            }
+            )
         if tuple(o.shape) != tuple(r.shape):
-            return {
-                "kind": "shape_mismatch",
-                "trial": trial,
-                "output": k,
-                "message": f"output {k} has shape {list(o.shape)}, the reference {list(r.shape)}",
-                "expected": list(r.shape),
-                "got": list(o.shape),
-            }
+            got, want = list(o.shape), list(r.shape)
+            return failed("shape_mismatch", k, f"output {k} has shape {got}, the reference {want}", expected=want, got=got)
         if o.dtype != r.dtype:
-            return {
-                "kind": "dtype_mismatch",
-                "trial": trial,
-                "output": k,
-                "message": f"output {k} is {o.dtype}, the reference {r.dtype}",
-                "expected": str(r.dtype),
-                "got": str(o.dtype),
-            }
+            return failed("dtype_mismatch", k, f"output {k} is {o.dtype}, the reference {r.dtype}",
+                          expected=str(r.dtype), got=str(o.dtype))
         if o.device != r.device:
-            return {
-                "kind": "device_mismatch",
-                "trial": trial,
-                "output": k,
-                "message": f"output {k} is on {o.device}, the reference on {r.device}",
-                "expected": str(r.device),
-                "got": str(o.device),
-            }
+            return failed("device_mismatch", k, f"output {k} is on {o.device}, the reference on {r.device}",
+                          expected=str(r.device), got=str(o.device))
         for j, a in enumerate(args):
             if _isinstance(a, T.Tensor) and overlaps(T, o, a):
-                return {
-                    "kind": "output_aliased",
-                    "trial": trial,
-                    "output": k,
-                    "message": f"output {k} shares memory with input {j}: compute into a new tensor "
+                return failed(
+                    "output_aliased", k,
+                    f"output {k} shares memory with input {j}: compute into a new tensor "
                     "instead of writing the input in place",
-                }
+                )
         for j, other in enumerate(outs[:k]):
             if overlaps(T, o, other):
-                return {
-                    "kind": "output_aliased",
-                    "trial": trial,
-                    "output": k,
-                    "message": f"outputs {j} and {k} share memory",
-                }
+                return failed("output_aliased", k, f"outputs {j} and {k} share memory")
         for p in keep:
             if overlaps(T, o, p):
-                return {
-                    "kind": "output_aliased",
-                    "trial": trial,
-                    "output": k,
-                    "message": f"output {k} shares memory with a tensor returned by an earlier call or with "
+                return failed(
+                    "output_aliased", k,
+                    f"output {k} shares memory with a tensor returned by an earlier call or with "
                     "the reference's output: results must not be cached or reused across calls",
-                }
+                )
     return None

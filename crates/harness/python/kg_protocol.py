@@ -8,7 +8,7 @@ kg_timing), and given to the runner as `runner.kg_protocol`.
 """
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Optional
 
 PROTOCOL = 1
@@ -72,7 +72,6 @@ _ACCEPTS = {
     list: (list,),
     dict: (dict,),
 }
-_NESTED = {"timing": Timing, "sandbox": Sandbox}
 
 
 def _build(cls, value, where):
@@ -92,8 +91,8 @@ def _build(cls, value, where):
         base = f.type.__args__[0] if optional else f.type
         if v is None and optional:
             out[f.name] = None
-        elif f.name in _NESTED:
-            out[f.name] = _build(_NESTED[f.name], v, f"{where}.{f.name}")
+        elif is_dataclass(base):
+            out[f.name] = _build(base, v, f"{where}.{f.name}")
         elif isinstance(v, bool) and base is not bool:
             raise ProtocolError(f"{where}.{f.name} must be {base.__name__}, not bool")
         elif not isinstance(v, _ACCEPTS[base]):

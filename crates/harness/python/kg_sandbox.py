@@ -20,19 +20,19 @@ def install(policy, report):
     another process's /proc entries, network connections, programs and libraries from outside,
     ctypes lookups of the syscalls seccomp denies. Installed before the candidate is imported; an
     audit hook cannot be removed. Code that skips Python (ctypes syscall stubs, C++) is still
-    blocked, just not named."""
+    blocked, just not named. `policy` is the job's `kg_protocol.Sandbox`."""
     import socket
 
     realpath, abspath, fsdecode, sep, me = os.path.realpath, os.path.abspath, os.fsdecode, os.sep, os.getpid()
-    read_exec = tuple(policy.get("read_exec", ()))
-    read_write = tuple(policy.get("read_write", ()))
-    read_files = frozenset(policy.get("read_files", ()))
+    read_exec = tuple(policy.read_exec)
+    read_write = tuple(policy.read_write)
+    read_files = frozenset(policy.read_files)
     # Importing a file by path looks for its cached bytecode beside it; that is no attempt.
     bytecode_dirs = frozenset(os.path.join(os.path.dirname(f), "__pycache__") for f in read_files)
-    denied = frozenset(policy.get("denied_syscalls", {}))
+    denied = frozenset(policy.denied_syscalls)
     inet = (socket.AF_INET, socket.AF_INET6)
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    level = str(policy.get("level", ""))
+    level = str(policy.level)
     verdict = "blocked by the sandbox" if level == "full" or level.startswith("partial") else f"NOT blocked (sandbox {level})"
     seen = set()
     busy = threading.local()

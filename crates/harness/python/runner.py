@@ -52,11 +52,6 @@ def _tail(text, n=TAIL):
     return text if len(text) <= n else "..." + text[-n:]
 
 
-def _finite(x):
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
 def _native_threads():
     try:
         return len(_listdir("/proc/self/task"))
@@ -204,7 +199,7 @@ class Runner:
 
         # ---- candidate -------------------------------------------------------------------------
         if job.sandbox:
-            kg_sandbox.install(_asdict(job.sandbox), self.finding)
+            kg_sandbox.install(job.sandbox, self.finding)
         cand, cand_mod = self.load_candidate(init_inputs, seed)
 
         self.check_trials(cand, trials, extra, threads_py, threads_native)
@@ -803,12 +798,10 @@ class Runner:
         if self.kg_timing is None or self.dev.type != "cuda":
             return
         try:
-            cfg = _asdict(self.job.timing)
-            cfg["device"] = "cuda"
-            timer = self.timer if self.timer is not None else self.kg_timing.make_timer(cfg)
+            timer = self.timer if self.timer is not None else self.kg_timing.make_timer(self.timing_cfg())
             bw = timer.bandwidth_gbs()
             self.timer = timer
-            self.bandwidth_gbs = _finite(bw) if bw is not None else None
+            self.bandwidth_gbs = kg_checks.finite_or_none(bw) if bw is not None else None
         except Exception:
             self.bandwidth_gbs = None
 
@@ -866,7 +859,7 @@ class Runner:
         original content is put back. A witness needs enough calls for a rank test, not a 1%
         interval: a quarter of the budget."""
         cfg = self.timing_cfg()
-        budget = float(cfg.get("budget_s", 10.0))
+        budget = float(cfg["budget_s"])
         cfg["budget_s"] = min(budget, max(1.0, budget / 4.0))
         if self.timer is None:
             self.timer = self.kg_timing.make_timer(cfg)
@@ -876,8 +869,9 @@ class Runner:
                 return ref_model(*sets[i])
 
         callables = {"reference": call}
-        if self.control_call(sets) is not None:
-            callables["control"] = self.control_call(sets)
+        control = self.control_call(sets)
+        if control is not None:
+            callables["control"] = control
         alone = self.kg_timing.measure(callables, len(sets), self.timer, cfg, None, fresh)
         fresh.restore()
         self.sync()

@@ -106,60 +106,25 @@ struct Runner<'py> {
 fn load_runner(py: Python<'_>) -> Result<Runner<'_>, String> {
     // An import failure is the runner's to report, with the interpreter's name.
     let _ = py.import("torch");
-    let code = CString::new(RUNNER_SRC).map_err(|e| e.to_string())?;
-    let runner = PyModule::from_code(py, &code, c"<kernelgate runner>", c"_kernelgate_runner")
+    let runner = load_private_module(py, "runner", RUNNER_SRC)
         .map_err(|e| format!("loading the embedded runner: {}", py_error_text(py, &e)))?;
-    if let Ok(sys) = py.import("sys") {
-        if let Ok(modules) = sys.getattr("modules") {
-            let _ = modules.del_item("_kernelgate_runner");
-        }
-    }
-    // Loaded before any candidate code, so it captures the functions it relies on unpatched.
-    let audit = load_private_module(
-        py,
-        KG_AUDIT_SRC,
-        c"<kernelgate kg_audit>",
-        c"_kernelgate_kg_audit",
-    )
-    .map_err(|e| format!("loading kg_audit: {}", py_error_text(py, &e)))?;
-    // Only where the child sees a GPU (its job's), and before CUDA has a context here.
-    if let Ok(torch) = py.import("torch") {
-        let _ = audit.call_method1("warm_profiler", (torch,));
-    }
-    runner
-        .setattr("kg_audit", audit)
-        .map_err(|e| format!("installing kg_audit: {}", py_error_text(py, &e)))?;
-    for (name, src, file, module) in [
-        (
-            "kg_protocol",
-            KG_PROTOCOL_SRC,
-            c"<kernelgate kg_protocol>",
-            c"_kernelgate_kg_protocol",
-        ),
-        (
-            "kg_checks",
-            KG_CHECKS_SRC,
-            c"<kernelgate kg_checks>",
-            c"_kernelgate_kg_checks",
-        ),
-        (
-            "kg_sandbox",
-            KG_SANDBOX_SRC,
-            c"<kernelgate kg_sandbox>",
-            c"_kernelgate_kg_sandbox",
-        ),
-        (
-            "kg_work",
-            KG_WORK_SRC,
-            c"<kernelgate kg_work>",
-            c"_kernelgate_kg_work",
-        ),
+    // Loaded before any candidate code, so they capture the functions they rely on unpatched.
+    for (name, src) in [
+        ("kg_audit", KG_AUDIT_SRC),
+        ("kg_protocol", KG_PROTOCOL_SRC),
+        ("kg_checks", KG_CHECKS_SRC),
+        ("kg_sandbox", KG_SANDBOX_SRC),
+        ("kg_work", KG_WORK_SRC),
     ] {
-        let m = load_private_module(py, src, file, module)
+        let m = load_private_module(py, name, src)
             .map_err(|e| format!("loading {name}: {}", py_error_text(py, &e)))?;
         runner
             .setattr(name, m)
             .map_err(|e| format!("installing {name}: {}", py_error_text(py, &e)))?;
+    }
+    // Only where the child sees a GPU (its job's), and before CUDA has a context here.
+    if let (Ok(torch), Ok(audit)) = (py.import("torch"), runner.getattr("kg_audit")) {
+        let _ = audit.call_method1("warm_profiler", (torch,));
     }
     // The timer is made by kg_timing itself (`make_timer`), on the device the runner picked.
     let timing = timer::load_timing_module(py)
@@ -186,15 +151,21 @@ fn drive_runner(py: Python<'_>, loaded: &Runner<'_>, job: &str) -> Result<String
 /// Loads `src` as a module that is not left in `sys.modules` (candidates cannot find it by name).
 fn load_private_module<'py>(
     py: Python<'py>,
+    name: &str,
     src: &str,
-    file: &std::ffi::CStr,
-    name: &std::ffi::CStr,
 ) -> PyResult<Bound<'py, PyModule>> {
-    let code =
-        CString::new(src).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
-    let module = PyModule::from_code(py, &code, file, name)?;
+    let cstring = |s: String| {
+        CString::new(s).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
+    };
+    let module_name = format!("_kernelgate_{name}");
+    let module = PyModule::from_code(
+        py,
+        &cstring(src.to_string())?,
+        &cstring(format!("<kernelgate {name}>"))?,
+        &cstring(module_name.clone())?,
+    )?;
     if let Ok(modules) = py.import("sys").and_then(|s| s.getattr("modules")) {
-        let _ = modules.del_item(name.to_str().unwrap_or_default());
+        let _ = modules.del_item(module_name);
     }
     Ok(module)
 }

@@ -209,6 +209,16 @@ pub enum L2Mode {
     Warm,
 }
 
+impl L2Mode {
+    /// As written in `kernelgate.toml`, the job and the baseline files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            L2Mode::Cold => "cold",
+            L2Mode::Warm => "warm",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TimingConfig {

@@ -102,7 +102,7 @@ fn sarif_log(rules: &[SarifRule], results: &[Located], artifacts: &[String]) -> 
             json!({
                 "ruleId": l.rule,
                 "ruleIndex": rules.iter().position(|r| r.id == l.rule).unwrap_or(0),
-                "level": level(l.severity),
+                "level": l.severity.as_str(),
                 "message": {"text": l.message},
                 "partialFingerprints": {
                     "primaryLocationLineHash": fingerprint(&l.rule, &l.path, &l.message)
@@ -144,17 +144,10 @@ fn rule(r: &SarifRule) -> Value {
     if let Some(doc) = &r.doc {
         v["fullDescription"] = json!({"text": doc.description});
         v["help"] = json!({"text": doc.help_text, "markdown": doc.help_markdown});
-        v["defaultConfiguration"] = json!({"level": level(r.level)});
+        v["defaultConfiguration"] = json!({"level": r.level.as_str()});
         v["properties"] = json!({"tags": ["security", "kernelgate"]});
     }
     v
-}
-
-fn level(s: Severity) -> &'static str {
-    match s {
-        Severity::Error => "error",
-        Severity::Warning => "warning",
-    }
 }
 
 /// A relative, forward-slash, percent-encoded URI (GitHub resolves it against the checkout).

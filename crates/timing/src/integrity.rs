@@ -58,7 +58,7 @@ pub fn input_reuse(file: &str, fresh: &[Sample], repeated: &[Sample]) -> Option<
     if c.verdict != Verdict::Faster {
         return None;
     }
-    Some(finding(
+    Some(error_finding(
         file,
         RULE_INPUT_REUSE,
         format!(
@@ -145,7 +145,7 @@ pub fn reference_tampered(file: &str, w: &ReferenceWitness, on_gpu: bool) -> Opt
     };
     if let Some(after) = w.after {
         if let Some((c, unit)) = slowdown(before, (after, w.control_after), threshold) {
-            return Some(finding(
+            return Some(error_finding(
                 file,
                 RULE_REFERENCE_TAMPERED,
                 format!(
@@ -159,7 +159,7 @@ pub fn reference_tampered(file: &str, w: &ReferenceWitness, on_gpu: bool) -> Opt
     let (c, unit) = slowdown(before, (w.interleaved, w.control), threshold)?;
     let detail = detail(&c, unit, w.interleaved);
     if w.after.is_none() || c.ratio >= INTERLEAVED_ONLY_ERROR_RATIO {
-        return Some(finding(
+        return Some(error_finding(
             file,
             RULE_REFERENCE_TAMPERED,
             format!(
@@ -168,17 +168,16 @@ pub fn reference_tampered(file: &str, w: &ReferenceWitness, on_gpu: bool) -> Opt
             ),
         ));
     }
-    let mut f = finding(
+    Some(Finding::runtime(
         file,
         RULE_REFERENCE_INTERLEAVED,
+        Severity::Warning,
         format!(
             "the reference ran {:.2}x slower between the candidate's timed calls than alone, and as fast as before once they stopped ({detail}): the speedup may be overstated by up to that factor. \
              A short, launch-bound reference is sensitive to the state another kernel's calls leave behind; compare against the reference timed alone before trusting a small speedup.",
             c.ratio
         ),
-    );
-    f.severity = Severity::Warning;
-    Some(f)
+    ))
 }
 
 fn evidence(c: &Comparison) -> String {
@@ -188,7 +187,7 @@ fn evidence(c: &Comparison) -> String {
     )
 }
 
-fn finding(file: &str, rule: &str, message: String) -> Finding {
+fn error_finding(file: &str, rule: &str, message: String) -> Finding {
     Finding::runtime(file, rule, Severity::Error, message)
 }
 

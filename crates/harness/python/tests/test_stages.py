@@ -102,11 +102,11 @@ class Work(unittest.TestCase):
 
 
 SANDBOX_CHILD = """
-import json, os, sys
+import json, os, sys, types
 sys.path.insert(0, sys.argv[1])
 import kg_sandbox
 seen = []
-policy = json.loads(sys.argv[2])
+policy = types.SimpleNamespace(**json.loads(sys.argv[2]))
 kg_sandbox.install(policy, lambda rule, sev, msg: seen.append([rule, sev, msg]))
 inside = os.path.join(sys.argv[3], "inside.txt")
 open(inside, "w").close()

@@ -1145,7 +1145,7 @@ impl<'t> Analyzer<'t> {
         for d in node.children_by_field_name("declarator", &mut c) {
             if d.kind_fast() != "function_declarator" && storage.outlives_the_call() {
                 self.remember_static_pointer(d);
-                self.static_declaration(&storage, ty, d);
+                self.static_declaration(storage, ty, d);
             }
             if d.kind_fast() == "init_declarator" {
                 self.local_declaration(ty, d);

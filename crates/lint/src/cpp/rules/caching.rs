@@ -11,7 +11,7 @@ use std::ops::Range;
 impl<'t> Analyzer<'t> {
     /// KG606 on a declarator `d` of type `ty` that outlives the call: a static or global that
     /// can hold results (tensors, containers of pointers, captured CUDA graphs).
-    pub(in crate::cpp) fn static_declaration(&mut self, storage: &Storage, ty: &str, d: Node<'t>) {
+    pub(in crate::cpp) fn static_declaration(&mut self, storage: Storage, ty: &str, d: Node<'t>) {
         // Tensors, or containers holding pointers (`data_ptr()` keys); a map of device
         // properties or launch configurations is not an output cache.
         let container = ty.contains("map<") || ty.contains("set<") || ty.contains("vector<");
