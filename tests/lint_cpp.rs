@@ -205,6 +205,11 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
             "hack_side_stream_record_only.py",
             vec![e("KG603", 19, 33), e("KG603", 22, 44)],
         ),
+        // A helper defined after its use hands out a pooled stream.
+        (
+            "hack_side_stream_helper.py",
+            vec![e("KG603", 21, 44), e("KG603", 26, 40)],
+        ),
         // The CUDA comes from a module-level template function.
         (
             "hack_source_template_fn.py",
@@ -245,6 +250,8 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
         "honest_dtype_dispatch_half.py",
         "honest_current_stream_spellings.py",
         "honest_splitk_workspace.py",
+        // The caller's stream through helpers defined after their use.
+        "honest_stream_helpers.py",
     ] {
         assert_eq!(found.get(honest), None, "{honest} must be clean");
     }
@@ -269,6 +276,45 @@ fn side_streams_joined_back_with_events_are_warnings() {
     assert_eq!(
         found["warn_joined_side_streams.py"],
         vec![w(22, 31), w(23, 31), w(31, 47), w(32, 51)]
+    );
+}
+
+#[test]
+fn a_stream_from_an_unresolved_helper_is_a_warning_a_resolved_one_decides() {
+    let (found, _, code) = lint_json(&["tests/fixtures/lint/cpp/warn_unresolved_stream_helper.py"]);
+    assert_eq!(code, 0, "{found:?}");
+    assert_eq!(
+        found["warn_unresolved_stream_helper.py"],
+        vec![("KG603".to_string(), 22, 44, "warning".to_string())]
+    );
+    // The same launch once the helper's body is in the source: its return decides.
+    let path = "tests/fixtures/lint/cpp/warn_unresolved_stream_helper.py";
+    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
+    let lint = |s: &str| {
+        kernelgate_lint::lint_file("x.py", s, &Default::default())
+            .unwrap()
+            .into_iter()
+            .map(|f| (f.rule, f.severity.as_str().to_string()))
+            .collect::<Vec<_>>()
+    };
+    let current = src.replace(
+        "cudaStream_t get_stream();",
+        "cudaStream_t get_stream() { return c10::cuda::getCurrentCUDAStream(); }",
+    );
+    assert_ne!(current, src);
+    assert_eq!(lint(&current), vec![]);
+    let pooled = src.replace(
+        "cudaStream_t get_stream();",
+        "cudaStream_t get_stream() { cudaStream_t s; cudaStreamCreate(&s); return s; }",
+    );
+    let found = lint(&pooled);
+    assert!(
+        found
+            .iter()
+            .filter(|(r, s)| r == "KG603" && s == "error")
+            .count()
+            == 2,
+        "creation and launch are both errors: {found:?}"
     );
 }
 

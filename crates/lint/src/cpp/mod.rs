@@ -13,6 +13,7 @@ use crate::rule::{Context, RawFinding, Rule};
 use kernelgate_model::Precision;
 use macros::{expand, tokenize, Macro};
 use names::*;
+use rules::concurrency::StreamKind;
 use rules::decoy::pure_device_call;
 use rules::tampering::result_like;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -234,6 +235,7 @@ pub fn check_full(
     let mut a = Analyzer::new(&src.text, ctx.precision);
     a.backend = ctx.backend;
     a.py_args = py_args;
+    a.created_streams = rules::concurrency::created_streams(tree.root_node(), &src.text);
     a.visit(tree.root_node());
     let working_exports = a.finish(src);
     // Side streams joined back into the caller's stream before the function returns: nothing
@@ -249,7 +251,11 @@ pub fn check_full(
 
     let mut seen: HashSet<(Rule, usize, String)> = HashSet::default();
     a.findings.sort_by_key(|f| f.1.start);
-    for (code, range, msg) in a.findings {
+    // Errors first, so a warning on a line that has an error of the same rule is dropped.
+    let soft_from = a.findings.len();
+    a.soft_findings.sort_by_key(|f| f.1.start);
+    a.findings.append(&mut a.soft_findings);
+    for (k, (code, range, msg)) in a.findings.into_iter().enumerate() {
         if code == Rule::KG610 && ctx.precision != Precision::Fp32 {
             continue;
         }
@@ -269,7 +275,8 @@ pub fn check_full(
             );
             continue;
         }
-        raws.push(RawFinding::new(code, py, format!("{msg}{loc}")));
+        let raw = RawFinding::new(code, py, format!("{msg}{loc}"));
+        raws.push(if k >= soft_from { raw.warning() } else { raw });
     }
     CppOutput {
         findings: raws,
@@ -328,8 +335,9 @@ struct Func {
     full_launches: HashSet<String>,
     /// Host code stores into a tensor's data itself (CPU C++: `out_p[i] = ...`).
     stores_tensor_data: bool,
-    /// `return` gives the caller's stream (`return at::cuda::getCurrentCUDAStream();`).
-    returns_current_stream: bool,
+    /// The stream its returns give (`return at::cuda::getCurrentCUDAStream();`), merged over
+    /// every `return`; `None` before the first.
+    ret_stream: Option<StreamKind>,
     /// `cudaStreamWaitEvent(<caller's stream>, ...)` / `event.block(<caller's stream>)`.
     joins_caller: bool,
     /// `cudaEventRecord(...)` / `event.record(...)`.
@@ -401,6 +409,13 @@ struct Analyzer<'t> {
     pybind_names: Vec<(String, String)>,
     /// What `forward` passes each exported function (by Python name).
     py_args: &'t HashMap<String, Vec<ArgKind>>,
+    /// Stream variables created by address (`cudaStreamCreate(&s)`) anywhere in the source.
+    created_streams: HashSet<String>,
+    /// Launches on a stream not traced while walking: (stream's range, message start, the
+    /// stream's text, the helper whose return decides), judged in `finish`.
+    pending_streams: Vec<(Range<usize>, String, String, Option<String>)>,
+    /// Findings the analysis reports as warnings (what it could not prove).
+    soft_findings: Vec<(Rule, Range<usize>, String)>,
 }
 
 const METADATA_METHODS: [&str; 20] = [
@@ -448,6 +463,9 @@ impl<'t> Analyzer<'t> {
             half_depth: 0,
             pybind_names: Vec::new(),
             py_args: &NO_ARGS,
+            created_streams: HashSet::default(),
+            pending_streams: Vec::new(),
+            soft_findings: Vec::new(),
         }
     }
 
@@ -569,11 +587,8 @@ impl<'t> Analyzer<'t> {
                 .then(|| l.field("field"))
                 .flatten()
                 .map(|f| self.t(f));
-            if matches!(field, Some("stream" | "hStream")) && !self.stream_ok(r, 0) {
-                self.side_stream(
-                    r.byte_range(),
-                    format!("the launch configuration's stream is `{}`, not `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(r)),
-                );
+            if matches!(field, Some("stream" | "hStream")) {
+                self.launch_on(r, "the launch configuration is set to");
             }
         }
     }
@@ -1116,7 +1131,7 @@ impl<'t> Analyzer<'t> {
             has_asm: false,
             full_launches: HashSet::default(),
             stores_tensor_data: false,
-            returns_current_stream: false,
+            ret_stream: None,
             joins_caller: false,
             records_event: false,
             range: node.byte_range(),
@@ -1260,10 +1275,12 @@ impl<'t> Analyzer<'t> {
             return;
         }
         let Some(e) = node.named_child(0) else { return };
-        if self.funcs[i].name.contains("tream") || self.t(e).contains("tream") {
-            let current = self.stream_ok(e, 0);
-            self.funcs[i].returns_current_stream = current;
-        }
+        let k = self.stream_kind(e, 0);
+        let f = &mut self.funcs[i];
+        f.ret_stream = Some(match f.ret_stream.take() {
+            Some(before) => before.merge(k),
+            None => k,
+        });
         if self.is_empty_alloc(e) {
             self.unwritten_output(
                 e.byte_range(),
@@ -1443,12 +1460,7 @@ impl<'t> Analyzer<'t> {
                 _ => None,
             };
             if let Some(s) = at.and_then(|k| node.field("arguments")?.named_child(k)) {
-                if !self.stream_ok(s, 0) {
-                    self.side_stream(
-                        s.byte_range(),
-                        format!("`{last}` launches on stream `{}`, not on `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(s)),
-                    );
-                }
+                self.launch_on(s, &format!("`{last}` launches on"));
             }
         }
     }
@@ -1545,12 +1557,7 @@ impl<'t> Analyzer<'t> {
             _ => None,
         };
         if let Some(s) = stream_arg.and_then(|k| args?.named_child(k)) {
-            if !self.stream_ok(s, 0) {
-                self.side_stream(
-                    s.byte_range(),
-                    format!("`{last}` runs on stream `{}`, not on `at::cuda::getCurrentCUDAStream()`: work on another stream escapes the harness's timing", self.t(s)),
-                );
-            }
+            self.launch_on(s, &format!("`{last}` runs on"));
         }
         if matches!(last, "write" | "fwrite")
             && args
@@ -1600,6 +1607,7 @@ impl<'t> Analyzer<'t> {
     }
 
     fn finish(&mut self, src: &EmbeddedSource) -> Vec<String> {
+        self.judge_pending_streams();
         self.drop_half_only_precision();
         self.returned_inputs();
         self.input_writes();
