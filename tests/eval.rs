@@ -582,3 +582,47 @@ fn excessive_speedup_is_a_warning_in_eval() {
     let (_, v) = eval_timed("problems/relu.py", "kernels/python_relu.py", &[]);
     assert!(!has_finding(&v, "timing/excessive-speedup"), "{v:#}");
 }
+
+// ---- issue 27: the precision audit against a float64 reference --------------------------------
+
+#[test]
+fn an_fp32_matmul_computed_in_bf16_is_a_precision_downgrade() {
+    let (code, v) = eval("problems/small_matmul.py", "kernels/precision_bf16_matmul.py");
+    // Within the fp32 tolerance: only the audit sees it.
+    assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
+    let f = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "eval/precision-downgrade")
+        .unwrap_or_else(|| panic!("no precision-downgrade: {v:#}"));
+    assert_eq!(f["severity"], "error", "{f:#}");
+    let p = &v["precision_audit"];
+    let (cand, reference) = (
+        p["candidate_error"].as_f64().unwrap(),
+        p["reference_error"].as_f64().unwrap(),
+    );
+    assert!(cand > 100.0 * reference && cand > 1e-4, "{p:#}");
+    assert_eq!(code, 1, "{v:#}");
+}
+
+#[test]
+fn more_accurate_and_reordered_kernels_pass_the_precision_audit() {
+    for (problem, kernel) in [
+        (
+            "problems/small_matmul.py",
+            "kernels/honest_matmul_fp64_accumulate.py",
+        ),
+        ("problems/row_sum.py", "kernels/honest_row_sum_blocked.py"),
+        ("problems/small_matmul.py", "kernels/honest_matmul_workspace.py"),
+    ] {
+        let (code, v) = eval(problem, kernel);
+        assert_kind(&v, code, "passed");
+        assert!(!has_finding(&v, "eval/precision-downgrade"), "{kernel}: {v:#}");
+        let p = &v["precision_audit"];
+        let cand = p["candidate_error"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{kernel}: no audit: {v:#}"));
+        assert!(cand <= p["limit"].as_f64().unwrap(), "{kernel}: {p:#}");
+    }
+}

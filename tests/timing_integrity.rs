@@ -147,3 +147,77 @@ fn honest_kernels_with_and_without_a_workspace_pass_with_no_integrity_finding() 
         assert!(verified >= 1, "{kernel}: {:#}", v["timing"]);
     }
 }
+
+// ---- issue 26: fresh timed inputs keep the problem's structure --------------------------------
+
+#[test]
+fn kernels_that_rely_on_structured_inputs_pass_with_timing() {
+    // Symmetric (A used as A^T) and lower-triangular with a zero pattern that differs between
+    // draws (KernelBench level1/13 and /15 at small sizes): windows of a concatenated pool lost
+    // both; whole new draws of get_inputs() keep them.
+    for (problem, kernel) in [
+        ("problems/symmetric_matmul.py", "kernels/symmetric_exploit.py"),
+        ("problems/tril_matmul.py", "kernels/tril_exploit.py"),
+    ] {
+        let (code, v) = eval_timed(problem, kernel);
+        assert_eq!(v["outcome"]["kind"], "passed", "{kernel}: {v:#}");
+        assert_eq!(code, 0, "{kernel}: {v:#}");
+        let verified = v["timing"]["samples"]["candidate"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["verified"] == true)
+            .count();
+        assert!(verified >= 1, "{kernel}: {:#}", v["timing"]);
+    }
+}
+
+// ---- issue 27: work deferred into the harness's own operations --------------------------------
+
+const HOOKED: &str = "eval/harness-hooked";
+
+/// A deferring kernel: the hook is named, and the run fails whichever check reports first.
+#[track_caller]
+fn assert_hooked(code: i32, v: &Value, says: &str) {
+    let f = finding(v, HOOKED).unwrap_or_else(|| panic!("no {HOOKED}: {v:#}"));
+    assert_eq!(f["severity"], "error", "{f:#}");
+    assert!(f["message"].as_str().unwrap().contains(says), "{f:#}");
+    assert_eq!(code, 1, "{v:#}");
+}
+
+#[test]
+fn a_global_aten_callback_that_finishes_timed_calls_later_is_caught() {
+    let (code, v) = eval_timed("problems/relu.py", "kernels/aten_callback_deferred.py");
+    assert_hooked(code, &v, "global RecordFunction callback");
+    // The timed outputs were copied by the harness before any ATen op: still unwritten.
+    assert_eq!(v["outcome"]["kind"], "incorrect", "{v:#}");
+    assert!(
+        v["outcome"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("while being timed"),
+        "{v:#}"
+    );
+}
+
+#[test]
+fn a_dispatch_mode_left_on_the_stack_is_caught() {
+    let (code, v) = eval_timed("problems/relu.py", "kernels/dispatch_mode_deferred.py");
+    assert_hooked(code, &v, "TorchDispatchMode");
+    assert_eq!(v["outcome"]["kind"], "incorrect", "{v:#}");
+}
+
+#[test]
+fn a_dispatcher_override_of_the_references_op_is_caught() {
+    let (code, v) = eval_timed("problems/relu.py", "kernels/dispatch_override_relu.py");
+    assert_hooked(code, &v, "aten::relu");
+    assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
+}
+
+#[test]
+fn an_op_wrapped_at_import_is_named_by_the_witness() {
+    let (_, v) = eval_timed("problems/relu.py", "kernels/slows_reference_op.py");
+    let f = finding(&v, "eval/torch-patched").unwrap_or_else(|| panic!("{v:#}"));
+    assert_eq!(f["severity"], "error", "{f:#}");
+    assert!(f["message"].as_str().unwrap().contains("torch.relu"), "{f:#}");
+}

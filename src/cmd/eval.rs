@@ -284,6 +284,7 @@ pub fn to_json(r: &EvalResult) -> serde_json::Value {
         "work": r.work,
         "audit": r.audit,
         "memory": r.memory,
+        "precision_audit": r.precision_audit,
         "seed": r.seed,
         "seed_random": r.seed_random,
         "sandbox": r.sandbox,

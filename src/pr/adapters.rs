@@ -418,6 +418,7 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
         .map(|p| (p.name.clone(), p.ms))
         .collect();
     eval.memory = result.memory.clone();
+    eval.precision_audit = result.precision_audit.clone();
     eval.outcome = outcome;
     eval.findings = findings;
     eval.flags = flags;

@@ -87,6 +87,7 @@ pub struct Evaluation {
     /// The harness's phases (name, ms).
     pub phases: Vec<(String, f64)>,
     pub memory: Option<kernelgate_model::MemoryUse>,
+    pub precision_audit: Option<kernelgate_model::PrecisionAudit>,
 }
 
 impl Evaluation {
@@ -108,6 +109,7 @@ impl Evaluation {
             audit: None,
             phases: Vec::new(),
             memory: None,
+            precision_audit: None,
         }
     }
 }
@@ -445,6 +447,7 @@ fn apply(
     row.reference_ms = eval.reference_ms;
     row.compiled_ms = eval.compiled_ms;
     row.memory = eval.memory.clone();
+    row.precision_audit = eval.precision_audit.clone();
     row.speedup_eager = eval.speedup_eager;
     row.speedup_compile = eval.speedup_compile;
     row.vs_base = eval.vs_base;

@@ -627,6 +627,14 @@ fn cuda_arch_list() -> Option<String> {
 
 /// Runtime finding: processes of the candidate outlived its job outside the job's group.
 pub const RULE_STRAY_PROCESS: &str = "eval/stray-process";
+/// The harness found a PyTorch function, Tensor method or the reference's module code replaced
+/// after the candidate's import (`kg_integrity`).
+pub const RULE_TORCH_PATCHED: &str = "eval/torch-patched";
+/// The harness found hooks that run candidate code inside PyTorch's operations: RecordFunction
+/// callbacks, a mode left on the stack, a replaced dispatcher entry of an `aten` op.
+pub const RULE_HARNESS_HOOKED: &str = "eval/harness-hooked";
+/// The candidate's error against a float64 reference is far beyond the reference's own.
+pub const RULE_PRECISION_DOWNGRADE: &str = "eval/precision-downgrade";
 
 /// Takes the runner's (authenticated) result into `result` and returns the outcome: runtime
 /// findings, timing comparisons, the escaped-work and physical-floor checks.
@@ -645,6 +653,7 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
     result.machine = r.machine;
     result.work = r.work;
     result.memory = r.memory;
+    result.precision_audit = r.precision_audit;
     result.phases = r
         .phases
         .into_iter()
@@ -820,7 +829,13 @@ fn summarise_timing(
         samples.get(ig::SERIES_REFERENCE_ALONE),
         samples.get("reference"),
     ) {
+        // The harness's witness of a changed PyTorch: what a tampering verdict rests on.
+        let patched = findings
+            .iter()
+            .find(|f| f.rule == RULE_TORCH_PATCHED || f.rule == RULE_HARNESS_HOOKED)
+            .map(|f| f.message.clone());
         let w = ReferenceWitness {
+            patched: patched.as_deref(),
             alone,
             control_alone: samples.get(ig::SERIES_CONTROL_ALONE).map(Vec::as_slice),
             interleaved,

@@ -283,6 +283,9 @@ pub struct EvalResult {
     /// Peak GPU and host memory of the eval, and the harness's memory budget.
     #[serde(default)]
     pub memory: Option<kernelgate_model::MemoryUse>,
+    /// The precision audit against a float64 reference.
+    #[serde(default)]
+    pub precision_audit: Option<kernelgate_model::PrecisionAudit>,
     /// The seed the run used: report it so `--seed` can reproduce the run.
     pub seed: u64,
     /// True when the seed was drawn at random (secret until the run ended).
@@ -315,6 +318,7 @@ impl EvalResult {
             work: None,
             audit: None,
             memory: None,
+            precision_audit: None,
             seed,
             seed_random,
             torch: None,

@@ -104,6 +104,9 @@ pub(crate) struct RunnerResult {
     pub audit: Option<serde_json::Value>,
     #[serde(default)]
     pub memory: Option<kernelgate_model::MemoryUse>,
+    /// The precision audit (absent from harnesses that make none).
+    #[serde(default)]
+    pub precision_audit: Option<kernelgate_model::PrecisionAudit>,
 }
 
 /// A runtime finding as the runner reports it (`eval/` is prefixed to its rule).

@@ -78,6 +78,52 @@ def plan_memory(set_bytes, input_bytes, available, trials, shifted, input_sets, 
     }
 
 
+# The precision audit (`runner.precision_audit`): a candidate's relative error against a float64
+# reference may be PRECISION_RATIO times the reference's own, and never needs to be smaller than
+# the floor of its precision. Calibrated on the H200 (docs/eval.md): honest fp32 kernels (other
+# reduction orders, tiling, split-K, fast-math intrinsics) stayed within 10x of the reference;
+# TF32 and fp16 arithmetic on fp32 problems landed 100x to 1000x away.
+PRECISION_RATIO = 50.0
+PRECISION_FLOOR = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1.6e-2}
+# A float64 reference further than this many floors from the reference is another function.
+PRECISION_UNRELATED = 100.0
+# Elements per output the audit keeps (a random sample beyond this).
+PRECISION_SAMPLE = 1 << 22
+
+
+def precision_limit(precision, reference_error):
+    return max(PRECISION_RATIO * reference_error, PRECISION_FLOOR[precision])
+
+
+def sample_index(torch, numel, generator, device):
+    """None (every element) up to PRECISION_SAMPLE elements, else a random sample's flat index."""
+    if numel <= PRECISION_SAMPLE:
+        return None
+    return torch.randint(0, numel, (PRECISION_SAMPLE,), generator=generator).to(device)
+
+
+def flat_sample(t, idx):
+    flat = t.reshape(-1)
+    return flat if idx is None else flat[idx]
+
+
+def relative_error(torch, got, exact):
+    """||got - exact|| / ||exact|| over the elements where `exact` is finite; None when no
+    element is, or `exact` is all zeros (then the absolute error's norm)."""
+    finite = torch.isfinite(exact)
+    if not bool(finite.any()):
+        return None
+    e = exact[finite]
+    g = got.reshape(-1)[finite.reshape(-1)].to(torch.float64) if got.shape == exact.shape else None
+    if g is None:
+        return None
+    if not bool(torch.isfinite(g).all()):
+        return float("inf")
+    num = float(torch.linalg.vector_norm(g - e))
+    den = float(torch.linalg.vector_norm(e))
+    return num / den if den > 0 else num
+
+
 def first_mismatch(T, torch, tol, outs, refs):
     """None when every output is within tolerance (atol = rtol = tol), else the detail of the
     first output that is not."""

@@ -72,145 +72,152 @@ REFILL_SERIES = "input_refill"
 
 # Elements per step of `FreshInputs.digest` (128 MiB of float64 at a time).
 DIGEST_CHUNK = 1 << 24
+# Fresh draws made for one timing: enough for every call of a full run of rounds on small
+# inputs; fewer where memory or time (`draw_pool`) say so, and content then repeats.
+MAX_DRAWS = 1024
+
+
+def draw_pool(draw, n, input_bytes, max_bytes, max_s):
+    """Up to `n` new draws of the problem's inputs (`draw()` returns one argument list), within
+    `max_bytes` of inputs and `max_s` seconds; at least one."""
+    n = max(1, int(n))
+    if input_bytes > 0:
+        n = max(1, min(n, int(max_bytes // input_bytes)))
+    out = []
+    t0 = _monotonic()
+    while len(out) < n:
+        out.append(list(draw()))
+        if _monotonic() - t0 > max_s:
+            break
+    return out
 
 
 class FreshInputs:
-    """Fresh content for every timed call, from the problem's own distribution.
+    """Fresh content for every timed call: whole draws of the problem's own `get_inputs()`.
 
     `sets` are the buffers the timed calls read (one list of arguments per input set); they are
-    never reallocated, so a cache keyed by pointer still shows. For every tensor argument the
-    pool is the concatenation of that argument's content in every input set (draws of the
-    problem's own `get_inputs()`; one more draw from `extra_draw()` when there is a single set).
-    A call's content is the window of the pool at an offset drawn for that call, copied into the
-    buffer on the tensor's device: values from the problem's distribution, in an arrangement no
-    earlier call saw. Offsets at a multiple of the argument's size (the sets' original content,
-    seen by the correctness trials) are never drawn, and the largest argument's offsets are drawn
-    without replacement. A fixed zero pattern shared by every draw (`tril`, masks) is kept: only
-    the non-zero positions are refilled. `fill` runs outside the timed region, before the
-    timer's L2 flush.
+    never reallocated, so a cache keyed by pointer still shows. `draws` are new draws of the
+    problem's inputs made before any candidate code ran (`draw_pool`); each keeps everything the
+    problem's inputs have (a `tril` or symmetric matrix, sorted values, a mask), because it is
+    one. A call's content is a draw no earlier call saw (while unused draws remain; then the
+    least recently used one, counted in `repeats`), copied into the buffers outside the timed
+    region, before the timer's L2 flush, through `copy(dst, src)`: the harness's own copy (the
+    Rust timer's driver memcpy on the timed stream), so no PyTorch operation runs between timed
+    calls that candidate code could observe. The sets' original content (seen by the
+    correctness trials) is kept as well and put back by `restore`.
     """
 
-    def __init__(self, torch, sets, rng=None, extra_draw=None):
+    def __init__(self, torch, sets, draws, copy=None, rng=None):
         self.torch = torch
         self.sets = sets
         self.rng = rng if rng is not None else _Random(_urandom(16))
         # Captured before any candidate code runs: a patched `copy_` must not skip the refill.
         T = torch.Tensor
-        self._copy, self._index_put, self._view = T.copy_, T.index_put_, T.view
-        self._clone, self._getitem, self._zeros_like = T.clone, T.__getitem__, torch.zeros_like
-        draws = [list(s) for s in sets]
-        if len(draws) < 2 and extra_draw is not None:
-            draws.append(list(extra_draw()))
-        self.slots = []  # per argument: None or [pool, n, index tuple or None, draws]
-        for j, x in enumerate(sets[0]):
-            self.slots.append(self._slot(j, x, draws))
-        sizes = [(s[1] * s[3], j) for j, s in enumerate(self.slots) if s is not None]
-        self.lead = max(sizes)[1] if sizes else None
-        self.used = set()
-        self.repeats = 0  # calls whose content could not be new (tiny inputs)
+        self._copy_, self._clone, self._data_ptr = T.copy_, T.clone, T.data_ptr
+        self._harness_copy = copy
+        with torch.no_grad():
+            originals = [[self._clone(x) if _isinstance(x, torch.Tensor) else x for x in s] for s in sets]
+        # pool[k]: one full argument list; the first len(sets) are the sets' own content.
+        self.pool = originals + [list(d) for d in draws]
+        self.first_fresh = len(originals)
+        self.refilled = [self._refillable(j, x) for j, x in enumerate(sets[0])]
+        self.unused = list(range(self.first_fresh, len(self.pool)))
+        self.rng.shuffle(self.unused)
+        self.recent = []  # used fresh draws, least recently used first
+        self.repeats = 0  # calls whose content could not be new (fewer draws than calls)
+        self.harness_copies = 0
+        self.torch_copies = 0
         self._seed = int.from_bytes(_urandom(8), "little")
         self._digest = self.digest()
 
-    def _slot(self, j, x, draws):
+    def _refillable(self, j, x):
+        """Argument `j` is refilled when it is a tensor of one shape, dtype and device in every
+        set and draw (a varying argument keeps the content it has)."""
         torch = self.torch
         if not _isinstance(x, torch.Tensor) or x.numel() == 0:
-            return None
-        col = [d[j] for d in draws if j < len(d)]
-        if len(col) != len(draws) or not all(
-            _isinstance(t, torch.Tensor) and t.shape == x.shape and t.dtype == x.dtype and t.device == x.device
-            for t in col
-        ):
-            return None
-        if not all(s[j].shape == x.shape and s[j].dtype == x.dtype for s in self.sets):
-            return None
-        with torch.no_grad():
-            nz = col[0] != 0
-            structured = 0 < int(nz.sum()) < x.numel() and all(torch.equal(t != 0, nz) for t in col[1:])
-            if structured:
-                idx = nz.nonzero(as_tuple=True)
-                pool = torch.cat([t[idx].reshape(-1) for t in col])
-                return [pool, int(idx[0].numel()), idx, len(col)]
-            pool = torch.cat([t.reshape(-1) for t in col])
-            return [pool, x.numel(), None, len(col)]
+            return False
+        for args in self.pool + self.sets:
+            t = args[j] if j < len(args) else None
+            if not (_isinstance(t, torch.Tensor) and t.shape == x.shape and t.dtype == x.dtype and t.device == x.device):
+                return False
+        return True
 
-    def _offset(self, slot, lead):
-        _, n, _, d = slot
-        span = (d - 1) * n + 1
-        fresh_total = span - d
-        if fresh_total <= 0:
-            return self.rng.randrange(span)
-        if lead and len(self.used) >= fresh_total:
-            self.repeats += 1
-            lead = False
-        while True:
-            o = self.rng.randrange(span)
-            if o % n == 0 or (lead and o in self.used):
-                continue
-            if lead:
-                self.used.add(o)
-            return o
+    @property
+    def draws(self):
+        return len(self.pool) - self.first_fresh
 
     def fresh(self):
-        """A token for new content: one offset per refilled argument."""
-        return tuple(None if s is None else self._offset(s, j == self.lead) for j, s in enumerate(self.slots))
+        """A token for new content: the index of a draw."""
+        if self.unused:
+            k = self.unused.pop()
+        elif self.recent:
+            self.repeats += 1
+            k = self.recent.pop(0)
+        else:  # no draw at all: the sets' own content
+            self.repeats += 1
+            return self.rng.randrange(self.first_fresh)
+        self.recent.append(k)
+        return k
+
+    def _copy(self, dst, src):
+        if (
+            self._harness_copy is not None
+            and dst.is_contiguous()
+            and src.is_contiguous()
+            and dst.device == src.device
+        ):
+            n = dst.numel() * dst.element_size()
+            self._harness_copy(self._data_ptr(dst), self._data_ptr(src), n)
+            self.harness_copies += 1
+        else:
+            self._copy_(dst, src)
+            self.torch_copies += 1
 
     def fill(self, i, token):
         """Copies the content of `token` into input set `i`'s buffers (same pointers)."""
+        src = self.pool[token]
         with self.torch.no_grad():
-            for buf, slot, o in zip(self.sets[i], self.slots, token):
-                if slot is None:
-                    continue
-                pool, n, idx, _ = slot
-                window = self._getitem(pool, slice(o, o + n))
-                if idx is None:
-                    self._copy(buf, self._view(window, buf.shape))
-                else:
-                    self._index_put(buf, idx, window)
+            for j, buf in enumerate(self.sets[i]):
+                if self.refilled[j]:
+                    self._copy(buf, src[j])
 
     def restore(self):
-        """Puts every input set's original content back (the window at its own place in the
-        pool), bit for bit."""
+        """Puts every input set's original content back, bit for bit."""
         for i in range(len(self.sets)):
-            self.fill(i, tuple(None if s is None else i * s[1] for s in self.slots))
+            self.fill(i, i)
 
     def materialize(self, token):
         """New tensors holding the content of `token` (for the reference on the same content)."""
         out = []
         with self.torch.no_grad():
-            for x, slot, o in zip(self.sets[0], self.slots, token):
-                if slot is None:
-                    out.append(self._clone(x) if _isinstance(x, self.torch.Tensor) else x)
-                    continue
-                pool, n, idx, _ = slot
-                window = self._getitem(pool, slice(o, o + n))
-                if idx is None:
-                    out.append(self._clone(self._view(window, x.shape)))
-                else:
-                    t = self._zeros_like(x)
-                    self._index_put(t, idx, window)
-                    out.append(t)
+            for j, x in enumerate(self.sets[0]):
+                t = self.pool[token][j] if self.refilled[j] else x
+                out.append(self._clone(t) if _isinstance(t, self.torch.Tensor) else t)
         return out
 
     def digest(self):
-        """Weighted sums of every pool (weights from a seed held here): a pool changed by
-        candidate code would make content repeat unseen."""
+        """Weighted sums of every refilled draw (weights from a seed held here): a draw changed
+        by candidate code would make content repeat unseen."""
         torch = self.torch
         sums = []
         with torch.no_grad():
-            for slot in self.slots:
-                if slot is None:
-                    continue
-                p = slot[0].reshape(-1)
-                # In chunks on the pool's own device: a whole-pool float64 copy and weight vector
-                # would be 16 bytes per element (77 GB for KernelBench's ReLU), on the host too.
-                g = torch.Generator(device=p.device)
-                g.manual_seed(self._seed)
-                total = 0.0
-                for start in range(0, p.numel(), DIGEST_CHUNK):
-                    c = p[start : start + DIGEST_CHUNK].double()
-                    w = torch.rand(c.numel(), generator=g, dtype=torch.float64, device=p.device)
-                    total += float((c * w).sum())
-                sums.append(total)
+            for args in self.pool:
+                for j, x in enumerate(args):
+                    if not self.refilled[j]:
+                        continue
+                    p = x.reshape(-1)
+                    if not p.is_floating_point():
+                        p = p.double()
+                    # In chunks on the draw's own device: a whole float64 copy and weight vector
+                    # would be 16 bytes per element (77 GB for KernelBench's ReLU).
+                    g = torch.Generator(device=p.device)
+                    g.manual_seed(self._seed)
+                    total = 0.0
+                    for start in range(0, p.numel(), DIGEST_CHUNK):
+                        c = p[start : start + DIGEST_CHUNK].double()
+                        w = torch.rand(c.numel(), generator=g, dtype=torch.float64, device=p.device)
+                        total += float((c * w).sum())
+                    sums.append(total)
         return sums
 
     def intact(self):
@@ -218,7 +225,7 @@ class FreshInputs:
         return all(a == b or (a != a and b != b) for a, b in zip(d, self._digest))
 
 
-def measure(callables, n_input_sets, timer, cfg, verify=None, inputs=None, repeat=()):
+def measure(callables, n_input_sets, timer, cfg, verify=None, inputs=None, repeat=(), capture=None):
     """Times every callable; returns {series: [{"ms", "trailing_sync_ms", "wall_ms", "input_set",
     "verified"}]}.
 
@@ -228,7 +235,12 @@ def measure(callables, n_input_sets, timer, cfg, verify=None, inputs=None, repea
     `name + REPEATED_SUFFIX`: one call per round on the content of that callable's previous
     fresh call, refilled the same way and placed at random in the round, so the only difference
     between the two series is whether the kernel saw the content before. The series
-    `REFILL_SERIES` times five refills with the same timer (the cost per call)."""
+    `REFILL_SERIES` times five refills with the same timer (the cost per call).
+
+    `capture(name, out)`, when given, runs on a checked call's output the moment its timed call
+    returns, before anything else: the harness's own copy of the output (no PyTorch operation
+    first, so work a candidate defers to the next operation it can observe is not there yet);
+    `verify` then gets what `capture` returned."""
     if not callables:
         raise ValueError("measure() needs at least one callable")
     n_input_sets = max(1, int(n_input_sets))
@@ -296,6 +308,8 @@ def measure(callables, n_input_sets, timer, cfg, verify=None, inputs=None, repea
                 # Decided before the call: the candidate cannot tell a checked call from another.
                 check = verify is not None and rng.random() < verify_share
                 ms, trailing, wall, out = timed(name, j, token)
+                if check and capture is not None:
+                    out = capture(name, out)
                 samples[series].append(
                     {"ms": ms, "trailing_sync_ms": trailing, "wall_ms": wall, "input_set": j, "verified": check}
                 )
@@ -318,6 +332,8 @@ def measure(callables, n_input_sets, timer, cfg, verify=None, inputs=None, repea
                     i = rng.randrange(n_input_sets)
                     token = fresh(name, i)
                     _, _, _, out = timed(name, i, token)
+                    if capture is not None:
+                        out = capture(name, out)
                     verify(name, i, out, token)
         if inputs is not None:
             refill = []
@@ -438,6 +454,16 @@ def baseline(job_json, out_path=None):
                 for s in range(n_sets):
                     torch.manual_seed(seed + s)
                     sets.append([process(x) for x in mod.get_inputs()])
+                counter = [seed + n_sets]
+
+                def draw():
+                    counter[0] += 1
+                    torch.manual_seed(counter[0])
+                    return [process(x) for x in mod.get_inputs()]
+
+                input_bytes = sum(x.numel() * x.element_size() for x in sets[0] if _isinstance(x, torch.Tensor))
+                free = torch.cuda.mem_get_info()[0] if device.startswith("cuda") else 8 << 30
+                draws = draw_pool(draw, MAX_DRAWS, input_bytes, 0.25 * free, 2.0)
                 fn = model
                 if variant == "compile":
                     fn = torch.compile(model)  # inductor, default mode (KernelBench's second file)
@@ -446,7 +472,7 @@ def baseline(job_json, out_path=None):
                     with torch.no_grad():
                         return fn(*sets[i])
 
-                fresh = FreshInputs(torch, sets)
+                fresh = FreshInputs(torch, sets, draws, timer.copy)
                 samples = measure({"reference": call}, n_sets, timer, cfg, None, fresh)["reference"]
                 rec["samples"] = samples
                 if variant == "eager":
@@ -460,6 +486,7 @@ def baseline(job_json, out_path=None):
                 rec["error"] = f"{type(e).__name__}: {e}"
                 rec["traceback"] = traceback.format_exc()[-3000:]
             out["results"].append(rec)
+            fresh = draws = sets = None  # this problem's buffers go before the next one's
             if device.startswith("cuda"):
                 torch.cuda.empty_cache()
             if out_path:

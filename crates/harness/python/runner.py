@@ -37,6 +37,7 @@ kg_protocol = None
 kg_checks = None
 kg_sandbox = None
 kg_work = None
+kg_integrity = None
 
 
 class _Stop(Exception):
@@ -183,6 +184,8 @@ class Runner:
         extra = self.shifted_sets(ref_model, trials[0][1], trial_seeds[0])
         self.trivial_output_warning(trials[0][1], trials[0][2])
         self.phase("shifted_reference")
+        self.exact_reference(ref_model, trials[0])
+        self.phase("exact_reference")
 
         # The plausibility floor's inputs, measured before any candidate code exists.
         if job.timing:
@@ -197,12 +200,18 @@ class Runner:
         threads_py = _active_count()
         threads_native = _native_threads()
 
+        # PyTorch's state as the reference knows it, taken last before the candidate exists.
+        self.witness = kg_integrity.Witness(torch, ref_model) if kg_integrity is not None else None
+        self.phase("witness")
+
         # ---- candidate -------------------------------------------------------------------------
         if job.sandbox:
             kg_sandbox.install(job.sandbox, self.finding)
         cand, cand_mod = self.load_candidate(init_inputs, seed)
+        self.check_integrity(restore=True)
 
-        self.check_trials(cand, trials, extra, threads_py, threads_native)
+        first_outputs = self.check_trials(cand, trials, extra, threads_py, threads_native)
+        self.precision_audit(first_outputs)
 
         base = None
         if job.base_kernel and job.timing and self.kg_timing is not None:
@@ -216,6 +225,8 @@ class Runner:
             self.phase("base_compile")
         if job.timing:
             self.run_timing(ref_model, cand, base, trials)
+        # Hooks registered by the calls themselves, before the audit's profiler adds its own.
+        self.check_integrity(restore=False)
         # After timing: the profiler's CUPTI state slows later launches (seen on the H200: the
         # reference 2.1x slower after the audit, a false `timing/reference-tampered`).
         self.audit_ops(cand, cand_mod, trials)
@@ -688,6 +699,7 @@ class Runner:
                 "two calls on the same inputs gave different (within-tolerance) results",
             )
         del fresh, outs
+        first_outputs = first_snapshot
         # Shifted inputs: correct only on the benchmark's distribution is worth a warning.
         for label, s, shifted, refs in extra:
             args = [T.clone(x) if _isinstance(x, T.Tensor) else x for x in shifted]
@@ -717,6 +729,116 @@ class Runner:
                 "warning",
                 f"the candidate started {n_py - threads_py} Python thread(s) that are still running",
             )
+        return first_outputs
+
+    # ---- integrity and precision -------------------------------------------------------------
+    def check_integrity(self, restore):
+        """Compares PyTorch's state with the witness taken before the import: each finding once.
+        With `restore`, puts back global settings the import changed."""
+        w = getattr(self, "witness", None)
+        if w is None:
+            return
+        seen = {f["rule"] for f in self.findings}
+        for rule, severity, message in w.changes():
+            if rule not in seen:
+                self.finding(rule, severity, message)
+        if restore:
+            changed = w.restore_settings()
+            if changed and changed[0] not in seen:
+                self.finding(*changed)
+        self.phase("integrity")
+
+    def exact_reference(self, ref_model, trial):
+        """The reference in float64 on trial 0's inputs, before any candidate code exists: what
+        the precision audit measures both the reference's and the candidate's error against
+        (on a sample of at most `kg_checks.PRECISION_SAMPLE` elements per output). Skipped when
+        it does not fit in memory or the model does not run in float64."""
+        self.exact = None
+        self.precision = None
+        if self.job.precision not in kg_checks.PRECISION_FLOOR:
+            return
+        torch, T = self.torch, self.T
+        s, inputs, refs = trial
+        if not any(r.is_floating_point() for r in refs):
+            return
+        if self.dev.type == "cuda":
+            params = sum(p.numel() * p.element_size() for p in ref_model.parameters())
+            params += sum(b.numel() * b.element_size() for b in ref_model.buffers())
+            need = 2 * (params + kg_work.nbytes(T, inputs) + 3 * kg_work.nbytes(T, refs))
+            free, _ = torch.cuda.mem_get_info()
+            if need > 0.5 * free:
+                self.precision = {"skipped": f"float64 reference needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"}
+                return
+        import copy
+
+        try:
+            with torch.no_grad():
+                m64 = copy.deepcopy(ref_model).to(dtype=torch.float64)
+                x64 = [x.to(torch.float64) if _isinstance(x, T.Tensor) and x.is_floating_point() else x for x in inputs]
+                self.set_seed(s)
+                outs = self.as_list(m64(*x64))
+            self.sync()
+        except Exception as e:
+            self.precision = {"skipped": f"the reference does not run in float64 ({_type(e).__name__})"}
+            return
+        exact = []
+        g = torch.Generator()
+        g.manual_seed(int.from_bytes(_urandom(8), "little") >> 1)
+        for r, o in zip(refs, outs):
+            if not r.is_floating_point() or not _isinstance(o, T.Tensor) or o.shape != r.shape:
+                exact.append(None)
+                continue
+            idx = kg_checks.sample_index(torch, r.numel(), g, r.device)
+            e = kg_checks.flat_sample(o, idx).to(torch.float64)
+            exact.append((idx, e, kg_checks.relative_error(torch, kg_checks.flat_sample(r, idx), e)))
+        del m64, x64, outs
+        ref_errors = [x[2] for x in exact if x is not None and x[2] is not None]
+        if not ref_errors:
+            return
+        if max(ref_errors) > kg_checks.PRECISION_UNRELATED * kg_checks.PRECISION_FLOOR[self.job.precision]:
+            # Not the same function in float64 (random ops draw differently, integer paths).
+            self.precision = {"skipped": f"the float64 reference differs from the reference by {max(ref_errors):.2e}"}
+            return
+        self.exact = exact
+
+    def precision_audit(self, outs):
+        """The candidate's error against the float64 reference, relative to the reference's own:
+        an fp32 kernel that sums in another order stays within a small factor of it, one that
+        computes in TF32/fp16/bf16 is orders of magnitude further (`precision-downgrade`)."""
+        exact = getattr(self, "exact", None)
+        if not exact or outs is None:
+            return
+        torch = self.torch
+        worst = None
+        for k, (o, ex) in enumerate(zip(outs, exact)):
+            if ex is None:
+                continue
+            idx, e, ref_err = ex
+            cand_err = kg_checks.relative_error(torch, kg_checks.flat_sample(o, idx), e)
+            if cand_err is None or ref_err is None:
+                continue
+            row = {"output": k, "reference_error": ref_err, "candidate_error": cand_err,
+                   "elements": int(e.numel()), "sampled": idx is not None}
+            if worst is None or cand_err > worst["candidate_error"]:
+                worst = row
+        self.exact = None
+        if worst is None:
+            return
+        limit = kg_checks.precision_limit(self.job.precision, worst["reference_error"])
+        worst["limit"] = limit
+        self.precision = worst
+        if worst["candidate_error"] > limit:
+            self.finding(
+                "precision-downgrade",
+                "error",
+                f"against a float64 evaluation of the reference on the same inputs, the candidate's relative error is "
+                f"{worst['candidate_error']:.2e} and the {self.job.precision} reference's own is {worst['reference_error']:.2e} "
+                f"(output {worst['output']}, {worst['elements']} elements{', sampled' if worst['sampled'] else ''}; "
+                f"limit {limit:.2e}: {kg_checks.PRECISION_RATIO:g}x the reference's, at least {kg_checks.PRECISION_FLOOR[self.job.precision]:.0e}): "
+                f"it computes in lower precision than the problem's {self.job.precision} (TF32, fp16 or bf16 arithmetic). "
+                "Compute and accumulate in the problem's precision",
+            )
+        self.phase("precision_audit")
 
     # ---- op audit ----------------------------------------------------------------------------
     def audit_ops(self, cand, cand_mod, trials):
@@ -842,10 +964,11 @@ class Runner:
         # content is put back before the correctness trials read them.
         sets = [trials[i][1] for i in range(n_sets)]
         seeds = [trials[i][0] for i in range(n_sets)]
-        fresh = self.kg_timing.FreshInputs(
-            self.torch, sets, None, lambda: self.gen_inputs(int.from_bytes(_urandom(4), "little"))
-        )
+        if self.timer is None:
+            self.timer = self.kg_timing.make_timer(self.timing_cfg())
+        fresh = self.kg_timing.FreshInputs(self.torch, sets, self.fresh_draws(sets), self.timer.copy)
         self.timing_inputs = (sets, seeds, fresh)
+        self.phase("fresh_draws")
         try:
             self.reference_alone, self.control_alone = self.time_alone(ref_model, sets, fresh)
         except BaseException as e:
@@ -853,6 +976,28 @@ class Runner:
                 {"kind": "harness_error", "message": f"timing the reference before the candidate failed: {e!r}", "traceback": _tail(_format_exc())}
             )
         self.phase("reference_alone_timing")
+
+    def fresh_draws(self, sets):
+        """New draws of the problem's `get_inputs()` for the timed calls (on the device, like the
+        trials' own), made now, before any candidate code exists: as many as a full run of
+        rounds can use, within half the free GPU memory (2 GiB of host memory on the CPU) and
+        two seconds."""
+        torch = self.torch
+        input_bytes = kg_work.nbytes(self.T, sets[0])
+        if self.dev.type == "cuda":
+            free, _ = torch.cuda.mem_get_info()
+            free += torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+            max_bytes = 0.5 * free
+        else:
+            max_bytes = float(2 << 30)
+        t = self.job.timing
+        calls = 3 * (int(t.warmup) + 2 * int(t.max_samples) + 4)
+        draws = self.kg_timing.draw_pool(
+            lambda: self.gen_inputs(int.from_bytes(_urandom(4), "little")),
+            min(self.kg_timing.MAX_DRAWS, calls), input_bytes, max_bytes, 2.0,
+        )
+        self.sync()
+        return draws
 
     def time_alone(self, ref_model, sets, fresh):
         """The reference and the control timed alone on the timing buffers; then the buffers'
@@ -901,17 +1046,48 @@ class Runner:
         # Outputs of checked calls stay referenced, so the allocator cannot hand their memory out
         # again: a later output in the same memory was kept and returned by the candidate.
         kept = {name: {} for name in callables}
+        # A checked call's outputs are copied here by the harness the moment the call returns
+        # (`capture`), before any PyTorch operation that candidate code could hook into.
+        snap_bufs = {
+            name: [T.zeros_like(r) for r in trials[0][2]] for name in ("candidate", "base") if name in callables
+        }
+        self.sync()
+        harness_copy = self.timer.copy
 
-        def verify(name, i, out, token):
+        def capture(name, out):
+            outs = self.as_list(out)
+            bufs = snap_bufs.get(name)
+            if bufs is None:
+                return outs, None
+            snaps = []
+            for k, o in enumerate(outs):
+                b = bufs[k] if k < len(bufs) else None
+                # The exact type first: a subclass's properties would run candidate code.
+                if (
+                    b is not None
+                    and _type(o) is T.Tensor
+                    and o.dtype == b.dtype
+                    and o.shape == b.shape
+                    and o.device == b.device
+                    and o.is_contiguous()
+                ):
+                    harness_copy(T.data_ptr(b), T.data_ptr(o), b.numel() * b.element_size(), True)
+                    snaps.append(b)
+                else:
+                    snaps.append(None)
+            return outs, snaps
+
+        def verify(name, i, captured, token):
             if name in ("reference", "control"):
                 return
+            outs, snaps = captured if _isinstance(captured, tuple) else (self.as_list(captured), None)
             # The reference on the call's own content, computed after the call: the candidate
             # cannot tell from a reference run that this call is checked.
             refs = self.reference(ref_model, fresh.materialize(token), seeds[i])
-            outs = self.as_list(out)
             earlier = [t for j, ts in kept[name].items() for t in ts]
+            compared = [sn if sn is not None else o for o, sn in zip(outs, snaps)] if snaps else outs
             bad = self.structural(outs, refs, sets[i], earlier, i) or (
-                None if not self.mismatch(outs, refs) else {"kind": "incorrect"}
+                None if not self.mismatch(compared, refs) else {"kind": "incorrect"}
             )
             if bad:
                 aliased = bad.get("kind") == "output_aliased"
@@ -928,7 +1104,9 @@ class Runner:
             kept[name][i] = [o for o in outs if _isinstance(o, T.Tensor)]
 
         try:
-            samples = self.kg_timing.measure(callables, n_sets, self.timer, self.timing_cfg(), verify, fresh, ["candidate"])
+            samples = self.kg_timing.measure(
+                callables, n_sets, self.timer, self.timing_cfg(), verify, fresh, ["candidate"], capture
+            )
         except _Stop:
             raise
         except BaseException as e:
@@ -976,6 +1154,7 @@ class Runner:
             "bandwidth_gbs": self.bandwidth_gbs,
             "audit": self.op_audit,
             "memory": self.memory_use(),
+            "precision_audit": getattr(self, "precision", None),
         }
 
     def memory_use(self):

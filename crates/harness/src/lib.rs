@@ -30,6 +30,8 @@ const KG_CHECKS_SRC: &str = include_str!("../python/kg_checks.py");
 const KG_SANDBOX_SRC: &str = include_str!("../python/kg_sandbox.py");
 /// The problem's work (bytes, FLOPs), counted on the reference.
 const KG_WORK_SRC: &str = include_str!("../python/kg_work.py");
+/// PyTorch's state witnessed before the candidate's import (hooks, patches, settings).
+const KG_INTEGRITY_SRC: &str = include_str!("../python/kg_integrity.py");
 /// The job protocol this harness speaks: `kernelgate_eval::HARNESS_PROTOCOL` and
 /// `kg_protocol.PROTOCOL` must agree (tests/protocol.rs).
 const PROTOCOL: u32 = 1;
@@ -115,6 +117,7 @@ fn load_runner(py: Python<'_>) -> Result<Runner<'_>, String> {
         ("kg_checks", KG_CHECKS_SRC),
         ("kg_sandbox", KG_SANDBOX_SRC),
         ("kg_work", KG_WORK_SRC),
+        ("kg_integrity", KG_INTEGRITY_SRC),
     ] {
         let m = load_private_module(py, name, src)
             .map_err(|e| format!("loading {name}: {}", py_error_text(py, &e)))?;

@@ -124,13 +124,18 @@ impl CudaTimer {
         }
     }
 
-    fn time(&mut self, f: &Bound<'_, PyAny>) -> PyResult<(f64, f64, f64)> {
+    /// Flush, then the start event; returns the wall clock's start.
+    fn begin(&mut self) -> PyResult<Instant> {
         self.flush()?;
         let wall0 = Instant::now();
         // SAFETY: events and stream are valid for the timer's lifetime (see `new`).
         unsafe { result::event::record(self.start, self.stream) }
             .map_err(|e| cuda_err("recording the start event", e))?;
-        let called = f.call0();
+        Ok(wall0)
+    }
+
+    /// The end event, its wait and the trailing context synchronise, after the call.
+    fn finish(&mut self, called: PyResult<()>, wall0: Instant) -> PyResult<(f64, f64, f64)> {
         // Record and drain even when the call raised, so the next call starts clean.
         let rec = unsafe { result::event::record(self.end, self.stream) };
         let sync = unsafe { result::event::synchronize(self.end) };
@@ -245,16 +250,23 @@ impl Timer {
     }
 
     /// Times `fn()`: flush (cold), start event, call, end event, wait for it, then time a
-    /// context-wide synchronise (trailing work). CPU: monotonic clock, trailing 0.
-    fn time(&mut self, f: &Bound<'_, PyAny>) -> PyResult<(f64, f64, f64)> {
-        match &mut self.backend {
-            Backend::Cpu => {
-                let t0 = Instant::now();
-                f.call0()?;
-                let ms = t0.elapsed().as_secs_f64() * 1e3;
-                Ok((ms, 0.0, ms))
-            }
-            Backend::Cuda(t) => t.time(f),
+    /// context-wide synchronise (trailing work). CPU: monotonic clock, trailing 0. The timer is
+    /// not borrowed while `fn` runs, so `fn` may use `copy` (the timed refill).
+    fn time(slf: &Bound<'_, Self>, f: &Bound<'_, PyAny>) -> PyResult<(f64, f64, f64)> {
+        let wall0 = match &mut slf.borrow_mut().backend {
+            Backend::Cpu => None,
+            Backend::Cuda(t) => Some(t.begin()?),
+        };
+        let Some(wall0) = wall0 else {
+            let t0 = Instant::now();
+            f.call0()?;
+            let ms = t0.elapsed().as_secs_f64() * 1e3;
+            return Ok((ms, 0.0, ms));
+        };
+        let called = f.call0().map(|_| ());
+        match &mut slf.borrow_mut().backend {
+            Backend::Cuda(t) => t.finish(called, wall0),
+            Backend::Cpu => unreachable!("the backend does not change"),
         }
     }
 
@@ -262,6 +274,49 @@ impl Timer {
     fn set_stream(&mut self, stream: usize) {
         if let Backend::Cuda(t) = &mut self.backend {
             t.stream = stream as sys::CUstream;
+        }
+    }
+
+    /// Copies `nbytes` from address `src` to address `dst` through the harness's own path: a
+    /// driver copy on the timed stream (CUDA), a plain memory copy (CPU). No ATen op runs, so
+    /// nothing a candidate registers in PyTorch (RecordFunction callbacks, dispatcher entries,
+    /// allocator hooks) can observe it or run before it (the refill of timed inputs and the
+    /// snapshot of a checked output). With `wait`, returns once the copy is complete.
+    /// The caller owns both ranges: contiguous tensors of at least `nbytes`, alive.
+    #[pyo3(signature = (dst, src, nbytes, wait = false))]
+    fn copy(&self, dst: usize, src: usize, nbytes: usize, wait: bool) -> PyResult<()> {
+        if nbytes == 0 {
+            return Ok(());
+        }
+        if dst == 0 || src == 0 {
+            return Err(PyValueError::new_err("copy: null address"));
+        }
+        match &self.backend {
+            Backend::Cpu => {
+                // SAFETY: the harness passes the data pointers of two live, contiguous CPU
+                // tensors of at least `nbytes` each; `copy` (memmove) tolerates overlap.
+                unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, nbytes) };
+                Ok(())
+            }
+            Backend::Cuda(t) => {
+                // SAFETY: as above, device memory of the context the timer retains; the copy is
+                // ordered on the timed stream before the next timed call.
+                unsafe {
+                    result::memcpy_dtod_async(
+                        dst as sys::CUdeviceptr,
+                        src as sys::CUdeviceptr,
+                        nbytes,
+                        t.stream,
+                    )
+                }
+                .map_err(|e| cuda_err("the harness's copy", e))?;
+                if wait {
+                    // SAFETY: the stream is torch's current one, alive while torch is.
+                    unsafe { result::stream::synchronize(t.stream) }
+                        .map_err(|e| cuda_err("waiting for the harness's copy", e))?;
+                }
+                Ok(())
+            }
         }
     }
 

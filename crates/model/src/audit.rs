@@ -227,6 +227,30 @@ mod tests {
     }
 }
 
+/// The runtime precision audit of one eval (`report.json`): the candidate's and the reference's
+/// relative errors against a float64 evaluation of the reference on the same inputs, and the
+/// limit the candidate's must stay under (`eval/precision-downgrade` beyond it); or why it was
+/// skipped.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PrecisionAudit {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_error: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_error: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    /// The output judged (the worst), its elements compared and whether they were a sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elements: Option<u64>,
+    #[serde(default)]
+    pub sampled: bool,
+    /// Why no audit was made (memory, no float64 run), when none was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
 /// Peak memory of one eval and the harness's memory plan for it (`report.json`).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MemoryUse {

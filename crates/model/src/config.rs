@@ -399,7 +399,7 @@ impl Default for PolicyConfig {
                 LowCustomShare,
             ],
             warn_on: vec![ExcessiveSpeedup, ImplausibleTime, PartialReplacement],
-            custom_share_floor_pct: 10.0,
+            custom_share_floor_pct: 1.0,
             custom_share_warn_pct: 50.0,
         }
     }
@@ -826,7 +826,7 @@ fail_on = ["incorrect"]
     #[test]
     fn custom_share_thresholds_have_defaults_and_are_checked() {
         let cfg = parse("").unwrap();
-        assert_eq!(cfg.policy.custom_share_floor_pct, 10.0);
+        assert_eq!(cfg.policy.custom_share_floor_pct, 1.0);
         assert_eq!(cfg.policy.custom_share_warn_pct, 50.0);
         assert!(cfg.policy.fails_on(Condition::LowCustomShare));
         assert!(cfg.policy.warns_on(Condition::PartialReplacement));

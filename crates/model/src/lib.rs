@@ -12,7 +12,7 @@ pub mod problem;
 pub mod source;
 pub mod types;
 
-pub use audit::{AuditClock, AuditEntry, ExtensionCalls, MemoryUse, OpAudit, OpClass};
+pub use audit::{AuditClock, AuditEntry, ExtensionCalls, MemoryUse, OpAudit, OpClass, PrecisionAudit};
 pub use config::{Condition, Config, ConfigError, Device, L2Mode, LintLevel};
 pub use dataset::{DatasetError, DatasetSpec};
 pub use finding::{Finding, Severity};

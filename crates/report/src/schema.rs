@@ -208,6 +208,9 @@ pub struct KernelRow {
     /// Peak GPU and host memory of the eval and the harness's memory budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<kernelgate_model::MemoryUse>,
+    /// The precision audit against a float64 reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision_audit: Option<kernelgate_model::PrecisionAudit>,
     /// Where this kernel's wall time went; `None` when it was not evaluated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_spent: Option<TimeSpent>,
@@ -267,6 +270,7 @@ impl KernelRow {
             audit: None,
             time_spent: None,
             memory: None,
+            precision_audit: None,
         }
     }
 

@@ -11,6 +11,7 @@ use crate::sample::{event_ms, Sample};
 pub const RULE_INPUT_REUSE: &str = "timing/input-reuse-speedup";
 pub const RULE_REFERENCE_TAMPERED: &str = "timing/reference-tampered";
 pub const RULE_REFERENCE_INTERLEAVED: &str = "timing/reference-slower-interleaved";
+pub const RULE_REFERENCE_SLOWER_AFTER: &str = "timing/reference-slower-after-import";
 
 /// The candidate on the content of its previous call (the harness's `candidate_repeated`).
 pub const SERIES_CANDIDATE_REPEATED: &str = "candidate_repeated";
@@ -46,6 +47,9 @@ pub const REFERENCE_DRIFT_THRESHOLD_CPU_PCT: f64 = 60.0;
 /// add reference ran 1.33x to 1.89x slower between an honest kernel's calls (5 of 14 evals),
 /// and as fast as before alone after them. Beyond it, the slowdown is the candidate's doing.
 pub const INTERLEAVED_ONLY_ERROR_RATIO: f64 = 3.0;
+/// A reference this much slower after the import is tampering even with no witness of how: no
+/// machine state seen on the H200 or a loaded CPU runner came near (at most 1.9x).
+pub const TAMPERED_WITHOUT_EVIDENCE_RATIO: f64 = 3.0;
 
 /// Error finding when the candidate is significantly faster on repeated content than on fresh.
 pub fn input_reuse(file: &str, fresh: &[Sample], repeated: &[Sample]) -> Option<Finding> {
@@ -84,6 +88,9 @@ pub struct ReferenceWitness<'a> {
     pub control: Option<&'a [Sample]>,
     pub after: Option<&'a [Sample]>,
     pub control_after: Option<&'a [Sample]>,
+    /// The harness's structural evidence that PyTorch was changed (the message of its
+    /// `torch-patched` or `harness-hooked` finding), when it found any.
+    pub patched: Option<&'a str>,
 }
 
 /// Per round, reference time over control time: a machine that got slower between the two
@@ -117,10 +124,15 @@ fn slowdown(
 }
 
 /// A finding when the reference, timed after the candidate's import, is significantly slower
-/// than the same reference timed before it, relative to the control of the same rounds. With
-/// the series taken alone after the candidate's calls: an error when that one is slower (the
-/// candidate's code slows the reference) or the interleaved one is [`INTERLEAVED_ONLY_ERROR_RATIO`]
-/// slower; a warning when only the interleaved one is, by less.
+/// than the same reference timed before it, relative to the control of the same rounds.
+///
+/// A slowdown alone is not proof: on the H200 an honest short (0.055 ms, launch-bound) reference
+/// ran 1.56x slower alone after an honest kernel's calls (issue 28), when other evals and builds
+/// shared the host. The error therefore rests on evidence an honest kernel cannot produce:
+/// `w.patched`, the harness's witness that the candidate replaced a PyTorch function, hooked the
+/// dispatcher or left a mode or callback behind (`eval/torch-patched`, `eval/harness-hooked`),
+/// or a slowdown of at least [`TAMPERED_WITHOUT_EVIDENCE_RATIO`], beyond anything seen from
+/// machine state. Below it, with no such evidence, the slowdown is a warning with its numbers.
 pub fn reference_tampered(file: &str, w: &ReferenceWitness, on_gpu: bool) -> Option<Finding> {
     let threshold = if on_gpu {
         REFERENCE_DRIFT_THRESHOLD_PCT
@@ -143,27 +155,55 @@ pub fn reference_tampered(file: &str, w: &ReferenceWitness, on_gpu: bool) -> Opt
             med(w.alone),
         )
     };
+    let proven = |ratio: f64| w.patched.is_some() || ratio >= TAMPERED_WITHOUT_EVIDENCE_RATIO;
+    let witness = match w.patched {
+        Some(p) => format!("; the harness's witness: {p}"),
+        None => String::new(),
+    };
+    const UNPROVEN: &str = "no change to PyTorch's functions, dispatcher, hooks or settings was found, so this is reported as machine state, not tampering: a short, launch-bound reference is sensitive to what else the host runs. The speedup may be overstated by up to that factor; re-run to confirm it.";
     if let Some(after) = w.after {
         if let Some((c, unit)) = slowdown(before, (after, w.control_after), threshold) {
-            return Some(error_finding(
+            let detail = detail(&c, unit, after);
+            if proven(c.ratio) {
+                return Some(error_finding(
+                    file,
+                    RULE_REFERENCE_TAMPERED,
+                    format!(
+                        "the reference ran {:.2}x slower after the candidate was imported and called, timed alone both times ({detail}){witness}: {DO_NOT}",
+                        c.ratio,
+                    ),
+                ));
+            }
+            return Some(Finding::runtime(
                 file,
-                RULE_REFERENCE_TAMPERED,
+                RULE_REFERENCE_SLOWER_AFTER,
+                Severity::Warning,
                 format!(
-                    "the reference ran {:.2}x slower after the candidate was imported and called, timed alone both times ({}): {DO_NOT}",
+                    "the reference ran {:.2}x slower after the candidate was imported and called, timed alone both times ({detail}); {UNPROVEN}",
                     c.ratio,
-                    detail(&c, unit, after),
                 ),
             ));
         }
     }
     let (c, unit) = slowdown(before, (w.interleaved, w.control), threshold)?;
     let detail = detail(&c, unit, w.interleaved);
-    if w.after.is_none() || c.ratio >= INTERLEAVED_ONLY_ERROR_RATIO {
+    if proven(c.ratio) || (w.after.is_none() && c.ratio >= INTERLEAVED_ONLY_ERROR_RATIO) {
         return Some(error_finding(
             file,
             RULE_REFERENCE_TAMPERED,
             format!(
-                "the reference ran {:.2}x slower once the candidate was imported ({detail}): {DO_NOT}",
+                "the reference ran {:.2}x slower once the candidate was imported ({detail}){witness}: {DO_NOT}",
+                c.ratio
+            ),
+        ));
+    }
+    if w.after.is_none() {
+        return Some(Finding::runtime(
+            file,
+            RULE_REFERENCE_SLOWER_AFTER,
+            Severity::Warning,
+            format!(
+                "the reference ran {:.2}x slower once the candidate was imported ({detail}); {UNPROVEN}",
                 c.ratio
             ),
         ));
@@ -268,7 +308,7 @@ mod tests {
     fn a_reference_doing_its_work_three_times_is_tampered() {
         let mut rng = StdRng::seed_from_u64(3);
         let alone = series(&mut rng, 30, 0.01, 0.05, 0.05);
-        let interleaved = series(&mut rng, 60, 0.03, 0.05, 0.05);
+        let interleaved = series(&mut rng, 60, 0.035, 0.05, 0.05);
         let plain = |a, i| ReferenceWitness {
             alone: a,
             control_alone: None,
@@ -276,11 +316,12 @@ mod tests {
             control: None,
             after: None,
             control_after: None,
+            patched: None,
         };
         let f = reference_tampered("k.py", &plain(&alone, &interleaved), true).expect("finding");
         assert_eq!(f.rule, RULE_REFERENCE_TAMPERED);
         assert!(
-            f.message.contains("3.0") || f.message.contains("2.9"),
+            f.message.contains("3.5") || f.message.contains("3.4") || f.message.contains("3.6"),
             "{}",
             f.message
         );
@@ -301,6 +342,7 @@ mod tests {
             control: Some(&c),
             after: None,
             control_after: None,
+            patched: None,
         };
         assert!(reference_tampered("k.py", &w, true).is_some());
     }
@@ -321,6 +363,7 @@ mod tests {
             control: Some(&c),
             after: None,
             control_after: None,
+            patched: None,
         };
         assert!(reference_tampered("k.py", &w, true).is_none());
         // Without the control the same numbers would be called tampering.
@@ -352,6 +395,7 @@ mod tests {
                 control: None,
                 after: None,
                 control_after: None,
+                patched: None,
             };
             assert!(
                 reference_tampered("k.py", &w, true).is_none(),
@@ -378,6 +422,7 @@ mod tests {
             control: Some(&c),
             after: Some(&after),
             control_after: Some(&ca2),
+            patched: None,
         };
         let f = reference_tampered("k.py", &w, true).expect("a warning");
         assert_eq!(
@@ -385,19 +430,35 @@ mod tests {
             (RULE_REFERENCE_INTERLEAVED, Severity::Warning)
         );
         assert!(f.message.contains("1.5"), "{}", f.message);
-        // A patched op is slower after the calls too: an error.
+        // Slower alone after the calls too, 1.5x, with no witness of any change to PyTorch: what
+        // an honest short kernel produced once in 72 evals on the H200 (issue 28). A warning
+        // with the numbers, not a verdict of tampering.
         let slowed = series(&mut rng, 100, 0.084, 0.05, 0.05);
         w.after = Some(&slowed);
+        let f = reference_tampered("k.py", &w, true).expect("a warning");
+        assert_eq!(
+            (f.rule.as_str(), f.severity),
+            (RULE_REFERENCE_SLOWER_AFTER, Severity::Warning)
+        );
+        assert!(f.message.contains("machine state"), "{}", f.message);
+        // The same slowdown with the harness's witness of a replaced op: an error that says so.
+        w.patched = Some("the candidate replaced `torch.relu`");
         let f = reference_tampered("k.py", &w, true).expect("an error");
         assert_eq!(
             (f.rule.as_str(), f.severity),
             (RULE_REFERENCE_TAMPERED, Severity::Error)
         );
         assert!(
-            f.message.contains("timed alone both times"),
+            f.message.contains("timed alone both times") && f.message.contains("torch.relu"),
             "{}",
             f.message
         );
+        // Three times slower alone after the calls needs no witness.
+        let tripled_after = series(&mut rng, 100, 0.2, 0.05, 0.05);
+        w.patched = None;
+        w.after = Some(&tripled_after);
+        let f = reference_tampered("k.py", &w, true).expect("an error");
+        assert_eq!(f.severity, Severity::Error);
         // Slower only between the calls, but by more than three times: the candidate's doing.
         let tripled = series(&mut rng, 200, 0.2, 0.05, 0.05);
         w.after = Some(&after);
@@ -423,6 +484,7 @@ mod tests {
             control: None,
             after: None,
             control_after: None,
+            patched: None,
         };
         assert!(reference_tampered("k.py", &w, true).is_none());
     }

@@ -5,6 +5,7 @@ crashed KernelBench-size problems on the H200: 16 bytes per element, on the host
 Run: .venv/bin/python -m unittest discover -s crates/harness/python/tests
 """
 
+import ctypes
 import importlib.util
 import os
 import unittest
@@ -112,15 +113,62 @@ class PlanMemory(unittest.TestCase):
         self.assertFalse(any("shifted" in r or "timing" in r for r in p["reduced"]), p["reduced"])
 
 
-class PoolDigest(unittest.TestCase):
-    def fresh(self, n=10_000):
-        sets = [[torch.rand(n)], [torch.rand(n)]]
-        return kg_timing.FreshInputs(torch, sets), sets
+class FreshDraws(unittest.TestCase):
+    """Timed calls get whole new draws of the problem's inputs, so every structure the problem's
+    `get_inputs()` gives (a lower-triangular matrix, a symmetric one) is kept (issue 26)."""
 
-    def test_a_changed_pool_is_seen(self):
+    def tril_draw(self, n=64):
+        a = torch.tril(torch.rand(n, n))
+        s = torch.rand(n, n)
+        return [a, s + s.T]
+
+    def fresh(self, n_draws=20, copy=None):
+        sets = [self.tril_draw(), self.tril_draw()]
+        draws = kg_timing.draw_pool(self.tril_draw, n_draws, 2 * 64 * 64 * 4, 1 << 30, 5.0)
+        return kg_timing.FreshInputs(torch, sets, draws, copy), sets
+
+    def test_every_timed_content_keeps_the_problems_structure_and_is_new(self):
+        f, sets = self.fresh()
+        originals = [[x.clone() for x in s] for s in sets]
+        seen = []
+        for _ in range(20):
+            f.fill(0, f.fresh())
+            a, sym = sets[0]
+            self.assertTrue(torch.equal(a, torch.tril(a)), "the refilled matrix is no longer lower-triangular")
+            self.assertTrue(torch.equal(sym, sym.T), "the refilled matrix is no longer symmetric")
+            self.assertFalse(any(torch.equal(a, b) for b in seen), "content repeated while unused draws remained")
+            self.assertFalse(torch.equal(a, originals[0][0]), "a timed call saw the correctness trials' content")
+            seen.append(a.clone())
+        self.assertEqual(f.repeats, 0)
+        f.fresh()
+        self.assertEqual(f.repeats, 1, "a 21st call on 20 draws repeats one, and says so")
+        f.restore()
+        for s, o in zip(sets, originals):
+            self.assertTrue(all(torch.equal(x, y) for x, y in zip(s, o)))
+
+    def test_the_refill_goes_through_the_harness_copy_when_given(self):
+        calls = []
+
+        def copy(dst, src, n):
+            calls.append(n)
+            ctypes.memmove(dst, src, n)
+
+        f, sets = self.fresh(copy=copy)
+        token = f.fresh()
+        f.fill(1, token)
+        self.assertEqual(calls, [64 * 64 * 4, 64 * 64 * 4])
+        self.assertTrue(all(torch.equal(x, y) for x, y in zip(sets[1], f.materialize(token))))
+        self.assertEqual((f.harness_copies, f.torch_copies), (2, 0))
+
+    def test_the_pool_stops_at_its_memory_share(self):
+        draws = kg_timing.draw_pool(self.tril_draw, 100, 1000, 10_000, 5.0)
+        self.assertEqual(len(draws), 10)
+        self.assertEqual(len(kg_timing.draw_pool(self.tril_draw, 100, 1 << 40, 10, 5.0)), 1)
+
+    def test_a_changed_draw_is_seen(self):
         f, _ = self.fresh()
         self.assertTrue(f.intact())
-        f.slots[0][0][1234] += 1.0
+        f.pool[-1][0][3, 1] += 1.0
         self.assertFalse(f.intact())
 
     def test_the_digest_works_in_bounded_steps(self):
@@ -134,7 +182,7 @@ class PoolDigest(unittest.TestCase):
             return real_rand(*shape, **kw)
 
         try:
-            f, _ = self.fresh()
+            f, _ = self.fresh(n_draws=2)
             torch.rand = rand
             try:
                 f.digest()
@@ -144,7 +192,39 @@ class PoolDigest(unittest.TestCase):
             kg_timing.DIGEST_CHUNK = saved
         self.assertTrue(sizes)
         self.assertLessEqual(max(sizes), 1000, "the digest made a weight vector larger than a step")
-        self.assertEqual(sum(sizes), 20_000, "every element of the pool is weighed once")
+        # 2 originals + 2 draws, two arguments of 4096 elements each, every element weighed once.
+        self.assertEqual(sum(sizes), 4 * 2 * 64 * 64)
+
+
+class PrecisionAudit(unittest.TestCase):
+    """The error against float64, relative to the reference's own (issue 27)."""
+
+    def errors(self, cand):
+        torch.manual_seed(0)
+        a, b = torch.rand(256, 512), torch.rand(512, 256)
+        exact = (a.double() @ b.double()).reshape(-1)
+        ref = (a @ b).reshape(-1)
+        got = cand(a, b).reshape(-1)
+        return kg_checks.relative_error(torch, ref, exact), kg_checks.relative_error(torch, got, exact)
+
+    def test_a_matmul_in_bf16_is_far_beyond_the_limit(self):
+        ref_err, cand_err = self.errors(lambda a, b: (a.bfloat16() @ b.bfloat16()).float())
+        self.assertGreater(cand_err, kg_checks.precision_limit("fp32", ref_err))
+
+    def test_another_summation_order_and_fp64_accumulation_pass(self):
+        def blocked(a, b):
+            return sum(a[:, k : k + 64] @ b[k : k + 64] for k in range(0, 512, 64))
+
+        for cand in (blocked, lambda a, b: (a.double() @ b.double()).float()):
+            ref_err, cand_err = self.errors(cand)
+            self.assertLessEqual(cand_err, kg_checks.precision_limit("fp32", ref_err))
+
+    def test_large_outputs_are_sampled(self):
+        g = torch.Generator()
+        g.manual_seed(1)
+        self.assertIsNone(kg_checks.sample_index(torch, 1000, g, "cpu"))
+        idx = kg_checks.sample_index(torch, kg_checks.PRECISION_SAMPLE * 3, g, "cpu")
+        self.assertEqual(idx.numel(), kg_checks.PRECISION_SAMPLE)
 
 
 if __name__ == "__main__":
