@@ -205,6 +205,12 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
             "hack_side_stream_record_only.py",
             vec![e("KG603", 19, 33), e("KG603", 22, 44)],
         ),
+        // TF32 MMA with the mnemonic split across literals and a macro, operands rounded by a
+        // mask instead of `cvt`.
+        (
+            "hack_tf32_split_ptx.py",
+            vec![e("KG610", 17, 12), e("KG610", 33, 13)],
+        ),
         // A helper defined after its use hands out a pooled stream.
         (
             "hack_side_stream_helper.py",
@@ -252,6 +258,10 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
         "honest_splitk_workspace.py",
         // The caller's stream through helpers defined after their use.
         "honest_stream_helpers.py",
+        // Half code fp32 inputs never reach: overloads and a specialisation under a dispatch
+        // macro, a bool local, the `else` of an fp32 test, a `case at::kHalf:`.
+        "honest_dispatch_half_overloads.py",
+        "honest_half_branch_explicit.py",
     ] {
         assert_eq!(found.get(honest), None, "{honest} must be clean");
     }
@@ -375,6 +385,72 @@ fn half_branch_findings_only_on_fp32_half_code_that_runs() {
     let always_half = src.replace("x.scalar_type() == at::kHalf && n % 2 == 0", "n % 2 == 0");
     assert_ne!(always_half, src);
     assert!(rules(&always_half).contains(&"KG610".to_string()));
+}
+
+/// The KG610 findings of a fixture after `edits` (each must change the text).
+fn precision_findings(path: &str, edits: &[(&str, &str)]) -> Vec<(String, u32, String)> {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    let mut src = std::fs::read_to_string(full).unwrap();
+    for (from, to) in edits {
+        let next = src.replace(from, to);
+        assert_ne!(next, src, "{from}");
+        src = next;
+    }
+    kernelgate_lint::lint_file("x.py", &src, &Default::default())
+        .unwrap()
+        .into_iter()
+        .filter(|f| f.rule == "KG610")
+        .map(|f| (f.rule, f.line, f.severity.as_str().to_string()))
+        .collect()
+}
+
+#[test]
+fn half_overloads_and_explicit_half_branches_are_dead_on_fp32_until_reached() {
+    let overloads = "tests/fixtures/lint/cpp/honest_dispatch_half_overloads.py";
+    assert_eq!(precision_findings(overloads, &[]), vec![]);
+    // Without the fp32 overload, fp32 values convert to the half one: it runs.
+    let found = precision_findings(
+        overloads,
+        &[(
+            "__device__ __forceinline__ void store_acc(float* p, float v) { *p = v; }\n",
+            "",
+        )],
+    );
+    assert!(
+        found.iter().any(|f| f.2 == "error" && f.1 == 20),
+        "{found:?}"
+    );
+    let branches = "tests/fixtures/lint/cpp/honest_half_branch_explicit.py";
+    assert_eq!(precision_findings(branches, &[]), vec![]);
+    // The half2 path taken whatever the dtype, or the bf16 `else` reached by fp32 inputs.
+    let found = precision_findings(
+        branches,
+        &[("half_in = x.scalar_type() == at::kHalf;", "half_in = true;")],
+    );
+    assert!(
+        found.iter().any(|f| f.2 == "error" && f.1 == 19),
+        "{found:?}"
+    );
+    let found = precision_findings(
+        branches,
+        &[(
+            "else if (x.scalar_type() == at::kFloat)",
+            "else if (n % 4 == 0)",
+        )],
+    );
+    assert!(
+        found.iter().any(|f| f.2 == "error" && f.1 == 24),
+        "{found:?}"
+    );
+    // A switch case for fp32 inputs runs its half kernel.
+    let found = precision_findings(
+        branches,
+        &[("case at::kHalf:", "case at::kFloat: case 99:")],
+    );
+    assert!(
+        found.iter().any(|f| f.2 == "error" && f.1 == 34),
+        "{found:?}"
+    );
 }
 
 #[test]

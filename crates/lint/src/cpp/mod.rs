@@ -82,6 +82,8 @@ enum NodeClass {
     PreprocIf,
     Binary,
     FieldDecl,
+    Case,
+    Template,
 }
 
 impl NodeClass {
@@ -112,6 +114,8 @@ impl NodeClass {
             "preproc_if" => NodeClass::PreprocIf,
             "binary_expression" => NodeClass::Binary,
             "field_declaration" => NodeClass::FieldDecl,
+            "case_statement" => NodeClass::Case,
+            "template_declaration" => NodeClass::Template,
             _ => NodeClass::Other,
         }
     }
@@ -338,6 +342,8 @@ struct Func {
     /// The stream its returns give (`return at::cuda::getCurrentCUDAStream();`), merged over
     /// every `return`; `None` before the first.
     ret_stream: Option<StreamKind>,
+    /// Per parameter: its type names a half/bf16 type (`const at::Half* p`).
+    half_params: Vec<bool>,
     /// `cudaStreamWaitEvent(<caller's stream>, ...)` / `event.block(<caller's stream>)`.
     joins_caller: bool,
     /// `cudaEventRecord(...)` / `event.record(...)`.
@@ -560,6 +566,8 @@ impl<'t> Analyzer<'t> {
             NodeClass::If | NodeClass::PreprocIf => return self.branch(node),
             NodeClass::Binary => self.binary(node),
             NodeClass::FieldDecl => self.field_declaration(node),
+            NodeClass::Case => return self.case(node),
+            NodeClass::Template => return self.template(node),
             NodeClass::NsAlias => {
                 self.namespace_alias(node);
                 return false;
@@ -575,12 +583,18 @@ impl<'t> Analyzer<'t> {
         };
         if l.kind_fast() == "identifier" {
             let compound = node.field("operator").is_some_and(|o| self.t(o) != "=");
+            if node.field("operator").is_some_and(|o| self.t(o) == "&=") {
+                self.mantissa_truncation(node, l, r);
+            }
             if compound && self.is_tensor_name(self.t(l)) {
                 self.torch_op(node.byte_range(), format!("`{}` is tensor arithmetic: an ATen kernel does the work inside the extension", self.t(node)));
             }
             self.state.inits.insert(self.t(l), r);
         } else {
             let pure = node.field("operator").is_some_and(|o| self.t(o) == "=");
+            if node.field("operator").is_some_and(|o| self.t(o) == "&=") {
+                self.mantissa_truncation(node, l, r);
+            }
             self.record_write(l, pure);
             // `config.stream = s` for `cudaLaunchKernelEx`.
             let field = (l.kind_fast() == "field_expression")
@@ -623,27 +637,119 @@ impl<'t> Analyzer<'t> {
             }
             return false;
         }
-        // `if (x.scalar_type() == at::kHalf) {...}` on an fp32 problem: the branch is
-        // live code (its launches count) but fp32 inputs never take it.
-        let half_only = self.precision == Precision::Fp32
-            && node
-                .field("condition")
-                .is_some_and(|c| rules::precision::half_only_test(self.t(c)));
-        if half_only {
+        // `if (x.scalar_type() == at::kHalf) {...}`, or the `else` of `== at::kFloat`, on an
+        // fp32 problem: the branch is live code (its launches count) but fp32 inputs never
+        // take it.
+        let (cons_dead, alt_dead) = match node.field("condition") {
+            Some(c) if self.precision == Precision::Fp32 => self.dtype_branches(c),
+            _ => (false, false),
+        };
+        if cons_dead || alt_dead {
             if let Some(c) = node.field("condition") {
                 self.visit(c);
             }
-            self.half_depth += 1;
-            if let Some(b) = node.field("consequence") {
-                self.visit(b);
-            }
-            self.half_depth -= 1;
-            if let Some(a) = node.field("alternative") {
-                self.visit(a);
+            for (field, dead) in [("consequence", cons_dead), ("alternative", alt_dead)] {
+                if let Some(b) = node.field(field) {
+                    self.half_depth += u32::from(dead);
+                    self.visit(b);
+                    self.half_depth -= u32::from(dead);
+                }
             }
             return false;
         }
         true
+    }
+
+    /// Which branches of an `if` on this condition fp32 inputs never take: (the consequence,
+    /// the alternative). Bool locals are read through (`const bool h = x.scalar_type() ==
+    /// at::kHalf; if (h && n % 2 == 0)`).
+    fn dtype_branches(&self, cond: Node<'t>) -> (bool, bool) {
+        let text = self.condition_text(cond, 0);
+        if rules::precision::half_only_test(&text) || rules::precision::not_float_test(&text) {
+            (true, false)
+        } else if rules::precision::float_only_test(&text) {
+            (false, true)
+        } else {
+            (false, false)
+        }
+    }
+
+    /// A condition's text with bool locals replaced by what they were initialised to.
+    fn condition_text(&self, n: Node<'t>, depth: u32) -> String {
+        if depth > 6 {
+            return self.t(n).to_string();
+        }
+        match n.kind_fast() {
+            "condition_clause" | "parenthesized_expression" => match n.named_child(0) {
+                Some(x) if n.named_child_count() == 1 => {
+                    format!("({})", self.condition_text(x, depth + 1))
+                }
+                _ => self.t(n).to_string(),
+            },
+            "identifier" => match self.state.inits.get(self.t(n)) {
+                Some(v) => format!("({})", self.condition_text(*v, depth + 1)),
+                None => self.t(n).to_string(),
+            },
+            "binary_expression" if n.field("operator").is_some_and(|o| self.t(o) == "&&") => {
+                match (n.field("left"), n.field("right")) {
+                    (Some(l), Some(r)) => format!(
+                        "{}&&{}",
+                        self.condition_text(l, depth + 1),
+                        self.condition_text(r, depth + 1)
+                    ),
+                    _ => self.t(n).to_string(),
+                }
+            }
+            _ => self.t(n).to_string(),
+        }
+    }
+
+    /// `case at::kHalf:` in a switch on the dtype: fp32 inputs never run its statements.
+    fn case(&mut self, node: Node<'t>) -> bool {
+        let Some(v) = node.field("value") else {
+            return true;
+        };
+        if self.precision != Precision::Fp32 || !rules::precision::half_dtype(self.t(v)) {
+            return true;
+        }
+        self.half_depth += 1;
+        let mut c = self.cursor(node);
+        let kids: Vec<Node<'t>> = node.named_children(&mut c).collect();
+        self.cursors.push(c);
+        for k in kids {
+            self.visit(k);
+        }
+        self.half_depth -= 1;
+        false
+    }
+
+    /// `template <> struct Acc<at::Half> {...}`, `template <> float load<__half>(...)`: an
+    /// explicit specialisation for a half type runs only for half instantiations.
+    fn template(&mut self, node: Node<'t>) -> bool {
+        let params = node.field("parameters").map_or("", |p| self.t(p));
+        let explicit = params
+            .chars()
+            .all(|c| matches!(c, '<' | '>') || c.is_whitespace());
+        if !explicit || self.precision != Precision::Fp32 {
+            return true;
+        }
+        let after = node
+            .field("parameters")
+            .map_or(node.start_byte(), |p| p.end_byte());
+        let rest = &self.text[after..node.end_byte()];
+        let header = &rest[..rest.find(['{', '(', ';']).unwrap_or(rest.len())];
+        if !header.contains('<') || !rules::precision::half_type_text(header) {
+            return true;
+        }
+        self.half_depth += 1;
+        let mut c = self.cursor(node);
+        let kids: Vec<Node<'t>> = node.named_children(&mut c).collect();
+        self.cursors.push(c);
+        for k in kids {
+            self.visit(k);
+        }
+        self.half_depth -= 1;
+        false
     }
 
     /// A struct holding tensors: a static or global instance of it is a cache.
@@ -1014,24 +1120,15 @@ impl<'t> Analyzer<'t> {
         if let Some(i) = self.cur {
             self.funcs[i].has_asm = true;
         }
-        let t = self.t(node);
+        let code = node.field("assembly_code").unwrap_or(node);
+        let t = rules::precision::joined_literals(self.t(code), &self.macros);
         if t.contains("globaltimer") || t.contains("%clock") {
             self.timer_tampering(
                 node.byte_range(),
                 "inline PTX reads a clock register (`%globaltimer`, `%clock`): a kernel that reads the time can tell timed calls from checked ones".into(),
             );
         }
-        if t.contains("tf32")
-            || t.contains(".f16")
-            || t.contains(".bf16")
-            || t.contains(".e4m3")
-            || t.contains(".e5m2")
-        {
-            self.precision_downgrade(
-                node.byte_range(),
-                "inline PTX computes in fp16/bf16/TF32 on an fp32 problem".into(),
-            );
-        }
+        self.asm_precision(node);
     }
 
     fn function(&mut self, node: Node<'t>) {
@@ -1076,6 +1173,7 @@ impl<'t> Analyzer<'t> {
             }
         }
         let mut params = Vec::new();
+        let mut half_params = Vec::new();
         if let Some(pl) = decl.field("parameters") {
             let mut c = pl.walk();
             for p in pl.named_children(&mut c) {
@@ -1092,6 +1190,7 @@ impl<'t> Analyzer<'t> {
                         name: self.t(id).to_string(),
                         is_tensor: ty.contains("Tensor"),
                     });
+                    half_params.push(rules::precision::half_type_text(ty));
                 }
             }
             self.visit_template_args(pl);
@@ -1132,6 +1231,7 @@ impl<'t> Analyzer<'t> {
             full_launches: HashSet::default(),
             stores_tensor_data: false,
             ret_stream: None,
+            half_params,
             joins_caller: false,
             records_event: false,
             range: node.byte_range(),
@@ -1478,6 +1578,18 @@ impl<'t> Analyzer<'t> {
 
     /// `a * b` on tensors runs ATen kernels; `std::cout << "correct: ..."` forges output.
     fn binary(&mut self, node: Node<'t>) {
+        // `__float_as_uint(v) & 0xffffe000`: TF32 rounding by hand, in kernels or host code.
+        if let (Some(l), Some(r), Some(op)) = (
+            node.field("left"),
+            node.field("right"),
+            node.field("operator"),
+        ) {
+            if self.t(op) == "&"
+                && (l.kind_fast() == "number_literal" || r.kind_fast() == "number_literal")
+            {
+                self.mantissa_truncation(node, l, r);
+            }
+        }
         // Only host code handles tensors and streams; kernels are most of the expressions.
         if !self
             .cur
@@ -1510,7 +1622,8 @@ impl<'t> Analyzer<'t> {
                 r.kind_fast(),
                 "string_literal" | "raw_string_literal" | "concatenated_string"
             )
-            && result_like(self.t(r))
+            && (result_like(self.t(r))
+                || result_like(&rules::precision::joined_literals(self.t(r), &self.macros)))
         {
             self.sandbox(
                 node.byte_range(),
@@ -1559,6 +1672,21 @@ impl<'t> Analyzer<'t> {
         if let Some(s) = stream_arg.and_then(|k| args?.named_child(k)) {
             self.launch_on(s, &format!("`{last}` runs on"));
         }
+        // `cublasSetMathMode(h, mode)` with anything but the full-precision modes.
+        if last == "cublasSetMathMode" {
+            if let Some(m) = args.and_then(|a| a.named_child(1)) {
+                let mode = self.t(m);
+                let full = ["CUBLAS_DEFAULT_MATH", "CUBLAS_PEDANTIC_MATH", "DISALLOW"]
+                    .iter()
+                    .any(|f| mode.contains(f));
+                if !full {
+                    self.precision_downgrade(
+                        m.byte_range(),
+                        format!("`cublasSetMathMode(..., {mode})` lets cuBLAS compute an fp32 problem in TF32 or on reduced-precision tensor cores"),
+                    );
+                }
+            }
+        }
         if matches!(last, "write" | "fwrite")
             && args
                 .and_then(|a| a.named_child(if last == "write" { 0 } else { 3 }))
@@ -1576,7 +1704,9 @@ impl<'t> Analyzer<'t> {
         }
         if matches!(last, "printf" | "fprintf" | "puts" | "fputs" | "dprintf") {
             let text = args.map(|a| self.t(a)).unwrap_or("");
-            if result_like(text) {
+            if result_like(text)
+                || result_like(&rules::precision::joined_literals(text, &self.macros))
+            {
                 self.sandbox(
                     node.byte_range(),
                     format!(
@@ -1609,6 +1739,7 @@ impl<'t> Analyzer<'t> {
     fn finish(&mut self, src: &EmbeddedSource) -> Vec<String> {
         self.judge_pending_streams();
         self.drop_half_only_precision();
+        self.drop_half_overloads();
         self.returned_inputs();
         self.input_writes();
         let defined: HashSet<String> = self.funcs.iter().map(|f| f.name.clone()).collect();

@@ -258,7 +258,42 @@ fn is_precision_name(q: &str, last: &str, kind: NameKind) -> bool {
                 | "__bfloat162float"
                 | "__float_to_tf32"
                 | "tf32"
+                | "__ushort_as_half"
+                | "__short_as_half"
+                | "__half_as_ushort"
+                | "__half_as_short"
+                | "__ushort_as_bfloat16"
+                | "__short_as_bfloat16"
+                | "__double2half"
+                | "__double2bfloat16"
+                | "__int2half_rn"
+                | "__uint2half_rn"
         )
+        || library_precision(last)
+}
+
+/// Library settings and data types that make cuBLAS/cuDNN compute an fp32 problem in TF32,
+/// fp16, bf16 or fp8 (the library call itself is KG602's).
+pub fn library_precision(last: &str) -> bool {
+    matches!(
+        last,
+        "CUBLAS_TF32_TENSOR_OP_MATH"
+            | "CUBLAS_TENSOR_OP_MATH"
+            | "CUBLAS_COMPUTE_32F_FAST_TF32"
+            | "CUBLAS_COMPUTE_32F_FAST_16F"
+            | "CUBLAS_COMPUTE_32F_FAST_16BF"
+            | "CUBLAS_COMPUTE_16F"
+            | "CUBLAS_COMPUTE_16F_PEDANTIC"
+            | "CUDA_R_16F"
+            | "CUDA_R_16BF"
+            | "CUDA_R_8F_E4M3"
+            | "CUDA_R_8F_E5M2"
+            | "CUDNN_DATA_HALF"
+            | "CUDNN_DATA_BFLOAT16"
+            | "CUDNN_DATA_FP8_E4M3"
+            | "CUDNN_DATA_FP8_E5M2"
+            | "CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION"
+    )
 }
 
 /// `at::`/`torch::` functions that allocate or describe tensors, or are plumbing: allowed.
@@ -639,6 +674,18 @@ mod tests {
             torch_allowed("getStreamFromPool"),
             "side streams are KG603's, not KG601's"
         );
+    }
+
+    #[test]
+    fn library_precision_settings() {
+        let code = |q: &str| classify(q, NameKind::Value).map(|c| c.0);
+        assert_eq!(code("CUBLAS_TF32_TENSOR_OP_MATH"), Some(Rule::KG610));
+        assert_eq!(code("CUBLAS_COMPUTE_32F_FAST_TF32"), Some(Rule::KG610));
+        assert_eq!(code("CUDA_R_16BF"), Some(Rule::KG610));
+        assert_eq!(code("CUBLAS_DEFAULT_MATH"), None);
+        assert_eq!(code("CUBLAS_COMPUTE_32F"), None);
+        assert_eq!(code("CUDA_R_32F"), None);
+        assert_eq!(code("nvcuda::wmma::precision::tf32"), Some(Rule::KG610));
     }
 
     #[test]

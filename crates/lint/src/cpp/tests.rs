@@ -307,3 +307,64 @@ fn returning_an_out_param_is_clean_only_when_its_kernels_just_store() {
     let found = out_param_case(store, single);
     assert!(found.contains(&(Rule::KG608, 6, 10)), "{found:?}");
 }
+
+#[test]
+fn string_literals_are_joined_before_ptx_is_read() {
+    use crate::cpp::rules::precision::{joined_literals, mantissa_mask, ptx_reduced_precision};
+    let mut macros = HashMap::default();
+    macros.insert(
+        "SHAPE".to_string(),
+        Macro {
+            params: None,
+            body: "\".m16n8k8\" /* tile */".into(),
+            body_at: 0,
+        },
+    );
+    let joined = joined_literals(
+        "\"mma.sync.aligned\" SHAPE \".row.col.f32.t\"\n  \"f32.t\" // a\n \"f32.f32 \" R\"x({%0})x\"",
+        &macros,
+    );
+    assert_eq!(
+        joined,
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0}"
+    );
+    assert_eq!(ptx_reduced_precision(&joined), Some("TF32"));
+    assert_eq!(
+        ptx_reduced_precision("cvt.rn.f16x2.f32 %0, %1, %2;"),
+        Some("fp16")
+    );
+    assert_eq!(
+        ptx_reduced_precision("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"),
+        Some("bf16")
+    );
+    assert_eq!(
+        ptx_reduced_precision("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"),
+        Some("integer")
+    );
+    // fp32 and fp64 PTX, and byte loads outside an MMA, are full precision.
+    assert_eq!(ptx_reduced_precision("fma.rn.f32 %0, %1, %2, %3;"), None);
+    assert_eq!(
+        ptx_reduced_precision("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64"),
+        None
+    );
+    assert_eq!(ptx_reduced_precision("ld.global.u8 %0, [%1];"), None);
+    assert_eq!(ptx_reduced_precision("ld.global.f162 %0"), None);
+    assert_eq!(mantissa_mask("0xFFFFE000u"), Some("TF32"));
+    assert_eq!(mantissa_mask("0xfffff000"), None);
+}
+
+#[test]
+fn mantissa_masks_are_reduced_precision_only_on_float_bits() {
+    let case = |expr: &str| {
+        let py = format!("from torch.utils.cpp_extension import load_inline\nsrc = '''\n__global__ void k(const float* x, float* y, unsigned* a) {{\n  unsigned b = __float_as_uint(x[0]);\n  y[0] = __uint_as_float({expr});\n}}\n'''\nm = load_inline('m', cpp_sources='', cuda_sources=src, functions=['f'])\n");
+        run(&py, Precision::Fp32)
+            .into_iter()
+            .filter(|f| f.0 == Rule::KG610)
+            .count()
+    };
+    assert_eq!(case("b & 0xffffe000"), 1);
+    assert_eq!(case("__float_as_uint(x[1]) & 0xFFFF0000u"), 1);
+    // An address or index mask is not a float's mantissa.
+    assert_eq!(case("a[0] & 0xffffe000"), 0);
+    assert_eq!(case("b & 0x7fffffff"), 0);
+}
