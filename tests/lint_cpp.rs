@@ -262,6 +262,8 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
         // macro, a bool local, the `else` of an fp32 test, a `case at::kHalf:`.
         "honest_dispatch_half_overloads.py",
         "honest_half_branch_explicit.py",
+        // BatchNorm's running statistics, registered buffers, updated in place by the kernel.
+        "honest_batchnorm_running_stats.py",
     ] {
         assert_eq!(found.get(honest), None, "{honest} must be clean");
     }
@@ -366,6 +368,54 @@ fn a_workspace_passed_from_forward_may_be_written_an_input_may_not() {
     assert_ne!(hacked, src);
     let found = lint(&hacked);
     assert!(found.iter().any(|(r, _)| r == "KG608"), "{found:?}");
+}
+
+#[test]
+fn module_buffers_may_be_updated_in_place_forwards_inputs_may_not() {
+    let path = "tests/fixtures/lint/cpp/honest_batchnorm_running_stats.py";
+    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
+    let lint = |s: &str| {
+        kernelgate_lint::lint_file("x.py", s, &Default::default())
+            .unwrap()
+            .into_iter()
+            .map(|f| (f.rule, f.line, f.severity.as_str().to_string()))
+            .collect::<Vec<_>>()
+    };
+    let edit = |s: &str, from: &str, to: &str| {
+        let next = s.replace(from, to);
+        assert_ne!(next, s, "{from}");
+        next
+    };
+    assert_eq!(lint(&src), vec![]);
+    // An in-place method on a buffer is the module's own state too.
+    let fill = edit(
+        &src,
+        "    auto y = torch::empty_like(x);\n",
+        "    auto y = torch::empty_like(x);\n    running_var.fill_(1.0);\n",
+    );
+    assert_eq!(lint(&fill), vec![]);
+    // The same kernel and method handed one of forward's inputs: KG608 errors.
+    let input = edit(
+        &fill,
+        "self.running_mean,\n                             self.running_var,",
+        "x,\n                             x,",
+    );
+    let found = lint(&input);
+    let errors: Vec<u32> = found
+        .iter()
+        .filter(|f| f.0 == "KG608" && f.2 == "error")
+        .map(|f| f.1)
+        .collect();
+    assert_eq!(errors, vec![53, 57], "{found:?}");
+    // A submodule's buffers (`self.bn.running_mean`) are not traced by the Python side: at most
+    // a warning, never an error.
+    let (found, _, code) = lint_json(&["tests/fixtures/lint/cpp/warn_batchnorm_module_stats.py"]);
+    assert_eq!(code, 0, "{found:?}");
+    let f = &found["warn_batchnorm_module_stats.py"];
+    assert!(
+        !f.is_empty() && f.iter().all(|x| x.0 == "KG608" && x.3 == "warning"),
+        "{f:?}"
+    );
 }
 
 #[test]

@@ -342,6 +342,8 @@ struct Func {
     /// The stream its returns give (`return at::cuda::getCurrentCUDAStream();`), merged over
     /// every `return`; `None` before the first.
     ret_stream: Option<StreamKind>,
+    /// In-place methods on a tensor parameter (`x.zero_()`): the parameter, where, message.
+    inplace_sites: Vec<(String, Range<usize>, String)>,
     /// Per parameter: its type names a half/bf16 type (`const at::Half* p`).
     half_params: Vec<bool>,
     /// `cudaStreamWaitEvent(<caller's stream>, ...)` / `event.block(<caller's stream>)`.
@@ -1232,6 +1234,7 @@ impl<'t> Analyzer<'t> {
             stores_tensor_data: false,
             ret_stream: None,
             half_params,
+            inplace_sites: Vec::new(),
             joins_caller: false,
             records_event: false,
             range: node.byte_range(),

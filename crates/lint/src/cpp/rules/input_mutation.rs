@@ -9,9 +9,24 @@ use kernelgate_model::Severity::{Error, Warning};
 use std::ops::Range;
 
 impl<'t> Analyzer<'t> {
-    /// Every KG608 finding of the analyzer is raised here.
-    pub(in crate::cpp) fn input_mutation(&mut self, range: Range<usize>, msg: String) {
-        self.flag(Rule::KG608, range, msg);
+    /// Every KG608 finding of the analyzer is raised here: an error for a parameter `forward`
+    /// passes one of its inputs (or one no call site shows), a warning for one whose argument
+    /// the Python analysis could not trace, nothing for the candidate's own buffers.
+    pub(in crate::cpp) fn input_mutation(
+        &mut self,
+        range: Range<usize>,
+        msg: String,
+        origin: Origin,
+    ) {
+        match origin {
+            Origin::Owned => {}
+            Origin::Input | Origin::NoCallSite => self.flag(Rule::KG608, range, msg),
+            Origin::Unknown => self.soft_findings.push((
+                Rule::KG608,
+                range,
+                format!("{msg} (a warning: what `forward` passes here could not be traced to one of its inputs or to the module's own buffers and parameters)"),
+            )),
+        }
     }
 
     /// Every KG609 finding of the analyzer is raised here.
@@ -201,21 +216,24 @@ impl<'t> Analyzer<'t> {
             .filter(|f| f.kind == FuncKind::Host && f.returns_tensor);
         for host in hosts {
             for (p, range) in &host.host_writes {
-                if !host.returned_params.contains(p) && !self.owned_param(host, p) {
+                let origin = self.param_origin(host, p);
+                if !host.returned_params.contains(p) && origin != Origin::Owned {
                     hits.push((
                         range.clone(),
                         format!(
                             "`{}` stores into the data of input `{p}`: inputs must not be modified",
                             &self.text[range.clone()]
                         ),
+                        origin,
                     ));
                 }
             }
             for (callee, args) in host.launch_args.iter().chain(&host.helper_calls) {
                 for (j, (p, range)) in args.iter().enumerate() {
                     let Some(p) = p else { continue };
+                    let origin = self.param_origin(host, p);
                     if host.returned_params.contains(p)
-                        || self.owned_param(host, p)
+                        || origin == Origin::Owned
                         || !self.writes_arg(callee, j, 0)
                     {
                         continue;
@@ -226,12 +244,13 @@ impl<'t> Analyzer<'t> {
                             "`{callee}` writes through `{}`, the data of input `{p}`: inputs must not be modified",
                             &self.text[range.clone()],
                         ),
+                        origin,
                     ));
                 }
             }
         }
-        for (r, m) in hits {
-            self.input_mutation(r, m);
+        for (r, m, o) in hits {
+            self.input_mutation(r, m, o);
         }
     }
 
@@ -242,13 +261,17 @@ impl<'t> Analyzer<'t> {
         let mut hits = Vec::new();
         for h in self.funcs.iter().filter(|f| f.kind == FuncKind::Host) {
             for (p, range) in &h.returned_sites {
-                if !self.is_out_param(h, p) && !self.owned_param(h, p) {
-                    hits.push((range.clone(), format!("returns its input `{p}`: the output is the input tensor, computed in place (inputs must not be modified; allocate an output)")));
+                let origin = self.param_origin(h, p);
+                if !self.is_out_param(h, p) && origin != Origin::Owned {
+                    hits.push((range.clone(), format!("returns its input `{p}`: the output is the input tensor, computed in place (inputs must not be modified; allocate an output)"), origin));
                 }
             }
+            for (p, range, msg) in &h.inplace_sites {
+                hits.push((range.clone(), msg.clone(), self.param_origin(h, p)));
+            }
         }
-        for (r, m) in hits {
-            self.input_mutation(r, m);
+        for (r, m, o) in hits {
+            self.input_mutation(r, m, o);
         }
     }
 
@@ -287,11 +310,13 @@ impl<'t> Analyzer<'t> {
         stored
     }
 
-    /// A tensor parameter `p` of `host` that `forward` only ever passes the candidate's own
-    /// buffers at (a workspace, an output, partial sums), at every call site.
-    pub(in crate::cpp) fn owned_param(&self, host: &Func, p: &str) -> bool {
+    /// What `forward` passes at tensor parameter `p` of `host`, over every call site: one of
+    /// its inputs, only the candidate's own buffers (a workspace, an output, partial sums, the
+    /// module's parameters and buffers such as BatchNorm's running statistics), something the
+    /// Python analysis could not trace, or no call site seen at all.
+    pub(in crate::cpp) fn param_origin(&self, host: &Func, p: &str) -> Origin {
         let Some(k) = host.params.iter().position(|q| q.name == p) else {
-            return false;
+            return Origin::NoCallSite;
         };
         let mut py_names: Vec<&str> = vec![host.name.as_str()];
         py_names.extend(
@@ -300,17 +325,27 @@ impl<'t> Analyzer<'t> {
                 .filter(|(_, cpp)| *cpp == host.name)
                 .map(|(py, _)| py.as_str()),
         );
-        let mut seen = false;
+        let mut origin = Origin::NoCallSite;
         for name in py_names {
             if let Some(args) = self.py_args.get(name) {
-                seen = true;
-                if args.get(k) != Some(&ArgKind::Owned) {
-                    return false;
-                }
+                origin = match (origin, args.get(k)) {
+                    (_, Some(ArgKind::Input)) | (Origin::Input, _) => Origin::Input,
+                    (Origin::NoCallSite | Origin::Owned, Some(ArgKind::Owned)) => Origin::Owned,
+                    _ => Origin::Unknown,
+                };
             }
         }
-        seen
+        origin
     }
+}
+
+/// What `forward` passes a tensor parameter (see [`Analyzer::param_origin`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::cpp) enum Origin {
+    Input,
+    Owned,
+    Unknown,
+    NoCallSite,
 }
 
 impl<'t> Analyzer<'t> {
@@ -330,12 +365,14 @@ impl<'t> Analyzer<'t> {
                         .iter()
                         .any(|p| p.is_tensor && p.name == recv_t)
                 {
-                    self.input_mutation(
+                    // Judged in `returned_inputs`, once the exported names are known.
+                    self.funcs[i].inplace_sites.push((
+                        recv_t.to_string(),
                         at.clone(),
                         format!(
                             "`{recv_t}.{m}(...)` modifies the input tensor `{recv_t}` in place"
                         ),
-                    );
+                    ));
                 }
             }
         }
@@ -349,7 +386,7 @@ pub(crate) const KG608: RuleMeta = RuleMeta {
     name: "cpp-input-mutation",
     severity: Error,
     summary: "The extension modifies an input or returns it as the output",
-    doc: "A host function returns one of its input tensors (in-place compute on the input; returning an out-parameter such as `f(x, out)` ... `return out;` is fine when its kernels only store through `out`, never read it), calls an in-place method (`x.zero_()`, `x.copy_(...)`) on an input, or launches a kernel, calls a helper that launches one, or `cudaMemset`/`cudaMemcpy`s into an input's `data_ptr()` while returning a fresh output. Inputs must stay unchanged: a mutated input can make a later reference run agree with a wrong answer. What counts as an input is traced from the Python call sites: a parameter that `forward` only ever passes the candidate's own buffers (`self.workspace`, a fresh `torch.empty`, partial sums of a split-K reduction) may be written. Allocate an output and write to it.",
+    doc: "A host function returns one of its input tensors (in-place compute on the input; returning an out-parameter such as `f(x, out)` ... `return out;` is fine when its kernels only store through `out`, never read it), calls an in-place method (`x.zero_()`, `x.copy_(...)`) on an input, or launches a kernel, calls a helper that launches one, or `cudaMemset`/`cudaMemcpy`s into an input's `data_ptr()` while returning a fresh output. Inputs must stay unchanged: a mutated input can make a later reference run agree with a wrong answer. What counts as an input is traced from the Python call sites: a parameter that `forward` only ever passes the candidate's own buffers (`self.workspace`, a fresh `torch.empty`, partial sums of a split-K reduction) or the module's parameters and buffers (`self.running_mean`, `self.running_var` of a BatchNorm updated in place in training mode, as `nn.BatchNorm2d` does) may be written, by a kernel or an in-place method. An error needs a parameter `forward` passes one of its inputs (or one no call site shows); a parameter whose argument the Python side cannot trace (`self.bn.running_mean` of a submodule) is a warning. Allocate an output and write to it.",
     bad: "relu_inplace<<<g, b>>>(x.data_ptr<float>(), n);\nreturn x;",
     good: "auto y = torch::empty_like(x);\nrelu<<<g, b, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);\nreturn y;",
 };
