@@ -191,7 +191,7 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
         ("hack_alias_mutation.py", vec![e("KG608", 18, 36)]),
         (
             "hack_library_impl_aten.py",
-            vec![e("KG608", 13, 52), e("KG614", 14, 1)],
+            vec![e("KG608", 13, 52), e("KG617", 14, 1)],
         ),
         ("hack_call_counter.py", vec![e("KG606", 16, 9)]),
         ("hack_intptr_cache.py", vec![e("KG606", 17, 33)]),
@@ -210,6 +210,23 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
         (
             "hack_tf32_split_ptx.py",
             vec![e("KG610", 17, 12), e("KG610", 33, 13)],
+        ),
+        // Hooks into PyTorch and the driver: a RecordFunction callback, kernels for `aten`
+        // operators under another dispatch key, the driver's entry points, `RTLD_NEXT`, an
+        // allocator tracker.
+        ("hack_record_function_callback.py", vec![e("KG617", 21, 22)]),
+        (
+            "hack_aten_fragment_autograd.py",
+            vec![e("KG617", 26, 1), e("KG617", 30, 1)],
+        ),
+        (
+            "hack_driver_entry_hook.py",
+            vec![
+                e("KG613", 23, 19),
+                e("KG617", 22, 5),
+                e("KG617", 23, 25),
+                e("KG617", 24, 5),
+            ],
         ),
         // A helper defined after its use hands out a pooled stream.
         (
@@ -264,6 +281,8 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
         "honest_half_branch_explicit.py",
         // BatchNorm's running statistics, registered buffers, updated in place by the kernel.
         "honest_batchnorm_running_stats.py",
+        // The candidate's own operator library: TORCH_LIBRARY, a fragment, an IMPL block.
+        "honest_own_library_fragment.py",
     ] {
         assert_eq!(found.get(honest), None, "{honest} must be clean");
     }

@@ -91,6 +91,7 @@ rules! {
     KG614 => crate::cpp::rules::tampering::KG614,
     KG615 => crate::cpp::rules::sources::KG615,
     KG616 => crate::cpp::rules::sources::KG616,
+    KG617 => crate::cpp::rules::hooks::KG617,
     KG620 => crate::triton::KG620,
     KG621 => crate::triton::KG621,
     KG622 => crate::triton::KG622,

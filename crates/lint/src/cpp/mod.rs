@@ -526,7 +526,12 @@ impl<'t> Analyzer<'t> {
             .unwrap_or(NodeClass::Other);
         match class {
             NodeClass::Other => {}
-            NodeClass::Skip => return false,
+            NodeClass::Skip => {
+                if matches!(node.kind_fast(), "string_literal" | "concatenated_string") {
+                    self.hook_string(node);
+                }
+                return false;
+            }
             NodeClass::Include => {
                 self.include(node);
                 return false;
@@ -1462,6 +1467,7 @@ impl<'t> Analyzer<'t> {
         self.tensor_method_call(&at, recv_t, &m);
         self.reduced_precision_method(node, &at, &m);
         self.inplace_on_input(&at, recv, recv_t, &m);
+        self.op_registration(node, &m);
         if let Some(i) = self.cur {
             let arg0 = node.field("arguments").and_then(|a| a.named_child(0));
             match m.as_str() {
@@ -1538,6 +1544,7 @@ impl<'t> Analyzer<'t> {
             && (matches!(ns, "at" | "torch") || q.contains("::native::"))
             && !torch_allowed(&last)
             && !q.contains("CachingAllocator")
+            && rules::hooks::hook_name(&q, &last, false).is_none()
         {
             self.torch_op(
                 func.byte_range(),

@@ -27,6 +27,9 @@ pub fn classify(q: &str, kind: NameKind) -> Option<(Rule, String)> {
     let last = last_segment(q);
     // Most names are plain identifiers; the checks on qualified names are skipped for them.
     let qualified = q.len() != last.len();
+    if let Some(msg) = crate::cpp::rules::hooks::hook_name(q, last, kind == NameKind::Field) {
+        return Some((Rule::KG617, msg));
+    }
     if let Some(hit) = torch_name(q, last, qualified, kind) {
         return Some(hit);
     }

@@ -368,3 +368,40 @@ fn mantissa_masks_are_reduced_precision_only_on_float_bits() {
     assert_eq!(case("a[0] & 0xffffe000"), 0);
     assert_eq!(case("b & 0x7fffffff"), 0);
 }
+
+#[test]
+fn hooks_into_pytorch_and_the_driver_are_kg617_own_namespaces_are_not() {
+    let case = |body: &str| {
+        let py = format!("from torch.utils.cpp_extension import load_inline\nsrc = r'''\n#include <torch/library.h>\n__global__ void k(float* y) {{ y[0] = 1.f; }}\ntorch::Tensor f(torch::Tensor x) {{\n  auto y = torch::empty_like(x);\n  k<<<1, 1>>>(y.data_ptr<float>());\n  return y;\n}}\n{body}\n'''\nm = load_inline('m', cpp_sources='', cuda_sources=src, functions=['f'])\n");
+        run(&py, Precision::Fp32)
+            .into_iter()
+            .filter(|f| f.0 == Rule::KG617)
+            .map(|f| (f.1, f.2))
+            .collect::<Vec<_>>()
+    };
+    for hook in [
+        "TORCH_LIBRARY_IMPL(_, Autograd, m) { m.fallback(torch::CppFunction::makeFallthrough()); }",
+        "TORCH_LIBRARY_IMPL(aten, CompositeImplicitAutograd, m) { m.impl(\"mm\", f); }",
+        "TORCH_LIBRARY_FRAGMENT(aten, m) { m.def(\"kg(Tensor x) -> Tensor\"); }",
+        "TORCH_LIBRARY_IMPL(myops, CUDA, m) { m.impl(\"aten::mm\", f); }",
+        "static auto r = c10::RegisterOperators().op(\"aten::relu\", &f);",
+        "void h() { c10::Dispatcher::singleton().registerImpl(op, key, fn, {}, {}, \"\"); }",
+        "void h() { at::addThreadLocalCallback(at::RecordFunctionCallback(cb)); }",
+        "void h() { void* p; cuGetProcAddress(\"cuLaunchKernel\", &p, 12000, 0, nullptr); }",
+        "void h() { void* p = dlsym(lib, \"cuEvent\" \"Record\"); }",
+        "void h() { setenv(\"LD_PRELOAD\", \"/tmp/x.so\", 1); }",
+        "void h() { c10::cuda::CUDACachingAllocator::attachOutOfMemoryObserver(obs); }",
+    ] {
+        assert_eq!(case(hook).len(), 1, "{hook}: {:?}", case(hook));
+    }
+    for honest in [
+        "TORCH_LIBRARY(myops, m) { m.def(\"f(Tensor x) -> Tensor\"); }",
+        "TORCH_LIBRARY_IMPL(myops, CUDA, m) { m.impl(\"f\", f); }",
+        "TORCH_LIBRARY_FRAGMENT(myops, m) { m.def(\"myops::g(Tensor x) -> Tensor\"); }",
+        "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"f\", &f, \"aten-like relu\"); }",
+        "void h() { TORCH_CHECK(true, \"unlike aten::mm, this kernel needs contiguous inputs\"); }",
+        "void h() { void* p = c10::cuda::CUDACachingAllocator::raw_alloc(64); c10::cuda::CUDACachingAllocator::raw_delete(p); }",
+    ] {
+        assert_eq!(case(honest), vec![], "{honest}");
+    }
+}

@@ -4,6 +4,7 @@
 pub(crate) mod caching;
 pub(crate) mod concurrency;
 pub(crate) mod decoy;
+pub(crate) mod hooks;
 pub(crate) mod input_mutation;
 pub(crate) mod precision;
 pub(crate) mod sources;

@@ -1,5 +1,5 @@
 //! KG604 `cpp-token-pasting`, KG613 `cpp-sandbox`, KG614 `cpp-timer-tampering`: hiding names,
-//! reaching outside the sandbox, interposing the timer's symbols or PyTorch's own operators.
+//! reaching outside the sandbox, interposing the timer's symbols (hooks into PyTorch and the driver are KG617's).
 
 use crate::cpp::*;
 use crate::rule::Rule;
@@ -21,28 +21,6 @@ impl<'t> Analyzer<'t> {
     /// Every KG614 finding of the analyzer is raised here.
     pub(in crate::cpp) fn timer_tampering(&mut self, range: Range<usize>, msg: String) {
         self.flag(Rule::KG614, range, msg);
-    }
-
-    /// `TORCH_LIBRARY_IMPL(aten, CUDA, m)`: the extension replaces PyTorch's own kernels, the
-    /// ones the reference runs.
-    pub(in crate::cpp) fn library_registration(&mut self, node: Node<'t>, q: &str) {
-        let Some(p) = node.parent() else { return };
-        let args = match p.kind_fast() {
-            "call_expression" | "function_declarator" => {
-                p.field("arguments").or_else(|| p.field("parameters"))
-            }
-            _ => None,
-        };
-        let first = args
-            .and_then(|a| a.named_child(0))
-            .map(|a| self.t(a).trim().to_string())
-            .unwrap_or_default();
-        if matches!(first.as_str(), "aten" | "prim" | "_") || first.contains("aten") {
-            self.timer_tampering(
-                node.byte_range(),
-                format!("`{q}({first}, ...)` registers kernels for PyTorch's own operators: the reference would run the candidate's code; register ops in your own namespace"),
-            );
-        }
     }
 }
 
@@ -120,7 +98,7 @@ pub(crate) const KG614: RuleMeta = RuleMeta {
     name: "cpp-timer-tampering",
     severity: Error,
     summary: "The extension defines a CUDA or clock API function, or reads the clock",
-    doc: "The C++ defines a function named like a CUDA runtime/driver API or a clock (`cudaEventElapsedTime`, `cuEventRecord`, `clock_gettime`, `dlsym`), which interposes the symbol the timer relies on; or its kernels or host code read the clock (`clock64()`, `%globaltimer` in inline PTX, `std::chrono::steady_clock`, `clock_gettime`), which lets a kernel tell timed calls from checked ones; or it registers kernels for PyTorch's own operators (`TORCH_LIBRARY_IMPL(aten, CUDA, m)`) or changes PyTorch's global settings (`at::globalContext().setAllowTF32CuBLAS(true)`), which the reference runs under too. kernelgate times through the driver from Rust, but interposition and timing-dependent behaviour are tampering by construction. Give your functions your own names and do not read clocks.",
+    doc: "The C++ defines a function named like a CUDA runtime/driver API or a clock (`cudaEventElapsedTime`, `cuEventRecord`, `clock_gettime`, `dlsym`), which interposes the symbol the timer relies on; or its kernels or host code read the clock (`clock64()`, `%globaltimer` in inline PTX, `std::chrono::steady_clock`, `clock_gettime`), which lets a kernel tell timed calls from checked ones; or it changes PyTorch's global settings (`at::globalContext().setAllowTF32CuBLAS(true)`), which the reference runs under too. kernelgate times through the driver from Rust, but interposition and timing-dependent behaviour are tampering by construction. Give your functions your own names and do not read clocks.",
     bad: "extern \"C\" cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { *ms = 0.001f; return cudaSuccess; }",
     good: "torch::Tensor relu_cuda(torch::Tensor x);",
 };
