@@ -330,7 +330,7 @@ pub(in crate::cpp) fn ptx_reduced_precision(ptx: &str) -> Option<&'static str> {
 /// operations instead of `cvt.rna.tf32.f32`: `__float_as_uint(v) & 0xffffe000`.
 pub(in crate::cpp) fn mantissa_mask(lit: &str) -> Option<&'static str> {
     let hex = lit
-        .trim_end_matches(|c: char| matches!(c, 'u' | 'U' | 'l' | 'L'))
+        .trim_end_matches(['u', 'U', 'l', 'L'])
         .to_ascii_lowercase();
     match hex.as_str() {
         "0xffffe000" => Some("TF32"),
