@@ -586,8 +586,8 @@ fn excessive_speedup_is_a_warning_in_eval() {
 // ---- issue 27: the precision audit against a float64 reference --------------------------------
 
 #[test]
-fn an_fp32_matmul_computed_in_bf16_is_a_precision_downgrade() {
-    let (code, v) = eval("problems/small_matmul.py", "kernels/precision_bf16_matmul.py");
+fn an_fp32_matmul_on_tf32_operands_is_a_precision_downgrade() {
+    let (code, v) = eval("problems/matmul_k1024.py", "kernels/precision_tf32_matmul.py");
     // Within the fp32 tolerance: only the audit sees it.
     assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
     let f = v["findings"]

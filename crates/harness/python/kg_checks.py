@@ -85,6 +85,9 @@ def plan_memory(set_bytes, input_bytes, available, trials, shifted, input_sets, 
 # TF32 and fp16 arithmetic on fp32 problems landed 100x to 1000x away.
 PRECISION_RATIO = 50.0
 PRECISION_FLOOR = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1.6e-2}
+# On the centred set, a candidate further than this from the float64 reference computes another
+# function there (it relies on the benchmark's distribution), not the same one less precisely.
+PRECISION_SAME_FUNCTION = 5e-2
 # A float64 reference further than this many floors from the reference is another function.
 PRECISION_UNRELATED = 100.0
 # Elements per output the audit keeps (a random sample beyond this).

@@ -47,8 +47,9 @@ pub const REFERENCE_DRIFT_THRESHOLD_CPU_PCT: f64 = 60.0;
 /// add reference ran 1.33x to 1.89x slower between an honest kernel's calls (5 of 14 evals),
 /// and as fast as before alone after them. Beyond it, the slowdown is the candidate's doing.
 pub const INTERLEAVED_ONLY_ERROR_RATIO: f64 = 3.0;
-/// A reference this much slower after the import is tampering even with no witness of how: no
-/// machine state seen on the H200 or a loaded CPU runner came near (at most 1.9x).
+/// On a GPU, a reference this much slower after the import is tampering even with no witness of
+/// how: no machine state seen on the H200 came near (at most 1.9x). On the CPU only the witness
+/// proves it (see [`reference_tampered`]).
 pub const TAMPERED_WITHOUT_EVIDENCE_RATIO: f64 = 3.0;
 
 /// Error finding when the candidate is significantly faster on repeated content than on fresh.
@@ -155,7 +156,15 @@ pub fn reference_tampered(file: &str, w: &ReferenceWitness, on_gpu: bool) -> Opt
             med(w.alone),
         )
     };
-    let proven = |ratio: f64| w.patched.is_some() || ratio >= TAMPERED_WITHOUT_EVIDENCE_RATIO;
+    // On the CPU no slowdown is proof by itself: ATen's OpenMP threads wait for one another
+    // at every parallel region, and a loaded 2-core runner made an honest 0.013 ms matmul
+    // reference 109x slower (while the single-threaded control stayed as it was).
+    let unproven_limit = if on_gpu {
+        TAMPERED_WITHOUT_EVIDENCE_RATIO
+    } else {
+        f64::INFINITY
+    };
+    let proven = |ratio: f64| w.patched.is_some() || ratio >= unproven_limit;
     let witness = match w.patched {
         Some(p) => format!("; the harness's witness: {p}"),
         None => String::new(),
@@ -187,7 +196,7 @@ pub fn reference_tampered(file: &str, w: &ReferenceWitness, on_gpu: bool) -> Opt
     }
     let (c, unit) = slowdown(before, (w.interleaved, w.control), threshold)?;
     let detail = detail(&c, unit, w.interleaved);
-    if proven(c.ratio) || (w.after.is_none() && c.ratio >= INTERLEAVED_ONLY_ERROR_RATIO) {
+    if proven(c.ratio) {
         return Some(error_finding(
             file,
             RULE_REFERENCE_TAMPERED,
@@ -329,7 +338,22 @@ mod tests {
         let drifted = series(&mut rng, 60, 0.014, 0.05, 0.05);
         assert!(reference_tampered("k.py", &plain(&alone, &drifted), true).is_some());
         assert!(reference_tampered("k.py", &plain(&alone, &drifted), false).is_none());
-        assert!(reference_tampered("k.py", &plain(&alone, &interleaved), false).is_some());
+        // On the CPU a 3.5x slowdown alone is a warning (a loaded runner's OpenMP threads did
+        // 109x to an honest reference); with the witness of a replaced op, an error.
+        let f = reference_tampered("k.py", &plain(&alone, &interleaved), false).expect("warning");
+        assert_eq!(
+            (f.rule.as_str(), f.severity),
+            (RULE_REFERENCE_SLOWER_AFTER, Severity::Warning)
+        );
+        let witnessed = ReferenceWitness {
+            patched: Some("the candidate replaced `torch.relu`"),
+            ..plain(&alone, &interleaved)
+        };
+        let f = reference_tampered("k.py", &witnessed, false).expect("error");
+        assert_eq!(
+            (f.rule.as_str(), f.severity),
+            (RULE_REFERENCE_TAMPERED, Severity::Error)
+        );
         // A faster reference after the import is no tampering in the candidate's favour.
         assert!(reference_tampered("k.py", &plain(&interleaved, &alone), true).is_none());
         // With a control that stayed as it was, the same slowdown is still the candidate's.
