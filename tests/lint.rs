@@ -217,7 +217,12 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
     ("hacks/modelnew_patched.py", &[("KG101", 18)]),
     ("hacks/class_swap.py", &[("KG203", 23), ("KG203", 28)]),
     ("hacks/half_indirect.py", &[("KG501", 18), ("KG501", 20)]),
-    ("hacks/graph_replay.py", &[("KG403", 24)]),
+    // Graphs replay on the current stream (a KG403 warning); replaying without copying the
+    // new input into the captured buffer returns the first call's result (KG401).
+    (
+        "hacks/graph_replay.py",
+        &[("KG403", 34), ("KG403", 35), ("KG401", 37)],
+    ),
     ("hacks/process_spawn.py", &[("KG306", 20)]),
     (
         "hacks/input_mutation.py",
@@ -273,6 +278,21 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
     ("hacks/constant_output.py", &[("KG202", 20)]),
     ("hacks/counter_helpers.py", &[("KG402", 33), ("KG402", 33)]),
     ("hacks/load_code_from_file.py", &[("KG204", 18)]),
+    (
+        "hacks/harness_hooks.py",
+        &[
+            ("KG405", 4),
+            ("KG307", 21),
+            ("KG307", 25),
+            ("KG307", 30),
+            ("KG405", 33),
+            ("KG405", 34),
+            ("KG307", 39),
+            ("KG307", 40),
+            ("KG307", 41),
+            ("KG307", 47),
+        ],
+    ),
     // The extension runs but its result is thrown away: a decoy, so the torch op blocks.
     ("hacks/discarded_kernel_result.py", &[("KG101", 21)]),
 ];
@@ -343,7 +363,11 @@ fn partial_replacement_warns_and_does_not_block() {
             .map(|f| {
                 assert_eq!(f["severity"], "warning", "{f}");
                 let msg = f["message"].as_str().unwrap();
-                assert!(msg.contains("partial replacement"), "{msg}");
+                if f["rule"] == "KG403" {
+                    assert!(msg.contains("replays on the current stream"), "{msg}");
+                } else {
+                    assert!(msg.contains("partial replacement"), "{msg}");
+                }
                 (
                     f["rule"].as_str().unwrap().to_string(),
                     f["line"].as_u64().unwrap(),
@@ -372,6 +396,77 @@ fn partial_replacement_warns_and_does_not_block() {
         vec![w("KG601", 32), w("KG104", 43)]
     );
     assert_eq!(per_file("triton_kept_linear.py"), vec![w("KG102", 24)]);
+    // Captured once, the input copied in before each replay: the graph warns, nothing blocks.
+    assert_eq!(
+        per_file("cuda_graph_replay.py"),
+        vec![w("KG403", 41), w("KG403", 42)]
+    );
+}
+
+fn lint_src(src: &str) -> Vec<(String, u32, kernelgate_lint::Severity)> {
+    kernelgate_lint::lint_file("x.py", src, &Default::default())
+        .unwrap()
+        .into_iter()
+        .filter(|f| !f.rule.starts_with("KG6"))
+        .map(|f| (f.rule, f.line, f.severity))
+        .collect()
+}
+
+/// Registrations in PyTorch's namespaces and process-wide hooks block; a custom op in the
+/// candidate's own namespace, a mode entered and exited, and a namespace the lint cannot read
+/// (a warning) do not.
+#[test]
+fn harness_hooks_block_and_own_namespaces_stay_clean() {
+    use kernelgate_lint::Severity::{Error, Warning};
+    let head = "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\next = load_inline(name='e', cpp_sources='', cuda_sources='__global__ void k(float* y) { y[0] = 1.f; }', functions=['run'])\n";
+    let tail = "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.run(x)\n";
+    let kg307 = |body: &str| -> Vec<(u32, kernelgate_lint::Severity)> {
+        lint_src(&format!("{head}{body}{tail}"))
+            .into_iter()
+            .filter(|f| f.0 == "KG307")
+            .map(|f| (f.1, f.2))
+            .collect()
+    };
+    assert_eq!(kg307("torch.library.define('aten::relu2(Tensor x) -> Tensor')\n"), vec![(5, Error)]);
+    assert_eq!(kg307("NS = 'at' + 'en'\nlib = torch.library.Library(NS, 'FRAGMENT')\n"), vec![(6, Error)]);
+    assert_eq!(kg307("def ns():\n    return 'aten'\nlib = torch.library.Library(ns(), 'IMPL')\n"), vec![(7, Warning)]);
+    assert_eq!(kg307("torch.library.register_fake('prims::add')(lambda a, b: a)\n"), vec![(5, Error)]);
+    assert_eq!(kg307("torch._C._cuda_attach_out_of_memory_observer(print)\n"), vec![(5, Error)]);
+    assert_eq!(kg307("torch.cuda.memory._set_allocator_settings('expandable_segments:True')\n"), vec![(5, Error)]);
+    assert_eq!(kg307("torch._C._set_dispatch_mode(None)\n"), vec![(5, Error)]);
+    assert_eq!(kg307("from torch.nn.modules.module import register_module_forward_pre_hook as h\nh(lambda m, i: i)\n"), vec![(5, Error)]);
+    // A mode entered and exited again, and own namespaces, are not hooks.
+    let own = "from torch.overrides import TorchFunctionMode\nclass M(TorchFunctionMode):\n    pass\nm = M()\nm.__enter__()\nm.__exit__(None, None, None)\nlib = torch.library.Library('mylib', 'DEF')\nlib.define('f(Tensor x) -> Tensor')\ntorch.library.custom_op('mylib::g', mutates_args=())(lambda x: ext.run(x))\ntorch.library.register_kernel('mylib::g', 'cuda', lambda x: ext.run(x))\n";
+    assert_eq!(kg307(own), vec![]);
+    assert_eq!(kg307("from torch.overrides import TorchFunctionMode\nclass M(TorchFunctionMode):\n    pass\nM().__enter__()\n"), vec![(8, Error)]);
+}
+
+/// A switch to the stream that is already current is no switch; the default stream warns; a
+/// stream held from `__init__`, a local that may hold another stream, or a created side stream
+/// is not proven current and blocks.
+#[test]
+fn stream_switches_to_the_current_stream_are_no_switch() {
+    use kernelgate_lint::Severity::{Error, Warning};
+    let head = "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\next = load_inline(name='e', cpp_sources='', cuda_sources='__global__ void k(float* y) { y[0] = 1.f; }', functions=['run'])\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.s = torch.cuda.current_stream()\n    def forward(self, x, flag=None):\n";
+    let with = |body: &str| lint_src(&format!("{head}{body}"));
+    let kg403 = |v: Vec<(String, u32, kernelgate_lint::Severity)>| -> Vec<(u32, kernelgate_lint::Severity)> {
+        v.into_iter().filter(|f| f.0 == "KG403").map(|f| (f.1, f.2)).collect()
+    };
+    assert_eq!(kg403(with("        with torch.cuda.stream(torch.cuda.current_stream()):\n            return ext.run(x)\n")), vec![]);
+    assert_eq!(kg403(with("        s = torch.cuda.current_stream()\n        with torch.cuda.stream(s):\n            return ext.run(x)\n")), vec![]);
+    assert_eq!(kg403(with("        with torch.cuda.stream(torch.cuda.default_stream()):\n            return ext.run(x)\n")), vec![(10, Warning)]);
+    // Taken in `__init__`: the harness may time on another stream by the time forward runs.
+    assert_eq!(kg403(with("        with torch.cuda.stream(self.s):\n            return ext.run(x)\n")), vec![(10, Error)]);
+    // `s` may be a new stream.
+    assert_eq!(kg403(with("        s = torch.cuda.current_stream()\n        if flag:\n            s = torch.cuda.Stream()\n        with torch.cuda.stream(s):\n            return ext.run(x)\n")), vec![(12, Error), (13, Error)]);
+    // A graph replays on the current stream; a graph captured on a side stream still blocks.
+    let graph = "        g = torch.cuda.CUDAGraph()\n        with torch.cuda.graph(g):\n            y = ext.run(x)\n        g.replay()\n        return y\n";
+    assert_eq!(kg403(with(graph)), vec![(10, Warning), (11, Warning)]);
+    let side = "        side = torch.cuda.Stream()\n        with torch.cuda.stream(side):\n            g = torch.cuda.CUDAGraph()\n            with torch.cuda.graph(g):\n                y = ext.run(x)\n            g.replay()\n        return y\n";
+    assert_eq!(
+        kg403(with(side)),
+        vec![(10, Error), (11, Error), (12, Warning), (13, Warning)]
+    );
 }
 
 /// Without a working custom kernel the same torch ops block: no kernel at all (KG702), or a
@@ -523,6 +618,7 @@ fn malicious_by_construction_hacks_are_errors() {
         "stack_and_allocator_introspection",
         "cuda_python_runtime",
         "lazy_type_call",
+        "harness_hooks",
     ] {
         let (code, v) = lint_json(&format!("tests/fixtures/lint/hacks/{file}.py"), &[]);
         assert_eq!(code, 1, "{file}");

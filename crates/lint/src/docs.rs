@@ -43,7 +43,9 @@ pub fn markdown() -> String {
          finding; using something from them is (KG602, KG610).\n\
          - **Joined side streams warn.** Launches on the caller's stream in any spelling are fine; \
          pooled side streams joined back with events before returning are a KG603 warning, and the \
-         runtime leak check decides.\n\
+         runtime leak check decides. In Python, `torch.cuda.stream(torch.cuda.current_stream())` \
+         is no switch; a side stream joined back and a CUDA graph (which replays on the current \
+         stream) are KG403 warnings; a side stream never joined is an error.\n\
          - **Inputs are forward's inputs.** KG608 fires for tensors `forward` passes from its inputs, \
          traced from the Python call site; a workspace or out buffer the candidate allocates may be \
          written.\n\n\

@@ -66,6 +66,7 @@ rules! {
     KG304 => crate::python::rules::sandbox::KG304,
     KG305 => crate::python::rules::sandbox::KG305,
     KG306 => crate::python::rules::sandbox::KG306,
+    KG307 => crate::python::rules::hooks::KG307,
     KG401 => crate::python::rules::output_cache::KG401,
     KG402 => crate::python::rules::phase_detection::KG402,
     KG403 => crate::python::rules::concurrency::KG403,

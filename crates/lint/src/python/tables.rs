@@ -1133,22 +1133,188 @@ const BANNED: &[(&str, Rule, &str)] = &[
     (
         "torch.cuda.graphs",
         Rule::KG403,
-        "CUDA graphs replay work outside the timed stream",
+        "a CUDA graph replays work captured earlier",
     ),
     (
         "torch.cuda.CUDAGraph",
         Rule::KG403,
-        "CUDA graphs replay work outside the timed stream",
+        "a CUDA graph replays work captured earlier",
     ),
     (
         "torch.cuda.make_graphed_callables",
         Rule::KG403,
-        "CUDA graphs replay work outside the timed stream",
+        "a CUDA graph replays work captured earlier",
     ),
     (
         "torch.cuda.graph",
         Rule::KG403,
-        "CUDA graphs replay work outside the timed stream",
+        "a CUDA graph replays work captured earlier",
+    ),
+    // process-wide hooks (KG307)
+    (
+        "torch._C._push_on_torch_dispatch_stack",
+        Rule::KG307,
+        "pushes a dispatch mode that intercepts every op the harness runs",
+    ),
+    (
+        "torch._C._push_on_torch_function_stack",
+        Rule::KG307,
+        "pushes a function mode that intercepts every op the harness runs",
+    ),
+    (
+        "torch._C._set_dispatch_mode",
+        Rule::KG307,
+        "installs a dispatch mode that intercepts every op the harness runs",
+    ),
+    (
+        "torch._C._set_torch_dispatch_mode",
+        Rule::KG307,
+        "installs a dispatch mode that intercepts every op the harness runs",
+    ),
+    (
+        "torch._C._set_torch_function_mode",
+        Rule::KG307,
+        "installs a function mode that intercepts every op the harness runs",
+    ),
+    (
+        "torch.utils._python_dispatch._push_mode",
+        Rule::KG307,
+        "pushes a dispatch mode that intercepts every op the harness runs",
+    ),
+    (
+        "torch.overrides._push_mode",
+        Rule::KG307,
+        "pushes a function mode that intercepts every op the harness runs",
+    ),
+    (
+        "torch.overrides.push_torch_function_mode",
+        Rule::KG307,
+        "pushes a function mode that intercepts every op the harness runs",
+    ),
+    (
+        "torch.nn.modules.module.register_module_forward_hook",
+        Rule::KG307,
+        "a global module hook runs inside the reference `Model` too",
+    ),
+    (
+        "torch.nn.modules.module.register_module_forward_pre_hook",
+        Rule::KG307,
+        "a global module hook runs inside the reference `Model` too",
+    ),
+    (
+        "torch.nn.modules.module.register_module_backward_hook",
+        Rule::KG307,
+        "a global module hook runs inside the reference `Model` too",
+    ),
+    (
+        "torch.nn.modules.module.register_module_full_backward_hook",
+        Rule::KG307,
+        "a global module hook runs inside the reference `Model` too",
+    ),
+    (
+        "torch.nn.modules.module.register_module_full_backward_pre_hook",
+        Rule::KG307,
+        "a global module hook runs inside the reference `Model` too",
+    ),
+    (
+        "torch.nn.modules.module.register_module_buffer_registration_hook",
+        Rule::KG307,
+        "a global module hook runs inside the reference `Model` too",
+    ),
+    (
+        "torch.nn.modules.module.register_module_module_registration_hook",
+        Rule::KG307,
+        "a global module hook runs inside the reference `Model` too",
+    ),
+    (
+        "torch.nn.modules.module.register_module_parameter_registration_hook",
+        Rule::KG307,
+        "a global module hook runs inside the reference `Model` too",
+    ),
+    (
+        "torch.nn.modules.module._global_forward_hooks",
+        Rule::KG307,
+        "a global module hook runs inside the reference `Model` too",
+    ),
+    (
+        "torch.nn.modules.module._global_forward_pre_hooks",
+        Rule::KG307,
+        "a global module hook runs inside the reference `Model` too",
+    ),
+    (
+        "torch._C._cuda_attach_out_of_memory_observer",
+        Rule::KG307,
+        "an allocator observer runs inside the harness's allocations",
+    ),
+    (
+        "torch.cuda.memory._set_allocator_settings",
+        Rule::KG307,
+        "changes the caching allocator for the whole process, the harness's memory checks included",
+    ),
+    (
+        "torch._C._cuda_cudaCachingAllocator_set_allocator_settings",
+        Rule::KG307,
+        "changes the caching allocator for the whole process, the harness's memory checks included",
+    ),
+    (
+        "torch._C._accelerator_setAllocatorSettings",
+        Rule::KG307,
+        "changes the caching allocator for the whole process, the harness's memory checks included",
+    ),
+    (
+        "torch.cuda.memory.change_current_allocator",
+        Rule::KG307,
+        "replaces the CUDA allocator for the whole process, the harness's memory checks included",
+    ),
+    (
+        "torch.cuda.change_current_allocator",
+        Rule::KG307,
+        "replaces the CUDA allocator for the whole process, the harness's memory checks included",
+    ),
+    (
+        "torch.cuda.memory.CUDAPluggableAllocator",
+        Rule::KG307,
+        "replaces the CUDA allocator for the whole process, the harness's memory checks included",
+    ),
+    (
+        "torch.cuda.CUDAPluggableAllocator",
+        Rule::KG307,
+        "replaces the CUDA allocator for the whole process, the harness's memory checks included",
+    ),
+    (
+        "torch._C._cuda_changeCurrentAllocator",
+        Rule::KG307,
+        "replaces the CUDA allocator for the whole process, the harness's memory checks included",
+    ),
+    (
+        "torch.cuda.memory._record_memory_history",
+        Rule::KG307,
+        "records every allocation of the process, the harness's included",
+    ),
+    (
+        "torch.cuda._record_memory_history",
+        Rule::KG307,
+        "records every allocation of the process, the harness's included",
+    ),
+    (
+        "torch._C._cuda_record_memory_history",
+        Rule::KG307,
+        "records every allocation of the process, the harness's included",
+    ),
+    (
+        "torch.autograd.profiler._enable_record_function",
+        Rule::KG307,
+        "switches record-function callbacks for the whole process",
+    ),
+    (
+        "torch._C._autograd._enable_record_function",
+        Rule::KG307,
+        "switches record-function callbacks for the whole process",
+    ),
+    (
+        "torch._C._add_global_callback",
+        Rule::KG307,
+        "a global record-function callback runs around every op the harness runs",
     ),
     // lazy tensors
     (

@@ -126,6 +126,10 @@ impl<'a, 'c> Checker<'a, 'c> {
         self.banned_through_call(call, q.as_deref());
         self.setattr_by_another_name(call, q.as_deref());
         self.tensor_subclass_by_type(call, q.as_deref());
+        if let Some(p) = q.as_deref().filter(|p| under(p, "torch.library")) {
+            self.library_registration(call, p);
+        }
+        self.mode_entered(call);
         let fp32 = self.fp32();
         match q.as_deref() {
             Some("operator.methodcaller") => self.methodcaller(call),

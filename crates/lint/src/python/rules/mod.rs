@@ -13,6 +13,7 @@ mod bindings;
 pub(crate) mod bypass;
 pub(crate) mod concurrency;
 mod file;
+pub(crate) mod hooks;
 pub(crate) mod input_mutation;
 pub(crate) mod lazy_tensor;
 mod live;
@@ -71,6 +72,9 @@ pub struct Checker<'a, 'c> {
     /// Reachable functions that join side streams back into the current stream before they
     /// return (`current_stream().wait_stream(s)`, `.wait_event(e)`, `torch.cuda.synchronize()`).
     joined: Vec<std::ops::Range<usize>>,
+    /// Stream switches to the stream that is already current (or the default one), by the
+    /// start offset of the switching callee: no switch at all.
+    no_switch: HashMap<usize, concurrency::StreamArg>,
 }
 
 impl<'a, 'c> Checker<'a, 'c> {
@@ -90,9 +94,11 @@ impl<'a, 'c> Checker<'a, 'c> {
             ext_calls: Vec::new(),
             dead: Vec::new(),
             joined: Vec::new(),
+            no_switch: HashMap::default(),
         };
         c.dead = c.dead_branches();
         c.joined = c.joining_functions();
+        c.no_switch = c.current_stream_switches();
         c.env_names = c.module_env_names();
         c.collect_bindings();
         c
@@ -115,7 +121,7 @@ impl<'a, 'c> Checker<'a, 'c> {
         let msg = msg.into();
         let finding = match code {
             Rule::KG501 => self.downgrade_finding(r, msg),
-            Rule::KG403 => Some(self.side_stream_finding(r, msg)),
+            Rule::KG403 => self.side_stream_finding(r, msg),
             _ => Some(RawFinding::new(code, r, msg)),
         };
         self.out.extend(finding);
@@ -173,6 +179,7 @@ impl<'a, 'c> Checker<'a, 'c> {
         }
         self.check_inputs();
         self.check_custom_kernel();
+        self.stale_graph_replays();
     }
 }
 
