@@ -1,0 +1,41 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """
+    2D convolution, ReLU, then a learned per-channel bias added.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, bias_shape: tuple):
+        super(Model, self).__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size)
+        self.bias = nn.Parameter(torch.randn(bias_shape))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """
+        Args:
+            x: (batch_size, in_channels, height, width)
+        Returns:
+            (batch_size, out_channels, height - kernel_size + 1, width - kernel_size + 1)
+        """
+        x = self.conv(x)
+        x = torch.relu(x)
+        x = x + self.bias
+        return x
+
+
+batch_size = 128
+in_channels = 3
+out_channels = 16
+height, width = 32, 32
+kernel_size = 3
+bias_shape = (out_channels, 1, 1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size, bias_shape]
