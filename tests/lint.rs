@@ -293,6 +293,11 @@ const HACKS: &[(&str, &[(&str, u64)])] = &[
             ("KG307", 47),
         ],
     ),
+    // The kernel sits behind a switch `__init__` fixes to False: forward never launches it.
+    (
+        "hacks/decoy_constructor_flag.py",
+        &[("KG702", 29), ("KG101", 30)],
+    ),
     // The extension runs but its result is thrown away: a decoy, so the torch op blocks.
     ("hacks/discarded_kernel_result.py", &[("KG101", 21)]),
 ];
@@ -531,6 +536,75 @@ fn problem_constants_decide_dead_branches() {
             .map(|f| (f.rule.as_str(), f.line))
             .collect::<Vec<_>>(),
         vec![("KG104", 74)]
+    );
+}
+
+/// The problem's constants decide more than `if self.bias is not None:`: keyword-only defaults
+/// (`bias=False`), and an `if` whose taken branch returns makes what follows dead (the
+/// `torch.mean`/`torch.sum` fallbacks for dims the problem never reduces). The same fixture on
+/// a problem that reduces dim 0 runs the fallback.
+#[test]
+fn taken_branches_that_return_make_the_rest_dead() {
+    let path = "tests/fixtures/lint/honest/sum_reduction_dims.py";
+    let src = std::fs::read_to_string(root().join(path)).unwrap();
+    let problem = std::fs::read_to_string(root().join("KernelBench/level1/6_Sum_reduction.py")).unwrap();
+    let lint = |problem: String| -> Vec<(String, u32, kernelgate_lint::Severity)> {
+        let opts = kernelgate_lint::LintOptions {
+            problem_source: Some(problem),
+            ..Default::default()
+        };
+        kernelgate_lint::lint_file("x.py", &src, &opts)
+            .unwrap()
+            .into_iter()
+            .map(|f| (f.rule, f.line, f.severity))
+            .collect()
+    };
+    assert_eq!(lint(problem.clone()), vec![]);
+    use kernelgate_lint::Severity::Error;
+    // Reducing dim 0, the kernel's branch is the dead one: forward runs only PyTorch.
+    let dim0 = problem.replace("reduce_dim = 1", "reduce_dim = 0");
+    assert_eq!(
+        lint(dim0),
+        vec![("KG702".to_string(), 49, Error), ("KG101".to_string(), 54, Error)]
+    );
+    let biased = problem.replace("return [reduce_dim]", "return [reduce_dim, 2]");
+    // Two positional arguments for one positional parameter: nothing is known, all is live.
+    assert_eq!(
+        lint(biased).iter().map(|f| (f.0.as_str(), f.1)).collect::<Vec<_>>(),
+        vec![("KG104", 51), ("KG101", 54), ("KG101", 55)]
+    );
+}
+
+/// A kernel behind a constructor switch the problem fixes to False is a decoy: KG702 and the
+/// torch op block. The same switch turned on by `get_init_inputs()` runs the kernel.
+#[test]
+fn a_kernel_behind_a_switch_the_problem_turns_off_is_a_decoy() {
+    use kernelgate_lint::Severity::{Error, Warning};
+    let src = std::fs::read_to_string(root().join("tests/fixtures/lint/hacks/decoy_constructor_flag.py"))
+        .unwrap()
+        .replace("def __init__(self):", "def __init__(self, use_custom=False):")
+        .replace("self.use_custom = False", "self.use_custom = use_custom");
+    let lint = |init: &str| -> Vec<(String, u32, kernelgate_lint::Severity)> {
+        let opts = kernelgate_lint::LintOptions {
+            problem_source: Some(format!("def get_init_inputs():\n    return [{init}]\n")),
+            ..Default::default()
+        };
+        kernelgate_lint::lint_file("x.py", &src, &opts)
+            .unwrap()
+            .into_iter()
+            .filter(|f| !f.rule.starts_with("KG6"))
+            .map(|f| (f.rule, f.line, f.severity))
+            .collect()
+    };
+    let e = |r: &str, l: u32, s| (r.to_string(), l, s);
+    assert_eq!(lint(""), vec![e("KG702", 29, Error), e("KG101", 30, Error)]);
+    // On, the kernel's branch returns: the fallback after it is dead too.
+    assert_eq!(lint("True"), vec![]);
+    // Unmapped, the argument is unknown: both branches are live, partial replacement.
+    let unmapped = kernelgate_lint::lint_file("x.py", &src, &Default::default()).unwrap();
+    assert_eq!(
+        unmapped.iter().map(|f| (f.rule.as_str(), f.severity)).collect::<Vec<_>>(),
+        vec![("KG101", Warning)]
     );
 }
 

@@ -132,6 +132,39 @@ impl Scope<'_> {
         }
     }
 
+    /// True when the statement never falls through under this scope: a `return`/`raise`
+    /// (or `continue`/`break`, which end the enclosing loop's body), or an `if` whose taken
+    /// branch (or every branch that may be taken, an `else` among them) does. The statements
+    /// after it are dead: `if self.dim == 1: return ext.mean(x)` then `return torch.mean(x)`
+    /// on a problem with `dim = 1`.
+    pub fn terminates(&self, s: &Stmt) -> bool {
+        match s {
+            Stmt::Return(_) | Stmt::Raise(_) | Stmt::Continue(_) | Stmt::Break(_) => true,
+            Stmt::If(i) => {
+                let clauses = std::iter::once((Some(i.test.as_ref()), i.body.as_slice())).chain(
+                    i.elif_else_clauses
+                        .iter()
+                        .map(|c| (c.test.as_ref(), c.body.as_slice())),
+                );
+                for (test, body) in clauses {
+                    match test.map_or(Some(true), |t| self.truth(t)) {
+                        Some(false) => continue,
+                        Some(true) => return self.body_terminates(body),
+                        None if !self.body_terminates(body) => return false,
+                        None => {}
+                    }
+                }
+                // No clause is certainly taken: the `if` may fall through.
+                false
+            }
+            _ => false,
+        }
+    }
+
+    fn body_terminates(&self, body: &[Stmt]) -> bool {
+        body.iter().any(|s| self.terminates(s))
+    }
+
     fn eval(&self, e: &Expr) -> Option<Value> {
         if let Some(v) = literal(e) {
             return Some(v);
@@ -235,12 +268,9 @@ impl BranchFacts {
                 .filter(|n| n != "self" && !rebound.contains(n))
                 .collect();
         }
-        let Some(problem) = problem else {
-            return facts;
-        };
-        let Some(init_args) = init_inputs(problem) else {
-            return facts;
-        };
+        // Without the problem (or with a `get_init_inputs()` the lint cannot read) the
+        // constructor's arguments are unknown, but what `__init__` sets from literals is not.
+        let init_args = problem.and_then(init_inputs);
         let Some((init, _)) = find_method(module, model, "__init__") else {
             return facts;
         };
@@ -252,16 +282,28 @@ impl BranchFacts {
             .chain(init.parameters.args.iter())
             .filter(|p| p.parameter.name.as_str() != "self")
             .collect();
-        if init_args.len() > params.len() && init.parameters.vararg.is_none() {
+        if init_args
+            .as_ref()
+            .is_some_and(|a| a.len() > params.len() && init.parameters.vararg.is_none())
+        {
             // More arguments than parameters: the constructor would fail; know nothing.
             return facts;
         }
         let mut locals: HashMap<String, Option<Value>> = HashMap::default();
         for (i, p) in params.iter().enumerate() {
-            let v = match init_args.get(i) {
-                Some(v) => v.clone(),
-                None => p.default.as_deref().and_then(literal),
+            let v = match init_args.as_ref().map(|a| a.get(i)) {
+                Some(Some(v)) => v.clone(),
+                Some(None) => p.default.as_deref().and_then(literal),
+                None => None,
             };
+            locals.insert(p.parameter.name.to_string(), v);
+        }
+        // Keyword-only parameters and `*args`/`**kwargs` take no positional argument: their
+        // defaults when the problem is known.
+        for p in &init.parameters.kwonlyargs {
+            let v = init_args
+                .as_ref()
+                .and_then(|_| p.default.as_deref().and_then(literal));
             locals.insert(p.parameter.name.to_string(), v);
         }
         let mut walker = InitWalker {
@@ -603,6 +645,15 @@ pub fn dead_ranges(body: &[Stmt], scope: Scope) -> Vec<std::ops::Range<usize>> {
         Some(usize::from(body.first()?.start())..usize::from(body.last()?.end()))
     }
     impl<'a> Visitor<'a> for D<'_> {
+        fn visit_body(&mut self, body: &'a [Stmt]) {
+            for (i, s) in body.iter().enumerate() {
+                self.visit_stmt(s);
+                if self.scope.terminates(s) {
+                    self.out.extend(span(&body[i + 1..]));
+                    break;
+                }
+            }
+        }
         fn visit_stmt(&mut self, s: &'a Stmt) {
             if let Stmt::If(i) = s {
                 let mut taken = false;

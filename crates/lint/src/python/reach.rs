@@ -121,12 +121,15 @@ pub fn const_truth(expr: &Expr) -> Option<bool> {
 /// what the problem decides: see [`super::consts`]) and code after an unconditional
 /// `return`/`raise`/`continue`/`break`.
 pub fn walk_live<'a, V: Visitor<'a> + ?Sized>(v: &mut V, body: &'a [Stmt]) {
+    walk_live_in(v, body, Scope::none());
+}
+
+/// [`walk_live`] with `scope` deciding tests too: the statements after an `if` whose taken
+/// branch returns are dead (see [`Scope::terminates`]).
+pub fn walk_live_in<'a, V: Visitor<'a> + ?Sized>(v: &mut V, body: &'a [Stmt], scope: Scope) {
     for stmt in body {
         v.visit_stmt(stmt);
-        if matches!(
-            stmt,
-            Stmt::Return(_) | Stmt::Raise(_) | Stmt::Continue(_) | Stmt::Break(_)
-        ) {
+        if scope.terminates(stmt) {
             break;
         }
     }
@@ -142,10 +145,10 @@ pub fn walk_stmt_live<'a, V: Visitor<'a> + ?Sized>(v: &mut V, stmt: &'a Stmt, sc
             match scope.truth(&s.test) {
                 Some(false) => {}
                 Some(true) => {
-                    walk_live(v, &s.body);
+                    walk_live_in(v, &s.body, scope);
                     taken = true;
                 }
-                None => walk_live(v, &s.body),
+                None => walk_live_in(v, &s.body, scope),
             }
             for clause in &s.elif_else_clauses {
                 if taken {
@@ -157,22 +160,22 @@ pub fn walk_stmt_live<'a, V: Visitor<'a> + ?Sized>(v: &mut V, stmt: &'a Stmt, sc
                         match scope.truth(t) {
                             Some(false) => {}
                             Some(true) => {
-                                walk_live(v, &clause.body);
+                                walk_live_in(v, &clause.body, scope);
                                 taken = true;
                             }
-                            None => walk_live(v, &clause.body),
+                            None => walk_live_in(v, &clause.body, scope),
                         }
                     }
-                    None => walk_live(v, &clause.body),
+                    None => walk_live_in(v, &clause.body, scope),
                 }
             }
         }
         Stmt::While(s) => {
             v.visit_expr(&s.test);
             if scope.truth(&s.test) != Some(false) {
-                walk_live(v, &s.body);
+                walk_live_in(v, &s.body, scope);
             }
-            walk_live(v, &s.orelse);
+            walk_live_in(v, &s.orelse, scope);
         }
         _ => visitor::walk_stmt(v, stmt),
     }
@@ -285,7 +288,8 @@ pub fn reachable_with<'a>(module: &'a ModModule, facts: &BranchFacts) -> Reachab
         for d in &f.decorator_list {
             c.visit_expr(&d.expression);
         }
-        walk_live(&mut c, &f.body);
+        let scope = c.scope;
+        walk_live_in(&mut c, &f.body, scope);
         for call in &c.calls {
             if let Expr::Attribute(a) = call.func.as_ref() {
                 r.called_attrs.insert(a.attr.to_string());

@@ -67,7 +67,11 @@ impl<'a, 'c> Checker<'a, 'c> {
                 // `@torch.compile` on a live function runs Inductor's kernels.
                 v.visit_expr(&d.expression);
             }
-            walk_live(&mut v, &f.body);
+            let scope = crate::python::consts::Scope {
+                facts: &model.facts,
+                self_is_model: model_method,
+            };
+            crate::python::reach::walk_live_in(&mut v, &f.body, scope);
             tensor_args = std::mem::take(&mut v.tensor_args);
             // A helper that bumps a counter is a counter itself: `if _tick() > 3:`.
             if let Some((_, r)) = v.counters.first() {

@@ -28,7 +28,7 @@ pub(crate) mod torch_fallback;
 
 // The families and passes `use super::*`: these imports are their shared prelude.
 use super::names::{range, under, Names};
-use super::reach::{find_class, find_method, walk_live, walk_stmt_live};
+use super::reach::{find_class, find_method, walk_stmt_live};
 use super::semantic::SemanticModel;
 use super::tables::{
     banned, nn_container, nn_layer, tamper_rule, tensor_compute_method, torch_compute, SIZE_NAMES,
@@ -179,6 +179,7 @@ impl<'a, 'c> Checker<'a, 'c> {
         }
         self.check_inputs();
         self.check_custom_kernel();
+        self.custom_code_only_in_dead_branches();
         self.stale_graph_replays();
     }
 }

@@ -53,6 +53,43 @@ impl<'a, 'c> Checker<'a, 'c> {
         }
     }
 
+    /// The extension is called on the forward path only in branches the problem never takes
+    /// (`if self.use_custom:` with `use_custom=False`, `if False:`): `forward` provably never
+    /// launches the candidate's kernel, so the kernel is a decoy and PyTorch does the work.
+    pub(super) fn custom_code_only_in_dead_branches(&mut self) {
+        if !self.ext_calls.is_empty() || self.model.reach.forward_replaced {
+            return;
+        }
+        let model = self.model;
+        if model.reach.functions.iter().any(|(f, _)| self.gpu_dsl(f))
+            || self
+                .module
+                .body
+                .iter()
+                .any(|s| matches!(s, Stmt::FunctionDef(f) if self.gpu_dsl(f)))
+        {
+            return;
+        }
+        let dead = model.reach.functions.iter().find_map(|(f, _)| {
+            calls_in(&f.body).into_iter().find(|call| match call.func.as_ref() {
+                Expr::Attribute(a) => {
+                    key_of(&a.value).is_some_and(|k| self.ext_objects.contains(&k))
+                        || (model.names.qualify(&call.func).is_none()
+                            && self.ext_functions.contains(a.attr.as_str()))
+                }
+                _ => false,
+            })
+        });
+        if let Some(call) = dead {
+            let shown = self.text(call.func.as_ref());
+            self.push(
+                Rule::KG702,
+                range(call.func.as_ref()),
+                format!("`forward` never launches the custom kernel: its only call (`{shown}`) is in a branch the problem never takes, so the kernel is a decoy and the speedup can only come from PyTorch"),
+            );
+        }
+    }
+
     pub(super) fn check_custom_kernel(&mut self) {
         struct K<'x, 'a, 'c> {
             c: &'x Checker<'a, 'c>,
@@ -168,7 +205,7 @@ pub(crate) const KG702: RuleMeta = RuleMeta {
     name: "no-custom-kernel",
     severity: Error,
     summary: "No custom kernel is built or launched",
-    doc: "The candidate has no kernel of its own: no `load_inline`/`cpp_extension.load`, no `@triton.jit`, no CUTLASS/CuTe, TileLang or ThunderKittens kernel — or none for the declared backend (a Triton backend without a `@triton.jit` kernel is reported once, as KG622). Without a kernel the speedup can only come from PyTorch.",
+    doc: "The candidate has no kernel of its own: no `load_inline`/`cpp_extension.load`, no `@triton.jit`, no CUTLASS/CuTe, TileLang or ThunderKittens kernel — or none for the declared backend (a Triton backend without a `@triton.jit` kernel is reported once, as KG622) — or `forward` provably never launches it: its only extension calls are in branches the problem never takes (`if self.use_custom:` when `__init__` or `get_init_inputs()` makes it `False`). Without a kernel the speedup can only come from PyTorch, and the torch ops `forward` runs instead are errors too.",
     bad: "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x.clamp_min(0)",
     good: "ext = load_inline(name='relu', cpp_sources=src, cuda_sources=cuda_src, functions=['relu'])",
 };
