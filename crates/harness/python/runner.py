@@ -27,6 +27,9 @@ _type = type
 _urandom = os.urandom
 
 TAIL = 4000
+# The fresh draws' share of GPU memory has this ceiling: 30% of an H200 held 66 GiB of draws
+# for a 1M-element ReLU, where a few hundred draws already outlast any run of rounds.
+DRAWS_MAX_GPU_BYTES = 16 << 30
 
 # Set by the harness when it loads this runner, each a private module: the op audit
 # (`kg_audit.py`), the job's protocol (`kg_protocol.py`), the correctness check's pure parts and
@@ -1008,14 +1011,14 @@ class Runner:
     def fresh_draws(self, sets):
         """New draws of the problem's `get_inputs()` for the timed calls (on the device, like the
         trials' own), made now, before any candidate code exists: as many as a full run of
-        rounds can use, within 30% of the free GPU memory (2 GiB of host memory on the CPU) and
-        two seconds."""
+        rounds can use, within 30% of the free GPU memory and at most 16 GiB (2 GiB of host
+        memory on the CPU), and two seconds."""
         torch = self.torch
         input_bytes = kg_work.nbytes(self.T, sets[0])
         if self.dev.type == "cuda":
             free, _ = torch.cuda.mem_get_info()
             free += torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
-            max_bytes = 0.3 * free
+            max_bytes = min(0.3 * free, float(DRAWS_MAX_GPU_BYTES))
         else:
             max_bytes = float(2 << 30)
         t = self.job.timing
