@@ -401,6 +401,9 @@ fn partial_replacement_warns_and_does_not_block() {
         vec![w("KG601", 32), w("KG104", 43)]
     );
     assert_eq!(per_file("triton_kept_linear.py"), vec![w("KG102", 24)]);
+    // The kernel runs only inside custom modules held by containers, through an autograd
+    // Function: reached, so the kept convolution inside the Sequential is partial replacement.
+    assert_eq!(per_file("module_containers.py"), vec![w("KG102", 63)]);
     // Captured once, the input copied in before each replay: the graph warns, nothing blocks.
     assert_eq!(
         per_file("cuda_graph_replay.py"),
@@ -494,6 +497,17 @@ fn torch_ops_block_without_custom_code() {
         errors.contains(&"KG102") && errors.contains(&"KG101"),
         "{found:?}"
     );
+    // The container fixture with its Function computing in PyTorch: nothing custom is reached.
+    let src = std::fs::read_to_string(root().join("tests/fixtures/lint/partial/module_containers.py"))
+        .unwrap()
+        .replace("return fused.relu_scale(x.contiguous(), s)", "return torch.relu(x) * s");
+    let found = kernelgate_lint::lint_file("x.py", &src, &Default::default()).unwrap();
+    let errors: Vec<(&str, u32)> = found
+        .iter()
+        .filter(|f| f.severity == kernelgate_lint::Severity::Error)
+        .map(|f| (f.rule.as_str(), f.line))
+        .collect();
+    assert_eq!(errors, vec![("KG101", 39), ("KG102", 63)], "{found:?}");
     let (code, v) = lint_json("tests/fixtures/lint/hacks/nn_layer.py", &[]);
     assert_eq!(code, 1, "{v:#}");
     assert!(v["findings"]
