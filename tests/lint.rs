@@ -622,6 +622,20 @@ fn a_kernel_behind_a_switch_the_problem_turns_off_is_a_decoy() {
     );
 }
 
+/// Adjacent Python string literals are one string before any text check of the embedded
+/// source: ruff's parser keeps them as parts of one literal and the extraction joins them, so a
+/// token split across literals (`"cub" "lasSgemm"`, `"...row.col" ".f32.tf32..."`) is still seen.
+#[test]
+fn adjacent_python_literals_are_joined_before_the_embedded_checks() {
+    let src = "from torch.utils.cpp_extension import load_inline\nimport torch.nn as nn\nsrc = (\n    '__global__ void k(float* y) { y[0] = 1.f; }\\n'\n    'void run(float* a) { cub' 'lasSgemm(h, a); }\\n'\n    'asm volatile(\"mma.sync.aligned.m16n8k8.row.col' '.f32.tf32.tf32.f32 {%0}, {%1}, {%2}, {%3};\");\\n'\n)\next = load_inline(name='e', cpp_sources='', cuda_sources=src, functions=['run'])\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.run(x)\n";
+    let found = kernelgate_lint::lint_file("x.py", src, &Default::default()).unwrap();
+    let rules: Vec<(&str, u32)> = found.iter().map(|f| (f.rule.as_str(), f.line)).collect();
+    // No single literal holds `cublas` or the whole MMA instruction: only the joined text does.
+    assert!(rules.contains(&("KG602", 5)), "{found:?}");
+    assert!(rules.contains(&("KG610", 6)), "{found:?}");
+    assert!(found.iter().any(|f| f.rule == "KG610" && f.message.contains("f32")), "{found:?}");
+}
+
 #[test]
 fn every_hack_fixture_has_exactly_its_findings() {
     let mut failures = Vec::new();
