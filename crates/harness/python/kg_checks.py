@@ -111,15 +111,16 @@ def flat_sample(t, idx):
 
 
 def relative_error(torch, got, exact):
-    """||got - exact|| / ||exact|| over the elements where `exact` is finite; None when no
-    element is, or `exact` is all zeros (then the absolute error's norm)."""
+    """||got - exact|| / ||exact|| over the elements where `exact` is finite (the absolute
+    error's norm when `exact` is all zeros); None when no element is finite or the shapes
+    differ."""
     finite = torch.isfinite(exact)
     if not bool(finite.any()):
         return None
-    e = exact[finite]
-    g = got.reshape(-1)[finite.reshape(-1)].to(torch.float64) if got.shape == exact.shape else None
-    if g is None:
+    if got.shape != exact.shape:
         return None
+    e = exact[finite]
+    g = got[finite].to(torch.float64)
     if not bool(torch.isfinite(g).all()):
         return float("inf")
     num = float(torch.linalg.vector_norm(g - e))

@@ -142,10 +142,6 @@ class FreshInputs:
                 return False
         return True
 
-    @property
-    def draws(self):
-        return len(self.pool) - self.first_fresh
-
     def fresh(self):
         """A token for new content: the index of a draw."""
         if self.unused:

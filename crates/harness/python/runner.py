@@ -335,11 +335,10 @@ class Runner:
         outputs) must fit in 80% of what is free with room for the candidate's own outputs;
         when they do not, keep fewer (timing sets, then the shifted set, then trials), say so in
         a warning, and return how many trials to keep."""
-        torch, T = self.torch, self.T
+        T = self.T
         input_bytes = kg_work.nbytes(T, inputs)
         set_bytes = input_bytes + kg_work.nbytes(T, refs)
-        free, _total = torch.cuda.mem_get_info()
-        free += torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        free = self.free_gpu_bytes()
         plan = kg_checks.plan_memory(
             set_bytes=set_bytes,
             input_bytes=input_bytes,
@@ -364,6 +363,13 @@ class Runner:
         return plan["trials"]
 
     # ---- helpers -----------------------------------------------------------------------------
+    def free_gpu_bytes(self):
+        """GPU memory this process can still take: the device's free memory and what torch's
+        allocator holds unused."""
+        torch = self.torch
+        free, _total = torch.cuda.mem_get_info()
+        return free + torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+
     def capture(self, torch):
         class T:
             pass
@@ -782,10 +788,9 @@ class Runner:
         if not any(r.is_floating_point() for r in refs):
             return None
         if self.dev.type == "cuda":
-            params = sum(p.numel() * p.element_size() for p in ref_model.parameters())
-            params += sum(b.numel() * b.element_size() for b in ref_model.buffers())
+            params = kg_work.nbytes(T, list(ref_model.parameters()) + list(ref_model.buffers()))
             need = 2 * (params + kg_work.nbytes(T, inputs) + 3 * kg_work.nbytes(T, refs))
-            free, _ = torch.cuda.mem_get_info()
+            free = self.free_gpu_bytes()
             if need > 0.5 * free:
                 self.precision = {"skipped": f"float64 reference needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"}
                 return None
@@ -1013,12 +1018,9 @@ class Runner:
         trials' own), made now, before any candidate code exists: as many as a full run of
         rounds can use, within 30% of the free GPU memory and at most 16 GiB (2 GiB of host
         memory on the CPU), and two seconds."""
-        torch = self.torch
         input_bytes = kg_work.nbytes(self.T, sets[0])
         if self.dev.type == "cuda":
-            free, _ = torch.cuda.mem_get_info()
-            free += torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
-            max_bytes = min(0.3 * free, float(DRAWS_MAX_GPU_BYTES))
+            max_bytes = min(0.3 * self.free_gpu_bytes(), float(DRAWS_MAX_GPU_BYTES))
         else:
             max_bytes = float(2 << 30)
         t = self.job.timing
@@ -1111,7 +1113,7 @@ class Runner:
         def verify(name, i, captured, token):
             if name in ("reference", "control"):
                 return
-            outs, snaps = captured if _isinstance(captured, tuple) else (self.as_list(captured), None)
+            outs, snaps = captured
             # The reference on the call's own content, computed after the call: the candidate
             # cannot tell from a reference run that this call is checked.
             refs = self.reference(ref_model, fresh.materialize(token), seeds[i])

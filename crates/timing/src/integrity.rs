@@ -170,52 +170,36 @@ pub fn reference_tampered(file: &str, w: &ReferenceWitness, on_gpu: bool) -> Opt
         None => String::new(),
     };
     const UNPROVEN: &str = "no change to PyTorch's functions, dispatcher, hooks or settings was found, so this is reported as machine state, not tampering: a short, launch-bound reference is sensitive to what else the host runs. The speedup may be overstated by up to that factor; re-run to confirm it.";
-    if let Some(after) = w.after {
-        if let Some((c, unit)) = slowdown(before, (after, w.control_after), threshold) {
-            let detail = detail(&c, unit, after);
-            if proven(c.ratio) {
-                return Some(error_finding(
-                    file,
-                    RULE_REFERENCE_TAMPERED,
-                    format!(
-                        "the reference ran {:.2}x slower after the candidate was imported and called, timed alone both times ({detail}){witness}: {DO_NOT}",
-                        c.ratio,
-                    ),
-                ));
-            }
-            return Some(Finding::runtime(
+    // The error when the slowdown is proven, else the warning that says it is not.
+    let judged = |ratio: f64, when: &str, detail: &str| {
+        if proven(ratio) {
+            error_finding(
+                file,
+                RULE_REFERENCE_TAMPERED,
+                format!("the reference ran {ratio:.2}x slower {when} ({detail}){witness}: {DO_NOT}"),
+            )
+        } else {
+            Finding::runtime(
                 file,
                 RULE_REFERENCE_SLOWER_AFTER,
                 Severity::Warning,
-                format!(
-                    "the reference ran {:.2}x slower after the candidate was imported and called, timed alone both times ({detail}); {UNPROVEN}",
-                    c.ratio,
-                ),
+                format!("the reference ran {ratio:.2}x slower {when} ({detail}); {UNPROVEN}"),
+            )
+        }
+    };
+    if let Some(after) = w.after {
+        if let Some((c, unit)) = slowdown(before, (after, w.control_after), threshold) {
+            return Some(judged(
+                c.ratio,
+                "after the candidate was imported and called, timed alone both times",
+                &detail(&c, unit, after),
             ));
         }
     }
     let (c, unit) = slowdown(before, (w.interleaved, w.control), threshold)?;
     let detail = detail(&c, unit, w.interleaved);
-    if proven(c.ratio) {
-        return Some(error_finding(
-            file,
-            RULE_REFERENCE_TAMPERED,
-            format!(
-                "the reference ran {:.2}x slower once the candidate was imported ({detail}){witness}: {DO_NOT}",
-                c.ratio
-            ),
-        ));
-    }
-    if w.after.is_none() {
-        return Some(Finding::runtime(
-            file,
-            RULE_REFERENCE_SLOWER_AFTER,
-            Severity::Warning,
-            format!(
-                "the reference ran {:.2}x slower once the candidate was imported ({detail}); {UNPROVEN}",
-                c.ratio
-            ),
-        ));
+    if proven(c.ratio) || w.after.is_none() {
+        return Some(judged(c.ratio, "once the candidate was imported", &detail));
     }
     Some(Finding::runtime(
         file,
