@@ -81,6 +81,10 @@ pub enum Command {
     Publish(cmd::publish::Args),
     /// Join the report.json files of a sharded run into one report and render it.
     Merge(cmd::merge::Args),
+    /// The performance history of the default branch: append a run, list, find drift, export.
+    History(cmd::history::Args),
+    /// Write the history's static dashboard (GitHub Pages ready) into a directory.
+    Dashboard(cmd::history::DashboardArgs),
 }
 
 /// `--format` of the listing commands (`problems`, `kernels`, `eval`). One vocabulary with

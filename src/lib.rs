@@ -3,5 +3,6 @@
 //! The CLI (`src/main.rs`, `src/cli.rs`, `src/cmd/`) stays in the binary.
 
 pub mod baseline;
+pub mod history;
 pub mod pr;
 pub mod publish;

@@ -4,6 +4,7 @@ use crate::cli::{Cli, Command};
 
 pub mod baseline;
 pub mod eval;
+pub mod history;
 pub mod kernels;
 pub mod lint;
 pub mod merge;
@@ -23,5 +24,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Pr(args) => pr::run(&cli, args),
         Command::Publish(args) => publish::run(&cli, args),
         Command::Merge(args) => merge::run(&cli, args),
+        Command::History(args) => history::run(&cli, args),
+        Command::Dashboard(args) => history::dashboard(&cli, args),
     }
 }

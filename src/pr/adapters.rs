@@ -437,7 +437,9 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
             let (s, (lo, hi)) = c.speedup();
             eval.speedup_eager = Some(Interval::new(s, lo, hi));
             eval.reference_ms = Some(c.base.median);
+            eval.reference_ci_ms = Some(c.base.ci95_median);
             eval.time_ms = Some(c.head.median);
+            eval.time_ci_ms = Some(c.head.ci95_median);
         }
         if let Some(c) = &t.vs_base {
             eval.vs_base = Some(ComparisonSummary {
@@ -452,6 +454,7 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
                 against: None,
             });
             eval.time_ms.get_or_insert(c.head.median);
+            eval.time_ci_ms.get_or_insert(c.head.ci95_median);
         }
     }
     eval

@@ -127,6 +127,22 @@ impl Git {
         }
     }
 
+    /// The commit `rev` names: its full id, committer date (RFC 3339) and subject.
+    pub fn commit(&self, rev: &str) -> Result<kernelgate_history::Commit, GitError> {
+        let sha = self.resolve(rev)?;
+        let out = self.output(&["show", "-s", "--format=%cI%x00%s", &sha])?;
+        let text = String::from_utf8_lossy(&out);
+        let (date, subject) = text
+            .trim_end()
+            .split_once('\0')
+            .unwrap_or((text.trim(), ""));
+        Ok(kernelgate_history::Commit {
+            sha,
+            date: date.to_string(),
+            subject: subject.to_string(),
+        })
+    }
+
     /// True when this clone is shallow (it lacks older history).
     pub fn is_shallow(&self) -> bool {
         self.output(&["rev-parse", "--is-shallow-repository"])

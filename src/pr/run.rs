@@ -68,7 +68,9 @@ pub struct Evaluation {
     /// Runtime findings (no span: `line == 0`).
     pub findings: Vec<Finding>,
     pub time_ms: Option<f64>,
+    pub time_ci_ms: Option<(f64, f64)>,
     pub reference_ms: Option<f64>,
+    pub reference_ci_ms: Option<(f64, f64)>,
     pub compiled_ms: Option<f64>,
     pub speedup_eager: Option<Interval>,
     pub speedup_compile: Option<Interval>,
@@ -96,7 +98,9 @@ impl Evaluation {
             outcome: OutcomeSummary::new(kind, message),
             findings: Vec::new(),
             time_ms: None,
+            time_ci_ms: None,
             reference_ms: None,
+            reference_ci_ms: None,
             compiled_ms: None,
             speedup_eager: None,
             speedup_compile: None,
@@ -444,7 +448,10 @@ fn apply(
     }
     row.findings.extend(eval.findings);
     row.time_ms = eval.time_ms;
+    row.time_ci_ms = eval.time_ci_ms;
     row.reference_ms = eval.reference_ms;
+    row.reference_ci_ms = eval.reference_ci_ms;
+    row.device = eval.run_key.as_ref().map(|k| k.key.gpu.clone());
     row.compiled_ms = eval.compiled_ms;
     row.memory = eval.memory.clone();
     row.precision_audit = eval.precision_audit.clone();

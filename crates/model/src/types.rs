@@ -5,7 +5,9 @@ use std::fmt;
 use std::str::FromStr;
 
 /// Numeric precision a problem is evaluated in (KernelBench tolerances depend on it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     #[default]

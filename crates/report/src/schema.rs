@@ -174,13 +174,22 @@ pub struct KernelRow {
     #[serde(default)]
     pub findings: Vec<Finding>,
     pub outcome: OutcomeSummary,
-    /// Candidate mean time (ms).
+    /// Candidate median time (ms).
     #[serde(default)]
     pub time_ms: Option<f64>,
-    /// Reference (eager PyTorch) mean time (ms).
+    /// 95% confidence interval of the candidate's median (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_ci_ms: Option<(f64, f64)>,
+    /// Reference (eager PyTorch) median time (ms), timed in the same run.
     #[serde(default)]
     pub reference_ms: Option<f64>,
-    /// torch.compile mean time (ms).
+    /// 95% confidence interval of the reference's median (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_ci_ms: Option<(f64, f64)>,
+    /// The device the row was timed on (`NVIDIA H200`, or the CPU model for host timings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// torch.compile median time (ms).
     #[serde(default)]
     pub compiled_ms: Option<f64>,
     #[serde(default)]
@@ -257,7 +266,10 @@ impl KernelRow {
             findings: Vec::new(),
             outcome,
             time_ms: None,
+            time_ci_ms: None,
             reference_ms: None,
+            reference_ci_ms: None,
+            device: None,
             compiled_ms: None,
             speedup_eager: None,
             speedup_compile: None,
