@@ -99,3 +99,93 @@ pub fn dashboard(
         .with_context(|| format!("cannot write the dashboard into `{}`", out.display()))?;
     Ok((page, data))
 }
+
+/// The drift issue of one series: its marker (the first line of the body, one issue per
+/// series), title and body. Names come from merged kernels: kept out of the marker's syntax.
+pub fn drift_issue(
+    d: &kernelgate_history::Drift,
+    dashboard_url: Option<&str>,
+) -> (String, String, String) {
+    let inert = |s: &str| s.replace("--", "- -").replace(['<', '>'], "");
+    let marker = format!(
+        "<!-- kernelgate-drift: {} | {} | {} -->",
+        inert(&d.key.problem),
+        inert(&d.key.name),
+        inert(&d.hardware)
+    );
+    let title = format!("Performance drift: {} on {}", d.key.name, d.hardware);
+    let mut body = format!(
+        "**{:+.1}%** since `{}` ({}): the median of `{}` ({}) moved from {:.4} ms over {} commits \
+         to {:.4} ms over the {} commits since (change-point test, p = {:.4}).\n",
+        d.change_pct,
+        kernelgate_history::drift::short(&d.commit),
+        d.date.get(..10).unwrap_or(&d.date),
+        d.key.name,
+        d.key.problem,
+        d.before_ms,
+        d.points_before,
+        d.after_ms,
+        d.points_after,
+        d.p_value,
+    );
+    if let Some(env) = &d.environment {
+        body.push_str(&format!(
+            "\nThe runner's software changed at that commit: {env}.\n"
+        ));
+    }
+    if let Some(url) = dashboard_url {
+        body.push_str(&format!(
+            "\n[The series on the dashboard]({})\n",
+            kernelgate_history::dashboard::problem_url(url, &d.key.problem)
+        ));
+    }
+    body.push_str(&format!(
+        "\nReproduce: `kernelgate history drift --problem {} --kernel {}`. kernelgate updates this \
+         issue while the drift lasts; close it once the change is understood.\n",
+        d.key.problem, d.key.name
+    ));
+    (marker, title, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernelgate_history::{Drift, SeriesKey, SeriesKind};
+
+    #[test]
+    fn a_drift_issue_marker_names_the_series_and_stays_a_comment() {
+        let d = Drift {
+            key: SeriesKey {
+                problem: "level1/19_ReLU.py".into(),
+                kind: SeriesKind::Kernel,
+                name: "kernels/a-->b<x>.py".into(),
+                device: "NVIDIA H200".into(),
+                precision: kernelgate_model::Precision::Fp32,
+            },
+            hardware: "NVIDIA_H200 fp32".into(),
+            commit: "0123456789abcdef".into(),
+            date: "2026-10-16T10:00:00Z".into(),
+            subject: String::new(),
+            before_ms: 1.0,
+            after_ms: 1.1,
+            change_pct: 10.0,
+            p_value: 0.0005,
+            points_before: 20,
+            points_after: 10,
+            environment: Some("torch 2.11 → 2.12".into()),
+        };
+        let (marker, title, body) = drift_issue(&d, Some("https://acme.github.io/kernels/"));
+        assert_eq!(
+            marker,
+            "<!-- kernelgate-drift: level1/19_ReLU.py | kernels/a- ->bx.py | NVIDIA_H200 fp32 -->"
+        );
+        assert_eq!(marker.matches("-->").count(), 1);
+        assert!(title.contains("NVIDIA_H200 fp32"));
+        assert!(body.starts_with("**+10.0%** since `0123456`"), "{body}");
+        assert!(body.contains("torch 2.11 → 2.12"));
+        assert!(
+            body.contains("https://acme.github.io/kernels/#level1-19_ReLU"),
+            "{body}"
+        );
+    }
+}

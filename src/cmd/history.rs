@@ -129,6 +129,13 @@ pub enum Sub {
         filter: FilterArgs,
         #[arg(long, value_enum, default_value = "human")]
         format: Format,
+        /// Open (or update) one GitHub issue per series that got slower, labelled
+        /// `kernelgate-drift`; needs `GITHUB_TOKEN` with `issues: write` and `GITHUB_REPOSITORY`.
+        #[arg(long)]
+        open_issues: bool,
+        /// The published dashboard, linked from the issues (`https://owner.github.io/repo/`).
+        #[arg(long, env = "KERNELGATE_DASHBOARD_URL")]
+        dashboard_url: Option<String>,
     },
     /// One run as Bencher's BMF JSON or github-action-benchmark's customSmallerIsBetter JSON.
     Export {
@@ -197,9 +204,14 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             store,
             filter,
             format,
+            open_issues,
+            dashboard_url,
         }) => {
             let (_, series) = store.store(cli).series(&filter.filter())?;
             let drifts = kernelgate_history::drift::detect_all(&series, &rule.rule()?);
+            if *open_issues {
+                open_drift_issues(&drifts, dashboard_url.as_deref())?;
+            }
             match format {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&drifts)?),
                 Format::Human if drifts.is_empty() => {
@@ -257,6 +269,31 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// One issue per slower series, opened or updated.
+fn open_drift_issues(
+    drifts: &[kernelgate_history::Drift],
+    dashboard_url: Option<&str>,
+) -> anyhow::Result<()> {
+    let ctx = kernelgate_github::GithubContext::from_env()?;
+    let rt = kernelgate::publish::runtime()?;
+    rt.block_on(async {
+        let publisher = kernelgate_github::Publisher::new(&ctx)?;
+        for d in drifts.iter().filter(|d| d.slower()) {
+            let (marker, title, body) = history::drift_issue(d, dashboard_url);
+            let done = publisher.upsert_issue(&marker, &title, &body).await?;
+            let done = match done {
+                kernelgate_github::CommentAction::Created(n) => format!("opened #{n}"),
+                kernelgate_github::CommentAction::Updated(n) => format!("updated #{n}"),
+            };
+            eprintln!(
+                "kernelgate: {done}: drift of `{}` on {}",
+                d.key.name, d.hardware
+            );
+        }
+        Ok::<(), anyhow::Error>(())
+    })
 }
 
 fn list(cli: &Cli, store: &StoreArg, filter: &FilterArgs, format: Format) -> anyhow::Result<i32> {

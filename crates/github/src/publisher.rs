@@ -127,6 +127,7 @@ enum Method {
 enum Created<'a> {
     CheckRun { head_sha: &'a str },
     Comment { pr: u64 },
+    Issue { marker: &'a str },
 }
 
 enum Attempt {
@@ -137,6 +138,9 @@ enum Attempt {
 
 const CHECKS: &str = "checks: write";
 const PULL_REQUESTS: &str = "pull-requests: write";
+const ISSUES: &str = "issues: write";
+/// The label of the performance-drift issues: one open issue per series carries it.
+pub const DRIFT_LABEL: &str = "kernelgate-drift";
 /// The login `GITHUB_TOKEN` posts as.
 pub const ACTIONS_BOT: &str = "github-actions[bot]";
 
@@ -489,6 +493,85 @@ impl Publisher {
         }
     }
 
+    /// The open drift issue this token opened whose body starts with `marker` (all pages).
+    pub async fn find_issue(&self, marker: &str) -> Result<Option<u64>, GithubError> {
+        let login = self.own_login().await?;
+        let mut page = 1;
+        loop {
+            let path = self.repo_path(&format!(
+                "issues?state=open&labels={DRIFT_LABEL}&per_page=100&page={page}"
+            ));
+            let v = self
+                .send(
+                    Method::Get,
+                    &path,
+                    None,
+                    "list the drift issues",
+                    ISSUES,
+                    None,
+                )
+                .await?;
+            let issues = v.as_array().cloned().unwrap_or_default();
+            for i in &issues {
+                let marked = i["body"]
+                    .as_str()
+                    .is_some_and(|b| b.lines().next().map(str::trim) == Some(marker));
+                let by_us = i["user"]["login"].as_str() == Some(login.as_str());
+                if let (true, true, Some(n)) = (marked, by_us, i["number"].as_u64()) {
+                    return Ok(Some(n));
+                }
+            }
+            if issues.len() < 100 {
+                return Ok(None);
+            }
+            page += 1;
+        }
+    }
+
+    /// Opens the drift issue of one series, or updates the one already open (`marker`, an HTML
+    /// comment naming the series, is its first line): never more than one per series.
+    pub async fn upsert_issue(
+        &self,
+        marker: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<CommentAction, GithubError> {
+        let body = format!("{marker}\n{body}");
+        match self.find_issue(marker).await? {
+            Some(n) => {
+                let path = self.repo_path(&format!("issues/{n}"));
+                let payload = json!({ "title": title, "body": body });
+                self.send(
+                    Method::Patch,
+                    &path,
+                    Some(&payload),
+                    "update the drift issue",
+                    ISSUES,
+                    None,
+                )
+                .await?;
+                Ok(CommentAction::Updated(n))
+            }
+            None => {
+                let path = self.repo_path("issues");
+                let payload = json!({ "title": title, "body": body, "labels": [DRIFT_LABEL] });
+                let v = self
+                    .send(
+                        Method::Post,
+                        &path,
+                        Some(&payload),
+                        "open the drift issue",
+                        ISSUES,
+                        Some(Created::Issue { marker }),
+                    )
+                    .await?;
+                Ok(CommentAction::Created(
+                    v["number"].as_u64().or(v["id"].as_u64()).unwrap_or(0),
+                ))
+            }
+        }
+    }
+
     /// The current head commit of a pull request.
     pub async fn pr_head_sha(&self, pr: u64) -> Result<String, GithubError> {
         let v = self
@@ -580,6 +663,7 @@ impl Publisher {
             let id = match created {
                 Created::CheckRun { head_sha } => self.find_check_run(head_sha).await?,
                 Created::Comment { pr } => self.find_comment(*pr).await?,
+                Created::Issue { marker } => self.find_issue(marker).await?,
             };
             Ok(id.map(|id| json!({ "id": id })))
         })

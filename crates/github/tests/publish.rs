@@ -5,7 +5,7 @@
 
 use kernelgate_github::{
     sticky_marker, CommentAction, Ending, GithubContext, GithubError, Published, Publisher,
-    RetryPolicy, SleepFn, UNVERIFIED,
+    RetryPolicy, SleepFn, DRIFT_LABEL, UNVERIFIED,
 };
 use kernelgate_model::{Backend, Finding, Precision, Severity};
 use kernelgate_report::*;
@@ -59,9 +59,19 @@ struct Fault {
     kind: FaultKind,
 }
 
+#[derive(Clone, Debug)]
+struct Issue {
+    number: u64,
+    title: String,
+    body: String,
+    login: String,
+    labels: Vec<String>,
+}
+
 struct State {
     check_runs: Vec<CheckRun>,
     comments: Vec<Comment>,
+    issues: Vec<Issue>,
     pr_head: String,
     /// `Some(login)`: a user token; `None`: an installation token (`GET /user` is refused).
     user: Option<String>,
@@ -87,6 +97,7 @@ impl FakeGithub {
         FakeGithub(Arc::new(Mutex::new(State {
             check_runs: vec![],
             comments: vec![],
+            issues: vec![],
             pr_head: HEAD.into(),
             user: None,
             poster: "github-actions[bot]".into(),
@@ -341,6 +352,72 @@ impl FakeGithub {
                     minimized: false,
                 });
                 ResponseTemplate::new(201).set_body_json(json!({"id": id}))
+            }
+            ("GET", ["repos", "acme", "kernels", "issues"]) => {
+                let label = query(req, "labels");
+                let per_page = query(req, "per_page")
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(30usize);
+                let page = query(req, "page")
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(1usize);
+                let st = self.state();
+                let list: Vec<Value> = st
+                    .issues
+                    .iter()
+                    .filter(|i| label.as_ref().is_none_or(|l| i.labels.contains(l)))
+                    .skip((page - 1) * per_page)
+                    .take(per_page)
+                    .map(|i| {
+                        json!({"number": i.number, "id": i.number + 9000, "title": i.title,
+                               "body": i.body, "state": "open", "user": {"login": i.login}})
+                    })
+                    .collect();
+                ResponseTemplate::new(200).set_body_json(Value::Array(list))
+            }
+            ("POST", ["repos", "acme", "kernels", "issues"]) => {
+                if let Some(why) = self.invalid("issues-create", body) {
+                    return unprocessable(&mut self.state(), why);
+                }
+                let mut st = self.state();
+                st.next_id += 1;
+                let number = st.next_id;
+                let login = st.poster.clone();
+                st.issues.push(Issue {
+                    number,
+                    title: body["title"].as_str().unwrap().into(),
+                    body: body["body"].as_str().unwrap_or_default().into(),
+                    login,
+                    labels: body["labels"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|l| l.as_str().map(str::to_string))
+                        .collect(),
+                });
+                ResponseTemplate::new(201)
+                    .set_body_json(json!({"number": number, "id": number + 9000}))
+            }
+            ("PATCH", ["repos", "acme", "kernels", "issues", n]) if *n != "comments" => {
+                if let Some(why) = self.invalid("issues-update", body) {
+                    return unprocessable(&mut self.state(), why);
+                }
+                let n = num(Some(n));
+                let mut st = self.state();
+                match st.issues.iter_mut().find(|i| i.number == n) {
+                    Some(i) => {
+                        if let Some(t) = body["title"].as_str() {
+                            i.title = t.into();
+                        }
+                        if let Some(b) = body["body"].as_str() {
+                            i.body = b.into();
+                        }
+                        ResponseTemplate::new(200).set_body_json(json!({"number": n}))
+                    }
+                    None => {
+                        ResponseTemplate::new(404).set_body_json(json!({"message": "Not Found"}))
+                    }
+                }
             }
             ("PATCH", ["repos", "acme", "kernels", "issues", "comments", id]) => {
                 if let Some(why) = self.invalid("issues-update-comment", body) {
@@ -1083,4 +1160,58 @@ async fn publish_completes_the_check_run_this_run_opened() {
     assert_eq!(st.check_runs[0].conclusion.as_deref(), Some("success"));
     assert!(st.comments[0].body.starts_with(STICKY_MARKER));
     assert_eq!(st.comments[0].body, render_comment(&r));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Drift issues
+
+#[tokio::test]
+async fn a_drift_issue_is_opened_once_per_series_and_updated_after() {
+    let (server, fake) = github().await;
+    // Someone else's issue with the same marker is not ours to edit.
+    fake.state().issues.push(Issue {
+        number: 1,
+        title: "copied marker".into(),
+        body: "<!-- kernelgate-drift: a -->\nby hand".into(),
+        login: "someone".into(),
+        labels: vec![DRIFT_LABEL.into()],
+    });
+    let (p, _) = publisher(&server);
+    let a = p
+        .upsert_issue("<!-- kernelgate-drift: a -->", "drift a", "10% slower")
+        .await
+        .unwrap();
+    let b = p
+        .upsert_issue("<!-- kernelgate-drift: b -->", "drift b", "6% slower")
+        .await
+        .unwrap();
+    let a_again = p
+        .upsert_issue("<!-- kernelgate-drift: a -->", "drift a", "12% slower")
+        .await
+        .unwrap();
+    let CommentAction::Created(na) = a else {
+        panic!("{a:?}")
+    };
+    assert!(matches!(b, CommentAction::Created(nb) if nb != na));
+    assert_eq!(a_again, CommentAction::Updated(na));
+    let st = fake.state();
+    assert!(st.violations.is_empty(), "{:?}", st.violations);
+    assert_eq!(st.issues.len(), 3);
+    let ours = st.issues.iter().find(|i| i.number == na).unwrap();
+    assert!(ours.body.ends_with("12% slower"), "{}", ours.body);
+    assert_eq!(ours.labels, vec![DRIFT_LABEL.to_string()]);
+    assert_eq!(st.issues[0].body, "<!-- kernelgate-drift: a -->\nby hand");
+}
+
+#[tokio::test]
+async fn a_lost_answer_to_opening_a_drift_issue_does_not_open_a_second() {
+    let (server, fake) = github().await;
+    fake.fault("POST", "/issues", FaultKind::AfterApply502);
+    let (p, _) = publisher(&server);
+    let done = p
+        .upsert_issue("<!-- kernelgate-drift: a -->", "drift a", "slower")
+        .await
+        .unwrap();
+    assert!(matches!(done, CommentAction::Created(_)), "{done:?}");
+    assert_eq!(fake.state().issues.len(), 1);
 }
