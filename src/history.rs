@@ -177,7 +177,7 @@ mod tests {
         let (marker, title, body) = drift_issue(&d, Some("https://acme.github.io/kernels/"));
         assert_eq!(
             marker,
-            "<!-- kernelgate-drift: level1/19_ReLU.py | kernels/a- ->bx.py | NVIDIA_H200 fp32 -->"
+            "<!-- kernelgate-drift: level1/19_ReLU.py | kernels/a- -bx.py | NVIDIA_H200 fp32 -->"
         );
         assert_eq!(marker.matches("-->").count(), 1);
         assert!(title.contains("NVIDIA_H200 fp32"));
