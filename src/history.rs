@@ -100,6 +100,58 @@ pub fn dashboard(
     Ok((page, data))
 }
 
+/// Commits of history a base is compared with.
+pub const HISTORY_LEVEL_COMMITS: usize = 5;
+
+/// Gives each kernel row of `report` its place in `store`'s history: the median of its last
+/// recorded medians on the same device and precision, and how the base version timed in this
+/// run compares with it. Returns how many rows got one; a missing store gives none.
+pub fn annotate(report: &mut Report, store: &Store) -> anyhow::Result<usize> {
+    if !store.dir().is_dir() {
+        return Ok(0);
+    }
+    let (_, series) = store.series(&Filter::default())?;
+    let hw = report.run.hardware.clone();
+    let mut annotated = 0;
+    for row in &mut report.kernels {
+        let device = row.device.clone().unwrap_or_else(|| hw.gpu.clone());
+        let Some(s) = series.iter().find(|s| {
+            s.key.kind == kernelgate_history::SeriesKind::Kernel
+                && s.key.name == row.path
+                && s.key.problem == row.problem
+                && s.key.device == device
+                && s.key.precision == row.precision
+        }) else {
+            continue;
+        };
+        let recent: Vec<f64> = s
+            .points
+            .iter()
+            .filter(|r| r.usable())
+            .filter_map(|r| r.median_ms)
+            .collect();
+        let recent = &recent[recent.len().saturating_sub(HISTORY_LEVEL_COMMITS)..];
+        if recent.is_empty() {
+            continue;
+        }
+        let mut sorted = recent.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let level_ms = sorted[sorted.len() / 2];
+        let base_ms = match (row.time_ms, &row.vs_base) {
+            (Some(t), Some(c)) if c.ratio.is_finite() && c.ratio > 0.0 => Some(t / c.ratio),
+            _ => None,
+        };
+        row.history = Some(kernelgate_report::HistoryContext {
+            level_ms,
+            commits: recent.len() as u32,
+            base_ms,
+            base_vs_history_pct: base_ms.map(|b| (b / level_ms - 1.0) * 100.0),
+        });
+        annotated += 1;
+    }
+    Ok(annotated)
+}
+
 /// The drift issue of one series: its marker (the first line of the body, one issue per
 /// series), title and body. Names come from merged kernels: kept out of the marker's syntax.
 pub fn drift_issue(

@@ -562,3 +562,55 @@ fn a_broken_store_line_is_named_with_its_file_and_line() {
         "{err}"
     );
 }
+
+#[test]
+fn a_pull_request_says_when_its_base_is_already_slower_than_mains_history() {
+    let (dir, report, _) = repo_with_a_real_run();
+    let repo = dir.path();
+    write(
+        repo,
+        "kernelgate.toml",
+        &format!("{CONFIG}\n[history]\ndashboard_url = \"https://acme.github.io/kernels/\"\n"),
+    );
+    git(repo, &["add", "-A"]);
+    commit(repo, "the dashboard", "2026-10-01T10:00:00Z");
+    // main's history (the default store, .kernelgate/history): the kernel at a quarter of the
+    // time it takes now, so the base of the next pull request is far slower than its history.
+    let mut fast = report.clone();
+    for row in fast["kernels"].as_array_mut().unwrap() {
+        scale(row, "time_ms", 0.25);
+        scale(row, "time_ci_ms", 0.25);
+    }
+    let reports = tempfile::tempdir().unwrap();
+    let path = reports.path().join("fast.json");
+    std::fs::write(&path, fast.to_string()).unwrap();
+    let mut base = String::new();
+    for i in 0..5 {
+        write(repo, "notes.txt", &format!("{i}\n"));
+        git(repo, &["add", "-A"]);
+        base = commit(repo, &format!("note {i}"), &format!("2026-10-0{}T10:00:00Z", i + 2));
+        ok(&kernelgate(repo, &["history", "append", "--report", path.to_str().unwrap(), "--commit", &base]));
+    }
+    write(repo, KERNEL_PATH, &format!("{KERNEL}\n# an edit\n"));
+    git(repo, &["add", "-A"]);
+    let head = commit(repo, "edit the kernel", "2026-10-08T10:00:00Z");
+    let out = tempfile::tempdir().unwrap();
+    let run = kernelgate(
+        repo,
+        &["pr", "--base", &base, "--head", &head, "--device", "cpu", "--out", out.path().to_str().unwrap(), "--ack-label", "kernelgate:ack-speedup"],
+    );
+    assert!(matches!(run.status.code(), Some(0 | 1)), "{run:?}");
+    assert!(String::from_utf8_lossy(&run.stdout).contains("history: 1 kernel(s) compared"), "{run:?}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap()).unwrap();
+    let h = &report["kernels"][0]["history"];
+    assert_eq!(h["commits"], 5, "{h:#}");
+    assert!(h["base_vs_history_pct"].as_f64().unwrap() > 50.0, "{h:#}");
+    let comment = std::fs::read_to_string(out.path().join("comment.md")).unwrap();
+    assert!(comment.contains("slower than main's history"), "{comment}");
+    assert!(comment.contains("that slowdown predates this pull request"), "{comment}");
+    assert!(
+        comment.contains("](https://acme.github.io/kernels/#level1-3_ReLU)"),
+        "the problem links its plot: {comment}"
+    );
+}

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use crate::cli::{Cli, Format};
 
-/// The store every subcommand reads: `--store`, `$KERNELGATE_HISTORY`, else `.kernelgate/history`
-/// below the repository (a worktree of the data branch in the workflow, docs/history.md).
+/// The store every subcommand reads: `--store`, `$KERNELGATE_HISTORY`, else `[history] store`
+/// below the repository (`.kernelgate/history`: the data branch's checkout, docs/history.md).
 #[derive(Debug, Clone, clap::Args)]
 pub struct StoreArg {
     /// History store directory (JSON Lines, one file per hardware key).
@@ -16,12 +16,14 @@ pub struct StoreArg {
 }
 
 impl StoreArg {
-    fn store(&self, cli: &Cli) -> Store {
-        Store::at(
-            self.store
-                .clone()
-                .unwrap_or_else(|| cli.repo.join(".kernelgate").join("history")),
-        )
+    fn store(&self, cli: &Cli) -> anyhow::Result<Store> {
+        Ok(Store::at(match &self.store {
+            Some(dir) => dir.clone(),
+            None => {
+                let cfg = kernelgate_model::Config::load(&cli.repo, cli.config.as_deref())?;
+                cli.repo.join(cfg.history.store)
+            }
+        }))
     }
 }
 
@@ -189,7 +191,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
                 None => Source::Baselines(baselines.clone()),
             };
             let commit = history::commit_at(&cli.repo, commit)?;
-            let store = store.store(cli);
+            let store = store.store(cli)?;
             let records = history::append(&store, &source, &commit, *keep)?;
             println!(
                 "recorded {} series at {} into {}",
@@ -207,7 +209,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             open_issues,
             dashboard_url,
         }) => {
-            let (_, series) = store.store(cli).series(&filter.filter())?;
+            let (_, series) = store.store(cli)?.series(&filter.filter())?;
             let drifts = kernelgate_history::drift::detect_all(&series, &rule.rule()?);
             if *open_issues {
                 open_drift_issues(&drifts, dashboard_url.as_deref())?;
@@ -250,7 +252,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
                     history::records_of(&Source::Report(path.clone()), &commit)?
                 }
                 None => {
-                    let all = store.store(cli).query(&Filter::default())?;
+                    let all = store.store(cli)?.query(&Filter::default())?;
                     let newest = all.last().map(|r| r.commit.clone()).ok_or_else(|| {
                         anyhow::anyhow!(
                             "the history store is empty\nhelp: pass --report, or run `kernelgate history append` first"
@@ -297,7 +299,7 @@ fn open_drift_issues(
 }
 
 fn list(cli: &Cli, store: &StoreArg, filter: &FilterArgs, format: Format) -> anyhow::Result<i32> {
-    let store = store.store(cli);
+    let store = store.store(cli)?;
     let records = store.query(&filter.filter())?;
     match format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&records)?),
@@ -330,7 +332,7 @@ fn list(cli: &Cli, store: &StoreArg, filter: &FilterArgs, format: Format) -> any
 }
 
 pub fn dashboard(cli: &Cli, args: &DashboardArgs) -> anyhow::Result<i32> {
-    let store = args.store.store(cli);
+    let store = args.store.store(cli)?;
     let (page, data) = history::dashboard(&store, &args.out, &args.name, &args.rule.rule()?)?;
     println!(
         "dashboard of {} problem(s) over {} commit(s): {}",

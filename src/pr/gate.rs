@@ -135,7 +135,7 @@ pub fn gate(repo: &Path, cfg: &Config, gh: &GithubContext, opts: &Options) -> an
     }
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("cannot create the output directory {}", opts.out.display()))?;
-    let report = match evaluate(&plan, &git, cfg, gh, opts, &policy, labels, report) {
+    let mut report = match evaluate(&plan, &git, cfg, gh, opts, &policy, labels, report) {
         Ok(report) => report,
         Err(e) => {
             // Never leave the check run `in_progress`.
@@ -145,6 +145,14 @@ pub fn gate(repo: &Path, cfg: &Config, gh: &GithubContext, opts: &Options) -> an
             return Err(e);
         }
     };
+
+    // The base against main's history (docs/history.md): a slowdown older than this PR is said.
+    let store = kernelgate_history::Store::at(repo.join(&cfg.history.store));
+    match crate::history::annotate(&mut report, &store) {
+        Ok(0) => {}
+        Ok(n) => say(format!("history: {n} kernel(s) compared with {}", store.dir().display())),
+        Err(e) => eprintln!("warning: the history store is not usable: {e:#}"),
+    }
 
     let published = match mode {
         Publish::None => Ok(()),
@@ -198,6 +206,7 @@ fn new_report(
         seed: opts.seed,
         shard: opts.shard.map(|s| (s.index, s.count)),
         artifact_url: gh.run_url.clone(),
+        dashboard_url: Some(cfg.history.dashboard_url.clone()).filter(|u| !u.is_empty()),
         ..RunInfo::default()
     });
     report.policy = policy.info(&acknowledged);

@@ -12,17 +12,8 @@ const TEMPLATE: &str = include_str!("../assets/dashboard.html");
 const CSS: &str = include_str!("../assets/dashboard.css");
 const JS: &str = include_str!("../assets/dashboard.js");
 
-/// The anchor of a problem's section: `level1/19_ReLU.py` → `level1-19_ReLU`.
-pub fn slug(problem: &str) -> String {
-    let stem = problem.strip_suffix(".py").unwrap_or(problem);
-    stem.chars()
-        .map(|c| match c {
-            '/' => '-',
-            c if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' => c,
-            _ => '_',
-        })
-        .collect()
-}
+/// The anchor of a problem's section (one owner: the report's links use the same).
+pub use kernelgate_report::problem_anchor as slug;
 
 /// The link of a problem's section on a published dashboard.
 pub fn problem_url(dashboard_url: &str, problem: &str) -> String {

@@ -42,6 +42,7 @@ pub struct Config {
     pub timing: TimingConfig,
     pub policy: PolicyConfig,
     pub sandbox: SandboxConfig,
+    pub history: HistoryConfig,
     /// Where the config was read from; `None` when defaults are used.
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -98,6 +99,27 @@ impl Default for KernelsConfig {
         KernelsConfig {
             globs: vec!["kernels/**/*.py".to_string()],
             mapping: BTreeMap::new(),
+        }
+    }
+}
+
+/// `[history]`: the performance history of the default branch (docs/history.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HistoryConfig {
+    /// The history store (JSON Lines per hardware key), relative to the repository: the workflow
+    /// checks the data branch out there. `pr` compares each base kernel with it when it exists.
+    pub store: PathBuf,
+    /// The published dashboard (`https://owner.github.io/repo/`): the PR comment and drift issues
+    /// link each problem's plot. Empty: no links.
+    pub dashboard_url: String,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        HistoryConfig {
+            store: PathBuf::from(".kernelgate/history"),
+            dashboard_url: String::new(),
         }
     }
 }

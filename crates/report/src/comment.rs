@@ -108,14 +108,14 @@ fn assemble(
         chart(&mut s, &rows[..shown]);
         let with_details: Vec<&&KernelRow> = rows[..shown.min(detailed)]
             .iter()
-            .filter(|r| has_details(r))
+            .filter(|r| has_details(report, r))
             .collect();
         for row in &with_details {
             kernel_details(&mut s, report, row);
         }
         let dropped = rows[shown.min(detailed)..shown]
             .iter()
-            .filter(|r| has_details(r))
+            .filter(|r| has_details(report, r))
             .count();
         if dropped > 0 {
             let _ = writeln!(
@@ -280,7 +280,7 @@ fn table(s: &mut String, report: &Report, rows: &[&KernelRow]) {
             s,
             "| {} | {kernel}{change} | {} | {} {} | {} | {} | {} | {} | {} | {} | {} |",
             r.verdict.emoji(),
-            cell(&r.problem),
+            problem_cell(report, &r.problem),
             r.backend,
             r.precision,
             correctness_cell(r),
@@ -344,7 +344,7 @@ fn outcome_label(r: &KernelRow) -> &'static str {
     }
 }
 
-fn has_details(r: &KernelRow) -> bool {
+fn has_details(report: &Report, r: &KernelRow) -> bool {
     r.audit
         .as_ref()
         .is_some_and(|a| a.left_to_pytorch().next().is_some())
@@ -354,6 +354,10 @@ fn has_details(r: &KernelRow) -> bool {
         || r.outcome.log_tail.is_some()
         || !r.flags.is_empty()
         || !r.outcome.message.is_empty()
+        || r.history.as_ref().is_some_and(|h| {
+            h.base_note(report.policy.regression_threshold.unwrap_or(0.0))
+                .is_some()
+        })
 }
 
 fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
@@ -368,6 +372,10 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
     let said = |m: &str| !m.is_empty() && r.reasons.iter().any(|x| x.contains(m));
     for reason in &r.reasons {
         let _ = writeln!(s, "- {}", text(reason));
+    }
+    let threshold = report.policy.regression_threshold.unwrap_or(0.0);
+    if let Some(note) = r.history.as_ref().and_then(|h| h.base_note(threshold)) {
+        let _ = writeln!(s, "- {}", text(&note));
     }
     if !r.outcome.message.is_empty() && !said(&r.outcome.message) {
         let kind = r.outcome.kind.as_str().replace('_', " ");
@@ -494,6 +502,19 @@ fn gpu_name(device: &str) -> Option<&str> {
     match d.strip_prefix("cuda").and_then(|r| r.split_once('(')) {
         Some((_, name)) => Some(name.trim_end_matches(')').trim()),
         None => Some(d),
+    }
+}
+
+/// The problem, linked to its plot on the dashboard when the run names one.
+fn problem_cell(report: &Report, problem: &str) -> String {
+    match report.run.dashboard_url.as_deref().filter(|u| u.starts_with("https://")) {
+        Some(url) => format!(
+            "[{}]({}/#{})",
+            cell(problem),
+            url.trim_end_matches('/'),
+            crate::schema::problem_anchor(problem)
+        ),
+        None => cell(problem),
     }
 }
 

@@ -83,6 +83,9 @@ pub struct RunInfo {
     /// Link to the workflow run whose artifact holds the full report, if known.
     #[serde(default)]
     pub artifact_url: Option<String>,
+    /// The published performance dashboard (`[history] dashboard_url`): problems link to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dashboard_url: Option<String>,
 }
 
 impl RunInfo {
@@ -220,9 +223,56 @@ pub struct KernelRow {
     /// The precision audit against a float64 reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision_audit: Option<kernelgate_model::PrecisionAudit>,
+    /// The kernel's recorded history on the default branch, when the run had the store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistoryContext>,
     /// Where this kernel's wall time went; `None` when it was not evaluated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_spent: Option<TimeSpent>,
+}
+
+/// A row's kernel in the default branch's history (docs/history.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryContext {
+    /// Median of the kernel's medians over its last `commits` recorded commits (ms).
+    pub level_ms: f64,
+    pub commits: u32,
+    /// The base version's time in this run (ms), when the base was timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_ms: Option<f64>,
+    /// base / history level − 1, in percent (+: the base is already slower than its history).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_vs_history_pct: Option<f64>,
+}
+
+/// How far above its history a base may be before the comment says so (percent; the larger of
+/// this and the regression threshold).
+pub const HISTORY_NOTE_PCT: f64 = 5.0;
+
+impl HistoryContext {
+    /// The sentence for the comment when the base is already slower than its history.
+    pub fn base_note(&self, threshold_pct: f64) -> Option<String> {
+        let pct = self.base_vs_history_pct?;
+        (pct > threshold_pct.max(HISTORY_NOTE_PCT)).then(|| {
+            format!(
+                "the base version is already {pct:.1}% slower than main's history ({:.4} ms, the \
+                 median of its last {} recorded commits): that slowdown predates this pull request",
+                self.level_ms, self.commits
+            )
+        })
+    }
+}
+
+/// The anchor of a problem on the dashboard: `level1/19_ReLU.py` → `level1-19_ReLU`.
+pub fn problem_anchor(problem: &str) -> String {
+    let stem = problem.strip_suffix(".py").unwrap_or(problem);
+    stem.chars()
+        .map(|c| match c {
+            '/' => '-',
+            c if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' => c,
+            _ => '_',
+        })
+        .collect()
 }
 
 /// Where one kernel's wall time went in a run (ms, measured by the CLI's clock).
@@ -283,6 +333,7 @@ impl KernelRow {
             time_spent: None,
             memory: None,
             precision_audit: None,
+            history: None,
         }
     }
 
