@@ -26,6 +26,7 @@ fn run() -> RunInfo {
         shard: None,
         complete: true,
         artifact_url: None,
+        dashboard_url: None,
     }
 }
 
@@ -667,4 +668,33 @@ fn chart_labels_are_unique_even_when_the_last_two_components_collide() {
         c.contains("x-axis [\"a/level1/3_ReLU/cpp\", \"b/level1/3_ReLU/cpp\"]"),
         "{c}"
     );
+}
+
+#[test]
+fn a_base_already_slower_than_its_history_is_said_and_problems_link_the_dashboard() {
+    let mut r = Report::new(run());
+    r.run.dashboard_url = Some("https://acme.github.io/kernels/".into());
+    let mut row = passing("19_ReLU", 1.5);
+    row.history = Some(HistoryContext {
+        level_ms: 0.02,
+        commits: 5,
+        base_ms: Some(0.025),
+        base_vs_history_pct: Some(25.0),
+    });
+    let mut quiet = passing("20_x", 1.5);
+    quiet.history = Some(HistoryContext {
+        level_ms: 0.02,
+        commits: 5,
+        base_ms: Some(0.0203),
+        base_vs_history_pct: Some(1.5),
+    });
+    r.kernels = vec![row, quiet];
+    r.finalize();
+    let c = render_comment(&r);
+    assert_eq!(c.matches("slower than main's history").count(), 1, "{c}");
+    assert!(c.contains("already 25.0% slower"), "{c}");
+    assert!(c.contains("(https://acme.github.io/kernels/#level1-19_ReLU)"), "{c}");
+    // Only an https dashboard is linked.
+    r.run.dashboard_url = Some("javascript:alert(1)".into());
+    assert!(!render_comment(&r).contains("javascript:"));
 }
