@@ -13,7 +13,7 @@ pub enum Source {
     /// A `kernelgate pr` / `merge` report.json.
     Report(PathBuf),
     /// `kernelgate baseline` output: `kernelgate_baselines.json` and `kernelgate_kernels.json`
-    /// files, or directories holding them (`results/timing/<HARDWARE>/`).
+    /// files, directories holding them (`results/timing/<HARDWARE>/`), or `results/timing/`.
     Baselines(Vec<PathBuf>),
 }
 
@@ -27,19 +27,33 @@ pub fn commit_at(repo: &Path, rev: &str) -> anyhow::Result<Commit> {
 fn baseline_files(paths: &[PathBuf]) -> anyhow::Result<Vec<BaselineFile>> {
     let mut files = Vec::new();
     for p in paths {
-        let list: Vec<PathBuf> = if p.is_dir() {
+        let in_dir = |d: &Path| -> Vec<PathBuf> {
             ["kernelgate_baselines.json", "kernelgate_kernels.json"]
                 .iter()
-                .map(|f| p.join(f))
+                .map(|f| d.join(f))
                 .filter(|f| f.exists())
                 .collect()
+        };
+        let list: Vec<PathBuf> = if p.is_dir() {
+            let mut here = in_dir(p);
+            if here.is_empty() {
+                // results/timing/: every hardware directory below it.
+                let mut dirs: Vec<PathBuf> = std::fs::read_dir(p)
+                    .with_context(|| format!("cannot read `{}`", p.display()))?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|d| d.is_dir())
+                    .collect();
+                dirs.sort();
+                here = dirs.iter().flat_map(|d| in_dir(d)).collect();
+            }
+            here
         } else {
             vec![p.clone()]
         };
         if list.is_empty() {
             anyhow::bail!(
                 "`{}` holds no kernelgate_baselines.json or kernelgate_kernels.json\n\
-                 help: pass the results/timing/<HARDWARE>/ directory `kernelgate baseline` wrote",
+                 help: pass results/timing/ or the results/timing/<HARDWARE>/ directory `kernelgate baseline` wrote",
                 p.display()
             );
         }

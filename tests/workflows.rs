@@ -399,6 +399,38 @@ fn the_publish_stage_never_runs_pull_request_code() {
     assert!(verify < publish_at, "the check must run before publishing");
 }
 
+/// main's history (docs/history.md): appended after the GPU job by a job that runs no kernel,
+/// on the data branch; drift issues opened with the job's own token; Pages only when the
+/// repository has a site built by Actions.
+#[test]
+fn the_baselines_workflow_appends_the_history_and_publishes_the_dashboard() {
+    let wf = load(&root().join(".github/workflows/baselines.yml"));
+    let history = &wf["jobs"]["history"];
+    assert_eq!(history["needs"].as_str(), Some("measure"));
+    assert_eq!(
+        map_keys(&history["permissions"]),
+        ["contents".to_string(), "issues".to_string(), "pages".to_string()].into()
+    );
+    assert_eq!(history["permissions"]["pages"].as_str(), Some("read"));
+    assert_eq!(history["env"]["DATA_BRANCH"].as_str(), Some("kernelgate-history"));
+    let steps = history["steps"].as_vec().unwrap();
+    let record = steps.iter().find(|s| s["uses"].as_str() == Some("./")).unwrap();
+    assert_eq!(record["with"]["command"].as_str(), Some("history"));
+    assert!(record["with"]["args"].as_str().unwrap().starts_with("append --baselines "));
+    assert_eq!(record["with"]["token"].as_str(), Some(""), "the action step gets no token");
+    let script: String = steps.iter().filter_map(|s| s["run"].as_str()).collect();
+    assert!(script.contains("history drift --store \"$STORE\" --open-issues"), "{script}");
+    assert!(script.contains("dashboard --store"), "{script}");
+    assert!(script.contains("refs/heads/$DATA_BRANCH"), "pushes the data branch only");
+    assert!(!script.contains("--force"), "the history is appended, never rewritten");
+    let pages = &wf["jobs"]["pages"];
+    assert_eq!(pages["if"].as_str(), Some("needs.history.outputs.pages == 'true'"));
+    assert_eq!(
+        map_keys(&pages["permissions"]),
+        ["id-token".to_string(), "pages".to_string()].into()
+    );
+}
+
 #[test]
 fn the_baselines_workflow_proposes_results_on_main() {
     let wf = load(&root().join(".github/workflows/baselines.yml"));

@@ -212,7 +212,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             let (_, series) = store.store(cli)?.series(&filter.filter())?;
             let drifts = kernelgate_history::drift::detect_all(&series, &rule.rule()?);
             if *open_issues {
-                open_drift_issues(&drifts, dashboard_url.as_deref())?;
+                open_drift_issues(&drifts, dashboard_url.as_deref().filter(|u| !u.is_empty()))?;
             }
             match format {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&drifts)?),
