@@ -423,6 +423,17 @@ fn the_baselines_workflow_appends_the_history_and_publishes_the_dashboard() {
     assert!(script.contains("dashboard --store"), "{script}");
     assert!(script.contains("refs/heads/$DATA_BRANCH"), "pushes the data branch only");
     assert!(!script.contains("--force"), "the history is appended, never rewritten");
+    // The gate reads the history where `[history] store` expects it; a repository without one
+    // still gates.
+    let gate = load(&root().join(".github/workflows/kernelgate.yml"));
+    let steps = gate["jobs"]["gate"]["steps"].as_vec().unwrap();
+    let read = steps
+        .iter()
+        .find(|s| s["with"]["ref"].as_str() == Some("kernelgate-history"))
+        .expect("the gate checks the history out");
+    assert_eq!(read["with"]["path"].as_str(), Some(".kernelgate/history"));
+    assert_eq!(read["continue-on-error"].as_bool(), Some(true));
+    assert_eq!(read["with"]["persist-credentials"].as_bool(), Some(false));
     let pages = &wf["jobs"]["pages"];
     assert_eq!(pages["if"].as_str(), Some("needs.history.outputs.pages == 'true'"));
     assert_eq!(
