@@ -235,6 +235,106 @@ impl SplitMix {
 mod tests {
     use super::*;
 
+    use crate::record::{Record, SeriesKind};
+    use kernelgate_model::Precision;
+
+    fn series(times: &[f64]) -> Series {
+        let points: Vec<Record> = times
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| Record {
+                commit: format!("{i:040}"),
+                date: format!("2026-10-01T00:{:02}:00Z", i % 60),
+                subject: String::new(),
+                device: "NVIDIA H200".into(),
+                precision: Precision::Fp32,
+                driver: "580".into(),
+                cuda: "13.0".into(),
+                torch: if i < 35 { "2.11.0" } else { "2.12.0" }.into(),
+                problem: "level1/19_ReLU.py".into(),
+                kind: SeriesKind::Kernel,
+                name: "kernels/k.py".into(),
+                median_ms: Some(t),
+                ci_ms: None,
+                correct: true,
+                verdict: None,
+                custom_share: None,
+                speedup_eager: None,
+            })
+            .collect();
+        let key = crate::series::SeriesKey::of(&points[0]);
+        Series { key, points }
+    }
+
+    /// A seeded standard normal (SplitMix64 and Box-Muller).
+    fn normal(rng: &mut SplitMix) -> f64 {
+        let u = ((rng.next() >> 11) as f64 / (1u64 << 53) as f64).max(1e-12);
+        let v = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+
+    fn noisy(rng: &mut SplitMix, n: usize, noise: f64, step_at: Option<usize>) -> Vec<f64> {
+        (0..n)
+            .map(|i| {
+                let step = if step_at.is_some_and(|s| i >= s) {
+                    1.10
+                } else {
+                    1.0
+                };
+                0.02 * step * (1.0 + noise * normal(rng))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_ten_percent_step_is_found_at_its_commit_and_a_a_histories_raise_nothing() {
+        let rule = DriftRule::default();
+        let mut rng = SplitMix(42);
+        let (mut found, mut exact, mut false_alarms) = (0, 0, 0);
+        for _ in 0..100 {
+            let d = detect(&series(&noisy(&mut rng, 50, 0.01, Some(35))), &rule);
+            if let Some(d) = d {
+                found += 1;
+                if d.commit == format!("{:040}", 35) {
+                    exact += 1;
+                    assert_eq!(d.environment.as_deref(), Some("torch 2.11.0 → 2.12.0"));
+                }
+                assert!((5.0..15.0).contains(&d.change_pct), "{}", d.change_pct);
+            }
+            if detect(&series(&noisy(&mut rng, 50, 0.01, None)), &rule).is_some() {
+                false_alarms += 1;
+            }
+        }
+        eprintln!("steps found {found}/100, at the exact commit {exact}/100, A/A alarms {false_alarms}/100");
+        // 1% noise: every step found, nearly always at its exact commit; no A/A alarm.
+        assert_eq!(found, 100);
+        assert!(exact >= 95, "{exact} of 100 at the exact commit");
+        assert_eq!(false_alarms, 0);
+    }
+
+    #[test]
+    fn a_step_smaller_than_the_minimum_change_or_too_recent_is_not_a_drift() {
+        let rule = DriftRule::default();
+        let mut rng = SplitMix(7);
+        // 3% up, clearly significant, but below the 5% that matters.
+        let small: Vec<f64> = noisy(&mut rng, 50, 0.002, None)
+            .iter()
+            .enumerate()
+            .map(|(i, t)| if i >= 30 { t * 1.03 } else { *t })
+            .collect();
+        assert!(detect(&series(&small), &rule).is_none());
+        // A 10% step in the last 3 commits: fewer than min_segment after it.
+        let recent = noisy(&mut rng, 50, 0.01, Some(47));
+        assert!(detect(&series(&recent), &rule).is_none());
+        // Incorrect points are not part of the series.
+        let mut s = series(&noisy(&mut rng, 50, 0.01, None));
+        for p in s.points.iter_mut().skip(30) {
+            p.median_ms = p.median_ms.map(|m| m * 2.0);
+            p.correct = false;
+        }
+        assert!(detect(&s, &rule).is_none());
+    }
+
     #[test]
     fn ties_share_their_mean_rank() {
         assert_eq!(ranks(&[3.0, 1.0, 3.0, 2.0]), vec![3.5, 1.0, 3.5, 2.0]);
