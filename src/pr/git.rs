@@ -127,18 +127,20 @@ impl Git {
         }
     }
 
-    /// The commit `rev` names: its full id, committer date (RFC 3339) and subject.
+    /// The commit `rev` names: its full id, committer date (RFC 3339, UTC) and subject.
     pub fn commit(&self, rev: &str) -> Result<kernelgate_history::Commit, GitError> {
         let sha = self.resolve(rev)?;
-        let out = self.output(&["show", "-s", "--format=%cI%x00%s", &sha])?;
+        let out = self.output(&["show", "-s", "--format=%ct%x00%s", &sha])?;
         let text = String::from_utf8_lossy(&out);
-        let (date, subject) = text
+        let (secs, subject) = text
             .trim_end()
             .split_once('\0')
             .unwrap_or((text.trim(), ""));
+        // UTC, so dates from committers in different zones compare and sort as text.
+        let date = crate::pr::run::rfc3339(secs.trim().parse().unwrap_or(0));
         Ok(kernelgate_history::Commit {
             sha,
-            date: date.to_string(),
+            date,
             subject: subject.to_string(),
         })
     }

@@ -531,7 +531,8 @@ pub fn now_rfc3339() -> String {
     rfc3339(secs)
 }
 
-fn rfc3339(secs: u64) -> String {
+/// Seconds since the Unix epoch as RFC 3339 in UTC.
+pub fn rfc3339(secs: u64) -> String {
     // Civil-from-days (Howard Hinnant), valid for any date after 1970.
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub struct Commit {
     /// Full commit id.
     pub sha: String,
-    /// Committer date, RFC 3339 (`git show -s --format=%cI`).
+    /// Committer date, RFC 3339 in UTC (`2026-10-01T10:00:00Z`).
     pub date: String,
     /// First line of the message (untrusted text: rendered inert).
     #[serde(default)]
