@@ -5,7 +5,10 @@ then again after one factor at a time, each factor in a fresh process so nothing
 Factors: none (A/A); the candidate's extension loaded; a burst of the candidate's calls; the
 profiler's warm-up and one profiled call; the caching allocator's pool grown and emptied; CUDA
 graphs captured; host load from busy processes on every core but one (what parallel builds do to
-a launch-bound reference). Each row: median ms before and after and the ratio, with the ratio's
+a launch-bound reference); the profiler warmed before the context as the harness does, then a
+burst of the candidate's calls; a sibling process starting on the same GPU as `pr` starts the
+next job's (torch import and the profiler's warm-up), the reference timed in short windows for as
+long as it lives (`after` is the slowest window's median). FACTORS=a,b picks some. Each row: median ms before and after and the ratio, with the ratio's
 spread over REPEATS processes.
 
 Usage:  python3 scripts/gpu-reference-drift.py [REPEATS]     (needs a GPU, torch, nvcc, ninja)
@@ -19,12 +22,34 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FACTORS = ["none", "extension_loaded", "candidate_burst", "profiler", "allocator_pool", "cuda_graphs", "host_load"]
+FACTORS = [
+    "none",
+    "extension_loaded",
+    "candidate_burst",
+    "profiler",
+    "warmed_profiler_burst",
+    "allocator_pool",
+    "cuda_graphs",
+    "host_load",
+    "sibling_start",
+]
+# FACTORS=a,b in the environment picks some.
+FACTORS = [f for f in os.environ.get("FACTORS", ",".join(FACTORS)).split(",") if f]
 
 CHILD = r"""
 import importlib.util, json, os, subprocess, sys, time
 import torch
 root, factor = sys.argv[1], sys.argv[2]
+if factor == "warmed_profiler_burst":
+    # What the harness does at load (kg_audit.warm_profiler): the profiler started and stopped
+    # before this process has a CUDA context.
+    import warnings
+    from torch.profiler import profile, ProfilerActivity
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pw = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        pw.__enter__()
+        pw.__exit__(None, None, None)
 spec = importlib.util.spec_from_file_location("p", os.path.join(root, "KernelBench/level2/1_Matmul_ReLU_Add.py"))
 p = importlib.util.module_from_spec(spec); spec.loader.exec_module(p)
 torch.manual_seed(0)
@@ -46,11 +71,11 @@ def time_ref(n=400):
 
 before = time_ref()
 busy = []
-if factor == "extension_loaded" or factor == "candidate_burst":
+if factor in ("extension_loaded", "candidate_burst", "warmed_profiler_burst"):
     spec = importlib.util.spec_from_file_location("c", os.path.join(root, "kernels/level2/1_Matmul_ReLU_Add/cuda.py"))
     c = importlib.util.module_from_spec(spec); spec.loader.exec_module(c)
     cand = c.ModelNew(*p.get_init_inputs()).cuda()
-    if factor == "candidate_burst":
+    if factor != "extension_loaded":
         with torch.no_grad():
             for i in range(2000):
                 cand(*xs[i % 3])
@@ -79,7 +104,20 @@ elif factor == "host_load":
     n = max(1, (os.cpu_count() or 2) - 1)
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
     time.sleep(1.0)
-after = time_ref()
+if factor == "sibling_start":
+    # What `pr` does while an eval runs: the next job's process starts on the same GPU (torch
+    # imported, the profiler warmed as kg_audit.warm_profiler does). The reference is timed in
+    # windows for as long as that process lives; the slowest window's median is the answer.
+    warm = ("import warnings, torch\nfrom torch.profiler import profile, ProfilerActivity\n"
+            "warnings.simplefilter('ignore')\np = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])\n"
+            "p.__enter__(); p.__exit__(None, None, None)\nimport time; time.sleep(2)\n")
+    sib = subprocess.Popen([sys.executable, "-c", warm])
+    windows = []
+    while sib.poll() is None and len(windows) < 400:
+        windows.append(time_ref(200))
+    after = max(windows) if windows else time_ref()
+else:
+    after = time_ref()
 for b in busy:
     b.kill()
 print(json.dumps({"before": before, "after": after}))

@@ -8,7 +8,10 @@
 #          (scripts/gpu-trust.sh);
 #   drift  the short reference alone before and after each candidate factor, each in a fresh
 #          process (scripts/gpu-reference-drift.py);
-#   soak   honest kernels through the whole gate, COPIES copies each (scripts/gpu-soak.sh).
+#   soak   honest kernels through the whole gate, COPIES copies each (scripts/gpu-soak.sh);
+#   cause  the short kernel through the whole gate with and without the profiler's warm-up and
+#          processes started ahead, every row's reference_check tabulated
+#          (scripts/gpu-reference-cause.sh; VARIANTS, CAUSE_COPIES).
 # Usage:   STAGES="trust drift" bash scripts/gpu-round.sh      (default: trust drift)
 # Needs:   target/device/{kernelgate,libkernelgate_harness.so}, python3 with torch, nvcc, ninja.
 # Output:  $OUT/summary.txt and $OUT/round.tgz.
@@ -42,6 +45,10 @@ fi
 if [[ " $stages " == *" drift "* ]]; then
   stage "drift: the short reference alone before and after each factor (scripts/gpu-reference-drift.py)"
   timeout "${DRIFT_S:-240}" "$KERNELGATE_PYTHON" scripts/gpu-reference-drift.py "${REPEATS:-2}" 2>&1 | tail -20 | tee -a "$summary"
+fi
+if [[ " $stages " == *" cause "* ]]; then
+  stage "cause: the short reference in the whole gate, by variant (scripts/gpu-reference-cause.sh)"
+  OUT="$work/cause" COPIES=${CAUSE_COPIES:-12} bash scripts/gpu-reference-cause.sh 2>&1 | tail -30 | tee -a "$summary"
 fi
 if [[ " $stages " == *" soak "* ]]; then
   stage "soak: honest kernels, ${COPIES:-10} copies each (scripts/gpu-soak.sh)"

@@ -13,6 +13,8 @@
 #                tensor) with an honest CUDA ReLU: COPIES copies added, and COPIES copies that
 #                the pull request edits (each timed against its base version, an A/A comparison)
 #   SET=all      both in one pull request (KB_COPIES copies of the KernelBench-size ReLU)
+#   SET=short    only the short level2/1_Matmul_ReLU_Add CUDA kernel (0.055 ms reference)
+# HARNESS_TOML="start_ahead = false" adds lines to the throwaway repository's [harness] table.
 # Usage:   SET=bundled COPIES=10 bash scripts/gpu-soak.sh      (OUT=dir keeps everything)
 # Needs:   KERNELGATE_BIN (default target/device/kernelgate) and its harness beside it,
 #          KERNELGATE_PYTHON with torch, nvcc + ninja, git.
@@ -30,10 +32,10 @@ repo="$OUT/repo-$set_name"
 rm -rf "$repo"
 mkdir -p "$repo/kernels"
 cp -r "$root/KernelBench" "$repo/"
-printf '[dataset]\nroot = "KernelBench"\n\n[kernels]\nglobs = ["kernels/**/*.py"]\n' >"$repo/kernelgate.toml"
+printf '[dataset]\nroot = "KernelBench"\n\n[kernels]\nglobs = ["kernels/**/*.py"]\n\n[harness]\n%s\n' "${HARNESS_TOML:-}" >"$repo/kernelgate.toml"
 git_() { git -C "$repo" -c user.name=soak -c user.email=soak@localhost "$@"; }
 relu="$root/tests/fixtures/eval/cuda/honest_relu_cuda.py"
-if [ "$set_name" != bundled ]; then
+if [ "$set_name" = kb ] || [ "$set_name" = all ]; then
   cp "$root/tests/fixtures/eval/problems/relu_kb_size.py" "$repo/KernelBench/level1/19_ReLU.py"
   mkdir -p "$repo/kernels/level1/19_ReLU"
   for i in $(seq -w 1 "${KB_COPIES:-$copies}"); do
@@ -44,7 +46,7 @@ git_ init -q -b main
 git_ add -A
 git_ commit -qm base
 git_ branch -q soak-base
-if [ "$set_name" != bundled ]; then
+if [ "$set_name" = kb ] || [ "$set_name" = all ]; then
   for i in $(seq -w 1 "${KB_COPIES:-$copies}"); do
     cp "$relu" "$repo/kernels/level1/19_ReLU/added_$i.py"
     # The same edit in every copy: the head/base pair, and so the build, is shared.
@@ -52,7 +54,9 @@ if [ "$set_name" != bundled ]; then
   done
 fi
 if [ "$set_name" != kb ]; then
-  for k in "$root"/kernels/level*/*/cuda.py "$root"/kernels/level*/*/triton.py; do
+  kernels=("$root"/kernels/level*/*/cuda.py "$root"/kernels/level*/*/triton.py)
+  [ "$set_name" = short ] && kernels=("$root"/kernels/level2/1_Matmul_ReLU_Add/cuda.py)
+  for k in "${kernels[@]}"; do
     rel=${k#"$root"/}
     dir="$repo/$(dirname "$rel")"
     mkdir -p "$dir"
@@ -89,6 +93,7 @@ for k in rows:
         "gpu_peak_gib": (m.get("gpu_peak_bytes") or 0) / 2**30,
         "host_peak_gib": (m.get("host_peak_bytes") or 0) / 2**30,
         "eval_s": (t.get("eval_ms") or 0) / 1000, "retries": t.get("retries", 0),
+        "speedup": k.get("speedup_eager"), "reference_check": k.get("reference_check"),
     }
     out.write(json.dumps(rec) + "\n")
     group = re.sub(r"_\d+\.py$", ".py", k["path"])

@@ -147,7 +147,7 @@ impl Evaluator for HarnessEvaluator {
     }
 
     fn prepare(&self, job: &Job, device: Device) {
-        if self.skips_for_want_of_a_gpu(job, Some(device)) {
+        if !self.config.harness.start_ahead || self.skips_for_want_of_a_gpu(job, Some(device)) {
             return;
         }
         if let Ok(spec) = self.spec(job, device) {
@@ -419,6 +419,10 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
         .collect();
     eval.memory = result.memory.clone();
     eval.precision_audit = result.precision_audit.clone();
+    eval.reference_check = result
+        .timing
+        .as_ref()
+        .and_then(|t| t.reference_check.clone());
     eval.outcome = outcome;
     eval.findings = findings;
     eval.flags = flags;

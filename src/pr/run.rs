@@ -90,6 +90,7 @@ pub struct Evaluation {
     pub phases: Vec<(String, f64)>,
     pub memory: Option<kernelgate_model::MemoryUse>,
     pub precision_audit: Option<kernelgate_model::PrecisionAudit>,
+    pub reference_check: Option<kernelgate_model::ReferenceCheck>,
 }
 
 impl Evaluation {
@@ -114,6 +115,7 @@ impl Evaluation {
             phases: Vec::new(),
             memory: None,
             precision_audit: None,
+            reference_check: None,
         }
     }
 }
@@ -455,6 +457,7 @@ fn apply(
     row.compiled_ms = eval.compiled_ms;
     row.memory = eval.memory.clone();
     row.precision_audit = eval.precision_audit.clone();
+    row.reference_check = eval.reference_check.clone();
     row.speedup_eager = eval.speedup_eager;
     row.speedup_compile = eval.speedup_compile;
     row.vs_base = eval.vs_base;

@@ -205,6 +205,9 @@ pub struct TimingResult {
     /// GPU without datasheet numbers or when the work could not be counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub floor: Option<Floor>,
+    /// The reference alone before the import, between the calls and after them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_check: Option<kernelgate_model::ReferenceCheck>,
 }
 
 /// Bytes every input read once and every output written once, and the FLOPs torch's

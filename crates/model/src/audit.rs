@@ -251,6 +251,26 @@ pub struct PrecisionAudit {
     pub skipped: Option<String>,
 }
 
+/// The reference timed alone before the candidate's import, between the candidate's timed calls,
+/// and (on a GPU) alone again after them: the numbers behind the `timing/reference-*` findings,
+/// kept on every row so a maintainer sees how far the reference moved whatever the verdict.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ReferenceCheck {
+    /// Median ms of each series.
+    pub before_ms: f64,
+    pub interleaved_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_ms: Option<f64>,
+    /// Later over before: medians of the reference / control ratio per round when both series
+    /// have a control (machine-wide slowdowns cancel), else of the ms.
+    pub interleaved_ratio: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_ratio: Option<f64>,
+    /// Whether the ratios are per round against the control.
+    #[serde(default)]
+    pub per_control: bool,
+}
+
 /// Peak memory of one eval and the harness's memory plan for it (`report.json`).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MemoryUse {

@@ -206,6 +206,10 @@ pub struct HarnessConfig {
     /// Kernels built at once in the compile stage ahead of the GPUs; 0: half the cores left
     /// after two per GPU.
     pub build_workers: u32,
+    /// Start the next kernel's process while the GPU evaluates the current one (its torch
+    /// import and profiler warm-up hidden behind that eval). `false` starts each process only
+    /// at its turn: slower, and what `scripts/gpu-reference-cause.sh` compares against.
+    pub start_ahead: bool,
 }
 
 impl Default for HarnessConfig {
@@ -217,6 +221,7 @@ impl Default for HarnessConfig {
             memory_limit_mb: 16384,
             trials: 5,
             build_workers: 0,
+            start_ahead: true,
         }
     }
 }

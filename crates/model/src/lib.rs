@@ -12,7 +12,10 @@ pub mod problem;
 pub mod source;
 pub mod types;
 
-pub use audit::{AuditClock, AuditEntry, ExtensionCalls, MemoryUse, OpAudit, OpClass, PrecisionAudit};
+pub use audit::{
+    AuditClock, AuditEntry, ExtensionCalls, MemoryUse, OpAudit, OpClass, PrecisionAudit,
+    ReferenceCheck,
+};
 pub use config::{Condition, Config, ConfigError, Device, L2Mode, LintLevel};
 pub use dataset::{DatasetError, DatasetSpec};
 pub use finding::{Finding, Severity};

@@ -223,6 +223,10 @@ pub struct KernelRow {
     /// The precision audit against a float64 reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision_audit: Option<kernelgate_model::PrecisionAudit>,
+    /// The reference timed alone before the candidate's import, between its calls and after
+    /// them: how far it moved, whatever the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_check: Option<kernelgate_model::ReferenceCheck>,
     /// The kernel's recorded history on the default branch, when the run had the store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<HistoryContext>,
@@ -333,6 +337,7 @@ impl KernelRow {
             time_spent: None,
             memory: None,
             precision_audit: None,
+            reference_check: None,
             history: None,
         }
     }

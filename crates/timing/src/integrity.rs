@@ -3,7 +3,7 @@
 //! (an op wrapped at import). Both compare two series with [`compare`] (the rank test and the
 //! bootstrap interval of the ratio of medians) at an effect size well above timing noise.
 
-use kernelgate_model::{Finding, Severity};
+use kernelgate_model::{Finding, ReferenceCheck, Severity};
 
 use crate::compare::{compare, Comparison, Verdict};
 use crate::sample::{event_ms, Sample};
@@ -105,6 +105,50 @@ fn per_round(reference: &[Sample], control: &[Sample]) -> Vec<f64> {
         .collect()
 }
 
+/// The medians behind [`reference_tampered`], for the report whatever the verdict: each series'
+/// ms, and later over before per round against the control when both moments have one.
+pub fn reference_check(w: &ReferenceWitness) -> ReferenceCheck {
+    let med = |s: &[Sample]| crate::stats::median(&event_ms(s));
+    let per_control = w.control_alone.is_some() && w.control.is_some();
+    let ratio = |later: &[Sample], control: Option<&[Sample]>| match (w.control_alone, control) {
+        (Some(ca), Some(cb)) => {
+            crate::stats::median(&per_round(later, cb))
+                / crate::stats::median(&per_round(w.alone, ca))
+        }
+        _ => med(later) / med(w.alone),
+    };
+    ReferenceCheck {
+        before_ms: med(w.alone),
+        interleaved_ms: med(w.interleaved),
+        after_ms: w.after.map(med),
+        interleaved_ratio: ratio(w.interleaved, w.control),
+        after_ratio: w.after.map(|a| ratio(a, w.control_after)),
+        per_control,
+    }
+}
+
+/// The reference series a speedup is measured against when `finding` (what
+/// [`reference_tampered`] returned) says the reference ran slower between or after the candidate's
+/// calls without proof of tampering: the faster, by median, of the reference timed alone before
+/// the import and after the calls. On the H200 an honest 0.055 ms reference read 1.4x-1.8x
+/// slower between an honest kernel's calls and as fast as before alone after them; against the
+/// interleaved series the speedup was overstated by that factor. `None`: the interleaved series
+/// stands.
+pub fn speedup_reference<'a>(
+    w: &ReferenceWitness<'a>,
+    finding: Option<&Finding>,
+) -> Option<&'a [Sample]> {
+    let rule = finding?.rule.as_str();
+    if rule != RULE_REFERENCE_INTERLEAVED && rule != RULE_REFERENCE_SLOWER_AFTER {
+        return None;
+    }
+    let med = |s: &[Sample]| crate::stats::median(&event_ms(s));
+    let alone = std::iter::once(w.alone)
+        .chain(w.after)
+        .filter(|s| !s.is_empty());
+    alone.min_by(|a, b| med(a).total_cmp(&med(b)))
+}
+
 /// The reference at a later moment against the reference alone before the import: per round
 /// against the control when both moments have one, else in ms.
 fn slowdown(
@@ -169,14 +213,16 @@ pub fn reference_tampered(file: &str, w: &ReferenceWitness, on_gpu: bool) -> Opt
         Some(p) => format!("; the harness's witness: {p}"),
         None => String::new(),
     };
-    const UNPROVEN: &str = "no change to PyTorch's functions, dispatcher, hooks or settings was found, so this is reported as machine state, not tampering: a short, launch-bound reference is sensitive to what else the host runs. The speedup may be overstated by up to that factor; re-run to confirm it.";
+    const UNPROVEN: &str = "no change to PyTorch's functions, dispatcher, hooks or settings was found, so this is reported as machine state, not tampering: a short, launch-bound reference is sensitive to what else the host runs. The speedup is measured against the reference timed alone, before the import, so that slowdown does not inflate it.";
     // The error when the slowdown is proven, else the warning that says it is not.
     let judged = |ratio: f64, when: &str, detail: &str| {
         if proven(ratio) {
             error_finding(
                 file,
                 RULE_REFERENCE_TAMPERED,
-                format!("the reference ran {ratio:.2}x slower {when} ({detail}){witness}: {DO_NOT}"),
+                format!(
+                    "the reference ran {ratio:.2}x slower {when} ({detail}){witness}: {DO_NOT}"
+                ),
             )
         } else {
             Finding::runtime(
@@ -206,8 +252,8 @@ pub fn reference_tampered(file: &str, w: &ReferenceWitness, on_gpu: bool) -> Opt
         RULE_REFERENCE_INTERLEAVED,
         Severity::Warning,
         format!(
-            "the reference ran {:.2}x slower between the candidate's timed calls than alone, and as fast as before once they stopped ({detail}): the speedup may be overstated by up to that factor. \
-             A short, launch-bound reference is sensitive to the state another kernel's calls leave behind; compare against the reference timed alone before trusting a small speedup.",
+            "the reference ran {:.2}x slower between the candidate's timed calls than alone, and as fast as before once they stopped ({detail}). \
+             A short, launch-bound reference is sensitive to the state another kernel's calls leave behind, so the speedup is measured against the reference timed alone (the faster of before the import and after the calls), not the interleaved one.",
             c.ratio
         ),
     ))
@@ -480,6 +526,82 @@ mod tests {
         let steady = series(&mut rng, 200, 0.056, 0.05, 0.05);
         w.interleaved = &steady;
         assert!(reference_tampered("k.py", &w, true).is_none());
+    }
+
+    /// The report's numbers for the same witness: ratios against the control, and in ms when a
+    /// moment has none.
+    #[test]
+    fn the_reference_check_reports_each_moment_against_the_one_before_the_import() {
+        let mut rng = StdRng::seed_from_u64(29);
+        let alone = series(&mut rng, 100, 0.056, 0.02, 0.0);
+        let ca = series(&mut rng, 100, 0.005, 0.02, 0.0);
+        let interleaved = series(&mut rng, 200, 0.084, 0.02, 0.0);
+        let c = series(&mut rng, 200, 0.005, 0.02, 0.0);
+        let after = series(&mut rng, 100, 0.098, 0.02, 0.0);
+        // The whole machine twice as slow after the calls: the control cancels it.
+        let ca2 = series(&mut rng, 100, 0.010, 0.02, 0.0);
+        let w = ReferenceWitness {
+            alone: &alone,
+            control_alone: Some(&ca),
+            interleaved: &interleaved,
+            control: Some(&c),
+            after: Some(&after),
+            control_after: Some(&ca2),
+            patched: None,
+        };
+        let r = reference_check(&w);
+        assert!(r.per_control);
+        assert!((r.before_ms - 0.056).abs() < 0.002, "{r:?}");
+        assert!((r.after_ms.unwrap() - 0.098).abs() < 0.003, "{r:?}");
+        assert!((r.interleaved_ratio - 1.5).abs() < 0.08, "{r:?}");
+        assert!((r.after_ratio.unwrap() - 0.875).abs() < 0.05, "{r:?}");
+        let raw = reference_check(&ReferenceWitness {
+            control_alone: None,
+            ..w
+        });
+        assert!(!raw.per_control);
+        assert!((raw.after_ratio.unwrap() - 1.75).abs() < 0.08, "{raw:?}");
+    }
+
+    /// The speedup of an eval whose reference read slower between the calls is measured against
+    /// the faster alone series; an error (tampering) or no finding leaves the interleaved one.
+    #[test]
+    fn a_slower_interleaved_reference_is_not_what_the_speedup_is_measured_against() {
+        let mut rng = StdRng::seed_from_u64(31);
+        let alone = series(&mut rng, 100, 0.058, 0.03, 0.0);
+        let ca = series(&mut rng, 100, 0.005, 0.03, 0.0);
+        let interleaved = series(&mut rng, 200, 0.090, 0.03, 0.0);
+        let c = series(&mut rng, 200, 0.005, 0.03, 0.0);
+        let after = series(&mut rng, 100, 0.055, 0.03, 0.0);
+        let ca2 = series(&mut rng, 100, 0.005, 0.03, 0.0);
+        let mut w = ReferenceWitness {
+            alone: &alone,
+            control_alone: Some(&ca),
+            interleaved: &interleaved,
+            control: Some(&c),
+            after: Some(&after),
+            control_after: Some(&ca2),
+            patched: None,
+        };
+        let f = reference_tampered("k.py", &w, true).expect("a warning");
+        assert_eq!(f.rule, RULE_REFERENCE_INTERLEAVED);
+        let picked = speedup_reference(&w, Some(&f)).expect("an alone series");
+        assert!(
+            std::ptr::eq(picked, after.as_slice()),
+            "the faster alone series (after)"
+        );
+        assert!(
+            f.message
+                .contains("measured against the reference timed alone"),
+            "{}",
+            f.message
+        );
+        // Tampering proven: the error stands and the speedup is not rescued by another series.
+        w.patched = Some("the candidate replaced `torch.relu`");
+        let e = reference_tampered("k.py", &w, true).expect("an error");
+        assert!(speedup_reference(&w, Some(&e)).is_none());
+        // No slowdown: the interleaved reference stands.
+        assert!(speedup_reference(&w, None).is_none());
     }
 
     #[test]
