@@ -587,7 +587,10 @@ fn excessive_speedup_is_a_warning_in_eval() {
 
 #[test]
 fn an_fp32_matmul_on_tf32_operands_is_a_precision_downgrade() {
-    let (code, v) = eval("problems/matmul_k1024.py", "kernels/precision_tf32_matmul.py");
+    let (code, v) = eval(
+        "problems/matmul_k1024.py",
+        "kernels/precision_tf32_matmul.py",
+    );
     // Within the fp32 tolerance: only the audit sees it.
     assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
     let f = v["findings"]
@@ -606,6 +609,30 @@ fn an_fp32_matmul_on_tf32_operands_is_a_precision_downgrade() {
     assert_eq!(code, 1, "{v:#}");
 }
 
+/// bfloat16 keeps 8 mantissa bits: the products land near the fp32 tolerance on these inputs, so
+/// the kernel fails either the comparison itself or, within it, the audit against float64.
+#[test]
+fn an_fp32_matmul_computed_in_bf16_fails() {
+    let (code, v) = eval(
+        "problems/matmul_k1024.py",
+        "kernels/precision_bf16_matmul.py",
+    );
+    assert_eq!(code, 1, "{v:#}");
+    let downgraded = has_finding(&v, "eval/precision-downgrade");
+    assert!(
+        v["outcome"]["kind"] == "incorrect" || downgraded,
+        "neither incorrect nor a precision downgrade: {v:#}"
+    );
+    if downgraded {
+        let p = &v["precision_audit"];
+        let (cand, reference) = (
+            p["candidate_error"].as_f64().unwrap(),
+            p["reference_error"].as_f64().unwrap(),
+        );
+        assert!(cand > 100.0 * reference, "{p:#}");
+    }
+}
+
 #[test]
 fn more_accurate_and_reordered_kernels_pass_the_precision_audit() {
     for (problem, kernel) in [
@@ -614,11 +641,17 @@ fn more_accurate_and_reordered_kernels_pass_the_precision_audit() {
             "kernels/honest_matmul_fp64_accumulate.py",
         ),
         ("problems/row_sum.py", "kernels/honest_row_sum_blocked.py"),
-        ("problems/small_matmul.py", "kernels/honest_matmul_workspace.py"),
+        (
+            "problems/small_matmul.py",
+            "kernels/honest_matmul_workspace.py",
+        ),
     ] {
         let (code, v) = eval(problem, kernel);
         assert_kind(&v, code, "passed");
-        assert!(!has_finding(&v, "eval/precision-downgrade"), "{kernel}: {v:#}");
+        assert!(
+            !has_finding(&v, "eval/precision-downgrade"),
+            "{kernel}: {v:#}"
+        );
         let p = &v["precision_audit"];
         let cand = p["candidate_error"]
             .as_f64()
