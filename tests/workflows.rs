@@ -409,20 +409,47 @@ fn the_baselines_workflow_appends_the_history_and_publishes_the_dashboard() {
     assert_eq!(history["needs"].as_str(), Some("measure"));
     assert_eq!(
         map_keys(&history["permissions"]),
-        ["contents".to_string(), "issues".to_string(), "pages".to_string()].into()
+        [
+            "contents".to_string(),
+            "issues".to_string(),
+            "pages".to_string()
+        ]
+        .into()
     );
     assert_eq!(history["permissions"]["pages"].as_str(), Some("read"));
-    assert_eq!(history["env"]["DATA_BRANCH"].as_str(), Some("kernelgate-history"));
+    assert_eq!(
+        history["env"]["DATA_BRANCH"].as_str(),
+        Some("kernelgate-history")
+    );
     let steps = history["steps"].as_vec().unwrap();
-    let record = steps.iter().find(|s| s["uses"].as_str() == Some("./")).unwrap();
+    let record = steps
+        .iter()
+        .find(|s| s["uses"].as_str() == Some("./"))
+        .unwrap();
     assert_eq!(record["with"]["command"].as_str(), Some("history"));
-    assert!(record["with"]["args"].as_str().unwrap().starts_with("append --baselines "));
-    assert_eq!(record["with"]["token"].as_str(), Some(""), "the action step gets no token");
+    assert!(record["with"]["args"]
+        .as_str()
+        .unwrap()
+        .starts_with("append --baselines "));
+    assert_eq!(
+        record["with"]["token"].as_str(),
+        Some(""),
+        "the action step gets no token"
+    );
     let script: String = steps.iter().filter_map(|s| s["run"].as_str()).collect();
-    assert!(script.contains("history drift --store \"$STORE\" --open-issues"), "{script}");
+    assert!(
+        script.contains("history drift --store \"$STORE\" --open-issues"),
+        "{script}"
+    );
     assert!(script.contains("dashboard --store"), "{script}");
-    assert!(script.contains("refs/heads/$DATA_BRANCH"), "pushes the data branch only");
-    assert!(!script.contains("--force"), "the history is appended, never rewritten");
+    assert!(
+        script.contains("refs/heads/$DATA_BRANCH"),
+        "pushes the data branch only"
+    );
+    assert!(
+        !script.contains("--force"),
+        "the history is appended, never rewritten"
+    );
     // The gate reads the history where `[history] store` expects it; a repository without one
     // still gates.
     let gate = load(&root().join(".github/workflows/kernelgate.yml"));
@@ -435,7 +462,10 @@ fn the_baselines_workflow_appends_the_history_and_publishes_the_dashboard() {
     assert_eq!(read["continue-on-error"].as_bool(), Some(true));
     assert_eq!(read["with"]["persist-credentials"].as_bool(), Some(false));
     let pages = &wf["jobs"]["pages"];
-    assert_eq!(pages["if"].as_str(), Some("needs.history.outputs.pages == 'true'"));
+    assert_eq!(
+        pages["if"].as_str(),
+        Some("needs.history.outputs.pages == 'true'")
+    );
     assert_eq!(
         map_keys(&pages["permissions"]),
         ["id-token".to_string(), "pages".to_string()].into()
@@ -499,6 +529,119 @@ fn the_baselines_workflow_proposes_results_on_main() {
             }
         }
     }
+}
+
+/// The baselines pull request is opened with GITHUB_TOKEN, which starts no workflow run: the
+/// propose step dispatches the gate on its branch, or the required check never reports (issue
+/// 31). Run for real: a git repository with a bare `origin`, a stand-in `gh`.
+#[test]
+fn the_baselines_pull_request_gets_its_gate_run() {
+    let wf = load(&root().join(".github/workflows/baselines.yml"));
+    let propose = &wf["jobs"]["propose"];
+    assert_eq!(propose["permissions"]["actions"].as_str(), Some("write"));
+    let step = propose["steps"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"].as_str() == Some("Propose the new baselines"))
+        .unwrap();
+    let gate = load(&root().join(".github/workflows/kernelgate.yml"));
+    assert!(
+        !gate["on"]["workflow_dispatch"].is_badvalue(),
+        "the gate must accept workflow_dispatch"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let git = |args: &[&str], cwd: &Path| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@localhost"])
+            .args(args)
+            .current_dir(cwd)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let origin = dir.path().join("origin.git");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    git(
+        &["init", "-q", "--bare", origin.to_str().unwrap()],
+        dir.path(),
+    );
+    git(&["init", "-q", "-b", "main"], &work);
+    std::fs::create_dir_all(work.join("results/timing/H200")).unwrap();
+    std::fs::write(
+        work.join("results/timing/H200/kernelgate_kernels.json"),
+        "{}",
+    )
+    .unwrap();
+    git(&["add", "-A"], &work);
+    git(&["commit", "-qm", "base"], &work);
+    git(
+        &["remote", "add", "origin", origin.to_str().unwrap()],
+        &work,
+    );
+    git(&["push", "-q", "origin", "main"], &work);
+    // What the measure job's artifact brings: a changed baseline.
+    std::fs::write(
+        work.join("results/timing/H200/kernelgate_kernels.json"),
+        "{\"k\": 1}",
+    )
+    .unwrap();
+    // No open pull request yet: `gh pr list` prints nothing, every other call only records.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    write_executable(
+        &bin.join("gh"),
+        "#!/bin/bash\necho \"$*\" >> \"$FAKE_GH/calls\"\n",
+    );
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let out = Command::new("bash")
+        .args([
+            "--noprofile",
+            "--norc",
+            "-eo",
+            "pipefail",
+            "-c",
+            step["run"].as_str().unwrap(),
+        ])
+        .current_dir(&work)
+        .env("PATH", &path)
+        .env("HOME", dir.path())
+        .env("FAKE_GH", dir.path())
+        .env("GH_TOKEN", "t0ken")
+        .env("BRANCH", "kernelgate/baselines")
+        .env("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567")
+        .output()
+        .unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{log}");
+    let calls = read(&dir.path().join("calls"));
+    let created = calls
+        .find("pr create --base main --head kernelgate/baselines")
+        .expect(&calls);
+    let dispatched = calls
+        .find("workflow run kernelgate.yml --ref kernelgate/baselines")
+        .unwrap_or_else(|| panic!("the gate was not dispatched: {calls}"));
+    assert!(created < dispatched, "{calls}");
+    // The branch reached origin with the new baseline.
+    let show = Command::new("git")
+        .args([
+            "--git-dir",
+            origin.to_str().unwrap(),
+            "show",
+            "kernelgate/baselines:results/timing/H200/kernelgate_kernels.json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&show.stdout), "{\"k\": 1}");
 }
 
 /// The action's steps, run by bash as the runner would run them, with `${{ }}` expressions
@@ -642,12 +785,11 @@ fn action_maps_inputs_to_flags_and_report_to_outputs() {
         ("python", "python3"),
         ("threshold", "5"),
     ]);
-    // The repository's config: the threshold input replaces its threshold_pct, keeps the rest.
-    std::fs::write(
-        run.dir.path().join("kernelgate.toml"),
-        "[timing]\nthreshold_pct = 2.0   # default\nbudget_s = 3.0\n\n[harness]\ntrials = 3\n",
-    )
-    .unwrap();
+    // The repository's config: the threshold input goes to the CLI as --threshold, the file
+    // is neither copied nor rewritten.
+    let config =
+        "[timing]\nthreshold_pct = 2.0   # default\nbudget_s = 3.0\n\n[harness]\ntrials = 3\n";
+    std::fs::write(run.dir.path().join("kernelgate.toml"), config).unwrap();
     // A stand-in kernelgate: records its arguments, writes a failing report, exits 1.
     let fake = run.dir.path().join("kernelgate");
     write_executable(
@@ -680,12 +822,9 @@ exit 1
         .lines()
         .map(str::to_owned)
         .collect();
-    let overlay = run.dir.path().join("kernelgate-threshold.toml");
     let expected = [
         "--repo",
         ".",
-        "--config",
-        &overlay.display().to_string(),
         "pr",
         "--out",
         &report_dir.display().to_string(),
@@ -700,15 +839,15 @@ exit 1
         "--shard",
         "2/4",
         "--all",
+        "--threshold",
+        "5",
         "--seed",
         "42",
         "--no-timing",
     ];
     assert_eq!(argv, expected);
-    assert_eq!(
-        read(&overlay),
-        "[timing]\nthreshold_pct = 5\nbudget_s = 3.0\n\n[harness]\ntrials = 3\n"
-    );
+    assert_eq!(read(&run.dir.path().join("kernelgate.toml")), config);
+    assert!(!run.dir.path().join("kernelgate-threshold.toml").exists());
 
     let (code, log) = run.step("result", &path);
     assert_eq!(code, 0, "{log}");
@@ -1648,9 +1787,14 @@ fn a_forks_own_run_is_published_unverified_with_the_same_check_name() {
         .find(|s| s["uses"].as_str() == Some("./"))
         .unwrap();
     assert_eq!(publish["with"]["unverified"].as_str(), Some("true"));
-    assert!(
-        publish["with"]["check-name"].is_badvalue(),
-        "the check name stays `kernelgate`"
+    // The same check name as the gate's own run: the workflow's one setting.
+    assert_eq!(
+        publish["with"]["check-name"].as_str(),
+        Some("${{ env.KERNELGATE_CHECK_NAME }}")
+    );
+    assert_eq!(
+        wf["env"]["KERNELGATE_CHECK_NAME"].as_str(),
+        Some("kernelgate")
     );
     let action = load(&root().join("action.yml"));
     assert_eq!(
@@ -1706,7 +1850,8 @@ fn a_pull_request_that_changes_no_kernel_gets_a_passing_check() {
         .contains("kernels == 'false'"));
     let script = no_kernel["steps"][0]["run"].as_str().unwrap();
     assert!(
-        script.contains("-f name=kernelgate") && script.contains("conclusion=success"),
+        script.contains("-f name=\"$KERNELGATE_CHECK_NAME\"")
+            && script.contains("conclusion=success"),
         "{script}"
     );
     assert!(script.contains("no kernel changed"));
@@ -1783,6 +1928,52 @@ fn zizmor_finds_nothing_of_medium_or_high_severity() {
         assert!(
             security.contains(audit),
             "docs/security.md does not explain zizmor's `{audit}`"
+        );
+    }
+    // The auditor persona (every audit, every severity): only the findings docs/security.md
+    // explains in its table, each with its row (issue 31).
+    let out = Command::new(&zizmor)
+        .args([
+            "--offline",
+            "--persona",
+            "auditor",
+            "--format",
+            "json",
+            ".github/workflows",
+            "action.yml",
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let findings: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "zizmor --format json: {e}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let mut audits = BTreeSet::new();
+    for f in findings.as_array().expect("a list of findings") {
+        let ignored = f["ignored"].as_bool().unwrap_or(false);
+        if !ignored {
+            audits.insert(f["ident"].as_str().expect("an audit id").to_string());
+        }
+    }
+    let explained: BTreeSet<String> = [
+        "self-hosted-runner",
+        "self-repository",
+        "superfluous-actions",
+    ]
+    .map(String::from)
+    .into();
+    assert!(
+        audits.is_subset(&explained),
+        "auditor findings not explained in docs/security.md: {:?}",
+        audits.difference(&explained).collect::<Vec<_>>()
+    );
+    for audit in &explained {
+        assert!(
+            security.contains(&format!("| `{audit}` |")),
+            "docs/security.md has no row for `{audit}`"
         );
     }
 }
@@ -1903,4 +2094,213 @@ fn the_publish_jobs_install_the_release_binary_instead_of_building() {
 
 fn read_text(rel: &str) -> String {
     read(&root().join(rel))
+}
+
+/// Every check run a workflow creates, and every run of the action that publishes, uses the one
+/// name set in the workflow's `KERNELGATE_CHECK_NAME` (issue 31: the "no kernel changed" check
+/// hard-coded `kernelgate` whatever the action's `check-name` was).
+#[test]
+fn the_check_name_is_one_setting_in_every_workflow() {
+    for name in [
+        "kernelgate.yml",
+        "kernelgate-publish.yml",
+        "kernelgate-trusted.yml",
+    ] {
+        let path = root().join(".github/workflows").join(name);
+        let wf = load(&path);
+        assert_eq!(
+            wf["env"]["KERNELGATE_CHECK_NAME"].as_str(),
+            Some("kernelgate"),
+            "{name}: env KERNELGATE_CHECK_NAME"
+        );
+        let text = read(&path);
+        assert!(
+            !text.contains("name=kernelgate "),
+            "{name}: a check run named by hand"
+        );
+        for (job_name, job) in wf["jobs"].as_hash().unwrap() {
+            for step in job["steps"].as_vec().into_iter().flatten() {
+                let local = step["uses"].as_str().is_some_and(|u| u.starts_with("./"));
+                let publishes = step["with"]["publish"].as_str() != Some("files");
+                if local && publishes {
+                    assert_eq!(
+                        step["with"]["check-name"].as_str(),
+                        Some("${{ env.KERNELGATE_CHECK_NAME }}"),
+                        "{name}: job {job_name:?}: the action's check-name"
+                    );
+                }
+                if let Some(run) = step["run"].as_str() {
+                    if run.contains("check-runs") {
+                        assert!(
+                            run.contains("name=\"$KERNELGATE_CHECK_NAME\""),
+                            "{name}: job {job_name:?}: {run}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // The no-kernel step, run: the check run it creates has the configured name.
+    let wf = load(&root().join(".github/workflows/kernelgate.yml"));
+    let step = &wf["jobs"]["no-kernel"]["steps"][0];
+    let dir = tempfile::tempdir().unwrap();
+    let path = fake_gh(dir.path());
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    let (code, log, _) = run_workflow_step(
+        step,
+        dir.path(),
+        &path,
+        &[
+            ("HEAD_SHA", sha),
+            ("KERNELGATE_CHECK_NAME", "kernels / gate"),
+        ],
+    );
+    assert_eq!(code, 0, "{log}");
+    let calls = read(&dir.path().join("calls"));
+    assert!(
+        calls.contains("-f name=kernels / gate -f head_sha=0123456789abcdef"),
+        "{calls}"
+    );
+}
+
+/// Adding a label that is not kernelgate's own starts no GPU run and cancels none (issue 31):
+/// the jobs hang off `changes`, which skips such an event, and the event's concurrency group is
+/// its own. A kernelgate label (`kernelgate:ack-speedup`) runs the gate again.
+#[test]
+fn another_label_neither_starts_nor_cancels_a_gpu_run() {
+    let wf = load(&root().join(".github/workflows/kernelgate.yml"));
+    let types: Vec<&str> = wf["on"]["pull_request"]["types"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .filter_map(Yaml::as_str)
+        .collect();
+    assert!(
+        types.contains(&"labeled"),
+        "acks arrive as labels: {types:?}"
+    );
+    assert_eq!(
+        wf["jobs"]["changes"]["if"].as_str(),
+        Some("github.event.action != 'labeled' || startsWith(github.event.label.name, 'kernelgate:')")
+    );
+    for job in ["no-kernel", "gate"] {
+        let j = &wf["jobs"][job];
+        assert_eq!(j["needs"].as_str(), Some("changes"), "{job} needs changes");
+        // A job after a skipped one is skipped unless its condition says always().
+        let cond = j["if"].as_str().unwrap_or("");
+        assert!(!cond.contains("always()"), "{job}: {cond}");
+    }
+    let group = wf["concurrency"]["group"].as_str().unwrap();
+    assert!(
+        group.contains(
+            "github.event.action == 'labeled' && !startsWith(github.event.label.name, 'kernelgate:') && format('-label-{0}', github.run_id)"
+        ),
+        "another label's run in a group of its own: {group}"
+    );
+    // The ack label the policy reads is one the filter lets through.
+    let policy = read(&root().join("docs/policy.md"));
+    assert!(policy.contains("`kernelgate:ack-speedup`"));
+}
+
+/// A published release asset is never replaced (issue 31: `gh release upload --clobber`): a re-run
+/// uploads only the missing assets and stops at one that differs from what is published.
+#[test]
+fn a_release_rerun_never_replaces_a_published_asset() {
+    let wf = load(&root().join(".github/workflows/release.yml"));
+    let step = wf["jobs"]
+        .as_hash()
+        .unwrap()
+        .values()
+        .flat_map(|j| j["steps"].as_vec().into_iter().flatten())
+        .find(|s| s["name"].as_str() == Some("Attach the wheels and binaries to the release"))
+        .expect("the upload step");
+    let run = step["run"].as_str().unwrap();
+    assert!(!run.contains("--clobber"), "{run}");
+    let dir = tempfile::tempdir().unwrap();
+    let assets = dir.path().join("work/assets");
+    std::fs::create_dir_all(&assets).unwrap();
+    let published = dir.path().join("release");
+    std::fs::create_dir_all(&published).unwrap();
+    for (name, body) in [
+        ("kernelgate-1.0.0.whl", "wheel"),
+        ("kernelgate-x86_64.tar.gz", "bin"),
+    ] {
+        std::fs::write(assets.join(name), body).unwrap();
+    }
+    let bin = assets.join("kernelgate-x86_64.tar.gz");
+    let digest = Command::new("sha256sum")
+        .arg(&bin)
+        .current_dir(&assets)
+        .output()
+        .unwrap();
+    let line = String::from_utf8(digest.stdout)
+        .unwrap()
+        .replace(&bin.display().to_string(), "kernelgate-x86_64.tar.gz");
+    std::fs::write(assets.join("kernelgate-x86_64.tar.gz.sha256"), line).unwrap();
+    // The wheel is already published, byte for byte; the rest is missing.
+    std::fs::write(published.join("kernelgate-1.0.0.whl"), "wheel").unwrap();
+    let gh_dir = dir.path().join("gh");
+    std::fs::create_dir_all(gh_dir.join("bin")).unwrap();
+    write_executable(
+        &gh_dir.join("bin/gh"),
+        r#"#!/bin/bash
+echo "$*" >> "$FAKE_GH/calls"
+case "$1 $2" in
+  "release view") exit 0 ;;
+  "release download") cp "$FAKE_RELEASE"/* "$5"/ ;;
+  *) ;;
+esac
+"#,
+    );
+    let path = format!(
+        "{}:{}",
+        gh_dir.join("bin").display(),
+        std::env::var("PATH").unwrap()
+    );
+    let rerun = || {
+        let _ = std::fs::remove_dir_all(dir.path().join("work/published"));
+        let _ = std::fs::remove_file(gh_dir.join("calls"));
+        let out = Command::new("bash")
+            .args(["--noprofile", "--norc", "-c", run])
+            .current_dir(dir.path().join("work"))
+            .env("PATH", &path)
+            .env("FAKE_GH", &gh_dir)
+            .env("FAKE_RELEASE", &published)
+            .env("TAG", "v1.0.0")
+            .output()
+            .unwrap();
+        let log = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            out.status.code(),
+            log,
+            std::fs::read_to_string(gh_dir.join("calls")).unwrap_or_default(),
+        )
+    };
+    let (code, log, calls) = rerun();
+    assert_eq!(code, Some(0), "{log}");
+    assert!(
+        !calls.contains("upload v1.0.0 -- kernelgate-1.0.0.whl"),
+        "re-uploaded the published wheel: {calls}"
+    );
+    assert!(
+        calls.contains("upload v1.0.0 -- kernelgate-x86_64.tar.gz"),
+        "{calls}"
+    );
+    assert!(calls.contains("upload v1.0.0 -- SHA256SUMS"), "{calls}");
+    // A different wheel already published under the tag: refused, nothing uploaded.
+    std::fs::write(published.join("kernelgate-1.0.0.whl"), "another wheel").unwrap();
+    let (code, log, calls) = rerun();
+    assert_ne!(code, Some(0), "{log}");
+    assert!(
+        log.contains("differs from the asset already published"),
+        "{log}"
+    );
+    assert!(
+        !calls.contains("release upload"),
+        "uploaded beside a differing asset: {calls}"
+    );
 }
