@@ -336,7 +336,7 @@ impl Pipeline<'_> {
             }
         }
         let row = &report.kernels[i];
-        if let Some(seed) = row.outcome.details.get("seed").and_then(|s| s.as_u64()) {
+        if let Some(seed) = row.seed {
             report.run.seed.get_or_insert(seed);
         }
         if let Some(level) = row.outcome.details.get("sandbox").and_then(|s| s.as_str()) {
@@ -440,6 +440,7 @@ fn apply(
     threshold_pct: f64,
 ) {
     row.outcome = eval.outcome;
+    row.seed = eval.seed;
     if let Some(seed) = eval.seed {
         if row.outcome.details.is_null() {
             row.outcome.details = serde_json::json!({});

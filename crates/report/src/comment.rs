@@ -83,6 +83,10 @@ fn assemble(
     s.push('\n');
     s.push_str(&headline(report));
     s.push_str("\n\n");
+    if let Some(line) = commit_line(report) {
+        s.push_str(&line);
+        s.push_str("\n\n");
+    }
     if !report.run.complete {
         s.push_str("> [!WARNING]\n> This run did not finish: the results below cover only the kernels evaluated so far.\n\n");
     }
@@ -437,6 +441,9 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
             text(&flag.message)
         );
     }
+    if r.verdict == Verdict::Fail {
+        let _ = writeln!(s, "- reproduce: {}", code(&reproduce_command(r)));
+    }
     // The harness's raw details stay in report.json; the comment gives what a contributor
     // acts on (the messages above, the log tail below).
     if let Some(tail) = &r.outcome.log_tail {
@@ -507,7 +514,12 @@ fn gpu_name(device: &str) -> Option<&str> {
 
 /// The problem, linked to its plot on the dashboard when the run names one.
 fn problem_cell(report: &Report, problem: &str) -> String {
-    match report.run.dashboard_url.as_deref().filter(|u| u.starts_with("https://")) {
+    match report
+        .run
+        .dashboard_url
+        .as_deref()
+        .filter(|u| u.starts_with("https://"))
+    {
         Some(url) => format!(
             "[{}]({}/#{})",
             cell(problem),
@@ -518,16 +530,79 @@ fn problem_cell(report: &Report, problem: &str) -> String {
     }
 }
 
-pub(crate) fn link(report: &Report, path: &str, line: Option<u32>) -> Option<String> {
-    if report.run.repo.is_empty() || report.run.head_sha.is_empty() {
+/// The commit the run judged (its short SHA, linked to the commit when the repository is known)
+/// and the workflow run that holds the full report; `None` when the head is no commit SHA.
+fn commit_line(report: &Report) -> Option<String> {
+    let sha = head_commit(report)?;
+    let short = &sha[..7];
+    let commit = match repo_url(report) {
+        Some(repo) => format!("[`{short}`]({repo}/commit/{sha})"),
+        None => format!("`{short}`"),
+    };
+    let run = match &report.run.artifact_url {
+        Some(url) => format!(" · [workflow run]({url})"),
+        None => String::new(),
+    };
+    Some(format!("Commit {commit}{run}"))
+}
+
+/// The head as a commit SHA (7 to 40 hex digits), the only form a link may carry: a report is
+/// data, and a fork's artifact could say anything here.
+fn head_commit(report: &Report) -> Option<&str> {
+    let sha = report.run.head_sha.as_str();
+    ((7..=40).contains(&sha.len()) && sha.bytes().all(|b| b.is_ascii_hexdigit())).then_some(sha)
+}
+
+/// `<server>/<owner>/<name>`; on GitHub Enterprise Server the server the workflow runs on.
+fn repo_url(report: &Report) -> Option<String> {
+    if report.run.repo.is_empty() {
         return None;
     }
-    let anchor = line.map(|l| format!("#L{l}")).unwrap_or_default();
-    // GitHub Enterprise Server: links go to the server the workflow runs on.
     let server = std::env::var("GITHUB_SERVER_URL")
         .ok()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "https://github.com".into());
+    Some(format!(
+        "{}/{}",
+        server.trim_end_matches('/'),
+        report.run.repo
+    ))
+}
+
+/// The one command that reproduces a failing row on a contributor's machine: the eval with the
+/// row's seed, or the linter when the lint stopped the kernel before any eval.
+fn reproduce_command(r: &KernelRow) -> String {
+    let path = shell_word(&r.path);
+    if matches!(r.outcome.kind, OutcomeKind::NotRun | OutcomeKind::Skipped) {
+        return format!("kernelgate lint {path}");
+    }
+    let mut cmd = format!("kernelgate eval --kernel {path}");
+    if !r.problem.is_empty() {
+        cmd.push_str(&format!(" --problem {}", shell_word(&r.problem)));
+    }
+    if let Some(seed) = r.seed {
+        cmd.push_str(&format!(" --seed {seed}"));
+    }
+    cmd
+}
+
+/// A word a shell reads back as itself: single-quoted unless it is plain.
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '+' | ':' | '=')
+        });
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+pub(crate) fn link(report: &Report, path: &str, line: Option<u32>) -> Option<String> {
+    let sha = head_commit(report)?;
+    let repo = repo_url(report)?;
+    let anchor = line.map(|l| format!("#L{l}")).unwrap_or_default();
     let path: String = path
         .chars()
         .map(|c| match c {
@@ -548,12 +623,7 @@ pub(crate) fn link(report: &Report, path: &str, line: Option<u32>) -> Option<Str
             c => c.to_string(),
         })
         .collect();
-    Some(format!(
-        "{}/{}/blob/{}/{path}{anchor}",
-        server.trim_end_matches('/'),
-        report.run.repo,
-        report.run.head_sha
-    ))
+    Some(format!("{repo}/blob/{sha}/{path}{anchor}"))
 }
 
 /// Unique bar labels from the paths: the last two components (`3_ReLU/cpp`), more of the path

@@ -192,6 +192,9 @@ pub struct KernelRow {
     /// The device the row was timed on (`NVIDIA H200`, or the CPU model for host timings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// The seed of this kernel's eval: `kernelgate eval --seed` reproduces its inputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
     /// torch.compile median time (ms).
     #[serde(default)]
     pub compiled_ms: Option<f64>,
@@ -324,6 +327,7 @@ impl KernelRow {
             reference_ms: None,
             reference_ci_ms: None,
             device: None,
+            seed: None,
             compiled_ms: None,
             speedup_eager: None,
             speedup_compile: None,

@@ -693,8 +693,68 @@ fn a_base_already_slower_than_its_history_is_said_and_problems_link_the_dashboar
     let c = render_comment(&r);
     assert_eq!(c.matches("slower than main's history").count(), 1, "{c}");
     assert!(c.contains("already 25.0% slower"), "{c}");
-    assert!(c.contains("(https://acme.github.io/kernels/#level1-19_ReLU)"), "{c}");
+    assert!(
+        c.contains("(https://acme.github.io/kernels/#level1-19_ReLU)"),
+        "{c}"
+    );
     // Only an https dashboard is linked.
     r.run.dashboard_url = Some("javascript:alert(1)".into());
     assert!(!render_comment(&r).contains("javascript:"));
+}
+
+/// The header names the judged commit (linked) and the workflow run; each failing row gives the
+/// one command that reproduces it locally (issue 31). Text from the report stays inert: a head
+/// that is no commit SHA gets no line, a path with shell characters is quoted.
+#[test]
+fn the_header_links_the_commit_and_failing_rows_say_how_to_reproduce() {
+    let mut bad = passing("23_Softmax", 3.0);
+    bad.outcome = OutcomeSummary::new(OutcomeKind::Incorrect, "max abs diff 0.31");
+    bad.seed = Some(99);
+    bad.problem = "level1/23_Softmax".into();
+    let mut linted = passing("19_ReLU", 1.0);
+    linted.path = "kernels/my kernel's relu.py".into();
+    linted.outcome = OutcomeSummary::new(OutcomeKind::NotRun, "not run: lint errors");
+    linted.findings.push(Finding {
+        file: "kernels/my kernel's relu.py".into(),
+        line: 4,
+        column: 1,
+        end_line: 4,
+        end_column: 9,
+        rule: "KG101".into(),
+        severity: Severity::Error,
+        message: "torch op in forward".into(),
+    });
+    bad.verdict = Verdict::Fail;
+    linted.verdict = Verdict::Fail;
+    let mut r = report(vec![bad, linted, passing("1_Square_matmul", 1.1)]);
+    r.run.head_sha = "0123456789abcdef0123456789abcdef01234567".into();
+    r.run.artifact_url = Some("https://github.com/acme/kernels/actions/runs/9".into());
+    let c = render_comment(&r);
+    assert!(
+        c.contains("Commit [`0123456`](https://github.com/acme/kernels/commit/0123456789abcdef0123456789abcdef01234567) · [workflow run](https://github.com/acme/kernels/actions/runs/9)"),
+        "{c}"
+    );
+    assert!(
+        c.contains("- reproduce: `kernelgate eval --kernel kernels/23_Softmax.py --problem level1/23_Softmax --seed 99`"),
+        "{c}"
+    );
+    assert!(
+        c.contains("- reproduce: `kernelgate lint 'kernels/my kernel'\\''s relu.py'`"),
+        "{c}"
+    );
+    // Passing rows need no command.
+    assert_eq!(c.matches("- reproduce:").count(), 2, "{c}");
+    // A forged head gives no commit line and no link; the run details show it as inert text.
+    r.run.head_sha = "0123456)](https://evil.example/x".into();
+    let c = render_comment(&r);
+    assert!(!c.contains("\nCommit "), "{c}");
+    assert!(
+        !c.contains("(https://evil.example") && !c.contains("/blob/0123456)"),
+        "{c}"
+    );
+    // A local run: the short SHA, no links.
+    r.run.repo.clear();
+    r.run.head_sha = "0123456789abcdef0123456789abcdef01234567".into();
+    r.run.artifact_url = None;
+    assert!(render_comment(&r).contains("\nCommit `0123456`\n"));
 }
