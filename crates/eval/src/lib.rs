@@ -809,14 +809,13 @@ fn summarise_timing(
             .get(k)
             .map(|v| kernelgate_timing::sample::event_ms(v))
     };
-    let mut vs_reference = match (ms("reference"), ms("candidate")) {
-        (Some(r), Some(c)) => kernelgate_timing::compare(&r, &c, threshold).ok(),
+    let candidate = ms("candidate");
+    let against = |base: Option<Vec<f64>>| match (base, &candidate) {
+        (Some(b), Some(c)) => kernelgate_timing::compare(&b, c, threshold).ok(),
         _ => None,
     };
-    let vs_base = match (ms("base"), ms("candidate")) {
-        (Some(b), Some(c)) => kernelgate_timing::compare(&b, &c, threshold).ok(),
-        _ => None,
-    };
+    let mut vs_reference = against(ms("reference"));
+    let vs_base = against(ms("base"));
     if let Some(c) = samples.get("candidate") {
         findings.extend(kernelgate_timing::escaped_work(file, c));
     }
@@ -847,13 +846,9 @@ fn summarise_timing(
             control_after: samples.get(ig::SERIES_CONTROL_AFTER).map(Vec::as_slice),
         };
         let slower = ig::reference_tampered(file, &w, on_gpu);
-        if let (Some(alone), Some(c)) =
-            (ig::speedup_reference(&w, slower.as_ref()), ms("candidate"))
-        {
+        if let Some(alone) = ig::speedup_reference(&w, slower.as_ref()) {
             let alone = kernelgate_timing::sample::event_ms(alone);
-            vs_reference = kernelgate_timing::compare(&alone, &c, threshold)
-                .ok()
-                .or(vs_reference);
+            vs_reference = against(Some(alone)).or(vs_reference);
         }
         findings.extend(slower);
         reference_check = Some(ig::reference_check(&w));

@@ -105,22 +105,26 @@ fn per_round(reference: &[Sample], control: &[Sample]) -> Vec<f64> {
         .collect()
 }
 
+/// Median event time of a series, ms.
+fn median_ms(s: &[Sample]) -> f64 {
+    crate::stats::median(&event_ms(s))
+}
+
 /// The medians behind [`reference_tampered`], for the report whatever the verdict: each series'
 /// ms, and later over before per round against the control when both moments have one.
 pub fn reference_check(w: &ReferenceWitness) -> ReferenceCheck {
-    let med = |s: &[Sample]| crate::stats::median(&event_ms(s));
     let per_control = w.control_alone.is_some() && w.control.is_some();
     let ratio = |later: &[Sample], control: Option<&[Sample]>| match (w.control_alone, control) {
         (Some(ca), Some(cb)) => {
             crate::stats::median(&per_round(later, cb))
                 / crate::stats::median(&per_round(w.alone, ca))
         }
-        _ => med(later) / med(w.alone),
+        _ => median_ms(later) / median_ms(w.alone),
     };
     ReferenceCheck {
-        before_ms: med(w.alone),
-        interleaved_ms: med(w.interleaved),
-        after_ms: w.after.map(med),
+        before_ms: median_ms(w.alone),
+        interleaved_ms: median_ms(w.interleaved),
+        after_ms: w.after.map(median_ms),
         interleaved_ratio: ratio(w.interleaved, w.control),
         after_ratio: w.after.map(|a| ratio(a, w.control_after)),
         per_control,
@@ -142,11 +146,10 @@ pub fn speedup_reference<'a>(
     if rule != RULE_REFERENCE_INTERLEAVED && rule != RULE_REFERENCE_SLOWER_AFTER {
         return None;
     }
-    let med = |s: &[Sample]| crate::stats::median(&event_ms(s));
     let alone = std::iter::once(w.alone)
         .chain(w.after)
         .filter(|s| !s.is_empty());
-    alone.min_by(|a, b| med(a).total_cmp(&med(b)))
+    alone.min_by(|a, b| median_ms(a).total_cmp(&median_ms(b)))
 }
 
 /// The reference at a later moment against the reference alone before the import: per round
@@ -185,7 +188,6 @@ pub fn reference_tampered(file: &str, w: &ReferenceWitness, on_gpu: bool) -> Opt
         REFERENCE_DRIFT_THRESHOLD_CPU_PCT
     };
     let before = (w.alone, w.control_alone);
-    let med = |s: &[Sample]| crate::stats::median(&event_ms(s));
     const DO_NOT: &str = "the candidate's code slows the reference (a wrapped or patched PyTorch op), which inflates its speedup. Do not modify torch or the reference.";
     // The evidence for one later series against the reference alone before the import.
     let detail = |c: &Comparison, unit: &str, later: &[Sample]| {
@@ -196,8 +198,8 @@ pub fn reference_tampered(file: &str, w: &ReferenceWitness, on_gpu: bool) -> Opt
             c.base.median,
             c.base.n,
             evidence(c),
-            med(later),
-            med(w.alone),
+            median_ms(later),
+            median_ms(w.alone),
         )
     };
     // On the CPU no slowdown is proof by itself: ATen's OpenMP threads wait for one another
