@@ -495,7 +495,7 @@ fn time_kernel(
     spec.kernel_label = Some(k.path.display().to_string());
     spec.precision = k.precision;
     spec.seed = Some(42);
-    spec.extensions_dir = Some(extensions.to_path_buf());
+    spec.extensions_dir = kernelgate_eval::ExtensionsDir::Keyed(extensions.to_path_buf());
     spec.device = if t.gpu { Device::Cuda } else { Device::Cpu };
     let r = kernelgate_eval::run_job(&spec);
     // CPU-only C++ kernels run on the CPU even on a GPU runner: record them under the key of

@@ -47,7 +47,7 @@ fn audited(problem: &str, kernel: &str) -> EvalResult {
     spec.shifted_trials = 0;
     spec.python = Some(python());
     spec.harness = Some(harness());
-    spec.extensions_dir = Some(ext);
+    spec.extensions_dir = kernelgate_eval::ExtensionsDir::Keyed(ext);
     spec.compile_timeout = Duration::from_secs(600);
     let r = run_job(&spec);
     assert!(
@@ -328,7 +328,7 @@ fn no_hack_the_linter_leaves_to_the_runtime_passes_the_gate_clean() {
         spec.seed = Some(42);
         spec.python = Some(python());
         spec.harness = Some(harness());
-        spec.extensions_dir = Some(ext.clone());
+        spec.extensions_dir = kernelgate_eval::ExtensionsDir::Keyed(ext.clone());
         spec.compile_timeout = Duration::from_secs(600);
         let r = run_job(&spec);
         let stderr = r.stderr_tail.clone();

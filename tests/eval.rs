@@ -659,3 +659,153 @@ fn more_accurate_and_reordered_kernels_pass_the_precision_audit() {
         assert!(cand <= p["limit"].as_f64().unwrap(), "{kernel}: {p:#}");
     }
 }
+
+/// Runs `kernelgate eval --device cpu --no-timing` on the ReLU fixtures as a contributor does,
+/// with `home` as the home directory and no shared cache: the build lands where torch's own does.
+fn eval_as_contributor(home: &Path, kernel: &Path, json: bool) -> (i32, String) {
+    let mut cmd = cli();
+    cmd.args([
+        "eval",
+        "--problem",
+        &fixture("problems/relu.py"),
+        "--kernel",
+    ])
+    .arg(kernel)
+    .args([
+        "--device",
+        "cpu",
+        "--no-timing",
+        "--no-audit",
+        "--seed",
+        "1",
+    ])
+    .env("HOME", home)
+    .env_remove("XDG_CACHE_HOME")
+    .env_remove("TORCH_EXTENSIONS_DIR");
+    if json {
+        cmd.args(["--format", "json"]);
+    }
+    let out = cmd.output().expect("run kernelgate");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn a_local_eval_loads_the_build_python_made_and_says_why_it_compiles_otherwise() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let kernel = work.path().join("relu_kernel.py");
+    std::fs::copy(fixture("kernels/honest_relu.py"), &kernel).unwrap();
+    // The contributor's own build: `python kernel.py`, into torch's default directory.
+    let python_path = std::env::var("PATH").unwrap_or_default();
+    let venv_bin = Path::new(&python()).parent().unwrap().display().to_string();
+    let build = Command::new(python())
+        .arg("-c")
+        .arg("import importlib.util as u, sys; s = u.spec_from_file_location('k', sys.argv[1]); s.loader.exec_module(u.module_from_spec(s))")
+        .arg(&kernel)
+        .env("HOME", home.path())
+        .env("PATH", format!("{venv_bin}:{python_path}"))
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("TORCH_EXTENSIONS_DIR")
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let cache = home.path().join(".cache/torch_extensions");
+    assert!(
+        cache.is_dir(),
+        "torch built elsewhere than ~/.cache/torch_extensions"
+    );
+
+    // Same sources, flags and torch: loaded, nothing compiled, and the line says so.
+    let (code, out) = eval_as_contributor(home.path(), &kernel, false);
+    assert_eq!(code, 0, "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("build "))
+        .unwrap_or_else(|| panic!("no build line:\n{out}"));
+    assert!(
+        line.contains("loaded kg_fx_honest_relu as built earlier in ~/.cache/torch_extensions/py"),
+        "{line}"
+    );
+    assert!(line.contains("nothing compiled"), "{line}");
+    let (_, out) = eval_as_contributor(home.path(), &kernel, true);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["extensions"][0]["name"], "kg_fx_honest_relu", "{v}");
+    assert_eq!(v["extensions"][0]["built"], false, "{v}");
+    assert!(
+        v["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "compile" && p["ms"].as_f64().unwrap() < 20_000.0),
+        "{v}"
+    );
+
+    // Other sources under the same extension name: compiled again, and the line says why.
+    let edited = std::fs::read_to_string(&kernel).unwrap().replacen(
+        "CPP = r\"\"\"",
+        "CPP = r\"\"\"\n// edited\n",
+        1,
+    );
+    assert!(
+        edited.contains("// edited"),
+        "the fixture's C++ source moved"
+    );
+    std::fs::write(&kernel, edited).unwrap();
+    let (code, out) = eval_as_contributor(home.path(), &kernel, true);
+    assert_eq!(code, 0, "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["extensions"][0]["built"], true, "{v}");
+    assert_eq!(v["extensions"][0]["rebuilt"], true, "{v}");
+    let note = v["build"].as_str().unwrap();
+    assert!(note.starts_with("compiled kg_fx_honest_relu in "), "{note}");
+    assert!(
+        note.contains("made from other sources, flags or torch"),
+        "{note}"
+    );
+
+    // --fresh-build: the job's own directory; torch's is left as it was.
+    let before = std::fs::read_dir(cache.read_dir().unwrap().next().unwrap().unwrap().path())
+        .unwrap()
+        .count();
+    let mut cmd = cli();
+    let out = cmd
+        .args([
+            "eval",
+            "--problem",
+            &fixture("problems/relu.py"),
+            "--kernel",
+        ])
+        .arg(&kernel)
+        .args([
+            "--device",
+            "cpu",
+            "--no-timing",
+            "--no-audit",
+            "--fresh-build",
+            "--format",
+            "json",
+        ])
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["extensions"][0]["built"], true, "{v}");
+    assert!(
+        !v["extensions_dir"]
+            .as_str()
+            .unwrap()
+            .contains(".cache/torch_extensions"),
+        "{v}"
+    );
+    let after = std::fs::read_dir(cache.read_dir().unwrap().next().unwrap().unwrap().path())
+        .unwrap()
+        .count();
+    assert_eq!(before, after);
+}

@@ -1,7 +1,7 @@
 //! `kernelgate eval`: one candidate against one problem, in an isolated child process.
 
 use anyhow::{bail, Context};
-use kernelgate_eval::{EvalResult, JobSpec, Outcome};
+use kernelgate_eval::{EvalResult, ExtensionsDir, JobSpec, Outcome};
 use kernelgate_model::{Config, Precision, ProblemSet, Severity};
 use std::path::{Path, PathBuf};
 
@@ -39,9 +39,14 @@ pub struct Args {
     /// GPU index (sets CUDA_VISIBLE_DEVICES for the job).
     #[arg(long)]
     pub gpu: Option<u32>,
-    /// Share a torch extensions build cache between runs (default: a fresh one per job).
-    #[arg(long)]
+    /// A shared extensions cache with one build per kernel source, as `pr` keeps it. Default:
+    /// torch's own build directory, so what `python kernel.py` (or an earlier eval) built with
+    /// the same sources, flags and torch is loaded, not compiled again.
+    #[arg(long, conflicts_with = "fresh_build")]
     pub extensions_dir: Option<PathBuf>,
+    /// Build the kernel's extensions in a fresh directory that is removed afterwards.
+    #[arg(long)]
+    pub fresh_build: bool,
     /// Extra trials on signed/scaled inputs (0-2).
     #[arg(long, default_value_t = 1)]
     pub shifted_trials: u32,
@@ -171,7 +176,11 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     }
     spec.gpu = args.gpu;
     spec.harness = Some(harness);
-    spec.extensions_dir = args.extensions_dir.clone();
+    spec.extensions_dir = match &args.extensions_dir {
+        Some(d) => ExtensionsDir::Keyed(d.clone()),
+        None if args.fresh_build => ExtensionsDir::PerJob,
+        None => ExtensionsDir::torch_default().unwrap_or_default(),
+    };
     spec.shifted_trials = args.shifted_trials;
     spec.audit = !args.no_audit;
     spec.inputs_on_device = !args.host_inputs;
@@ -288,12 +297,74 @@ pub fn to_json(r: &EvalResult) -> serde_json::Value {
         "seed": r.seed,
         "seed_random": r.seed_random,
         "sandbox": r.sandbox,
+        "extensions": r.extensions,
+        "extensions_dir": r.extensions_dir,
+        "build": build_note(r),
         "torch": r.torch,
         "phases": r.phases,
         "exit": r.exit,
         "stdout_tail": r.stdout_tail,
         "stderr_tail": r.stderr_tail,
     })
+}
+
+/// One line on the kernel's extension builds: loaded as an earlier build left them, or compiled
+/// now (and why an earlier build of the same name could not be loaded).
+pub fn build_note(r: &EvalResult) -> Option<String> {
+    if r.extensions.is_empty() {
+        return None;
+    }
+    let shown = r.extensions_dir.as_deref().map(home_relative);
+    let dir = shown.as_deref().unwrap_or("the job's build directory");
+    let names = |built: bool| -> Vec<&str> {
+        r.extensions
+            .iter()
+            .filter(|e| e.built == built)
+            .map(|e| e.name.as_str())
+            .collect()
+    };
+    let (built, reused) = (names(true), names(false));
+    if built.is_empty() {
+        return Some(format!(
+            "loaded {} as built earlier in {dir} (same sources, flags and torch): nothing compiled",
+            reused.join(", ")
+        ));
+    }
+    let secs = r
+        .phases
+        .iter()
+        .find(|p| p.name == "compile")
+        .map(|p| format!(" in {:.1} s", p.ms / 1000.0))
+        .unwrap_or_default();
+    let rebuilt: Vec<&str> = r
+        .extensions
+        .iter()
+        .filter(|e| e.rebuilt)
+        .map(|e| e.name.as_str())
+        .collect();
+    Some(if rebuilt.is_empty() {
+        format!(
+            "compiled {}{secs} into {dir}; the next eval of the same source loads it",
+            built.join(", ")
+        )
+    } else {
+        format!(
+            "compiled {}{secs}: the earlier build of {} in {dir} was made from other sources, \
+             flags or torch (torch rebuilds when any of them differs)",
+            built.join(", "),
+            rebuilt.join(", ")
+        )
+    })
+}
+
+/// A path under the home directory as `~/...`, as a contributor types it.
+fn home_relative(path: &str) -> String {
+    match std::env::var("HOME") {
+        Ok(home) if !home.is_empty() && path.starts_with(&format!("{home}/")) => {
+            format!("~{}", &path[home.len()..])
+        }
+        _ => path.to_string(),
+    }
 }
 
 fn print_table(r: &EvalResult) {
@@ -311,6 +382,9 @@ fn print_table(r: &EvalResult) {
     );
     if !r.sandbox.is_empty() {
         println!("sandbox  {}", r.sandbox);
+    }
+    if let Some(note) = build_note(r) {
+        println!("build    {note}");
     }
     let failing = r
         .findings

@@ -101,7 +101,11 @@ impl HarnessEvaluator {
             Device::Cuda(i) => Some(i),
             Device::Cpu => None,
         };
-        spec.extensions_dir = self.extensions_dir.clone();
+        spec.extensions_dir = self
+            .extensions_dir
+            .clone()
+            .map(kernelgate_eval::ExtensionsDir::Keyed)
+            .unwrap_or_default();
         Ok(spec)
     }
 

@@ -21,7 +21,8 @@ pub use child::{is_secret_var, run_script, spawn_streaming, Script, ScriptEnd, S
 pub use hardware::{hardware_key, nvidia_smi, Machine};
 pub use locate::{find_harness, find_python, is_cpu_kernel, libcuda_present, HARNESS_PACKAGE};
 pub use outcome::{
-    EvalResult, ExitInfo, Floor, Mismatch, Outcome, Phase, ProblemWork, TimingResult, TrialMismatch,
+    EvalResult, ExitInfo, ExtensionBuild, Floor, Mismatch, Outcome, Phase, ProblemWork,
+    TimingResult, TrialMismatch,
 };
 pub use protocol::HARNESS_PROTOCOL;
 use protocol::{Job, JobTiming, RunnerResult};
@@ -88,8 +89,8 @@ pub struct JobSpec {
     pub python: Option<PathBuf>,
     /// The harness cdylib; `None`: [`find_harness`].
     pub harness: Option<PathBuf>,
-    /// Torch extensions cache shared between jobs (faster rebuilds); `None`: one per job.
-    pub extensions_dir: Option<PathBuf>,
+    /// Where the job's `load_inline`/`load` builds go ([`ExtensionsDir`]).
+    pub extensions_dir: ExtensionsDir,
     /// Extra trials on signed/scaled inputs (0 to 2).
     pub shifted_trials: u32,
     /// Generate inputs directly on the GPU (fast; different random values than KernelBench's
@@ -131,7 +132,7 @@ impl JobSpec {
             gpu: None,
             python: None,
             harness: None,
-            extensions_dir: None,
+            extensions_dir: ExtensionsDir::PerJob,
             shifted_trials: 1,
             inputs_on_device: true,
             count_flops: None,
@@ -166,6 +167,51 @@ impl JobSpec {
         spec.python = Some(runner_python(cfg, repo));
         spec.sandbox = SandboxMode::resolve(cfg.sandbox.enabled, cfg.sandbox.required)?;
         Ok(spec)
+    }
+}
+
+/// Where a job's torch extension builds go.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ExtensionsDir {
+    /// A fresh directory in the job's own temporary directory: nothing is kept or reused.
+    #[default]
+    PerJob,
+    /// A shared root with one subdirectory per kernel source and base ([`extensions_subdir`]):
+    /// `pr` and `baseline`, whose build stage and eval meet there; two kernels never share a build.
+    Keyed(PathBuf),
+    /// torch's own build directory, as `python kernel.py` uses it: `$TORCH_EXTENSIONS_DIR` when
+    /// set, else `py<ver>_<cuda>` under this root (the runner names it as torch does). A local
+    /// `kernelgate eval` loads the contributor's build when sources, flags and torch match.
+    Torch {
+        root: PathBuf,
+        /// The root is `$TORCH_EXTENSIONS_DIR` itself (no `py<ver>_<cuda>` below it).
+        exact: bool,
+    },
+}
+
+impl ExtensionsDir {
+    /// torch's own build directory for this user ([`ExtensionsDir::Torch`]):
+    /// `$TORCH_EXTENSIONS_DIR`, else `torch_extensions` in `$XDG_CACHE_HOME` or `~/.cache`.
+    pub fn torch_default() -> Option<ExtensionsDir> {
+        if let Some(dir) = std::env::var_os("TORCH_EXTENSIONS_DIR").filter(|d| !d.is_empty()) {
+            return Some(ExtensionsDir::Torch {
+                root: PathBuf::from(dir),
+                exact: true,
+            });
+        }
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+        Some(ExtensionsDir::Torch {
+            root: cache.join("torch_extensions"),
+            exact: false,
+        })
+    }
+
+    /// Kept across jobs (a build stage and its eval can meet there).
+    pub fn is_shared(&self) -> bool {
+        !matches!(self, ExtensionsDir::PerJob)
     }
 }
 
@@ -368,17 +414,33 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         spawn_unix: None,
     };
     // The child works in its own directory: a relative cache path would land there.
-    let ext_dir = match &spec.extensions_dir {
-        Some(d) if d.is_relative() => std::env::current_dir()
-            .map(|c| extensions_subdir(&c.join(d), &kernel_src, base_src.as_deref()))
-            .unwrap_or_else(|_| d.clone()),
-        Some(d) => extensions_subdir(d, &kernel_src, base_src.as_deref()),
-        None => dir.path().join("torch_extensions"),
+    let absolute = |d: &Path| {
+        if d.is_relative() {
+            std::env::current_dir()
+                .map(|c| c.join(d))
+                .unwrap_or_else(|_| d.to_path_buf())
+        } else {
+            d.to_path_buf()
+        }
     };
-    let mut env = vec![(
-        "TORCH_EXTENSIONS_DIR".to_string(),
-        ext_dir.display().to_string(),
-    )];
+    let ext_dir = match &spec.extensions_dir {
+        ExtensionsDir::Keyed(d) => {
+            extensions_subdir(&absolute(d), &kernel_src, base_src.as_deref())
+        }
+        ExtensionsDir::Torch { root, .. } => absolute(root),
+        ExtensionsDir::PerJob => dir.path().join("torch_extensions"),
+    };
+    let mut env = match &spec.extensions_dir {
+        // The runner names torch's own `py<ver>_<cuda>` folder under the root.
+        ExtensionsDir::Torch { exact: false, .. } => vec![(
+            "KERNELGATE_TORCH_BUILD_ROOT".to_string(),
+            ext_dir.display().to_string(),
+        )],
+        _ => vec![(
+            "TORCH_EXTENSIONS_DIR".to_string(),
+            ext_dir.display().to_string(),
+        )],
+    };
     if let Some(gpu) = spec.gpu {
         let parent = std::env::var("CUDA_VISIBLE_DEVICES").ok();
         env.push((
@@ -390,9 +452,10 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         // Keep a CPU job (and a build) off the GPU even where one exists.
         env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
     }
-    if may_use_gpu || spec.build_only {
+    if spec.build_only || matches!(spec.extensions_dir, ExtensionsDir::Keyed(_)) {
         // The build (no GPU visible) and the eval must compile for the same architectures,
-        // or the eval rebuilds what the build left.
+        // or the eval rebuilds what the build left. A job that builds for itself keeps the
+        // environment's own list, as `python kernel.py` does, so it can load that build.
         if let Some(arch) = cuda_arch_list() {
             env.push(("TORCH_CUDA_ARCH_LIST".into(), arch));
         }
@@ -408,7 +471,7 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         // Several builds run at once: two compiler processes each.
         env.push(("MAX_JOBS".into(), "2".into()));
     }
-    if spec.extensions_dir.is_some() {
+    if spec.extensions_dir.is_shared() {
         // It must exist to be granted to the sandboxed child.
         let _ = std::fs::create_dir_all(&ext_dir);
     }
@@ -436,7 +499,7 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         .collect(),
         write_dirs: spec
             .extensions_dir
-            .is_some()
+            .is_shared()
             .then(|| ext_dir.clone())
             .into_iter()
             .collect(),
@@ -656,6 +719,8 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
     result.work = r.work;
     result.memory = r.memory;
     result.precision_audit = r.precision_audit;
+    result.extensions = r.extensions;
+    result.extensions_dir = r.extensions_dir;
     result.phases = r
         .phases
         .into_iter()

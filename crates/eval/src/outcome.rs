@@ -306,6 +306,26 @@ pub struct EvalResult {
     /// child was started.
     #[serde(default)]
     pub sandbox: String,
+    /// The extensions the candidate's import built or loaded as an earlier build left them.
+    #[serde(default)]
+    pub extensions: Vec<ExtensionBuild>,
+    /// torch's build directory the job used (`TORCH_EXTENSIONS_DIR` in the child).
+    #[serde(default)]
+    pub extensions_dir: Option<String>,
+}
+
+/// One compiled extension the candidate's import needed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtensionBuild {
+    /// The extension's name (its folder under the build directory).
+    pub name: String,
+    /// The library the process loaded.
+    pub library: String,
+    /// Compiled by this import; false: loaded as an earlier build (or `python kernel.py`) left it.
+    pub built: bool,
+    /// An earlier build of this name was there and was replaced (other sources, flags or torch).
+    #[serde(default)]
+    pub rebuilt: bool,
 }
 
 impl EvalResult {
@@ -322,6 +342,8 @@ impl EvalResult {
             audit: None,
             memory: None,
             precision_audit: None,
+            extensions: Vec::new(),
+            extensions_dir: None,
             seed,
             seed_random,
             torch: None,

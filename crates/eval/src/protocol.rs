@@ -107,6 +107,11 @@ pub(crate) struct RunnerResult {
     /// The precision audit (absent from harnesses that make none).
     #[serde(default)]
     pub precision_audit: Option<kernelgate_model::PrecisionAudit>,
+    /// What the candidate's import built or loaded in torch's build directory.
+    #[serde(default)]
+    pub extensions: Vec<crate::ExtensionBuild>,
+    #[serde(default)]
+    pub extensions_dir: Option<String>,
 }
 
 /// A runtime finding as the runner reports it (`eval/` is prefixed to its rule).

@@ -72,6 +72,10 @@ REFILL_SERIES = "input_refill"
 
 # Elements per step of `FreshInputs.digest` (128 MiB of float64 at a time).
 DIGEST_CHUNK = 1 << 24
+# Weights the digest keeps on the CPU, shared by every draw (a step's elements are weighed alike
+# in each): drawing them anew for every draw was most of a CPU timing's set-up (6-8 s of
+# `fresh_draws` on the H200's host, issue 29).
+DIGEST_CACHE_BYTES = 1 << 30
 # Fresh draws made for one timing: enough for every call of a full run of rounds on small
 # inputs; fewer where memory or time (`draw_pool`) say so, and content then repeats.
 MAX_DRAWS = 1024
@@ -128,6 +132,8 @@ class FreshInputs:
         self.harness_copies = 0
         self.torch_copies = 0
         self._seed = int.from_bytes(_urandom(8), "little")
+        self._weight_cache = {}
+        self._weight_bytes = 0
         self._digest = self.digest()
 
     def _refillable(self, j, x):
@@ -206,15 +212,32 @@ class FreshInputs:
                         p = p.double()
                     # In chunks on the draw's own device: a whole float64 copy and weight vector
                     # would be 16 bytes per element (77 GB for KernelBench's ReLU).
-                    g = torch.Generator(device=p.device)
-                    g.manual_seed(self._seed)
                     total = 0.0
                     for start in range(0, p.numel(), DIGEST_CHUNK):
-                        c = p[start : start + DIGEST_CHUNK].double()
-                        w = torch.rand(c.numel(), generator=g, dtype=torch.float64, device=p.device)
-                        total += float((c * w).sum())
+                        c = p[start : start + DIGEST_CHUNK]
+                        # A float64 copy to weigh in place (a float64 draw's own view is copied).
+                        c = c.clone() if c.dtype == torch.float64 else c.double()
+                        total += float(c.mul_(self._weights(p.device, start, c.numel())).sum())
                     sums.append(total)
         return sums
+
+    def _weights(self, device, start, n):
+        """The weights of elements `start..start + n`, from a generator seeded by the held seed
+        and the step's offset alone: a step's weights never depend on the steps before it, so a
+        kept vector and a new draw agree. Kept on the CPU within `DIGEST_CACHE_BYTES`; on a GPU
+        drawing them is fast and memory is the problem's."""
+        key = (str(device), start, n)
+        w = self._weight_cache.get(key)
+        if w is not None:
+            return w
+        torch = self.torch
+        g = torch.Generator(device=device)
+        g.manual_seed((self._seed + start * 0x9E3779B97F4A7C15) % (1 << 63))
+        w = torch.rand(n, generator=g, dtype=torch.float64, device=device)
+        if w.device.type == "cpu" and self._weight_bytes + 8 * n <= DIGEST_CACHE_BYTES:
+            self._weight_cache[key] = w
+            self._weight_bytes += 8 * n
+        return w
 
     def intact(self):
         d = self.digest()

@@ -21,6 +21,7 @@ _now = time.time
 _sleep = time.sleep
 _active_count = threading.active_count
 _listdir = os.listdir
+_stat = os.stat
 _format_exc = traceback.format_exc
 _isinstance = isinstance
 _type = type
@@ -61,6 +62,62 @@ def _native_threads():
         return len(_listdir("/proc/self/task"))
     except OSError:
         return None
+
+
+def _extension_libraries(root):
+    """The compiled extensions torch keeps under its build directory (`<root>/<name>/*.so`),
+    each with its modification time."""
+    found = {}
+    try:
+        names = _listdir(root)
+    except OSError:
+        return found
+    for name in names:
+        folder = os.path.join(root, name)
+        try:
+            files = _listdir(folder)
+        except OSError:
+            continue
+        for f in files:
+            if f.endswith(".so"):
+                path = os.path.join(folder, f)
+                try:
+                    found[path] = _stat(path).st_mtime_ns
+                except OSError:
+                    pass
+    return found
+
+
+def _mapped_files():
+    """Files mapped into this process (`/proc/self/maps`): the libraries it loaded."""
+    try:
+        with open("/proc/self/maps") as f:
+            return {parts[5].strip() for parts in (line.split(None, 5) for line in f) if len(parts) == 6}
+    except OSError:
+        return set()
+
+
+def extension_builds(root, before):
+    """What importing a kernel did with torch's build directory: each extension it built
+    (`built`, and `rebuilt` when an earlier build of that name was replaced: other sources,
+    flags or torch) or loaded as an earlier run left it (`built: false`)."""
+    if not root:
+        return []
+    after = _extension_libraries(root)
+    loaded = _mapped_files()
+    out = []
+    for path in sorted(after):
+        built = before.get(path) != after[path]
+        if built or path in loaded:
+            out.append(
+                {
+                    "name": os.path.basename(os.path.dirname(path)),
+                    "library": path,
+                    "built": built,
+                    "rebuilt": built and path in before,
+                }
+            )
+    return out
 
 
 def _load_module(path, name):
@@ -124,6 +181,15 @@ class Runner:
 
         self.torch = torch
         self.torch_version = torch.__version__
+        root = os.environ.get("KERNELGATE_TORCH_BUILD_ROOT")
+        if root:
+            # torch's own folder under its build root, named as `_get_build_directory` names it,
+            # so a kernel loads what `python kernel.py` built with the same sources and flags.
+            cuda = "cpu" if torch.version.cuda is None else "cu" + torch.version.cuda.replace(".", "")
+            py = f"py{sys.version_info.major}{sys.version_info.minor}{getattr(sys, 'abiflags', '')}"
+            os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(root, f"{py}_{cuda}")
+        self.extensions_root = os.environ.get("TORCH_EXTENSIONS_DIR")
+        self.extensions = []
         self.phase("torch_import")
         T = self.capture(torch)
         self.T = T
@@ -265,12 +331,14 @@ class Runner:
         job, torch = self.job, self.torch
         self.mark("compile")
         self.candidate_started = True
+        before = _extension_libraries(self.extensions_root) if self.extensions_root else {}
         try:
             cand_mod = _load_module(job.kernel, "kg_candidate_" + job.job_id)
         except BaseException as e:
             self.mark("run")
             raise _Stop(self.compile_error(e))
         self.mark("run")
+        self.extensions = extension_builds(self.extensions_root, before)
         self.sync()
         self.phase("compile")
         ModelNew = getattr(cand_mod, "ModelNew", None)
@@ -1188,6 +1256,8 @@ class Runner:
             "audit": self.op_audit,
             "memory": self.memory_use(),
             "precision_audit": getattr(self, "precision", None),
+            "extensions": getattr(self, "extensions", []),
+            "extensions_dir": getattr(self, "extensions_root", None),
         }
 
     def memory_use(self):

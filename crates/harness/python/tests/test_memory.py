@@ -183,17 +183,25 @@ class FreshDraws(unittest.TestCase):
 
         try:
             f, _ = self.fresh(n_draws=2)
+            f._weight_cache.clear()
+            f._weight_bytes = 0
             torch.rand = rand
             try:
-                f.digest()
+                kept = f.digest()
             finally:
                 torch.rand = real_rand
+            # Kept weights and new ones agree: a digest with nothing kept is the same.
+            self.assertEqual(f.digest(), kept)
+            f._weight_cache.clear()
+            self.assertEqual(f.digest(), kept)
+            self.assertTrue(f.intact())
         finally:
             kg_timing.DIGEST_CHUNK = saved
         self.assertTrue(sizes)
         self.assertLessEqual(max(sizes), 1000, "the digest made a weight vector larger than a step")
-        # 2 originals + 2 draws, two arguments of 4096 elements each, every element weighed once.
-        self.assertEqual(sum(sizes), 4 * 2 * 64 * 64)
+        # Every step's weights are drawn once and kept on the CPU: 2 originals + 2 draws, two
+        # arguments of 4096 elements each, all weighed with the weights of one 4096-element pass.
+        self.assertEqual(sum(sizes), 64 * 64)
 
 
 class PrecisionAudit(unittest.TestCase):
