@@ -1615,6 +1615,11 @@ fn fake_gh(dir: &Path) -> String {
 echo "$*" >> "$FAKE_GH/calls"
 case "$*" in
   *collaborators/*/permission*) cat "$FAKE_GH/permission" ;;
+  *"-X PATCH"*) ;;
+  *issues/*/comments*)
+    # gh's own --jq filter, applied as gh applies it.
+    filter=""; prev=""; for a in "$@"; do [ "$prev" = --jq ] && filter="$a"; prev="$a"; done
+    if [ -n "$filter" ]; then jq -r "$filter" < "$FAKE_GH/comments"; else cat "$FAKE_GH/comments"; fi ;;
   *pulls/*/files*) cat "$FAKE_GH/files" ;;
   *"pulls/"*) cat "$FAKE_GH/pull" ;;
   *) echo "{}" ;;
@@ -1862,9 +1867,70 @@ fn a_pull_request_that_changes_no_kernel_gets_a_passing_check() {
 }
 
 #[test]
+fn a_push_that_changes_no_kernel_updates_the_earlier_comment() {
+    let gate = load(&root().join(".github/workflows/kernelgate.yml"));
+    let job = &gate["jobs"]["no-kernel"];
+    assert!(
+        job["permissions"]["pull-requests"].as_str() == Some("write"),
+        "updating the comment needs pull-requests: write"
+    );
+    let step = job["steps"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"].as_str() == Some("Update an earlier kernelgate comment"))
+        .expect("a step that updates the earlier comment");
+    let head = "abcdef1234567890abcdef1234567890abcdef12";
+    for check in ["kernelgate", "kernelgate (H200)"] {
+        let marker = kernelgate_github::sticky_marker(check);
+        let dir = tempfile::tempdir().unwrap();
+        let path = fake_gh(dir.path());
+        // A person quoting the marker first, then the gate's own comment.
+        let comments = serde_json::json!([
+            {"id": 11, "user": {"login": "mallory"}, "body": format!("{marker}\nquoted")},
+            {"id": 22, "user": {"login": "github-actions[bot]"}, "body": format!("{marker}\n## ❌ {check}: 1 of 1 kernel(s) failed")},
+            {"id": 33, "user": {"login": "github-actions[bot]"}, "body": "another bot comment"},
+        ]);
+        std::fs::write(dir.path().join("comments"), comments.to_string()).unwrap();
+        let env = [
+            ("PR", "7"),
+            ("HEAD_SHA", head),
+            ("GH_TOKEN", "t"),
+            ("KERNELGATE_CHECK_NAME", check),
+        ];
+        let (code, log, _) = run_workflow_step(step, dir.path(), &path, &env);
+        assert_eq!(code, 0, "{log}");
+        let calls = read(&dir.path().join("calls"));
+        let patch = calls
+            .split("\napi ")
+            .find(|c| c.contains("-X PATCH"))
+            .unwrap_or_else(|| panic!("no PATCH:\n{calls}"));
+        assert!(
+            patch.contains("repos/acme/kernels/issues/comments/22"),
+            "{patch}"
+        );
+        assert!(patch.contains(&format!("body={marker}\n")), "the marker stays first: {patch}");
+        assert!(
+            patch.contains(&format!("{check}: no kernel changed in abcdef1")),
+            "{patch}"
+        );
+        assert!(!calls.contains("comments/11") && !calls.contains("comments/33"), "{calls}");
+
+        // No earlier comment: nothing to update, and the step passes.
+        std::fs::write(dir.path().join("comments"), "[]").unwrap();
+        std::fs::remove_file(dir.path().join("calls")).unwrap();
+        let (code, log, _) = run_workflow_step(step, dir.path(), &path, &env);
+        assert_eq!(code, 0, "{log}");
+        assert!(log.contains("no earlier"), "{log}");
+        assert!(!read(&dir.path().join("calls")).contains("PATCH"));
+    }
+}
+
+#[test]
 fn head_shas_are_validated_before_use() {
     for (file, job, step) in [
         ("kernelgate.yml", "no-kernel", 0),
+        ("kernelgate.yml", "no-kernel", 1),
         ("kernelgate-publish.yml", "publish", 0),
         ("kernelgate-trusted.yml", "authorize", 0),
     ] {
