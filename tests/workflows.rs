@@ -1229,6 +1229,199 @@ fn action_installs_the_wheel_into_the_given_python() {
     assert!(log.contains("virtual environment"), "{log}");
 }
 
+/// A stand-in interpreter for the install step: has torch and the harness, runs `-m pip` by
+/// failing with `$PIP_FAILS` (or installing a `kernelgate` script into `scripts`), and answers
+/// the scripts-directory query.
+fn stand_in_python(dir: &Path, scripts: &Path, version: &str) -> PathBuf {
+    let python = dir.join("python");
+    write_executable(
+        &python,
+        &format!(
+            "#!/bin/bash\nif [ \"$1 $2\" = '-m pip' ]; then echo \"$*\" >> \"$RUNNER_TEMP/pip-args\"\n  [ -n \"$PIP_FAILS\" ] && {{ echo \"$PIP_FAILS\" >&2; exit 1; }}\n  printf '#!/bin/bash\\necho kernelgate {version}\\n' > {s}/kernelgate; chmod +x {s}/kernelgate; exit 0; fi\ncase \"$2\" in *sysconfig*) [ -x {s}/kernelgate ] && echo {s}/kernelgate || echo;; *) ;; esac\nexit 0\n",
+            s = scripts.display()
+        ),
+    );
+    python
+}
+
+/// A stand-in cargo that records its arguments and leaves what `cargo build --release` would.
+fn stand_in_cargo(bin: &Path) {
+    write_executable(
+        &bin.join("cargo"),
+        "#!/bin/bash\necho \"$*\" >> \"$RUNNER_TEMP/cargo-args\"\nmkdir -p target/release\nprintf '#!/bin/bash\\necho kernelgate built\\n' > target/release/kernelgate\nchmod +x target/release/kernelgate\ntouch target/release/libkernelgate_harness.so\n",
+    );
+}
+
+/// A PATH with the shell's basics and `extra` first, but no cargo.
+fn path_without_cargo(extra: &Path) -> String {
+    for tool in [
+        "bash",
+        "cat",
+        "cut",
+        "sed",
+        "grep",
+        "tail",
+        "tr",
+        "mkdir",
+        "rm",
+        "cp",
+        "chmod",
+        "touch",
+        "printf",
+        "sha256sum",
+        "tar",
+        "basename",
+        "dirname",
+        "head",
+    ] {
+        let link = extra.join(tool);
+        if let (Ok(p), false) = (which(tool), link.exists()) {
+            std::os::unix::fs::symlink(p, link).unwrap();
+        }
+    }
+    extra.display().to_string()
+}
+
+#[test]
+fn install_auto_builds_the_actions_checkout_when_the_version_is_not_released() {
+    let version = workspace_version();
+    let dir = tempfile::tempdir().unwrap();
+    let scripts = dir.path().join("venv-bin");
+    std::fs::create_dir(&scripts).unwrap();
+    let py = stand_in_python(dir.path(), &scripts, &version)
+        .display()
+        .to_string();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let no_release = format!("ERROR: Could not find a version that satisfies the requirement kernelgate=={version} (from versions: none)\nERROR: No matching distribution found for kernelgate=={version}");
+
+    // No cargo either: the error names both ways out.
+    let path = path_without_cargo(&bin);
+    let mut run = ActionRun::new(&[("python", &py)]);
+    run.runner_env
+        .push(("PIP_FAILS".into(), no_release.clone()));
+    run.step("prereq", &path);
+    let (code, log) = run.step("build", &path);
+    assert_eq!(code, 1, "{log}");
+    assert!(
+        log.contains("::error title=kernelgate: no release to install::"),
+        "{log}"
+    );
+    assert!(
+        log.contains("not on the package index")
+            && log.contains("rustup")
+            && log.contains("'version:'"),
+        "{log}"
+    );
+
+    // With cargo: built from the action's checkout, with a notice, and the harness handed on.
+    stand_in_cargo(&bin);
+    let mut run = ActionRun::new(&[("python", &py)]);
+    run.runner_env
+        .push(("PIP_FAILS".into(), no_release.clone()));
+    run.step("prereq", &path);
+    let (code, log) = run.step("build", &path);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("::notice title=kernelgate: building from source::"),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "kernelgate=={version} is not on the package index"
+        )),
+        "{log}"
+    );
+    let cargo = read(&run.dir.path().join("cargo-args"));
+    assert_eq!(
+        cargo.trim(),
+        "build --release --locked -p kernelgate -p kernelgate-harness"
+    );
+    assert!(
+        run.output("build", "bin")
+            .ends_with("target/release/kernelgate"),
+        "{log}"
+    );
+    assert!(
+        run.output("build", "harness")
+            .ends_with("target/release/libkernelgate_harness.so"),
+        "{log}"
+    );
+
+    // install: wheel asked for explicitly: no fallback, the wheel's own error.
+    let mut run = ActionRun::new(&[("python", &py), ("install", "wheel")]);
+    run.runner_env
+        .push(("PIP_FAILS".into(), no_release.clone()));
+    std::fs::remove_file(run.dir.path().join("cargo-args")).ok();
+    run.step("prereq", &path);
+    let (code, log) = run.step("build", &path);
+    assert_eq!(code, 1, "{log}");
+    assert!(
+        log.contains("::error title=kernelgate: cannot install the wheel::"),
+        "{log}"
+    );
+    assert!(
+        !run.dir.path().join("cargo-args").exists(),
+        "built although install: wheel"
+    );
+
+    // A binary for publishing that is not released: built from the checkout as well.
+    let release = tempfile::tempdir().unwrap();
+    fake_curl(&bin);
+    let mut run = ActionRun::new(&[("command", "publish")]);
+    run.runner_env
+        .push(("FAKE_RELEASE".into(), release.path().display().to_string()));
+    run.runner_env
+        .push(("GITHUB_ACTION_REPOSITORY".into(), "acme/kernelgate".into()));
+    run.step("prereq", &path);
+    let (code, log) = run.step("build", &path);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("::notice title=kernelgate: building from source::"),
+        "{log}"
+    );
+    assert!(log.contains("could not be downloaded"), "{log}");
+    let cargo = read(&run.dir.path().join("cargo-args"));
+    assert_eq!(
+        cargo.trim(),
+        "build --release --locked -p kernelgate",
+        "publishing needs no harness"
+    );
+}
+
+#[test]
+fn install_auto_uses_a_kernelgate_of_its_version_already_in_the_python() {
+    let version = workspace_version();
+    let dir = tempfile::tempdir().unwrap();
+    let scripts = dir.path().join("venv-bin");
+    std::fs::create_dir(&scripts).unwrap();
+    let py = stand_in_python(dir.path(), &scripts, &version)
+        .display()
+        .to_string();
+    let path = std::env::var("PATH").unwrap();
+    for (installed, used) in [(version.clone(), true), ("0.0.1".to_string(), false)] {
+        write_executable(
+            &scripts.join("kernelgate"),
+            &format!("#!/bin/bash\necho 'kernelgate {installed} (commit x)'\n"),
+        );
+        let mut run = ActionRun::new(&[("python", &py)]);
+        run.step("prereq", &path);
+        let (code, log) = run.step("build", &path);
+        assert_eq!(code, 0, "{log}");
+        let pip_ran = run.dir.path().join("pip-args").exists();
+        assert_eq!(!pip_ran, used, "installed {installed}: {log}");
+        assert_eq!(
+            log.contains("::notice title=kernelgate: already installed::"),
+            used,
+            "{log}"
+        );
+        assert_eq!(
+            run.output("build", "bin"),
+            scripts.join("kernelgate").display().to_string()
+        );
+    }
+}
+
 /// A stand-in kernelgate that appends each invocation's arguments, one line per call.
 fn recording_kernelgate(dir: &Path) -> PathBuf {
     let fake = dir.join("kernelgate");
@@ -1909,12 +2102,18 @@ fn a_push_that_changes_no_kernel_updates_the_earlier_comment() {
             patch.contains("repos/acme/kernels/issues/comments/22"),
             "{patch}"
         );
-        assert!(patch.contains(&format!("body={marker}\n")), "the marker stays first: {patch}");
+        assert!(
+            patch.contains(&format!("body={marker}\n")),
+            "the marker stays first: {patch}"
+        );
         assert!(
             patch.contains(&format!("{check}: no kernel changed in abcdef1")),
             "{patch}"
         );
-        assert!(!calls.contains("comments/11") && !calls.contains("comments/33"), "{calls}");
+        assert!(
+            !calls.contains("comments/11") && !calls.contains("comments/33"),
+            "{calls}"
+        );
 
         // No earlier comment: nothing to update, and the step passes.
         std::fs::write(dir.path().join("comments"), "[]").unwrap();
