@@ -455,6 +455,13 @@ fn apply(
     row.reference_ms = eval.reference_ms;
     row.reference_ci_ms = eval.reference_ci_ms;
     row.device = eval.run_key.as_ref().map(|k| k.key.gpu.clone());
+    row.timed_on = eval.run_key.as_ref().map(|k| {
+        if k.key.is_gpu() {
+            kernelgate_report::TimedOn::Gpu
+        } else {
+            kernelgate_report::TimedOn::Cpu
+        }
+    });
     row.compiled_ms = eval.compiled_ms;
     row.memory = eval.memory.clone();
     row.precision_audit = eval.precision_audit.clone();

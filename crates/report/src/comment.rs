@@ -9,7 +9,8 @@
 
 use crate::annotate::is_failure;
 use crate::schema::{
-    Change, ComparisonSummary, ComparisonVerdict, Interval, KernelRow, OutcomeKind, Report, Verdict,
+    Change, ComparisonSummary, ComparisonVerdict, Interval, KernelRow, OutcomeKind, Report,
+    TimedOn, Verdict,
 };
 use std::fmt::Write;
 
@@ -254,79 +255,208 @@ fn totals(s: &mut String, report: &Report) {
 /// What the fast_p numbers mean, under the totals.
 const FAST_P_NOTE: &str = "<sub>fast_p: the fraction of evaluated kernels that are correct and more than p× faster than the PyTorch reference (fast_0: correct at all), as KernelBench defines it.</sub>";
 
-fn table(s: &mut String, report: &Report, rows: &[&KernelRow]) {
-    s.push_str("| | Kernel | Problem | Backend | Correctness | Time (ms) | vs eager | vs compile | vs base | vs baseline | Flags |\n");
-    s.push_str("|---|---|---|---|---|--:|--:|--:|--:|--:|---|\n");
-    for r in rows {
-        let kernel = match link(report, &r.path, None) {
-            Some(url) => format!("[{}]({url})", code_cell(&r.path)),
-            None => code_cell(&r.path),
-        };
-        let change = match &r.change {
-            Change::Modified | Change::Unchanged => String::new(),
-            c => format!("<br><sub>{}</sub>", cell(&c.label())),
-        };
-        let flags: Vec<String> = r.flags.iter().map(|f| code_cell(&f.code)).collect();
-        let mut flag_cell = flags.join(" ");
-        let errors = r
-            .findings
-            .iter()
-            .filter(|f| f.severity == kernelgate_model::Severity::Error)
-            .count();
-        let warnings = r.findings.len() - errors;
-        if errors + warnings > 0 {
-            if !flag_cell.is_empty() {
-                flag_cell.push(' ');
-            }
-            let _ = write!(flag_cell, "{errors} lint error(s), {warnings} warning(s)");
+/// The rows by where they were timed: GPU rows first, then host (CPU) timings, then rows never
+/// timed (first instead when one of them failed: a kernel stopped before its timing is what a
+/// reader must see first); the order within each group is the caller's.
+fn device_groups<'r>(rows: &[&'r KernelRow]) -> Vec<(Option<TimedOn>, Vec<&'r KernelRow>)> {
+    let mut groups = Vec::new();
+    for on in [Some(TimedOn::Gpu), Some(TimedOn::Cpu), None] {
+        let group: Vec<&KernelRow> = rows.iter().copied().filter(|r| r.timed_on == on).collect();
+        if !group.is_empty() {
+            groups.push((on, group));
         }
-        let _ = writeln!(
-            s,
-            "| {} | {kernel}{change} | {} | {} {} | {} | {} | {} | {} | {} | {} | {} |",
-            r.verdict.emoji(),
-            problem_cell(report, &r.problem),
-            r.backend,
-            r.precision,
-            correctness_cell(r),
-            r.time_ms.map(ms).unwrap_or_else(|| "–".into()),
-            speedup(r.speedup_eager.as_ref()),
-            speedup(r.speedup_compile.as_ref()),
-            comparison(r.vs_base.as_ref()),
-            comparison(r.vs_baseline.as_ref()),
-            if flag_cell.is_empty() {
-                "–".into()
-            } else {
-                flag_cell
-            },
-        );
+    }
+    if let Some((None, untimed)) = groups.last() {
+        if untimed.iter().any(|r| r.verdict == Verdict::Fail) {
+            groups.rotate_right(1);
+        }
+    }
+    groups
+}
+
+/// The device names of a group's rows, in first-seen order.
+fn device_names(rows: &[&KernelRow]) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for r in rows {
+        if let Some(d) = r.device.as_deref() {
+            if !names.contains(&d) {
+                names.push(d);
+            }
+        }
+    }
+    names.iter().map(|n| text(n)).collect::<Vec<_>>().join(", ")
+}
+
+/// What host timings are worth, under the CPU group's heading.
+const HOST_TIMING_NOTE: &str = "<sub>Host timings: the CPU is shared with the run's builds and its other evaluations, so the same kernel's times move by tens of percent between runs. Compare the speedups (candidate and reference interleaved on the same host in the same run), not the times.</sub>";
+
+fn table(s: &mut String, report: &Report, rows: &[&KernelRow]) {
+    let groups = device_groups(rows);
+    let headed = groups.len() > 1 || groups.iter().any(|(on, _)| *on == Some(TimedOn::Cpu));
+    for (on, group) in &groups {
+        if headed {
+            let names = device_names(group);
+            let heading = match (on, names.is_empty()) {
+                (Some(TimedOn::Gpu), false) => format!("GPU · {names}"),
+                (Some(TimedOn::Gpu), true) => "GPU".to_string(),
+                (Some(TimedOn::Cpu), false) => format!("CPU · host timings on {names}"),
+                (Some(TimedOn::Cpu), true) => "CPU · host timings".to_string(),
+                (None, _) => "Not timed".to_string(),
+            };
+            let _ = writeln!(s, "#### {heading}\n");
+            if *on == Some(TimedOn::Cpu) {
+                s.push_str(HOST_TIMING_NOTE);
+                s.push_str("\n\n");
+            }
+        }
+        group_table(s, report, group);
+        s.push('\n');
     }
 }
 
-/// Mermaid bar chart of speedups vs eager for correct kernels.
-fn chart(s: &mut String, rows: &[&KernelRow]) {
-    let bars: Vec<(&str, f64)> = rows
-        .iter()
-        .filter(|r| r.is_correct())
-        .filter_map(|r| r.speedup_eager.map(|v| (r.path.as_str(), v.value)))
-        .filter(|(_, v)| v.is_finite())
-        .take(40)
+/// One group's table; a column no row of the group fills is left out.
+fn group_table(s: &mut String, report: &Report, rows: &[&KernelRow]) {
+    const OPTIONAL: [(&str, &str); 6] = [
+        ("Median ms", "--:"),
+        ("vs eager", "--:"),
+        ("vs compile", "--:"),
+        ("vs base", "--:"),
+        ("vs baseline", "--:"),
+        ("Flags", "---"),
+    ];
+    let cells: Vec<RowCells> = rows.iter().map(|r| row_cells(report, r)).collect();
+    let kept: Vec<usize> = (0..OPTIONAL.len())
+        .filter(|&i| cells.iter().any(|c| c.optional[i].is_some()))
         .collect();
-    let names = chart_labels(&bars.iter().map(|(p, _)| *p).collect::<Vec<_>>());
-    let bars: Vec<(String, f64)> = names.into_iter().zip(bars.iter().map(|b| b.1)).collect();
-    if bars.is_empty() {
-        return;
+    let mut header = String::from("| | Kernel | Problem | Backend | Correctness |");
+    let mut rule = String::from("|---|---|---|---|---|");
+    for &i in &kept {
+        let _ = write!(header, " {} |", OPTIONAL[i].0);
+        let _ = write!(rule, "{}|", OPTIONAL[i].1);
     }
-    let labels: Vec<String> = bars.iter().map(|(n, _)| format!("\"{n}\"")).collect();
-    let values: Vec<String> = bars.iter().map(|(_, v)| format!("{v:.2}")).collect();
-    let max = bars.iter().map(|(_, v)| *v).fold(1.0f64, f64::max);
-    let _ = write!(
-        s,
-        "\n```mermaid\nxychart-beta\n    title \"Speedup vs eager PyTorch (×, 1.0 = parity)\"\n    x-axis [{}]\n    y-axis \"speedup\" 0 --> {:.1}\n    bar [{}]\n    line [{}]\n```\n",
-        labels.join(", "),
-        (max * 1.1).max(1.1),
-        values.join(", "),
-        vec!["1.00"; bars.len()].join(", ")
-    );
+    let _ = writeln!(s, "{header}\n{rule}");
+    for c in &cells {
+        let mut line = format!("| {} |", c.fixed.join(" | "));
+        for &i in &kept {
+            let _ = write!(line, " {} |", c.optional[i].as_deref().unwrap_or("–"));
+        }
+        let _ = writeln!(s, "{line}");
+    }
+}
+
+/// A row's cells: the five always shown, then the optional ones (`None`: nothing to show).
+struct RowCells {
+    fixed: [String; 5],
+    optional: [Option<String>; 6],
+}
+
+fn row_cells(report: &Report, r: &KernelRow) -> RowCells {
+    let kernel = match link(report, &r.path, None) {
+        Some(url) => format!("[{}]({url})", code_cell(&r.path)),
+        None => code_cell(&r.path),
+    };
+    let change = match &r.change {
+        Change::Modified | Change::Unchanged => String::new(),
+        c => format!("<br><sub>{}</sub>", cell(&c.label())),
+    };
+    let flags: Vec<String> = r.flags.iter().map(|f| code_cell(&f.code)).collect();
+    let mut flag_cell = flags.join(" ");
+    let errors = r
+        .findings
+        .iter()
+        .filter(|f| f.severity == kernelgate_model::Severity::Error)
+        .count();
+    let warnings = r.findings.len() - errors;
+    if errors + warnings > 0 {
+        if !flag_cell.is_empty() {
+            flag_cell.push(' ');
+        }
+        let _ = write!(flag_cell, "{errors} lint error(s), {warnings} warning(s)");
+    }
+    RowCells {
+        fixed: [
+            r.verdict.emoji().to_string(),
+            format!("{kernel}{change}"),
+            problem_cell(report, &r.problem),
+            format!("{} {}", r.backend, r.precision),
+            correctness_cell(r),
+        ],
+        optional: [
+            r.time_ms
+                .map(|t| median_cell(t, r.time_ci_ms, r.reference_ms)),
+            r.speedup_eager.as_ref().map(|i| speedup(Some(i))),
+            r.speedup_compile.as_ref().map(|i| speedup(Some(i))),
+            r.vs_base.as_ref().map(|c| comparison(Some(c))),
+            r.vs_baseline.as_ref().map(|c| comparison(Some(c))),
+            (!flag_cell.is_empty()).then_some(flag_cell),
+        ],
+    }
+}
+
+/// The candidate's median with its interval, and the eager reference's median under it.
+fn median_cell(t: f64, ci: Option<(f64, f64)>, reference: Option<f64>) -> String {
+    let mut out = ms(t);
+    if let Some((lo, hi)) = ci {
+        let _ = write!(out, " <sub>[{}, {}]</sub>", ms(lo), ms(hi));
+    }
+    if let Some(r) = reference {
+        let _ = write!(out, "<br><sub>eager {}</sub>", ms(r));
+    }
+    out
+}
+
+/// Most bars one chart shows: the rows furthest from parity.
+const CHART_BARS: usize = 20;
+
+/// Mermaid bar charts of the speedup vs eager of correct kernels, one per device, on a log2
+/// axis (0 = parity, +1 = twice as fast), at most [`CHART_BARS`] bars each.
+fn chart(s: &mut String, rows: &[&KernelRow]) {
+    for (on, group) in device_groups(rows) {
+        let Some(on) = on else { continue };
+        let mut bars: Vec<(&str, f64)> = group
+            .iter()
+            .filter(|r| r.is_correct())
+            .filter_map(|r| r.speedup_eager.map(|v| (r.path.as_str(), v.value)))
+            .filter(|(_, v)| v.is_finite() && *v > 0.0)
+            .collect();
+        if bars.is_empty() {
+            continue;
+        }
+        let total = bars.len();
+        if total > CHART_BARS {
+            let mut by_distance: Vec<(usize, f64)> = bars
+                .iter()
+                .enumerate()
+                .map(|(i, (_, v))| (i, v.log2().abs()))
+                .collect();
+            by_distance.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let mut keep: Vec<usize> = by_distance[..CHART_BARS].iter().map(|(i, _)| *i).collect();
+            keep.sort_unstable();
+            bars = keep.into_iter().map(|i| bars[i]).collect();
+        }
+        let names = chart_labels(&bars.iter().map(|(p, _)| *p).collect::<Vec<_>>());
+        let labels: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+        let logs: Vec<f64> = bars.iter().map(|(_, v)| v.log2()).collect();
+        let values: Vec<String> = logs.iter().map(|v| format!("{v:.2}")).collect();
+        let top = logs.iter().copied().fold(1.0f64, f64::max).ceil();
+        let bottom = logs.iter().copied().fold(-1.0f64, f64::min).floor();
+        let device = match on {
+            TimedOn::Gpu => "GPU",
+            TimedOn::Cpu => "CPU (host timings)",
+        };
+        let shown = if total > bars.len() {
+            format!(", the {} of {total} furthest from parity", bars.len())
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            s,
+            "\n```mermaid\nxychart-beta\n    title \"{device}: speedup vs eager PyTorch, log2 (0 = parity, +1 = 2x faster){shown}\"\n    x-axis [{}]\n    y-axis \"log2 speedup\" {bottom:.0} --> {top:.0}\n    bar [{}]\n    line [{}]\n```\n",
+            labels.join(", "),
+            values.join(", "),
+            vec!["0"; bars.len()].join(", ")
+        );
+    }
 }
 
 /// The outcome, with the op audit's custom share under it when the kernel was audited.
@@ -694,12 +824,14 @@ fn speedup(i: Option<&Interval>) -> String {
     }
 }
 
-/// Ratio candidate/other as a percentage change: 0.80 → "20.0% faster".
+/// The comparison as a speedup, the direction of every other column (higher is faster): the
+/// ratio candidate/other time 0.80 is "1.25×".
 fn comparison(c: Option<&ComparisonSummary>) -> String {
     let Some(c) = c else { return "–".into() };
-    let change = |r: f64| (r - 1.0) * 100.0;
     let interval = match (c.ci_lo, c.ci_hi) {
-        (Some(lo), Some(hi)) => format!(" <sub>[{:+.1}%, {:+.1}%]</sub>", change(lo), change(hi)),
+        (Some(lo), Some(hi)) if lo > 0.0 && hi > 0.0 => {
+            format!(" <sub>[{:.2}, {:.2}]</sub>", 1.0 / hi, 1.0 / lo)
+        }
         _ => String::new(),
     };
     let mark = match c.verdict {
@@ -712,8 +844,8 @@ fn comparison(c: Option<&ComparisonSummary>) -> String {
         Some(a) => format!("<br><sub>{}</sub>", a.kind.label()),
         None => String::new(),
     };
-    if c.ratio.is_finite() {
-        format!("{:+.1}%{interval} {mark}{against}", change(c.ratio))
+    if c.ratio.is_finite() && c.ratio > 0.0 {
+        format!("{:.2}×{interval} {mark}{against}", 1.0 / c.ratio)
     } else {
         format!("{mark}{against}")
     }

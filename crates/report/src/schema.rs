@@ -192,6 +192,9 @@ pub struct KernelRow {
     /// The device the row was timed on (`NVIDIA H200`, or the CPU model for host timings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// Whether the times are a GPU's or the host's (`None`: not timed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_on: Option<TimedOn>,
     /// The seed of this kernel's eval: `kernelgate eval --seed` reproduces its inputs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
@@ -304,6 +307,15 @@ pub struct TimeSpent {
     pub phases: Vec<(String, f64)>,
 }
 
+/// Where a row's times were measured: the comment groups rows by it, and host timings carry
+/// their noise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimedOn {
+    Gpu,
+    Cpu,
+}
+
 impl KernelRow {
     /// A row with only identity and outcome filled in; the rest is `None`/empty.
     pub fn new(
@@ -327,6 +339,7 @@ impl KernelRow {
             reference_ms: None,
             reference_ci_ms: None,
             device: None,
+            timed_on: None,
             seed: None,
             compiled_ms: None,
             speedup_eager: None,

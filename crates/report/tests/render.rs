@@ -52,6 +52,8 @@ fn passing(name: &str, speedup: f64) -> KernelRow {
         against: None,
     });
     r.annotate_line = Some(20);
+    r.device = Some("NVIDIA H200".into());
+    r.timed_on = Some(TimedOn::Gpu);
     r
 }
 
@@ -230,7 +232,8 @@ fn comment_one_hack() {
 #[test]
 fn comment_one_regression() {
     let c = render_comment(&one_regression());
-    assert!(c.contains("+25.0%"), "{c}");
+    // 25% slower than the base, in the direction of every column: a speedup of 0.80x.
+    assert!(c.contains("0.80× <sub>[0.78, 0.83]</sub> 🔴 slower"), "{c}");
     insta::assert_snapshot!(c);
 }
 
@@ -581,6 +584,11 @@ fn contributor_view() -> Report {
         ..run()
     });
     r.kernels = vec![relu, sigmoid, broken, hack, gpu];
+    // Timed on this machine's CPU, or not timed at all.
+    for k in &mut r.kernels {
+        k.timed_on = k.time_ms.map(|_| TimedOn::Cpu);
+        k.device = k.time_ms.map(|_| "AMD EPYC 9654".to_string());
+    }
     r.finalize();
     r
 }
@@ -757,4 +765,114 @@ fn the_header_links_the_commit_and_failing_rows_say_how_to_reproduce() {
     r.run.head_sha = "0123456789abcdef0123456789abcdef01234567".into();
     r.run.artifact_url = None;
     assert!(render_comment(&r).contains("\nCommit `0123456`\n"));
+}
+
+/// GPU rows, host-timed CPU rows and a row stopped before its timing, in one pull request.
+fn mixed_devices() -> Report {
+    let gpu_fast = passing("level1/3_ReLU/cuda", 1.8);
+    let mut gpu_slow = passing("level1/7_Softmax/cuda", 0.6);
+    gpu_slow.vs_base = Some(ComparisonSummary {
+        ratio: 1.25,
+        ci_lo: Some(1.2),
+        ci_hi: Some(1.3),
+        verdict: ComparisonVerdict::Slower,
+        against: None,
+    });
+    let mut cpu = passing("level1/3_ReLU/cpp", 1.3);
+    cpu.backend = Backend::Cpp;
+    cpu.device = Some("AMD EPYC 9654".into());
+    cpu.timed_on = Some(TimedOn::Cpu);
+    cpu.speedup_compile = None;
+    cpu.compiled_ms = None;
+    let mut lint = passing("level1/4_GELU/cuda", 1.0);
+    lint.outcome = OutcomeSummary::new(OutcomeKind::NotRun, "lint error");
+    lint.verdict = Verdict::Fail;
+    lint.time_ms = None;
+    lint.reference_ms = None;
+    lint.speedup_eager = None;
+    lint.speedup_compile = None;
+    lint.vs_base = None;
+    lint.timed_on = None;
+    lint.device = None;
+    lint.findings.push(Finding {
+        file: "kernels/level1/4_GELU/cuda.py".into(),
+        line: 3,
+        column: 1,
+        end_line: 3,
+        end_column: 10,
+        rule: "KG101".into(),
+        severity: Severity::Error,
+        message: "hard-coded output".into(),
+    });
+    report(vec![cpu, gpu_slow, lint, gpu_fast])
+}
+
+#[test]
+fn comment_mixed_cpu_and_gpu_rows() {
+    let c = render_comment(&mixed_devices());
+    // Failures first (the row the lint stopped), then the GPU, then the host timings with
+    // their noise; one direction everywhere (0.80x against the base, not +25%).
+    let at = |needle: &str| {
+        c.find(needle)
+            .unwrap_or_else(|| panic!("no {needle:?} in\n{c}"))
+    };
+    assert!(at("#### Not timed") < at("#### GPU · NVIDIA H200"), "{c}");
+    assert!(
+        at("#### GPU · NVIDIA H200") < at("#### CPU · host timings on AMD EPYC 9654"),
+        "{c}"
+    );
+    assert!(c.contains("Host timings: the CPU is shared"), "{c}");
+    assert!(c.contains("0.80× <sub>[0.77, 0.83]</sub> 🔴 slower"), "{c}");
+    assert!(!c.contains('%') || !c.contains("+25"), "{c}");
+    // The host group has no torch.compile time: its column is dropped there, kept for the GPU.
+    let cpu_table = &c[at("#### CPU")..];
+    let cpu_header = cpu_table.lines().find(|l| l.starts_with("| |")).unwrap();
+    assert!(
+        !cpu_header.contains("vs compile") && !cpu_header.contains("vs baseline"),
+        "{cpu_header}"
+    );
+    let gpu_table = &c[at("#### GPU")..at("#### CPU")];
+    assert!(
+        gpu_table
+            .lines()
+            .any(|l| l.starts_with("| |") && l.contains("vs compile")),
+        "{gpu_table}"
+    );
+    // One chart per device, on a log2 axis.
+    assert_eq!(c.matches("```mermaid").count(), 2, "{c}");
+    assert!(
+        c.contains("title \"GPU: speedup vs eager PyTorch, log2"),
+        "{c}"
+    );
+    assert!(
+        c.contains("title \"CPU (host timings): speedup vs eager PyTorch, log2"),
+        "{c}"
+    );
+    insta::assert_snapshot!(c);
+}
+
+#[test]
+fn comment_for_200_kernels_charts_the_20_furthest_from_parity() {
+    let rows: Vec<KernelRow> = (0..200)
+        .map(|i| passing(&format!("level1/{i}_K/cuda"), 0.5 + i as f64 * 0.01))
+        .collect();
+    let c = render_comment(&report(rows));
+    assert!(c.len() <= 65_536);
+    let chart = &c[c.find("```mermaid").unwrap()..];
+    let chart = &chart[..chart[3..].find("```").unwrap() + 6];
+    // Of the rows the comment's length leaves in it.
+    assert!(
+        chart.contains("the 20 of ") && chart.contains(" furthest from parity"),
+        "{chart}"
+    );
+    let bars = chart
+        .lines()
+        .find(|l| l.trim_start().starts_with("bar ["))
+        .unwrap();
+    assert_eq!(bars.matches(',').count(), 19, "{bars}");
+    // Furthest from parity: the fastest (2.49x, log2 1.32) is in; the slowest (0.50x, log2
+    // -1.00) is nearer parity than the 20 fastest (2.30x and up, log2 1.20) and is left out.
+    assert!(bars.contains("1.32") && bars.contains("1.20"), "{bars}");
+    assert!(!bars.contains("-1.00"), "{bars}");
+    insta::assert_snapshot!(c);
 }

@@ -189,6 +189,11 @@ pub struct HardwareKey {
 }
 
 impl HardwareKey {
+    /// Timed on a GPU (`cuda` is `none` for host timings).
+    pub fn is_gpu(&self) -> bool {
+        self.cuda != "none"
+    }
+
     /// Human list of the fields that differ, `None` when equal.
     pub fn differences(&self, other: &HardwareKey) -> Option<String> {
         let mut d = Vec::new();
