@@ -876,3 +876,55 @@ fn comment_for_200_kernels_charts_the_20_furthest_from_parity() {
     assert!(!bars.contains("-1.00"), "{bars}");
     insta::assert_snapshot!(c);
 }
+
+/// The comment as a GFM renderer renders it: tables, autolinks and strikethrough, and every raw
+/// HTML tag kept (stricter than GitHub's tag filter: a candidate's tag must never reach it).
+fn gfm_html(markdown: &str) -> String {
+    let mut options = comrak::Options::default();
+    options.extension.table = true;
+    options.extension.autolink = true;
+    options.extension.strikethrough = true;
+    options.render.r#unsafe = true;
+    comrak::markdown_to_html(markdown, &options)
+}
+
+#[test]
+fn candidate_text_stays_inert_when_a_gfm_renderer_renders_the_comment() {
+    let evil = "kernels/x|<img src=x onerror=alert(1)>[click](https://evil.example)@octocat`</code>**b**.py";
+    let mut row = passing("level1/3_ReLU/cuda", 1.2);
+    row.path = evil.into();
+    row.verdict = Verdict::Fail;
+    row.outcome = OutcomeSummary::new(
+        OutcomeKind::RuntimeError,
+        "boom </details><script>alert(1)</script> ![x](https://evil.example/i.png) @octocat",
+    );
+    row.reasons
+        .push("fail: <a href=\"https://evil.example\">here</a> | cell".into());
+    let plain = passing("level1/5_Sigmoid/cuda", 1.1);
+    let c = render_comment(&report(vec![row, plain]));
+    let html = gfm_html(&c);
+    for bad in [
+        "<img",
+        "<script",
+        "href=\"https://evil.example",
+        "src=\"https://evil.example",
+        "<strong>b</strong>",
+    ] {
+        assert!(!html.contains(bad), "{bad} rendered:\n{html}");
+    }
+    // Both rows stay whole rows of one table: the `|` in the path splits no cell.
+    let table = &html[html.find("<table>").unwrap()..html.find("</table>").unwrap()];
+    assert_eq!(table.matches("<tr>").count(), 3, "{table}");
+    let header_cells = table[..table.find("</tr>").unwrap()]
+        .matches("</th>")
+        .count();
+    for tr in table.split("<tr>").skip(2) {
+        assert_eq!(tr.matches("</td>").count(), header_cells, "{tr}");
+    }
+    // The details the comment opens are closed again: the candidate's `</details>` closed none.
+    assert_eq!(
+        html.matches("<details").count(),
+        html.matches("</details>").count(),
+        "{html}"
+    );
+}
