@@ -624,7 +624,14 @@ impl Publisher {
         };
         self.complete_check_run(id, report, &summary).await?;
         let comment = match report.run.pr_number {
-            Some(pr) => Some(self.upsert_comment(pr, &render_comment(report)).await?),
+            Some(pr) => {
+                let body = if self.unverified {
+                    kernelgate_report::render_unverified_comment(report, UNVERIFIED)
+                } else {
+                    render_comment(report)
+                };
+                Some(self.upsert_comment(pr, &body).await?)
+            }
             None => None,
         };
         Ok(Published::Done {

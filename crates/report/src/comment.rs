@@ -27,15 +27,26 @@ pub fn render_comment(report: &Report) -> String {
     render_comment_with_limit(report, COMMENT_LIMIT)
 }
 
+/// The comment of a run whose report cannot be trusted as a verdict (a fork's own workflow run):
+/// `note` (kernelgate's words, not the report's) stands under the headline, so the table is not
+/// read as a verdict the check does not give.
+pub fn render_unverified_comment(report: &Report, note: &str) -> String {
+    render(report, COMMENT_LIMIT, Some(note))
+}
+
 /// Render, keeping the result at most `limit` bytes long (a byte limit is also a character
 /// limit), cut at a row boundary with a pointer to the full report.
 pub fn render_comment_with_limit(report: &Report, limit: usize) -> String {
+    render(report, limit, None)
+}
+
+fn render(report: &Report, limit: usize, note: Option<&str>) -> String {
     let rows = ordered_rows(report);
     let mut detailed = rows.len();
     let mut shown = rows.len();
     let mut run_details = true;
     loop {
-        let text = assemble(report, &rows, shown, detailed, run_details);
+        let text = assemble(report, &rows, shown, detailed, run_details, note);
         if text.len() <= limit {
             return text;
         }
@@ -78,12 +89,16 @@ fn assemble(
     shown: usize,
     detailed: usize,
     run_details: bool,
+    note: Option<&str>,
 ) -> String {
     let mut s = String::new();
     s.push_str(STICKY_MARKER);
     s.push('\n');
     s.push_str(&headline(report));
     s.push_str("\n\n");
+    if let Some(note) = note {
+        let _ = writeln!(s, "> [!NOTE]\n> {}\n", one_line(note));
+    }
     if let Some(line) = commit_line(report) {
         s.push_str(&line);
         s.push_str("\n\n");

@@ -12,7 +12,10 @@ mod schema;
 mod time_spent;
 
 pub use annotate::{located, Located};
-pub use comment::{render_comment, render_comment_with_limit, COMMENT_LIMIT, STICKY_MARKER};
+pub use comment::{
+    render_comment, render_comment_with_limit, render_unverified_comment, COMMENT_LIMIT,
+    STICKY_MARKER,
+};
 pub use io::{merge, ReportError};
 pub use sarif::{findings_to_sarif, to_sarif, SARIF_SCHEMA_URI};
 pub use schema::*;

@@ -928,3 +928,19 @@ fn candidate_text_stays_inert_when_a_gfm_renderer_renders_the_comment() {
         "{html}"
     );
 }
+
+#[test]
+fn comment_of_a_forks_unverified_run() {
+    // What kernelgate-publish.yml posts for a fork's own workflow run: the table, under a note
+    // that it is no verdict (the check says neutral, never success).
+    let note = "unverified: this run is the fork's own workflow; a maintainer can run /kernelgate";
+    let c = render_unverified_comment(&all_passing(), note);
+    let head = c.find("## ").unwrap();
+    let at_note = c.find(&format!("> [!NOTE]\n> {note}")).expect("the note");
+    assert!(head < at_note && at_note < c.find("| |").unwrap(), "{c}");
+    assert_eq!(
+        c.replace(&format!("> [!NOTE]\n> {note}\n\n"), ""),
+        render_comment(&all_passing())
+    );
+    insta::assert_snapshot!(c);
+}
