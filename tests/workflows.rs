@@ -1273,6 +1273,8 @@ fn path_without_cargo(extra: &Path) -> String {
         "basename",
         "dirname",
         "head",
+        "awk",
+        "wc",
     ] {
         let link = extra.join(tool);
         if let (Ok(p), false) = (which(tool), link.exists()) {
@@ -2547,6 +2549,18 @@ esac
     };
     let (code, log, calls) = rerun();
     assert_eq!(code, Some(0), "{log}");
+    // The lines release-hashes.txt takes for this version, as the action reads them.
+    let wheel_sum = Command::new("sha256sum")
+        .arg("kernelgate-1.0.0.whl")
+        .current_dir(&assets)
+        .output()
+        .unwrap();
+    let wheel_sum = String::from_utf8(wheel_sum.stdout).unwrap();
+    let wheel_sum = wheel_sum.split_whitespace().next().unwrap();
+    assert!(
+        log.contains(&format!("    1.0.0 {wheel_sum} kernelgate-1.0.0.whl")),
+        "{log}"
+    );
     assert!(
         !calls.contains("upload v1.0.0 -- kernelgate-1.0.0.whl"),
         "re-uploaded the published wheel: {calls}"
@@ -2568,4 +2582,116 @@ esac
         !calls.contains("release upload"),
         "uploaded beside a differing asset: {calls}"
     );
+}
+
+/// A wheel of kernelgate `version` for pip: a `kernelgate` script that prints the version and a
+/// `kernelgate_harness` module, built with the real `zipfile`; returns its path.
+fn build_stand_in_wheel(dir: &Path, version: &str) -> PathBuf {
+    let name = format!("kernelgate-{version}-py3-none-any.whl");
+    let script = r#"
+import sys, zipfile
+path, version = sys.argv[1], sys.argv[2]
+info = f"kernelgate-{version}.dist-info"
+files = {
+    "kg_stand_in.py": f"def main():\n    print('kernelgate {version} (stand-in)')\n",
+    "kernelgate_harness.py": "",
+    f"{info}/METADATA": f"Metadata-Version: 2.1\nName: kernelgate\nVersion: {version}\n",
+    f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    f"{info}/entry_points.txt": "[console_scripts]\nkernelgate = kg_stand_in:main\n",
+}
+with zipfile.ZipFile(path, "w") as z:
+    for n, t in files.items():
+        z.writestr(n, t)
+    z.writestr(f"{info}/RECORD", "".join(f"{n},,\n" for n in files) + f"{info}/RECORD,,\n")
+"#;
+    let path = dir.join(name);
+    let out = Command::new(common::python())
+        .args(["-c", script])
+        .arg(&path)
+        .arg(version)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+#[test]
+fn install_refuses_a_wheel_whose_hash_is_not_the_committed_one() {
+    let version = workspace_version();
+    let dir = tempfile::tempdir().unwrap();
+    let wheels = dir.path().join("wheels");
+    std::fs::create_dir(&wheels).unwrap();
+    let wheel = build_stand_in_wheel(&wheels, &version);
+    let digest = {
+        let out = Command::new("sha256sum").arg(&wheel).output().unwrap();
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    let install = |hashes: &str| {
+        // A fresh interpreter each time, with the real pip and no index but the wheel's folder.
+        let venv = tempfile::tempdir().unwrap();
+        let made = Command::new(common::python())
+            .args(["-m", "venv"])
+            .arg(venv.path())
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let file = dir.path().join("release-hashes.txt");
+        std::fs::write(&file, hashes).unwrap();
+        let py = venv.path().join("bin/python").display().to_string();
+        let mut run = ActionRun::new(&[
+            ("python", &py),
+            ("install", "wheel"),
+            ("release-hashes", &file.display().to_string()),
+        ]);
+        run.runner_env.push(("PIP_NO_INDEX".into(), "1".into()));
+        run.runner_env
+            .push(("PIP_FIND_LINKS".into(), wheels.display().to_string()));
+        // The interpreter has no torch: the prerequisites' outputs, as that step gives them.
+        run.outputs.insert(
+            "prereq".into(),
+            [("method", "wheel"), ("version", version.as_str())]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        );
+        let (code, log) = run.step("build", &std::env::var("PATH").unwrap());
+        let installed = venv.path().join("bin/kernelgate").exists();
+        (code, log, installed)
+    };
+    let name = wheel.file_name().unwrap().to_str().unwrap().to_owned();
+
+    // The committed hash: installed, and the log says it was checked.
+    let (code, log, installed) = install(&format!("# comment\n{version} {digest} {name}\n"));
+    assert_eq!(code, 0, "{log}");
+    assert!(installed, "{log}");
+    assert!(
+        log.contains(&format!(
+            "checking the wheel against the 1 SHA-256 committed for {version}"
+        )),
+        "{log}"
+    );
+
+    // Another hash committed for this version (a tampered or replaced wheel): refused.
+    let (code, log, installed) = install(&format!("{version} {} {name}\n", "0".repeat(64)));
+    assert_eq!(code, 1, "{log}");
+    assert!(!installed, "{log}");
+    assert!(
+        log.contains("::error title=kernelgate: checksum mismatch::"),
+        "{log}"
+    );
+    assert!(log.contains("not installing it"), "{log}");
+
+    // No hash committed for this version yet: the index's wheel, unchecked, as before.
+    let (code, log, installed) = install(&format!("0.0.1 {} other.whl\n", "0".repeat(64)));
+    assert_eq!(code, 0, "{log}");
+    assert!(installed && !log.contains("checking the wheel"), "{log}");
 }
