@@ -1179,14 +1179,7 @@ fn action_installs_the_wheel_into_the_given_python() {
     let scripts = dir.path().join("venv-bin");
     std::fs::create_dir(&scripts).unwrap();
     // A stand-in interpreter: has torch, "installs" the wheel's script, imports the harness.
-    let python = dir.path().join("python");
-    write_executable(
-        &python,
-        &format!(
-            "#!/bin/bash\nif [ \"$1 $2\" = '-m pip' ]; then echo \"$*\" > \"$RUNNER_TEMP/pip-args\"\n  [ -n \"$PIP_FAILS\" ] && {{ echo \"$PIP_FAILS\" >&2; exit 1; }}\n  printf '#!/bin/bash\\necho kernelgate {version}\\n' > {s}/kernelgate; chmod +x {s}/kernelgate; exit 0; fi\ncase \"$2\" in *sysconfig*) [ -x {s}/kernelgate ] && echo {s}/kernelgate || echo;; *) ;; esac\nexit 0\n",
-            s = scripts.display()
-        ),
-    );
+    let python = stand_in_python(dir.path(), &scripts, &version);
     let path = std::env::var("PATH").unwrap();
     let py = python.display().to_string();
     let mut run = ActionRun::new(&[("python", &py)]);
