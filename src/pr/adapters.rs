@@ -77,6 +77,25 @@ pub struct HarnessEvaluator {
     pub has_gpu: bool,
     /// Processes started ahead of their device's turn ([`Evaluator::prepare`]).
     pub prepared: std::sync::Mutex<Vec<(String, Device, kernelgate_eval::PreparedJob)>>,
+    /// A GPU runner's CPUs shared out between builds/GPU evals and the CPU lanes; `None`: every
+    /// job on every CPU.
+    pub cores: Option<super::cores::CorePlan>,
+    /// The CPU lanes' sets not in use by a CPU eval right now.
+    pub free_lanes: std::sync::Mutex<Vec<Vec<usize>>>,
+}
+
+/// A CPU lane's set, taken for one eval and given back when it ends.
+struct LaneLease<'a> {
+    pool: &'a std::sync::Mutex<Vec<Vec<usize>>>,
+    cpus: Option<Vec<usize>>,
+}
+
+impl Drop for LaneLease<'_> {
+    fn drop(&mut self) {
+        if let Some(cpus) = self.cpus.take() {
+            self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(cpus);
+        }
+    }
 }
 
 impl HarnessEvaluator {
@@ -134,8 +153,13 @@ impl Evaluator for HarnessEvaluator {
         kernelgate_eval::is_cpu_kernel(&job.source)
     }
 
+    fn cpu_lanes(&self) -> Option<usize> {
+        self.cores.as_ref().map(|c| c.lanes.len())
+    }
+
     fn build(&self, job: &Job) -> Result<(), String> {
         let mut spec = self.spec(job, Device::Cpu)?;
+        spec.cpus = self.gpu_side();
         spec.build_only = true;
         spec.timing = None;
         spec.audit = false;
@@ -154,7 +178,10 @@ impl Evaluator for HarnessEvaluator {
         if !self.config.harness.start_ahead || self.skips_for_want_of_a_gpu(job, Some(device)) {
             return;
         }
-        if let Ok(spec) = self.spec(job, device) {
+        if let Ok(mut spec) = self.spec(job, device) {
+            if matches!(device, Device::Cuda(_)) {
+                spec.cpus = self.gpu_side();
+            }
             let prepared = kernelgate_eval::prepare_job(&spec);
             self.stash()
                 .push((job.path().to_string(), device, prepared));
@@ -175,9 +202,15 @@ impl Evaluator for HarnessEvaluator {
             self.discard(job, device);
             return Evaluation::failed(OutcomeKind::Skipped, self.no_gpu_message(job));
         }
-        let spec = match self.spec(job, device) {
+        let mut spec = match self.spec(job, device) {
             Ok(spec) => spec,
             Err(e) => return Evaluation::failed(OutcomeKind::Other, e),
+        };
+        // Held until this eval ends: the lane's CPUs are this eval's alone.
+        let lane = self.lease_lane(device);
+        spec.cpus = match device {
+            Device::Cuda(_) => self.gpu_side(),
+            Device::Cpu => lane.cpus.clone(),
         };
         let prepared = {
             let mut stash = self.stash();
@@ -212,6 +245,26 @@ impl Evaluator for HarnessEvaluator {
 }
 
 impl HarnessEvaluator {
+    /// The CPUs of builds and GPU evals when the CPU lanes have their own.
+    fn gpu_side(&self) -> Option<Vec<usize>> {
+        self.cores.as_ref().map(|c| c.gpu_side.clone())
+    }
+
+    /// A free CPU lane for an eval on `device` (none on a GPU, or without lanes). The scheduler
+    /// runs one CPU worker per lane, so one is always free.
+    fn lease_lane(&self, device: Device) -> LaneLease<'_> {
+        let cpus = match device {
+            Device::Cpu if self.cores.is_some() => {
+                self.free_lanes.lock().unwrap_or_else(|e| e.into_inner()).pop()
+            }
+            _ => None,
+        };
+        LaneLease {
+            pool: &self.free_lanes,
+            cpus,
+        }
+    }
+
     /// True when the kernel needs a GPU and this run has none (`device`: the job's device, when
     /// known; a job on the CPU lane of a GPU runner is not skipped for want of one).
     fn skips_for_want_of_a_gpu(&self, job: &Job, device: Option<Device>) -> bool {

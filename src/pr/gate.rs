@@ -286,6 +286,28 @@ fn evaluate(
         ),
     };
     let (extensions, _scratch) = kernelgate_eval::shared_extensions_dir()?;
+    let gpus = devices
+        .iter()
+        .filter(|d| matches!(d, run::Device::Cuda(_)))
+        .count();
+    let cpu_kernels = plan
+        .jobs
+        .iter()
+        .filter(|j| kernelgate_eval::is_cpu_kernel(&j.source))
+        .count();
+    let allowed = kernelgate_eval::allowed_cpus().unwrap_or_else(|| {
+        (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+    });
+    let cores = super::cores::plan(&allowed, gpus, cpu_kernels);
+    let build_cpus = cores.as_ref().map_or(allowed.len(), |c| c.gpu_side.len());
+    if let (Some(c), false) = (&cores, opts.quiet) {
+        eprintln!(
+            "kernelgate: {} CPU lane(s) of {} CPUs each for the {cpu_kernels} CPU kernel(s); builds and GPU evals on the other {} CPUs",
+            c.lanes.len(),
+            c.lanes[0].len(),
+            c.gpu_side.len()
+        );
+    }
     let evaluator = HarnessEvaluator {
         config: cfg.clone(),
         device,
@@ -293,8 +315,10 @@ fn evaluate(
         seed: opts.seed,
         no_timing: opts.no_timing,
         repo_root: Some(git.root().to_path_buf()),
-        has_gpu: devices.iter().any(|d| matches!(d, run::Device::Cuda(_))),
+        has_gpu: gpus > 0,
         prepared: Default::default(),
+        free_lanes: std::sync::Mutex::new(cores.as_ref().map(|c| c.lanes.clone()).unwrap_or_default()),
+        cores,
     };
     let linter = RepoLinter::new(cfg);
     // Baselines as committed on the base branch, not as the pull request left them.
@@ -306,8 +330,9 @@ fn evaluate(
     baselines.tolerance_pct = cfg.timing.baseline_tolerance_pct;
     let build_workers = match cfg.harness.build_workers {
         0 => super::schedule::auto_build_workers(
-            std::thread::available_parallelism().map_or(1, |n| n.get()),
-            devices.len(),
+            build_cpus,
+            gpus,
+            super::schedule::available_memory(),
         ),
         n => n as usize,
     };

@@ -155,7 +155,7 @@ fn judge_findings(j: &mut Judgement<'_>, row: &KernelRow) {
     let count = |severity| {
         row.findings
             .iter()
-            .filter(|f| f.severity == severity && f.line > 0)
+            .filter(|f| f.severity == severity && !f.is_runtime())
             .count()
     };
     let (errors, warnings) = (count(Severity::Error), count(Severity::Warning));
@@ -200,7 +200,7 @@ fn judge_outcome(j: &mut Judgement<'_>, row: &KernelRow) {
             j.raise(condition, format!("{}: {msg}", kind.as_str()));
         }
     }
-    for f in row.findings.iter().filter(|f| f.line == 0) {
+    for f in row.findings.iter().filter(|f| f.is_runtime()) {
         let condition = if f.severity == Severity::Error {
             Condition::Incorrect
         } else {

@@ -129,6 +129,12 @@ pub trait Evaluator: Send + Sync {
     fn runs_on_cpu(&self, _job: &Job) -> bool {
         false
     }
+    /// On a GPU runner, CPU lanes with CPUs of their own ([`super::cores`]): that many CPU
+    /// workers, each starting as soon as its kernel is built. `None`: one CPU worker on every
+    /// CPU, held until no build is left (builds would disturb its timing).
+    fn cpu_lanes(&self) -> Option<usize> {
+        None
+    }
     /// Whether [`Evaluator::build`] has work to do ahead of the device for this kernel.
     fn needs_build(&self, _job: &Job) -> bool {
         false

@@ -4,9 +4,11 @@
 //! the kernel it will take next is started (its interpreter imports torch meanwhile).
 //!
 //! Kernels that run on the CPU whatever the device (CPU C++ extensions) get a lane of their own
-//! on a GPU runner, so they never hold a GPU; that lane starts once no build is left, since
-//! parallel builds on the same cores would distort CPU timing (a reference timed before and
-//! after the candidate's import under different loads reads as tampering).
+//! on a GPU runner, so they never hold a GPU. Where the runner has CPUs to spare, each lane has
+//! CPUs no build or GPU eval uses (`cores`) and starts as soon as its kernel is built; else one
+//! lane on every CPU starts once no build is left, since parallel builds on the same cores would
+//! distort CPU timing (a reference timed before and after the candidate's import under
+//! different loads reads as tampering).
 //!
 //! Events go back to the caller's thread over a channel, in the order they happen, so the
 //! report can be rewritten and progress printed as each kernel moves on.
@@ -31,10 +33,25 @@ pub enum Event {
     Evaluated(usize, Device, Box<Evaluation>, TimeSpent),
 }
 
-/// How many builds run at once when the configuration says `0` (auto): half the cores not
-/// kept for the devices' own host threads, at least one. Each build runs with `MAX_JOBS=2`.
-pub fn auto_build_workers(cores: usize, devices: usize) -> usize {
-    (cores.saturating_sub(2 * devices) / 2).max(1)
+/// Host memory one build may take (nvcc and g++ on torch's headers: 1.5-2.5 GiB).
+const BUILD_MEMORY_BYTES: u64 = 3 << 30;
+
+/// How many builds run at once when the configuration says `0` (auto): one per core not kept
+/// for the devices' own host threads, as many as `available_memory` holds, at least one. Each
+/// build runs with `MAX_JOBS=2`, but most of a CUDA build is one process (nvcc on the device
+/// translation unit: 60 of its 65 s on an H200 host), so a build is about one core.
+pub fn auto_build_workers(cores: usize, devices: usize, available_memory: Option<u64>) -> usize {
+    let by_cores = cores.saturating_sub(2 * devices);
+    let by_memory = available_memory.map_or(usize::MAX, |m| (m / BUILD_MEMORY_BYTES) as usize);
+    by_cores.min(by_memory).max(1)
+}
+
+/// `MemAvailable` of `/proc/meminfo`, in bytes.
+pub fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// The kind of worker a kernel needs.
@@ -45,8 +62,10 @@ enum Lane {
 }
 
 struct State {
-    /// A GPU runner: its CPU lane waits for the builds.
+    /// A GPU runner: its CPU lane waits for the builds, unless the lanes have CPUs of their own.
     gpu_runner: bool,
+    /// CPU lanes on CPUs no build uses ([`Evaluator::cpu_lanes`]): they need not wait.
+    lanes_confined: bool,
     /// Not yet started building, in plan order.
     to_build: VecDeque<usize>,
     /// Ready for a worker of each lane; the earliest (plan order) goes first.
@@ -89,7 +108,7 @@ impl Shared {
         let mut s = self.lock();
         loop {
             let builds_left = s.unready[0].len() + s.unready[1].len();
-            let held = lane == Lane::Cpu && s.gpu_runner && builds_left > 0;
+            let held = lane == Lane::Cpu && s.gpu_runner && !s.lanes_confined && builds_left > 0;
             if !held {
                 if let Some(i) = s.ready[l].pop_first() {
                     return Take::Job(i);
@@ -142,8 +161,11 @@ pub fn run<E>(
     let stage_start = Instant::now();
     // Never build ahead of a CPU device: builds would share its cores with the timing.
     let gpu_runner = devices.iter().any(|d| matches!(d, Device::Cuda(_)));
-    let state = initial_state(evaluator, jobs, todo, gpu_runner, stage_start);
-    // Workers: each device in its lane, plus one CPU worker on a GPU runner with CPU kernels.
+    let mut state = initial_state(evaluator, jobs, todo, gpu_runner, stage_start);
+    let lanes = evaluator.cpu_lanes().filter(|_| gpu_runner);
+    state.lanes_confined = lanes.is_some();
+    // Workers: each device in its lane, plus CPU workers on a GPU runner with CPU kernels (one,
+    // or one per confined lane).
     let mut workers: Vec<(Device, Lane)> = devices
         .iter()
         .map(|&d| (d, if gpu_runner { Lane::Gpu } else { Lane::Cpu }))
@@ -151,7 +173,9 @@ pub fn run<E>(
     let cpu_kernels =
         state.ready[Lane::Cpu as usize].len() + state.unready[Lane::Cpu as usize].len();
     if gpu_runner && cpu_kernels > 0 {
-        workers.push((Device::Cpu, Lane::Cpu));
+        for _ in 0..lanes.unwrap_or(1).clamp(1, cpu_kernels) {
+            workers.push((Device::Cpu, Lane::Cpu));
+        }
     }
     let builders = build_workers.max(1).min(state.to_build.len());
     let shared = Shared {
@@ -202,6 +226,7 @@ fn initial_state(
     let n = jobs.len();
     let mut state = State {
         gpu_runner,
+        lanes_confined: false,
         to_build: VecDeque::new(),
         ready: [BTreeSet::new(), BTreeSet::new()],
         unready: [BTreeSet::new(), BTreeSet::new()],
@@ -386,6 +411,7 @@ mod tests {
         eval_ms: u64,
         failing_builds: Vec<String>,
         cpu_only: Vec<String>,
+        lanes: Option<usize>,
         /// Paths whose first eval is an infrastructure failure (`true`: every eval).
         flaky: HashMap<String, bool>,
         log: Mutex<Vec<(String, String, f64)>>,
@@ -403,6 +429,7 @@ mod tests {
                 eval_ms,
                 failing_builds: vec![],
                 cpu_only: vec![],
+                lanes: None,
                 flaky: HashMap::new(),
                 log: Mutex::new(vec![]),
                 evals: Mutex::new(HashMap::new()),
@@ -430,6 +457,9 @@ mod tests {
         }
         fn runs_on_cpu(&self, job: &Job) -> bool {
             self.cpu_only.iter().any(|p| p == job.path())
+        }
+        fn cpu_lanes(&self) -> Option<usize> {
+            self.lanes
         }
         fn build(&self, job: &Job) -> Result<(), String> {
             std::thread::sleep(Duration::from_millis(self.build_ms[job.path()]));
@@ -696,9 +726,33 @@ mod tests {
     }
 
     #[test]
-    fn auto_build_workers_leave_cores_for_the_gpus() {
-        assert_eq!(auto_build_workers(16, 1), 7);
-        assert_eq!(auto_build_workers(16, 8), 1);
-        assert_eq!(auto_build_workers(2, 1), 1);
+    fn confined_cpu_lanes_start_once_their_kernel_is_built_side_by_side() {
+        let mut ev = Clocked::new(&[("a.py", 20), ("b.py", 20), ("c.py", 20), ("cuda.py", 400)], 100);
+        ev.cpu_only = vec!["a.py".into(), "b.py".into(), "c.py".into()];
+        ev.lanes = Some(2);
+        let jobs = vec![
+            job("a.py", Backend::Cpp),
+            job("b.py", Backend::Cpp),
+            job("c.py", Backend::Cpp),
+            job("cuda.py", Backend::Cuda),
+        ];
+        let done = run_all(&ev, &jobs, &[Device::Cuda(0)], 4);
+        assert_eq!(done.len(), 4);
+        // Their CPUs are their own: no waiting for the CUDA build.
+        assert!(ev.at("start cpu", "a.py") < ev.at("built", "cuda.py"));
+        // Two lanes: two CPU evals at once, never three.
+        let cpu = evals_on(&ev, Device::Cpu);
+        let overlapping = |t: f64| cpu.iter().filter(|(s, e)| *s <= t && t < *e).count();
+        assert_eq!(cpu.iter().map(|(s, _)| overlapping(*s)).max(), Some(2), "{cpu:?}");
+    }
+
+    #[test]
+    fn auto_build_workers_leave_cores_for_the_gpus_and_memory_for_each_build() {
+        assert_eq!(auto_build_workers(16, 1, None), 14);
+        assert_eq!(auto_build_workers(16, 8, None), 1);
+        assert_eq!(auto_build_workers(2, 1, None), 1);
+        // 3 GiB per build: 20 GiB available holds 6.
+        assert_eq!(auto_build_workers(16, 1, Some(20 << 30)), 6);
+        assert_eq!(auto_build_workers(16, 1, Some(1 << 30)), 1);
     }
 }

@@ -37,6 +37,8 @@ pub struct Launch<'a> {
     pub write_dirs: Vec<PathBuf>,
     /// Say on stderr when the child starts compiling and running.
     pub progress: bool,
+    /// The CPUs the child runs on ([`crate::JobSpec::cpus`]); `None`: those the CLI may use.
+    pub cpus: Option<Vec<usize>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -131,6 +133,7 @@ pub fn spawn(launch: Launch<'_>) -> Result<Spawned, LaunchError> {
         dir,
         memory_limit_bytes: launch.memory_limit_bytes,
         rlimit_as: launch.rlimit_as,
+        cpus: launch.cpus.as_deref(),
     });
     cmd.arg("-c")
         .arg("import kernelgate_harness as h; h.main()")
@@ -180,6 +183,8 @@ struct Limits<'a> {
     dir: &'a Path,
     memory_limit_bytes: u64,
     rlimit_as: bool,
+    /// CPU affinity; torch, OpenMP and MKL get as many threads.
+    cpus: Option<&'a [usize]>,
 }
 
 /// `dir/py` holding the harness extension, and `dir/work`.
@@ -226,10 +231,24 @@ fn command(l: &Limits<'_>) -> Command {
         .env("TRITON_HOME", dir)
         .env("CUDA_CACHE_PATH", dir.join("cuda_cache"))
         .env("XDG_CACHE_HOME", dir.join("cache"));
+    // The set is made here: nothing allocates between fork and exec.
+    let affinity = l.cpus.map(|cpus| {
+        let threads = cpus.len().max(1).to_string();
+        for var in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"] {
+            cmd.env(var, &threads);
+        }
+        cpu_set(cpus)
+    });
     let (limit, rlimit_as) = (l.memory_limit_bytes, l.rlimit_as);
-    // SAFETY: only async-signal-safe calls (setrlimit, prctl) between fork and exec.
+    // SAFETY: only async-signal-safe calls (setrlimit, sched_setaffinity, prctl) between fork
+    // and exec.
     unsafe {
         cmd.pre_exec(move || {
+            if let Some(set) = &affinity {
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             if rlimit_as && limit > 0 {
                 let r = libc::rlimit {
                     rlim_cur: limit as libc::rlim_t,
@@ -245,6 +264,35 @@ fn command(l: &Limits<'_>) -> Command {
         });
     }
     cmd
+}
+
+/// `cpus` as the kernel's CPU set (CPUs past the set's size, 1024, are left out).
+fn cpu_set(cpus: &[usize]) -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is a plain bit array; all zeros is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        if cpu < libc::CPU_SETSIZE as usize {
+            // SAFETY: `cpu` is within the set (checked above).
+            unsafe { libc::CPU_SET(cpu, &mut set) };
+        }
+    }
+    set
+}
+
+/// The CPUs this process may run on, in order (what the child's sets are cut from); `None`
+/// when the kernel does not say.
+pub fn allowed_cpus() -> Option<Vec<usize>> {
+    // SAFETY: sched_getaffinity fills the zeroed set it is given.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if ok != 0 {
+        return None;
+    }
+    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: every index is within the set.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect();
+    (!cpus.is_empty()).then_some(cpus)
 }
 
 /// A trusted script of the harness extension (the repository's own references, never a
@@ -321,6 +369,7 @@ fn script_command(script: &Script<'_>) -> Result<Command, LaunchError> {
         dir: script.dir,
         memory_limit_bytes: script.memory_limit_bytes,
         rlimit_as: script.rlimit_as,
+        cpus: None,
     });
     cmd.env("TORCHINDUCTOR_CACHE_DIR", script.dir.join("inductor"))
         .envs(script.env.iter().copied())

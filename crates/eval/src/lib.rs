@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use child::{is_secret_var, run_script, spawn_streaming, Script, ScriptEnd, StreamingScript};
+pub use child::{allowed_cpus, is_secret_var, run_script, spawn_streaming, Script, ScriptEnd, StreamingScript};
 pub use hardware::{hardware_key, nvidia_smi, Machine};
 pub use locate::{find_harness, find_python, is_cpu_kernel, libcuda_present, HARNESS_PACKAGE};
 pub use outcome::{
@@ -111,6 +111,9 @@ pub struct JobSpec {
     /// Progress lines on stderr as the child moves from phase to phase (a lone `eval`; `pr`
     /// prints its own).
     pub progress: bool,
+    /// The CPUs the child may run on (its affinity, and as many CPU threads for torch); `None`:
+    /// every CPU kernelgate may use. `pr` gives each CPU lane its own cores on a GPU runner.
+    pub cpus: Option<Vec<usize>>,
 }
 
 impl JobSpec {
@@ -140,6 +143,7 @@ impl JobSpec {
             sandbox: SandboxMode::Auto,
             build_only: false,
             progress: false,
+            cpus: None,
         }
     }
 }
@@ -487,6 +491,7 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         env,
         sandbox: spec.sandbox,
         progress: spec.progress,
+        cpus: spec.cpus.clone(),
         read_files: [
             Some(&spec.problem),
             Some(&spec.kernel),

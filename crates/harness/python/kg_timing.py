@@ -410,7 +410,7 @@ def _load_problem(path, name):
 
 def machine(torch, device):
     """What this process knows of the machine, for the hardware key: the GPU's name (or the CPU's
-    model) and torch's version and CUDA. kernelgate adds the driver (nvidia-smi, outside the
+    model with torch's thread count) and torch's version and CUDA. kernelgate adds the driver (nvidia-smi, outside the
     sandbox) and the precision: `kernelgate_eval::hardware_key` is the key's one owner. The eval
     runner asks before the candidate is imported."""
     if str(device).startswith("cuda"):
@@ -425,7 +425,9 @@ def machine(torch, device):
                     break
     except OSError:
         pass
-    return {"gpu": cpu, "cuda": "none", "torch": torch.__version__}
+    # CPU timings scale with the threads they ran on (a CPU lane of `pr` gets a few cores, a
+    # baseline run all of them): one key per thread count, so neither is compared with the other.
+    return {"gpu": f"{cpu} ({torch.get_num_threads()} threads)", "cuda": "none", "torch": torch.__version__}
 
 
 def baseline(job_json, out_path=None):

@@ -42,6 +42,11 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// A finding of the run (runtime checks, timing integrity), not the linter's: it has no line.
+    pub fn is_runtime(&self) -> bool {
+        self.line == 0
+    }
+
     /// A finding of the run, not of a line (runtime checks, timing integrity): line 0, which
     /// annotations and SARIF place on the file as a whole.
     pub fn runtime(

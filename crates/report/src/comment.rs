@@ -376,17 +376,28 @@ fn row_cells(report: &Report, r: &KernelRow) -> RowCells {
     };
     let flags: Vec<String> = r.flags.iter().map(|f| code_cell(&f.code)).collect();
     let mut flag_cell = flags.join(" ");
-    let errors = r
-        .findings
+    // The linter's findings and the run's own (runtime checks, timing integrity) apart: a timing
+    // warning is not a lint warning.
+    let (lint, runtime): (Vec<_>, Vec<_>) = r.findings.iter().partition(|f| !f.is_runtime());
+    let errors = lint
         .iter()
         .filter(|f| f.severity == kernelgate_model::Severity::Error)
         .count();
-    let warnings = r.findings.len() - errors;
-    if errors + warnings > 0 {
+    let mut counts = vec![];
+    if !lint.is_empty() {
+        counts.push(format!(
+            "{errors} lint error(s), {} lint warning(s)",
+            lint.len() - errors
+        ));
+    }
+    if !runtime.is_empty() {
+        counts.push(format!("{} runtime finding(s)", runtime.len()));
+    }
+    if !counts.is_empty() {
         if !flag_cell.is_empty() {
             flag_cell.push(' ');
         }
-        let _ = write!(flag_cell, "{errors} lint error(s), {warnings} warning(s)");
+        flag_cell.push_str(&counts.join(", "));
     }
     RowCells {
         fixed: [
@@ -537,9 +548,9 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
     for f in r
         .findings
         .iter()
-        .filter(|f| f.line > 0 || !said(&f.message))
+        .filter(|f| !f.is_runtime() || !said(&f.message))
     {
-        let place = if f.line > 0 {
+        let place = if !f.is_runtime() {
             let file = if f.file.is_empty() { &r.path } else { &f.file };
             match link(report, file, Some(f.line)) {
                 Some(url) => format!("[L{}]({url})", f.line),

@@ -784,6 +784,13 @@ fn mixed_devices() -> Report {
     cpu.timed_on = Some(TimedOn::Cpu);
     cpu.speedup_compile = None;
     cpu.compiled_ms = None;
+    // A timing warning of the run: no line, not the linter's.
+    cpu.findings.push(Finding::runtime(
+        "kernels/level1/3_ReLU/cpp.py",
+        "timing/reference-slower-interleaved",
+        Severity::Warning,
+        "the reference ran 1.2x slower between the candidate's calls",
+    ));
     let mut lint = passing("level1/4_GELU/cuda", 1.0);
     lint.outcome = OutcomeSummary::new(OutcomeKind::NotRun, "lint error");
     lint.verdict = Verdict::Fail;
@@ -823,6 +830,14 @@ fn comment_mixed_cpu_and_gpu_rows() {
     );
     assert!(c.contains("Host timings: the CPU is shared"), "{c}");
     assert!(c.contains("0.80× <sub>[0.77, 0.83]</sub> 🔴 slower"), "{c}");
+    // The run's own findings are counted apart from the linter's.
+    let cpu_row = c
+        .lines()
+        .find(|l| l.contains("3_ReLU/cpp.py`]"))
+        .unwrap_or_else(|| panic!("no CPU row in\n{c}"));
+    assert!(cpu_row.contains("1 runtime finding(s)") && !cpu_row.contains("lint"), "{cpu_row}");
+    let lint_row = c.lines().find(|l| l.contains("4_GELU/cuda.py`]")).unwrap();
+    assert!(lint_row.contains("1 lint error(s), 0 lint warning(s)") && !lint_row.contains("runtime"), "{lint_row}");
     assert!(!c.contains('%') || !c.contains("+25"), "{c}");
     // The host group has no torch.compile time: its column is dropped there, kept for the GPU.
     let cpu_table = &c[at("#### CPU")..];
