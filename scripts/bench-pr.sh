@@ -4,6 +4,7 @@
 # time and, from report.json, where each kernel's time went (queue, build, wait, eval, and the
 # eval's harness phases). A benchmark, not a test: run it on the GPU machine.
 # Usage:   bash scripts/bench-pr.sh [label]     (OUT=dir keeps the repo, report and log)
+#          HARNESS='build_workers = 7\ncpu_lanes = false' adds lines to [harness] (an A/B run)
 # Needs:   KERNELGATE_BIN (default target/device/kernelgate) and its harness beside it or in
 #          KERNELGATE_HARNESS, KERNELGATE_PYTHON with torch, git; nvcc + ninja for CUDA kernels.
 set -euo pipefail
@@ -18,7 +19,7 @@ rm -rf "$repo"
 mkdir -p "$repo"
 cp -r "$root/KernelBench" "$repo/"
 # kernelgate's defaults (the GPU runner's), with the bundled layout.
-printf '[dataset]\nroot = "KernelBench"\n\n[kernels]\nglobs = ["kernels/**/*.py"]\n' >"$repo/kernelgate.toml"
+printf '[dataset]\nroot = "KernelBench"\n\n[kernels]\nglobs = ["kernels/**/*.py"]\n\n[harness]\n%b\n' "${HARNESS:-}" >"$repo/kernelgate.toml"
 git -C "$repo" init -q -b main
 git -C "$repo" -c user.name=bench -c user.email=bench@localhost add -A
 git -C "$repo" -c user.name=bench -c user.email=bench@localhost commit -qm base
@@ -37,6 +38,7 @@ set +e
 rc=$?
 set -e
 t1=$(date +%s.%N)
+grep -E "CPU lane" "$OUT/log-$label.txt" || true
 wall=$(python3 -c "print(f'{$t1 - $t0:.1f}')")
 echo "== $label: kernelgate pr on $n added kernels: wall ${wall} s (exit $rc), $(nproc) cores, $(nvidia-smi -L 2>/dev/null | wc -l) GPU(s)"
 python3 - "$OUT/report-$label/report.json" <<'PY'
@@ -56,6 +58,9 @@ for k in rows:
 if evals:
     evals.sort()
     print(f"eval wall per kernel: median {evals[len(evals)//2]/1000:.1f} s, max {evals[-1]/1000:.1f} s")
+for k in rows:
+    if k.get("verdict") not in ("pass", None):
+        print(f"  {k['verdict']}: {k['path']}: {'; '.join(k.get('reasons', []))[:300]}")
 s = r["summary"]
 print(f"verdict {s['verdict']}: {s['passed']} passed, {s['warned']} warned, {s['failed']} failed, {s['skipped']} skipped")
 PY

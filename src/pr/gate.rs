@@ -298,7 +298,11 @@ fn evaluate(
     let allowed = kernelgate_eval::allowed_cpus().unwrap_or_else(|| {
         (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
     });
-    let cores = super::cores::plan(&allowed, gpus, cpu_kernels);
+    let cores = cfg
+        .harness
+        .cpu_lanes
+        .then(|| super::cores::plan(&allowed, gpus, cpu_kernels))
+        .flatten();
     let build_cpus = cores.as_ref().map_or(allowed.len(), |c| c.gpu_side.len());
     if let (Some(c), false) = (&cores, opts.quiet) {
         eprintln!(

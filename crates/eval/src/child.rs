@@ -747,6 +747,49 @@ pub fn tail(path: &PathBuf) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_child_given_cpus_runs_on_them_with_as_many_threads() {
+        let allowed = allowed_cpus().expect("this process's CPU set");
+        // The last allowed CPU alone (a lane of one), and the whole set.
+        for cpus in [vec![*allowed.last().unwrap()], allowed.clone()] {
+            let dir = tempfile::tempdir().unwrap();
+            prepare_dir(dir.path(), None).unwrap();
+            let mut cmd = command(&Limits {
+                python: Path::new("python3"),
+                dir: dir.path(),
+                memory_limit_bytes: 0,
+                rlimit_as: false,
+                cpus: Some(&cpus),
+            });
+            let out = cmd
+                .arg("-c")
+                .arg("import os; print(sorted(os.sched_getaffinity(0)), os.environ['OMP_NUM_THREADS'], os.environ['MKL_NUM_THREADS'])")
+                .output()
+                .expect("python3 runs");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let n = cpus.len();
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout).trim(),
+                format!("{cpus:?} {n} {n}")
+            );
+        }
+        // No set: the child keeps the CLI's CPUs and the environment's thread settings.
+        let dir = tempfile::tempdir().unwrap();
+        prepare_dir(dir.path(), None).unwrap();
+        let out = command(&Limits {
+            python: Path::new("python3"),
+            dir: dir.path(),
+            memory_limit_bytes: 0,
+            rlimit_as: false,
+            cpus: None,
+        })
+        .arg("-c")
+        .arg("import os; print(sorted(os.sched_getaffinity(0)))")
+        .output()
+        .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("{allowed:?}"));
+    }
+
     /// The process whose pid the script wrote to `pid_file` is gone (or a zombie).
     fn assert_background_process_gone(pid_file: &Path) {
         let bg: i32 = std::fs::read_to_string(pid_file)

@@ -203,9 +203,12 @@ pub struct HarnessConfig {
     /// Correctness trials (KernelBench uses 5).
     #[serde(deserialize_with = "de_positive_u32")]
     pub trials: u32,
-    /// Kernels built at once in the compile stage ahead of the GPUs; 0: half the cores left
-    /// after two per GPU.
+    /// Kernels built at once in the compile stage ahead of the GPUs; 0: one per CPU left after
+    /// two per GPU and the CPU lanes, bounded by memory.
     pub build_workers: u32,
+    /// On a GPU runner with 8 or more CPUs, CPU kernels are timed in lanes with CPUs of their
+    /// own, beside the builds. `false`: one CPU lane on every CPU, after the builds.
+    pub cpu_lanes: bool,
     /// Start the next kernel's process while the GPU evaluates the current one (its torch
     /// import and profiler warm-up hidden behind that eval). `false` starts each process only
     /// at its turn: slower, and what `scripts/gpu-reference-cause.sh` compares against.
@@ -221,6 +224,7 @@ impl Default for HarnessConfig {
             memory_limit_mb: 16384,
             trials: 5,
             build_workers: 0,
+            cpu_lanes: true,
             start_ahead: true,
         }
     }
