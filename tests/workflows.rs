@@ -143,7 +143,10 @@ fn actionlint_accepts_only_the_newer_permission_scope_it_is_told_of() {
     let (ok, text) = run_actionlint(&[wf("attestations")]);
     assert!(ok, "attestations scope rejected:\n{text}");
     let (ok, text) = run_actionlint(&[wf("no-such-scope")]);
-    assert!(!ok && text.contains("no-such-scope"), "unknown scope accepted:\n{text}");
+    assert!(
+        !ok && text.contains("no-such-scope"),
+        "unknown scope accepted:\n{text}"
+    );
 }
 
 fn map_keys(y: &Yaml) -> BTreeSet<String> {

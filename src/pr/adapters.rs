@@ -93,7 +93,10 @@ struct LaneLease<'a> {
 impl Drop for LaneLease<'_> {
     fn drop(&mut self) {
         if let Some(cpus) = self.cpus.take() {
-            self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(cpus);
+            self.pool
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(cpus);
         }
     }
 }
@@ -237,7 +240,7 @@ impl Evaluator for HarnessEvaluator {
         if let Some(machine) = machine {
             eval.run_key = Some(RunKey {
                 key: kernelgate_eval::hardware_key(&machine, job.precision),
-                l2: self.config.timing.l2.as_str().to_string(),
+                l2: self.config.timing.l2,
             });
         }
         eval
@@ -254,9 +257,11 @@ impl HarnessEvaluator {
     /// runs one CPU worker per lane, so one is always free.
     fn lease_lane(&self, device: Device) -> LaneLease<'_> {
         let cpus = match device {
-            Device::Cpu if self.cores.is_some() => {
-                self.free_lanes.lock().unwrap_or_else(|e| e.into_inner()).pop()
-            }
+            Device::Cpu if self.cores.is_some() => self
+                .free_lanes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop(),
             _ => None,
         };
         LaneLease {

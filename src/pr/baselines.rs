@@ -26,8 +26,8 @@ use super::git::Git;
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunKey {
     pub key: HardwareKey,
-    /// `cold` or `warm`, as `[timing] l2`.
-    pub l2: String,
+    /// `[timing] l2`.
+    pub l2: kernelgate_model::L2Mode,
 }
 
 /// Every committed baseline file under `<results>/timing/*/`, merged.
@@ -209,7 +209,7 @@ impl Committed {
             variant: Variant::Eager,
             kernel: None,
             hardware: key,
-            l2: &live.run.l2,
+            l2: live.run.l2.as_str(),
         };
         let mut stale = false;
         let vs_reference = match same_device(self.references.lookup(&q), key) {
@@ -497,7 +497,7 @@ mod tests {
     fn run_key(k: HardwareKey) -> RunKey {
         RunKey {
             key: k,
-            l2: "cold".into(),
+            l2: kernelgate_model::L2Mode::Cold,
         }
     }
 

@@ -30,7 +30,10 @@ pub fn plan(allowed: &[usize], gpus: usize, cpu_kernels: usize) -> Option<CorePl
     let split = n - lanes * size;
     Some(CorePlan {
         gpu_side: allowed[..split].to_vec(),
-        lanes: allowed[split..].chunks(size).map(<[usize]>::to_vec).collect(),
+        lanes: allowed[split..]
+            .chunks(size)
+            .map(<[usize]>::to_vec)
+            .collect(),
     })
 }
 
@@ -75,7 +78,11 @@ mod tests {
 
     #[test]
     fn no_split_without_a_gpu_a_cpu_kernel_or_enough_cpus() {
-        assert_eq!(plan(&cpus(16), 0, 5), None, "a CPU runner times on every CPU");
+        assert_eq!(
+            plan(&cpus(16), 0, 5),
+            None,
+            "a CPU runner times on every CPU"
+        );
         assert_eq!(plan(&cpus(16), 1, 0), None);
         assert_eq!(plan(&cpus(MIN_CPUS - 1), 1, 5), None);
         let small = plan(&cpus(MIN_CPUS), 1, 5).unwrap();

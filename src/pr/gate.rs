@@ -150,7 +150,10 @@ pub fn gate(repo: &Path, cfg: &Config, gh: &GithubContext, opts: &Options) -> an
     let store = kernelgate_history::Store::at(repo.join(&cfg.history.store));
     match crate::history::annotate(&mut report, &store) {
         Ok(0) => {}
-        Ok(n) => say(format!("history: {n} kernel(s) compared with {}", store.dir().display())),
+        Ok(n) => say(format!(
+            "history: {n} kernel(s) compared with {}",
+            store.dir().display()
+        )),
         Err(e) => eprintln!("warning: the history store is not usable: {e:#}"),
     }
 
@@ -321,7 +324,9 @@ fn evaluate(
         repo_root: Some(git.root().to_path_buf()),
         has_gpu: gpus > 0,
         prepared: Default::default(),
-        free_lanes: std::sync::Mutex::new(cores.as_ref().map(|c| c.lanes.clone()).unwrap_or_default()),
+        free_lanes: std::sync::Mutex::new(
+            cores.as_ref().map(|c| c.lanes.clone()).unwrap_or_default(),
+        ),
         cores,
     };
     let linter = RepoLinter::new(cfg);

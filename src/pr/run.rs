@@ -1073,7 +1073,7 @@ mod pipeline_tests {
         let mut e = correct(reference_ms / candidate_ms);
         e.run_key = Some(RunKey {
             key: h200(),
-            l2: "cold".into(),
+            l2: kernelgate_model::L2Mode::Cold,
         });
         e.candidate_samples_ms = around(candidate_ms);
         e.reference_samples_ms = around(reference_ms);

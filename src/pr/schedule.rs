@@ -727,7 +727,10 @@ mod tests {
 
     #[test]
     fn confined_cpu_lanes_start_once_their_kernel_is_built_side_by_side() {
-        let mut ev = Clocked::new(&[("a.py", 20), ("b.py", 20), ("c.py", 20), ("cuda.py", 400)], 100);
+        let mut ev = Clocked::new(
+            &[("a.py", 20), ("b.py", 20), ("c.py", 20), ("cuda.py", 400)],
+            100,
+        );
         ev.cpu_only = vec!["a.py".into(), "b.py".into(), "c.py".into()];
         ev.lanes = Some(2);
         let jobs = vec![
@@ -743,7 +746,11 @@ mod tests {
         // Two lanes: two CPU evals at once, never three.
         let cpu = evals_on(&ev, Device::Cpu);
         let overlapping = |t: f64| cpu.iter().filter(|(s, e)| *s <= t && t < *e).count();
-        assert_eq!(cpu.iter().map(|(s, _)| overlapping(*s)).max(), Some(2), "{cpu:?}");
+        assert_eq!(
+            cpu.iter().map(|(s, _)| overlapping(*s)).max(),
+            Some(2),
+            "{cpu:?}"
+        );
     }
 
     #[test]

@@ -284,7 +284,8 @@ fn cpu_set(cpus: &[usize]) -> libc::cpu_set_t {
 pub fn allowed_cpus() -> Option<Vec<usize>> {
     // SAFETY: sched_getaffinity fills the zeroed set it is given.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let ok =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if ok != 0 {
         return None;
     }
@@ -766,7 +767,11 @@ mod tests {
                 .arg("import os; print(sorted(os.sched_getaffinity(0)), os.environ['OMP_NUM_THREADS'], os.environ['MKL_NUM_THREADS'])")
                 .output()
                 .expect("python3 runs");
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             let n = cpus.len();
             assert_eq!(
                 String::from_utf8_lossy(&out.stdout).trim(),
@@ -787,7 +792,10 @@ mod tests {
         .arg("import os; print(sorted(os.sched_getaffinity(0)))")
         .output()
         .unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("{allowed:?}"));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("{allowed:?}")
+        );
     }
 
     /// The process whose pid the script wrote to `pid_file` is gone (or a zombie).

@@ -835,9 +835,15 @@ fn comment_mixed_cpu_and_gpu_rows() {
         .lines()
         .find(|l| l.contains("3_ReLU/cpp.py`]"))
         .unwrap_or_else(|| panic!("no CPU row in\n{c}"));
-    assert!(cpu_row.contains("1 runtime finding(s)") && !cpu_row.contains("lint"), "{cpu_row}");
+    assert!(
+        cpu_row.contains("1 runtime finding(s)") && !cpu_row.contains("lint"),
+        "{cpu_row}"
+    );
     let lint_row = c.lines().find(|l| l.contains("4_GELU/cuda.py`]")).unwrap();
-    assert!(lint_row.contains("1 lint error(s), 0 lint warning(s)") && !lint_row.contains("runtime"), "{lint_row}");
+    assert!(
+        lint_row.contains("1 lint error(s), 0 lint warning(s)") && !lint_row.contains("runtime"),
+        "{lint_row}"
+    );
     assert!(!c.contains('%') || !c.contains("+25"), "{c}");
     // The host group has no torch.compile time: its column is dropped there, kept for the GPU.
     let cpu_table = &c[at("#### CPU")..];

@@ -42,11 +42,6 @@ pub enum BaselineError {
     Version { path: PathBuf, found: u32 },
 }
 
-/// `results/timing/<HARDWARE>/` below `repo`.
-pub fn results_dir(repo: &Path, hardware_dir: &str) -> PathBuf {
-    repo.join("results").join("timing").join(hardware_dir)
-}
-
 /// Folder name for a device: `NVIDIA H200` -> `NVIDIA_H200` (letters, digits, `-`, `.` kept).
 pub fn hardware_dir_name(device_name: &str) -> String {
     let mut out = String::new();

@@ -12,7 +12,7 @@ pub mod sample;
 pub mod stats;
 
 pub use baseline::{
-    hardware_dir_name, results_dir, stale_check, BaselineEntry, BaselineError, BaselineFile,
+    hardware_dir_name, stale_check, BaselineEntry, BaselineError, BaselineFile,
     HardwareKey, KbEntry, KbFile, Lookup, Query, Staleness, Variant, Work,
 };
 pub use compare::{compare, mann_whitney_p, Comparison, Verdict};
