@@ -299,72 +299,13 @@ pub fn to_json(r: &EvalResult) -> serde_json::Value {
         "sandbox": r.sandbox,
         "extensions": r.extensions,
         "extensions_dir": r.extensions_dir,
-        "build": build_note(r),
+        "build": r.build_note(),
         "torch": r.torch,
         "phases": r.phases,
         "exit": r.exit,
         "stdout_tail": r.stdout_tail,
         "stderr_tail": r.stderr_tail,
     })
-}
-
-/// One line on the kernel's extension builds: loaded as an earlier build left them, or compiled
-/// now (and why an earlier build of the same name could not be loaded).
-pub fn build_note(r: &EvalResult) -> Option<String> {
-    if r.extensions.is_empty() {
-        return None;
-    }
-    let shown = r.extensions_dir.as_deref().map(home_relative);
-    let dir = shown.as_deref().unwrap_or("the job's build directory");
-    let names = |built: bool| -> Vec<&str> {
-        r.extensions
-            .iter()
-            .filter(|e| e.built == built)
-            .map(|e| e.name.as_str())
-            .collect()
-    };
-    let (built, reused) = (names(true), names(false));
-    if built.is_empty() {
-        return Some(format!(
-            "loaded {} as built earlier in {dir} (same sources, flags and torch): nothing compiled",
-            reused.join(", ")
-        ));
-    }
-    let secs = r
-        .phases
-        .iter()
-        .find(|p| p.name == "compile")
-        .map(|p| format!(" in {:.1} s", p.ms / 1000.0))
-        .unwrap_or_default();
-    let rebuilt: Vec<&str> = r
-        .extensions
-        .iter()
-        .filter(|e| e.rebuilt)
-        .map(|e| e.name.as_str())
-        .collect();
-    Some(if rebuilt.is_empty() {
-        format!(
-            "compiled {}{secs} into {dir}; the next eval of the same source loads it",
-            built.join(", ")
-        )
-    } else {
-        format!(
-            "compiled {}{secs}: the earlier build of {} in {dir} was made from other sources, \
-             flags or torch (torch rebuilds when any of them differs)",
-            built.join(", "),
-            rebuilt.join(", ")
-        )
-    })
-}
-
-/// A path under the home directory as `~/...`, as a contributor types it.
-fn home_relative(path: &str) -> String {
-    match std::env::var("HOME") {
-        Ok(home) if !home.is_empty() && path.starts_with(&format!("{home}/")) => {
-            format!("~{}", &path[home.len()..])
-        }
-        _ => path.to_string(),
-    }
 }
 
 fn print_table(r: &EvalResult) {
@@ -383,7 +324,7 @@ fn print_table(r: &EvalResult) {
     if !r.sandbox.is_empty() {
         println!("sandbox  {}", r.sandbox);
     }
-    if let Some(note) = build_note(r) {
+    if let Some(note) = r.build_note() {
         println!("build    {note}");
     }
     let failing = r

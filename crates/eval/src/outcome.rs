@@ -329,6 +329,56 @@ pub struct ExtensionBuild {
 }
 
 impl EvalResult {
+    /// One line on the kernel's extension builds: loaded as an earlier build left them, or compiled
+    /// now (and why an earlier build of the same name could not be loaded).
+    pub fn build_note(&self) -> Option<String> {
+        let r = self;
+        if r.extensions.is_empty() {
+            return None;
+        }
+        let shown = r.extensions_dir.as_deref().map(home_relative);
+        let dir = shown.as_deref().unwrap_or("the job's build directory");
+        let names = |built: bool| -> Vec<&str> {
+            r.extensions
+                .iter()
+                .filter(|e| e.built == built)
+                .map(|e| e.name.as_str())
+                .collect()
+        };
+        let (built, reused) = (names(true), names(false));
+        if built.is_empty() {
+            return Some(format!(
+                "loaded {} as built earlier in {dir} (same sources, flags and torch): nothing compiled",
+                reused.join(", ")
+            ));
+        }
+        let secs = r
+            .phases
+            .iter()
+            .find(|p| p.name == "compile")
+            .map(|p| format!(" in {:.1} s", p.ms / 1000.0))
+            .unwrap_or_default();
+        let rebuilt: Vec<&str> = r
+            .extensions
+            .iter()
+            .filter(|e| e.rebuilt)
+            .map(|e| e.name.as_str())
+            .collect();
+        Some(if rebuilt.is_empty() {
+            format!(
+                "compiled {}{secs} into {dir}; the next eval of the same source loads it",
+                built.join(", ")
+            )
+        } else {
+            format!(
+                "compiled {}{secs}: the earlier build of {} in {dir} was made from other sources, \
+                 flags or torch (torch rebuilds when any of them differs)",
+                built.join(", "),
+                rebuilt.join(", ")
+            )
+        })
+    }
+
     /// A result before its child has said anything: passed with no trials, nothing measured.
     pub fn new(problem: String, kernel: String, seed: u64, seed_random: bool) -> EvalResult {
         EvalResult {
@@ -361,9 +411,58 @@ impl EvalResult {
     }
 }
 
+/// A path under the home directory as `~/...`, as a contributor types it.
+fn home_relative(path: &str) -> String {
+    match std::env::var("HOME") {
+        Ok(home) if !home.is_empty() && path.starts_with(&format!("{home}/")) => {
+            format!("~{}", &path[home.len()..])
+        }
+        _ => path.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn with_builds(builds: &[(&str, bool, bool)]) -> EvalResult {
+        let mut r = EvalResult::new("p".into(), "k".into(), 1, false);
+        r.extensions_dir = Some("/runner/ext/py312_cu130".into());
+        r.phases.push(Phase {
+            name: "compile".into(),
+            ms: 61_800.0,
+        });
+        r.extensions = builds
+            .iter()
+            .map(|&(name, built, rebuilt)| ExtensionBuild {
+                name: name.into(),
+                library: format!("/runner/ext/py312_cu130/{name}/{name}.so"),
+                built,
+                rebuilt,
+            })
+            .collect();
+        r
+    }
+
+    #[test]
+    fn the_build_note_says_loaded_compiled_or_why_it_compiled_again() {
+        assert_eq!(with_builds(&[]).build_note(), None, "no extension, no line");
+        assert_eq!(
+            with_builds(&[("kg_relu", false, false)]).build_note().unwrap(),
+            "loaded kg_relu as built earlier in /runner/ext/py312_cu130 (same sources, flags and torch): nothing compiled"
+        );
+        assert_eq!(
+            with_builds(&[("kg_relu", true, false)]).build_note().unwrap(),
+            "compiled kg_relu in 61.8 s into /runner/ext/py312_cu130; the next eval of the same source loads it"
+        );
+        let again = with_builds(&[("kg_relu", true, true), ("kg_gelu", false, false)])
+            .build_note()
+            .unwrap();
+        assert!(
+            again.starts_with("compiled kg_relu in 61.8 s: the earlier build of kg_relu in /runner/ext/py312_cu130 was made from other sources"),
+            "{again}"
+        );
+    }
 
     #[test]
     fn outcome_json_is_tagged_by_kind() {
