@@ -502,11 +502,7 @@ class Auditor:
 
     def run(self, model, args):
         torch = self.torch
-        prof = None
-        if self.cuda:
-            from torch.profiler import ProfilerActivity, profile
-
-            prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        prof = gpu_profiler(torch) if self.cuda else None
         old_hook = _getprofile()
         mode = self.mode()
         forward_range = None
@@ -587,7 +583,7 @@ class Auditor:
             e[0] += us / 1000.0
             e[1] += 1
 
-        events = prof.events()
+        events = prof.events() if hasattr(prof, "events") else prof.function_events
         attached = {}
         for e in events:
             if e.device_type != DeviceType.CPU or not getattr(e, "kernels", None):
@@ -653,6 +649,24 @@ class Auditor:
                 name = kernel[:80]
             ineffective = call_id is not None and verdict.get(call_id) is not None
             add(name, "ineffective" if ineffective else "custom", None, None, us)
+
+
+def gpu_profiler(torch):
+    """The audit's profiler: CPU ranges and the GPU kernels they launched (Kineto/CUPTI).
+    `torch.profiler.profile`, whose first start is 4-6 s on an H200 even with CPU activities
+    alone: its `prepare_trace()` imports `torch._inductor` (and `torch._dynamo`) to read one
+    setting (scripts/gpu-profiler-start.py). `KERNELGATE_AUDIT_PROFILER=kineto` (an experiment,
+    not yet shown on the GPU to give the same audit) builds the Kineto profiler that wrapper
+    builds, without the import; never without `use_kineto`, which times ops, not kernels."""
+    import os
+
+    if os.environ.get("KERNELGATE_AUDIT_PROFILER") == "kineto":
+        from torch.autograd import profiler
+
+        return profiler.profile(use_cpu=True, use_device="cuda", use_kineto=True)
+    from torch.profiler import ProfilerActivity, profile
+
+    return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
 
 
 def warm_profiler(torch):
