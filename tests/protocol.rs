@@ -45,6 +45,9 @@ fn job() -> Job {
             read_files: vec!["/k.py".into()],
             read_write: vec!["/tmp/x".into()],
             denied_syscalls: [("ptrace".to_string(), 101)].into_iter().collect(),
+            denied_from_candidate: [("sched_setaffinity".to_string(), 203)]
+                .into_iter()
+                .collect(),
             level: "full".into(),
         }),
         spawn_unix: Some(1.5),

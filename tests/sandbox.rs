@@ -144,6 +144,7 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
         ("kernels/sandbox/write_pth.py", vec![]),
         ("kernels/sandbox/write_checkout.py", vec![]),
         ("kernels/sandbox/ptrace_parent.py", vec![]),
+        ("kernels/sandbox/widen_affinity.py", vec![]),
         ("kernels/sandbox/poison_shared_cache.py", vec![]),
         ("kernels/honest_relu.py", vec![]),
         ("kernels/beside/relu_with_table.py", vec![]),
@@ -231,6 +232,21 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
                     "ptrace must fail with EPERM: {stdout}"
                 );
                 assert_blocked_and_reported(name, *code, v, "call ptrace() through ctypes");
+            }
+            "widen_affinity" => {
+                for route in ["os", "posix", "pthread"] {
+                    assert!(
+                        stdout.contains(&format!("{route}=denied errno=1")),
+                        "{route}: the CPU mask must not change (EPERM): {stdout}"
+                    );
+                }
+                assert_blocked_and_reported(name, *code, v, "change its CPU affinity");
+                assert_blocked_and_reported(
+                    name,
+                    *code,
+                    v,
+                    "call pthread_setaffinity_np() through ctypes",
+                );
             }
             "poison_shared_cache" => {
                 let planted =

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::outcome::{Outcome, ProblemWork};
 
 /// The job protocol this CLI speaks; the harness extension reports its own as `PROTOCOL`.
-pub const HARNESS_PROTOCOL: u32 = 1;
+pub const HARNESS_PROTOCOL: u32 = 2;
 
 /// One job for the runner.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,6 +72,8 @@ pub struct SandboxGrant {
     pub read_files: Vec<String>,
     pub read_write: Vec<String>,
     pub denied_syscalls: BTreeMap<String, i64>,
+    /// Denied by the runner from the candidate's import on (`sandbox::DENIED_FROM_CANDIDATE`).
+    pub denied_from_candidate: BTreeMap<String, i64>,
     /// The level the launcher reached (`full`, `partial`, `off`).
     pub level: String,
 }

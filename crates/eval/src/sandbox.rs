@@ -220,6 +220,10 @@ impl Policy {
             denied_syscalls: denied_syscalls()
                 .map(|(n, nr)| (n.to_string(), *nr))
                 .collect(),
+            denied_from_candidate: DENIED_FROM_CANDIDATE
+                .iter()
+                .map(|(n, nr)| (n.to_string(), *nr))
+                .collect(),
             level: level.to_string(),
         }
     }
@@ -311,6 +315,14 @@ const DENIED_SYSCALLS: &[(&str, i64)] = &[
     ("settimeofday", libc::SYS_settimeofday),
     ("clock_settime", libc::SYS_clock_settime),
 ];
+
+/// Syscalls the runner denies from the candidate's import on (a second seccomp filter, on every
+/// thread, that the process cannot lift): torch's own start-up needs them, so they cannot be
+/// denied at exec. `sched_setaffinity`: a candidate widening its CPU mask would be timed on CPUs
+/// the reference in the same process never had, and load a neighbour's CPU lane; MKL's core
+/// count at torch's import pins the thread to each CPU in turn, before the candidate exists.
+pub const DENIED_FROM_CANDIDATE: &[(&str, i64)] =
+    &[("sched_setaffinity", libc::SYS_sched_setaffinity)];
 
 #[cfg(target_arch = "x86_64")]
 const ARCH_DENIED_SYSCALLS: &[(&str, i64)] =

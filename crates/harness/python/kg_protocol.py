@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Optional
 
-PROTOCOL = 1
+PROTOCOL = 2
 
 
 class ProtocolError(ValueError):
@@ -35,6 +35,7 @@ class Sandbox:
     read_files: list
     read_write: list
     denied_syscalls: dict
+    denied_from_candidate: dict
     level: str
 
 

@@ -29,7 +29,9 @@ def install(policy, report):
     read_files = frozenset(policy.read_files)
     # Importing a file by path looks for its cached bytecode beside it; that is no attempt.
     bytecode_dirs = frozenset(os.path.join(os.path.dirname(f), "__pycache__") for f in read_files)
-    denied = frozenset(policy.denied_syscalls)
+    denied = frozenset(policy.denied_syscalls) | frozenset(policy.denied_from_candidate)
+    # libc functions that reach a denied syscall under another name.
+    denied |= {w for w, nr in _LIBC_WRAPPERS.items() if nr in denied}
     inet = (socket.AF_INET, socket.AF_INET6)
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     level = str(policy.level)
@@ -93,6 +95,8 @@ def install(policy, report):
             name = args[0]
             if _isinstance(name, (str, bytes)) and sep in fsdecode(name) and not readable(real(fsdecode(name))):
                 note(f"load the library {fsdecode(name)} (outside the allowed paths)")
+        elif event == "os.sched_setaffinity":  # raised by the wrapper below
+            note("change its CPU affinity (denied by the sandbox's seccomp filter)")
         elif event == "ctypes.dlsym":
             # The symbol lookup (ctypes raises no event for the call itself).
             if args[1] in denied:
@@ -110,3 +114,22 @@ def install(policy, report):
             busy.on = False
 
     sys.addaudithook(hook)
+    if "sched_setaffinity" in denied:
+        _name_affinity_changes()
+
+
+# libc's wrappers, by the syscall they make.
+_LIBC_WRAPPERS = {"pthread_setaffinity_np": "sched_setaffinity"}
+
+
+def _name_affinity_changes():
+    """`os.sched_setaffinity` raises no audit event: the wrapper raises one, then calls the
+    original (which the seccomp filter denies). Only names the attempt; `posix.sched_setaffinity`
+    or C++ are still denied, just not named."""
+    original = os.sched_setaffinity
+
+    def sched_setaffinity(pid, mask):
+        sys.audit("os.sched_setaffinity", pid)
+        return original(pid, mask)
+
+    os.sched_setaffinity = sched_setaffinity

@@ -276,6 +276,7 @@ class Runner:
         # ---- candidate -------------------------------------------------------------------------
         if job.sandbox:
             kg_sandbox.install(job.sandbox, self.finding)
+            self.deny_from_candidate(job.sandbox)
         cand, cand_mod = self.load_candidate(init_inputs, seed)
         self.check_integrity(restore=True)
 
@@ -670,6 +671,21 @@ class Runner:
                         "total_trials": n_trials,
                     }
                 )
+
+    def deny_from_candidate(self, policy):
+        """Denies the job's `denied_from_candidate` syscalls on every thread, for good, before the
+        candidate's import (a seccomp filter stacked on the launcher's): torch's start-up needed
+        them, the candidate does not (`sandbox::DENIED_FROM_CANDIDATE`)."""
+        numbers = sorted(policy.denied_from_candidate.values())
+        if not numbers or str(policy.level) == "off":  # `[sandbox] enabled = false`: debugging
+            return
+        try:
+            import kernelgate_harness
+
+            kernelgate_harness.deny_syscalls(numbers)
+        except Exception as e:
+            names = ", ".join(sorted(policy.denied_from_candidate))
+            self.finding("sandbox-incomplete", "warning", f"the candidate may call {names}: {e}")
 
     def check_trials(self, cand, trials, extra, threads_py, threads_native):
         T = self.T

@@ -34,7 +34,7 @@ const KG_WORK_SRC: &str = include_str!("../python/kg_work.py");
 const KG_INTEGRITY_SRC: &str = include_str!("../python/kg_integrity.py");
 /// The job protocol this harness speaks: `kernelgate_eval::HARNESS_PROTOCOL` and
 /// `kg_protocol.PROTOCOL` must agree (tests/protocol.rs).
-const PROTOCOL: u32 = 1;
+const PROTOCOL: u32 = 2;
 
 /// `main()` may run once per process: a candidate calling it again must not get a signed result.
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -210,9 +210,36 @@ fn write_result(path: &std::path::Path, key: &[u8], payload: &str) -> std::io::R
     std::fs::rename(&tmp, path)
 }
 
+/// Denies `syscalls` (numbers) with `EPERM` on every thread of this process from now on, for
+/// good: a seccomp filter stacked on the launcher's, which no later code can lift. The runner
+/// calls it with the job's `denied_from_candidate` just before the candidate's import.
+#[pyfunction]
+fn deny_syscalls(syscalls: Vec<i64>) -> PyResult<()> {
+    use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
+    let failed = |e: String| pyo3::exceptions::PyOSError::new_err(format!("seccomp: {e}"));
+    if syscalls.is_empty() {
+        return Ok(());
+    }
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| failed(e.to_string()))?;
+    // An empty rule list matches the syscall whatever its arguments.
+    let rules = syscalls.into_iter().map(|nr| (nr, Vec::new())).collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(|e| failed(e.to_string()))?;
+    let program: BpfProgram = filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| failed(e.to_string()))?;
+    seccompiler::apply_filter_all_threads(&program).map_err(|e| failed(e.to_string()))
+}
+
 #[pymodule]
 fn kernelgate_harness(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(main, m)?)?;
+    m.add_function(wrap_pyfunction!(deny_syscalls, m)?)?;
     // The job protocol this harness speaks (kernelgate_eval::HARNESS_PROTOCOL on the CLI's side).
     m.add("PROTOCOL", PROTOCOL)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
