@@ -88,16 +88,16 @@ for r in rows:
     share = a.get("custom_share")
     left = [e for e in a["entries"] if e["class"] != "custom"]
     desc = ", ".join(
-        f"{e['op'][:40]} → {e['library'] or e['class']} {100 * (e['share'] or 0):.0f}%" + (f" (by {e['by_extension']})" if e.get("by_extension") else "")
+        f"{e['op'][:40]} → {e.get('library') or e['class']} {100 * (e['share'] or 0):.0f}%" + (f" (by {e['by_extension']})" if e.get("by_extension") else "")
         for e in left[:4]
     ) or "-"
     noeff = [f"{c['function']}: {c['reason']}" for c in a.get("extension_calls", []) if c.get("ineffective")]
     if noeff:
         desc += " | no effect: " + "; ".join(noeff)
     s = f"{100 * share:.0f}%" if share is not None else "n/a"
-    print(f"{r['_name']:34} {kind:10} {s:>7}  {a['audit_ms']:8.1f} {wall:8.0f}  {desc}")
+    print(f"{r['_name']:34} {kind:10} {s:>7}  {a.get('audit_ms', ph.get('audit', 0)):8.1f} {wall:8.0f}  {desc}")
     for e in a["entries"][:8]:
-        print(f"    {e['class']:11} {e['ms']:9.4f} ms {100 * (e['share'] or 0):5.1f}%  {e['op'][:70]} {e['library'] or ''}")
+        print(f"    {e['class']:11} {e['ms']:9.4f} ms {100 * (e['share'] or 0):5.1f}%  {e['op'][:70]} {e.get('library') or ''}")
 print("\naudit cost (job wall with / without the audit, ms):")
 for n, w in walls.items():
     if "with" in w and "without" in w:

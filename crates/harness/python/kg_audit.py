@@ -6,7 +6,7 @@ call records what really ran and how long it took:
 - ATen ops through a `TorchDispatchMode` (also those the candidate's C++ calls through `at::`);
 - calls into the candidate's compiled extensions (pybind11 functions of modules built by
   `load_inline`/`load`, found by a `sys.setprofile` hook on C calls, wherever they are bound);
-- on CUDA, every GPU kernel with its GPU time (`torch.profiler`, Kineto/CUPTI), attributed to
+- on CUDA, every GPU kernel with its GPU time (Kineto/CUPTI, `gpu_profiler`), attributed to
   the CPU range that launched it: an ATen op, an extension call or a custom op.
 
 Each piece of work is classified as *custom* (the candidate's extension, Triton, inline CUDA,
@@ -652,21 +652,22 @@ class Auditor:
 
 
 def gpu_profiler(torch):
-    """The audit's profiler: CPU ranges and the GPU kernels they launched (Kineto/CUPTI).
-    `torch.profiler.profile`, whose first start is 4-6 s on an H200 even with CPU activities
-    alone: its `prepare_trace()` imports `torch._inductor` (and `torch._dynamo`) to read one
-    setting (scripts/gpu-profiler-start.py). `KERNELGATE_AUDIT_PROFILER=kineto` (an experiment,
-    not yet shown on the GPU to give the same audit) builds the Kineto profiler that wrapper
-    builds, without the import; never without `use_kineto`, which times ops, not kernels."""
+    """The audit's profiler: CPU ranges and the GPU kernels they launched (Kineto/CUPTI), built
+    as `torch.profiler.profile` builds it (`use_kineto=True`; without it the autograd profiler
+    times ops, not kernels) but without that wrapper, whose first start is 4-6 s on an H200: its
+    `prepare_trace()` imports `torch._inductor` and `torch._dynamo` to read one setting
+    (scripts/gpu-profiler-start.py). On the H200 both give the audit fixtures the same classes
+    and shares; this one starts in about 50 ms (results/gpu-proof/h200-audit-profiler-ab.txt).
+    `KERNELGATE_AUDIT_PROFILER=torch` selects `torch.profiler` (an A/B switch)."""
     import os
 
-    if os.environ.get("KERNELGATE_AUDIT_PROFILER") == "kineto":
-        from torch.autograd import profiler
+    if os.environ.get("KERNELGATE_AUDIT_PROFILER") == "torch":
+        from torch.profiler import ProfilerActivity, profile
 
-        return profiler.profile(use_cpu=True, use_device="cuda", use_kineto=True)
-    from torch.profiler import ProfilerActivity, profile
+        return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    from torch.autograd import profiler
 
-    return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    return profiler.profile(use_cpu=True, use_device="cuda", use_kineto=True)
 
 
 def warm_profiler(torch):
