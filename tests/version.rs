@@ -2,6 +2,7 @@
 //! where this kernelgate finds its harness (issue #20: the wheel's `kernelgate` must say which
 //! harness it runs).
 
+use kernelgate_eval::protocol::HARNESS_PROTOCOL;
 use std::process::Command;
 
 fn kernelgate(args: &[&str]) -> String {
@@ -25,7 +26,10 @@ fn short_version_names_version_commit_and_harness_abi() {
         )),
         "{line}"
     );
-    assert!(line.ends_with("harness abi3-py39, protocol 1)"), "{line}");
+    assert!(
+        line.ends_with(&format!("harness abi3-py39, protocol {HARNESS_PROTOCOL})")),
+        "{line}"
+    );
 }
 
 #[test]
@@ -39,7 +43,7 @@ fn long_version_says_where_the_harness_and_python_are() {
     assert!(lines[1].starts_with("commit: "), "{v}");
     assert_eq!(
         lines[2],
-        "harness: kernelgate_harness (abi3-py39, protocol 1)"
+        format!("harness: kernelgate_harness (abi3-py39, protocol {HARNESS_PROTOCOL})")
     );
     // A cargo build finds the harness cdylib beside the binary (target/<profile>/).
     let beside = std::path::Path::new(env!("CARGO_BIN_EXE_kernelgate"))
