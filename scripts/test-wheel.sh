@@ -70,14 +70,17 @@ run bash -c '! command -v cargo >/dev/null && ! command -v rustc >/dev/null' || 
 [ "$(run bash -c 'command -v kernelgate')" = "$venv/bin/kernelgate" ] || fail "kernelgate on PATH is not the venv's"
 
 say "kernelgate --version"
+# The protocol the harness speaks, read from its one owner (so a bump cannot leave this behind).
+protocol=$(sed -n 's/^pub const HARNESS_PROTOCOL: u32 = \([0-9]*\);/\1/p' crates/eval/src/protocol.rs)
+[ -n "$protocol" ] || fail "cannot read HARNESS_PROTOCOL from crates/eval/src/protocol.rs"
 version=$(cd "$work" && run kernelgate --version)
 echo "$version"
 grep -q "^commit: $(git rev-parse HEAD)" <<< "$version" || fail "--version does not name commit $(git rev-parse HEAD)"
-grep -q "abi3-py39, protocol 1" <<< "$version" || fail "--version does not name the harness ABI"
+grep -q "abi3-py39, protocol $protocol)" <<< "$version" || fail "--version does not name the harness ABI"
 grep -q "^harness module: $venv_site/kernelgate_harness/kernelgate_harness" <<< "$version" ||
   fail "kernelgate does not find the harness in the installed package ($venv_site/kernelgate_harness)"
 grep -q "^python: $venv/bin/python" <<< "$version" || fail "kernelgate does not pick the venv's Python"
-run "$venv/bin/python" -c "import kernelgate_harness as h; assert h.PROTOCOL == 1, h.PROTOCOL; assert h.__version__ == '$(run kernelgate -V | cut -d' ' -f2)'" ||
+run "$venv/bin/python" -c "import kernelgate_harness as h; assert h.PROTOCOL == $protocol, h.PROTOCOL; assert h.__version__ == '$(run kernelgate -V | cut -d' ' -f2)'" ||
   fail "the installed kernelgate_harness does not match the CLI"
 
 say "kernelgate eval (installed package, CPU, correctness only)"
