@@ -92,6 +92,19 @@ except Exception as e:
 for k in r["kernels"]:
     t = k.get("time_spent") or {}
     print(f"   {k['path']} {k['verdict']} build {t.get('build_ms', 0)/1000:.1f} s, eval {t.get('eval_ms', 0)/1000:.1f} s, total {t.get('total_ms', 0)/1000:.1f} s")
+    vs = k.get("vs_base") or {}
+    if vs:
+        print(f"   vs base: {vs.get('verdict')} ratio {vs.get('ratio')}")
+    for f in k.get("findings", []):
+        if f.get("rule", "").startswith("eval/"):
+            print(f"   finding {f['rule']}: {f.get('message', '')[:200]}")
 PY
+    # The build's parts (ninja's log: start and end in ms of each compile and the link), each
+    # extension directory of the cache; a directory built earlier shows its old entries.
+    for log in "$TORCH_EXTENSIONS_DIR"/*/*/.ninja_log; do
+      [ -f "$log" ] || continue
+      echo "   ninja $(basename "$(dirname "$(dirname "$log")")")/$(basename "$(dirname "$log")"):" \
+        "$(awk '!/^#/ {printf "%s %.1f s; ", $4, ($2 - $1) / 1000}' "$log")"
+    done
   done
 fi

@@ -269,8 +269,7 @@ fn a_process_that_leaves_the_job_group_is_killed_and_fails_the_job() {
     // In the job's own extensions directory: the one place outside the job it may write.
     let name = format!("stray-daemon-{}.pid", std::process::id());
     let source = std::fs::read_to_string(fixture("kernels/stray_daemon.py")).unwrap();
-    let pidfile =
-        kernelgate_eval::extensions_subdir(Path::new(&ext_dir()), &source, None).join(&name);
+    let pidfile = kernelgate_eval::extensions_subdir(Path::new(&ext_dir()), &source).join(&name);
     let _ = std::fs::remove_file(&pidfile);
     let (code, v) = eval_with(
         "problems/relu.py",

@@ -733,3 +733,146 @@ fn keyed_baselines_from_main_give_vs_main_and_refuse_other_keys_and_changed_prob
         flags[0]
     );
 }
+
+/// `kernelgate pr` on the CPU with its own extensions cache, as a runner keeps one between jobs.
+fn pr_with_cache(repo: &Path, base: &str, head: &str, cache: &Path) -> Value {
+    let out = tempfile::tempdir().unwrap();
+    let run = kernelgate(
+        repo,
+        &[
+            "pr",
+            "--base",
+            base,
+            "--head",
+            head,
+            "--device",
+            "cpu",
+            "--out",
+            out.path().to_str().unwrap(),
+            "--ack-label",
+            "kernelgate:ack-speedup",
+        ],
+        &[("TORCH_EXTENSIONS_DIR", cache.to_str().unwrap())],
+    );
+    assert!(matches!(run.status.code(), Some(0 | 1)), "{}", text(&run));
+    serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap()).unwrap()
+}
+
+/// A repository where main adds a ReLU kernel (`add`) and a pull request edits it (`edit`):
+/// the commits before the add, after it and after the edit.
+fn add_then_edit(edited: &str) -> (tempfile::TempDir, [String; 3], String) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q"]);
+    write(
+        d,
+        "KernelBench/level1/3_ReLU.py",
+        &small_problem("3_ReLU.py"),
+    );
+    write(d, "kernelgate.toml", CONFIG);
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "problems"]);
+    let before = git(d, &["rev-parse", "HEAD"]);
+    let added = kernel("relu", 6);
+    write(d, "kernels/level1/3_ReLU/cpp.py", &added);
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "add"]);
+    let add = git(d, &["rev-parse", "HEAD"]);
+    write(d, "kernels/level1/3_ReLU/cpp.py", edited);
+    git(d, &["commit", "-q", "-am", "edit"]);
+    let edit = git(d, &["rev-parse", "HEAD"]);
+    (dir, [before, add, edit], added)
+}
+
+fn rules(r: &Value) -> Vec<String> {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The base version of an edited kernel is the source it had as a head: its build, kept in the
+/// runner's cache by the pull request that added it, is loaded as it is (not rebuilt, not
+/// renamed `_v1`), and timed against the head.
+#[test]
+fn an_edited_kernels_base_loads_the_build_it_had_as_a_head() {
+    let (dir, [before, add, edit], added) = add_then_edit(&kernel("relu", 1));
+    let cache = tempfile::tempdir().unwrap();
+    let report = pr_with_cache(dir.path(), &before, &add, cache.path());
+    let path = "kernels/level1/3_ReLU/cpp.py";
+    assert_eq!(row(&report, path)["outcome"]["kind"], "correct");
+    let built = kernelgate_eval::extensions_subdir(cache.path(), &added)
+        .join("kg_pr_test_ops/kg_pr_test_ops.so");
+    let mtime = || std::fs::metadata(&built).and_then(|m| m.modified());
+    let first = mtime().unwrap_or_else(|e| panic!("{}: {e}", built.display()));
+
+    let report = pr_with_cache(dir.path(), &add, &edit, cache.path());
+    let relu = row(&report, path);
+    assert_eq!(relu["change"]["kind"], "modified");
+    assert_eq!(relu["outcome"]["kind"], "correct", "{relu:#}");
+    assert_eq!(relu["vs_base"]["verdict"], "faster", "{relu:#}");
+    assert!(
+        !rules(relu).iter().any(|r| r.starts_with("eval/base-")),
+        "{relu:#}"
+    );
+    assert_eq!(mtime().unwrap(), first, "the base's build was rebuilt");
+    // Neither the base's directory nor the head's holds a renamed build (`kg_pr_test_ops_v1`).
+    let head_dir = kernelgate_eval::extensions_subdir(cache.path(), &kernel("relu", 1));
+    for dir in [
+        built.parent().unwrap().parent().unwrap(),
+        head_dir.as_path(),
+    ] {
+        let names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["kg_pr_test_ops"], "{}", dir.display());
+    }
+}
+
+/// The base's cached build is read-only to the eval's process: a candidate that tries to plant
+/// a library beside it is blocked (its import fails) and named, and the build later jobs load is as its build left
+/// it.
+#[test]
+fn a_candidate_cannot_plant_a_file_in_its_bases_cached_build() {
+    let added = kernel("relu", 6);
+    let cache = tempfile::tempdir().unwrap();
+    let base_dir = kernelgate_eval::extensions_subdir(cache.path(), &added);
+    let planted = base_dir.join("kg_pr_test_ops/planted.so");
+    let planting = format!(
+        "{}\nimport pathlib\n\npathlib.Path({:?}).write_text('planted')\n",
+        kernel("relu", 1),
+        planted.display().to_string()
+    );
+    let (dir, [before, add, edit], _) = add_then_edit(&planting);
+    pr_with_cache(dir.path(), &before, &add, cache.path());
+    let library = base_dir.join("kg_pr_test_ops/kg_pr_test_ops.so");
+    let mtime = || std::fs::metadata(&library).and_then(|m| m.modified());
+    let first = mtime().unwrap_or_else(|e| panic!("{}: {e}", library.display()));
+
+    let report = pr_with_cache(dir.path(), &add, &edit, cache.path());
+    let relu = row(&report, "kernels/level1/3_ReLU/cpp.py");
+    assert!(!planted.exists(), "planted: {}", planted.display());
+    assert_eq!(mtime().unwrap(), first, "the base's build changed");
+    let denied: Vec<&str> = relu["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "eval/sandbox-denied")
+        .filter_map(|f| f["message"].as_str())
+        .collect();
+    assert!(
+        denied
+            .iter()
+            .any(|m| m.contains("planted.so") && m.contains("blocked by the sandbox")),
+        "{relu:#}"
+    );
+    assert_eq!(relu["verdict"], "fail", "{relu:#}");
+    // The base was loaded (read-only) before the candidate ran: no warning about it.
+    assert!(
+        !rules(relu).iter().any(|r| r == "eval/base-kernel-failed"),
+        "{relu:#}"
+    );
+}

@@ -18,6 +18,8 @@ fn job() -> Job {
         problem: "/p.py".into(),
         kernel: "/k.py".into(),
         base_kernel: Some("/b.py".into()),
+        base_extensions_dir: Some("/ext/base".into()),
+        base_prebuilt: true,
         device: "cuda".into(),
         cpu_backend: false,
         precision: Precision::Fp16,
@@ -102,8 +104,9 @@ fn the_runner_parses_the_job_the_cli_sends_field_for_field() {
         plain.timing,
         plain.sandbox,
         plain.base_kernel,
+        plain.base_extensions_dir,
         plain.spawn_unix,
-    ) = (None, None, None, None);
+    ) = (None, None, None, None, None);
     let text = serde_json::to_string(&plain).unwrap();
     let back = with_kg_protocol(
         "from dataclasses import asdict\nprint(json.dumps(asdict(kg_protocol.parse_job(sys.stdin.read()))))",

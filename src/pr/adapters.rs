@@ -77,6 +77,9 @@ pub struct HarnessEvaluator {
     pub has_gpu: bool,
     /// Processes started ahead of their device's turn ([`Evaluator::prepare`]).
     pub prepared: std::sync::Mutex<Vec<(String, Device, kernelgate_eval::PreparedJob)>>,
+    /// Kernels whose base version the build stage builds (or built) in a build job of its own:
+    /// their evals load that build read-only ([`JobSpec::base_prebuilt`]).
+    pub bases_built: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// A GPU runner's CPUs shared out between builds/GPU evals and the CPU lanes; `None`: every
     /// job on every CPU.
     pub cores: Option<super::cores::CorePlan>,
@@ -113,6 +116,12 @@ impl HarnessEvaluator {
         let mut spec = JobSpec::from_config(&self.config, repo, problem_file, &job.kernel_file)
             .map_err(|e| e.to_string())?;
         spec.base_kernel = job.base_file.clone();
+        spec.base_prebuilt = spec.base_kernel.is_some()
+            && self
+                .bases_built
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(job.path());
         spec.problem_label = Some(job.problem().to_string());
         spec.kernel_label = Some(job.path().to_string());
         spec.device = self.device;
@@ -140,15 +149,7 @@ impl HarnessEvaluator {
 
 impl Evaluator for HarnessEvaluator {
     fn needs_build(&self, job: &Job) -> bool {
-        // Triton compiles at its first launch, on the GPU; Python and CPU C++ kernels build
-        // nothing a GPU waits for.
-        use kernelgate_model::Backend;
-        matches!(
-            job.backend,
-            Backend::Cuda | Backend::Cute | Backend::Hip | Backend::Thunderkittens | Backend::Cpp
-        ) && job.problem_file.is_some()
-            && self.extensions_dir.is_some()
-            && !self.skips_for_want_of_a_gpu(job, None)
+        self.builds_extension(job) && !self.skips_for_want_of_a_gpu(job, None)
     }
 
     fn runs_on_cpu(&self, job: &Job) -> bool {
@@ -161,12 +162,14 @@ impl Evaluator for HarnessEvaluator {
     }
 
     fn build(&self, job: &Job) -> Result<(), String> {
-        let mut spec = self.spec(job, Device::Cpu)?;
-        spec.cpus = self.gpu_side();
-        spec.build_only = true;
-        spec.timing = None;
-        spec.audit = false;
-        let result = kernelgate_eval::run_job(&spec);
+        let spec = self.build_spec(job)?;
+        // The base builds beside the head, in a process of its own.
+        let result = std::thread::scope(|s| {
+            let base = s.spawn(|| self.build_base(job));
+            let result = kernelgate_eval::run_job(&spec);
+            let _ = base.join();
+            result
+        });
         match result.outcome {
             Outcome::Passed { .. } => Ok(()),
             other => {
@@ -181,6 +184,7 @@ impl Evaluator for HarnessEvaluator {
         if !self.config.harness.start_ahead || self.skips_for_want_of_a_gpu(job, Some(device)) {
             return;
         }
+        self.build_base(job);
         if let Ok(mut spec) = self.spec(job, device) {
             if matches!(device, Device::Cuda(_)) {
                 spec.cpus = self.gpu_side();
@@ -205,6 +209,7 @@ impl Evaluator for HarnessEvaluator {
             self.discard(job, device);
             return Evaluation::failed(OutcomeKind::Skipped, self.no_gpu_message(job));
         }
+        self.build_base(job);
         let mut spec = match self.spec(job, device) {
             Ok(spec) => spec,
             Err(e) => return Evaluation::failed(OutcomeKind::Other, e),
@@ -248,6 +253,52 @@ impl Evaluator for HarnessEvaluator {
 }
 
 impl HarnessEvaluator {
+    /// Triton compiles at its first launch, on the GPU; Python kernels build nothing. The
+    /// others build a torch extension, into the shared cache when there is one.
+    fn builds_extension(&self, job: &Job) -> bool {
+        use kernelgate_model::Backend;
+        matches!(
+            job.backend,
+            Backend::Cuda | Backend::Cute | Backend::Hip | Backend::Thunderkittens | Backend::Cpp
+        ) && job.problem_file.is_some()
+            && self.extensions_dir.is_some()
+    }
+
+    /// A build-only job's spec: no GPU, no timing, no audit.
+    fn build_spec(&self, job: &Job) -> Result<JobSpec, String> {
+        let mut spec = self.spec(job, Device::Cpu)?;
+        spec.cpus = self.gpu_side();
+        spec.build_only = true;
+        spec.timing = None;
+        spec.audit = false;
+        spec.base_kernel = None;
+        spec.base_prebuilt = false;
+        Ok(spec)
+    }
+
+    /// Builds the base version of an edited kernel, once, in a build job of its own and into
+    /// the directory keyed by its source (the one it had as a head: cached when a runner kept
+    /// its cache), before any process of the head's eval starts: the eval loads that build from
+    /// a directory it may only read, so no candidate can change what later jobs load. The build
+    /// stage calls it beside the head's build; a run without one (no GPU), before the eval. A
+    /// base that does not build is the eval's warning (`base-kernel-failed`), not the head's.
+    fn build_base(&self, job: &Job) {
+        if job.base_file.is_none() || !self.builds_extension(job) {
+            return;
+        }
+        // Recorded first: a process started ahead while this builds loads it too.
+        let first = self
+            .bases_built
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(job.path().to_string());
+        if let (true, Ok(mut spec)) = (first, self.build_spec(job)) {
+            spec.kernel = job.base_file.clone().unwrap_or_default();
+            spec.kernel_label = Some(format!("{} (base)", job.path()));
+            kernelgate_eval::run_job(&spec);
+        }
+    }
+
     /// The CPUs of builds and GPU evals when the CPU lanes have their own.
     fn gpu_side(&self) -> Option<Vec<usize>> {
         self.cores.as_ref().map(|c| c.gpu_side.clone())

@@ -324,6 +324,7 @@ fn evaluate(
         repo_root: Some(git.root().to_path_buf()),
         has_gpu: gpus > 0,
         prepared: Default::default(),
+        bases_built: Default::default(),
         free_lanes: std::sync::Mutex::new(
             cores.as_ref().map(|c| c.lanes.clone()).unwrap_or_default(),
         ),

@@ -5,6 +5,7 @@
 //! is an [`Outcome`].
 
 mod child;
+mod extensions;
 mod hardware;
 pub mod locate;
 pub mod outcome;
@@ -17,7 +18,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use child::{allowed_cpus, is_secret_var, run_script, spawn_streaming, Script, ScriptEnd, StreamingScript};
+pub use child::{
+    allowed_cpus, is_secret_var, run_script, spawn_streaming, Script, ScriptEnd, StreamingScript,
+};
+pub use extensions::{extensions_subdir, shared_extensions_dir, ExtensionsDir};
 pub use hardware::{hardware_key, nvidia_smi, Machine};
 pub use locate::{find_harness, find_python, is_cpu_kernel, libcuda_present, HARNESS_PACKAGE};
 pub use outcome::{
@@ -108,6 +112,11 @@ pub struct JobSpec {
     /// `extensions_dir`, with no GPU visible: the compile stage that runs ahead of the GPU. The
     /// outcome is never a verdict; the eval that follows loads the build.
     pub build_only: bool,
+    /// The base kernel was built ahead, by a build-only job of its own, in the shared cache
+    /// ([`ExtensionsDir::Keyed`]): the eval loads that build from a directory its process may
+    /// only read, so no candidate can change the build later jobs load. Otherwise the base
+    /// builds in the eval, in a directory of the job's own.
+    pub base_prebuilt: bool,
     /// Progress lines on stderr as the child moves from phase to phase (a lone `eval`; `pr`
     /// prints its own).
     pub progress: bool,
@@ -142,6 +151,7 @@ impl JobSpec {
             audit: true,
             sandbox: SandboxMode::Auto,
             build_only: false,
+            base_prebuilt: false,
             progress: false,
             cpus: None,
         }
@@ -172,64 +182,6 @@ impl JobSpec {
         spec.sandbox = SandboxMode::resolve(cfg.sandbox.enabled, cfg.sandbox.required)?;
         Ok(spec)
     }
-}
-
-/// Where a job's torch extension builds go.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum ExtensionsDir {
-    /// A fresh directory in the job's own temporary directory: nothing is kept or reused.
-    #[default]
-    PerJob,
-    /// A shared root with one subdirectory per kernel source and base ([`extensions_subdir`]):
-    /// `pr` and `baseline`, whose build stage and eval meet there; two kernels never share a build.
-    Keyed(PathBuf),
-    /// torch's own build directory, as `python kernel.py` uses it: `$TORCH_EXTENSIONS_DIR` when
-    /// set, else `py<ver>_<cuda>` under this root (the runner names it as torch does). A local
-    /// `kernelgate eval` loads the contributor's build when sources, flags and torch match.
-    Torch {
-        root: PathBuf,
-        /// The root is `$TORCH_EXTENSIONS_DIR` itself (no `py<ver>_<cuda>` below it).
-        exact: bool,
-    },
-}
-
-impl ExtensionsDir {
-    /// torch's own build directory for this user ([`ExtensionsDir::Torch`]):
-    /// `$TORCH_EXTENSIONS_DIR`, else `torch_extensions` in `$XDG_CACHE_HOME` or `~/.cache`.
-    pub fn torch_default() -> Option<ExtensionsDir> {
-        if let Some(dir) = std::env::var_os("TORCH_EXTENSIONS_DIR").filter(|d| !d.is_empty()) {
-            return Some(ExtensionsDir::Torch {
-                root: PathBuf::from(dir),
-                exact: true,
-            });
-        }
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-        Some(ExtensionsDir::Torch {
-            root: cache.join("torch_extensions"),
-            exact: false,
-        })
-    }
-
-    /// Kept across jobs (a build stage and its eval can meet there).
-    pub fn is_shared(&self) -> bool {
-        !matches!(self, ExtensionsDir::PerJob)
-    }
-}
-
-/// Where the jobs of one run share compiled extensions (kernels sharing a source compile
-/// once): `$TORCH_EXTENSIONS_DIR`, torch's own variable, kept across runs; else a temporary
-/// folder that lives as long as the returned guard.
-pub fn shared_extensions_dir() -> std::io::Result<(PathBuf, Option<tempfile::TempDir>)> {
-    if let Some(dir) = std::env::var_os("TORCH_EXTENSIONS_DIR").filter(|d| !d.is_empty()) {
-        return Ok((PathBuf::from(dir), None));
-    }
-    let scratch = tempfile::Builder::new()
-        .prefix("kernelgate-ext-")
-        .tempdir()?;
-    Ok((scratch.path().to_path_buf(), Some(scratch)))
 }
 
 /// The runner's Python, in the documented order (docs/config.md, `[harness] python`):
@@ -317,19 +269,6 @@ impl PreparedJob {
     }
 }
 
-/// The job's own torch extensions directory under the shared cache: one per kernel (and base)
-/// content, so builds of different kernels never share sources or a `.so` (a parallel build of
-/// one could otherwise replace another's library between its build and its load), and the
-/// prebuild and the eval of one kernel find the same build.
-pub fn extensions_subdir(root: &Path, kernel_src: &str, base_src: Option<&str>) -> PathBuf {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    h.update(kernel_src.as_bytes());
-    h.update([0u8]);
-    h.update(base_src.unwrap_or("").as_bytes());
-    root.join(hex::encode(&h.finalize()[..8]))
-}
-
 /// The job's interpreter. The child starts in its own directory: a relative path to it (not a
 /// bare name looked up on `PATH`) must not move with it.
 fn job_python(spec: &JobSpec) -> PathBuf {
@@ -383,7 +322,7 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
             source,
         })?;
     let job_id: String = format!("{:016x}", rand::random::<u64>());
-    let job = Job {
+    let mut job = Job {
         protocol: HARNESS_PROTOCOL,
         job_id,
         problem: abs(&spec.problem).display().to_string(),
@@ -392,6 +331,8 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
             .base_kernel
             .as_deref()
             .map(|p| abs(p).display().to_string()),
+        base_extensions_dir: None,
+        base_prebuilt: false,
         device: spec.device.as_str().to_string(),
         cpu_backend,
         precision: spec.precision,
@@ -427,13 +368,16 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
             d.to_path_buf()
         }
     };
-    let ext_dir = match &spec.extensions_dir {
-        ExtensionsDir::Keyed(d) => {
-            extensions_subdir(&absolute(d), &kernel_src, base_src.as_deref())
-        }
-        ExtensionsDir::Torch { root, .. } => absolute(root),
-        ExtensionsDir::PerJob => dir.path().join("torch_extensions"),
-    };
+    let dirs = spec.extensions_dir.job_dirs(
+        dir.path(),
+        &kernel_src,
+        base_src.as_deref(),
+        spec.base_prebuilt,
+    );
+    let ext_dir = absolute(&dirs.head);
+    let base_ext_dir = dirs.base.as_deref().map(absolute);
+    job.base_extensions_dir = base_ext_dir.as_ref().map(|d| d.display().to_string());
+    job.base_prebuilt = dirs.base_read_only;
     let mut env = match &spec.extensions_dir {
         // The runner names torch's own `py<ver>_<cuda>` folder under the root.
         ExtensionsDir::Torch { exact: false, .. } => vec![(
@@ -479,6 +423,10 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         // It must exist to be granted to the sandboxed child.
         let _ = std::fs::create_dir_all(&ext_dir);
     }
+    if let Some(d) = &base_ext_dir {
+        // Granted to the child (read-only when prebuilt), so it must exist.
+        let _ = std::fs::create_dir_all(d);
+    }
     let spawned = child::spawn(child::Launch {
         python: &python,
         harness: &harness,
@@ -501,12 +449,15 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         .flatten()
         .map(|p| abs(p))
         .chain(kernel_dir(&abs(&spec.kernel)))
+        // A prebuilt base's directory is read, never written: later jobs load that build.
+        .chain(base_ext_dir.clone().filter(|_| dirs.base_read_only))
         .collect(),
         write_dirs: spec
             .extensions_dir
             .is_shared()
             .then(|| ext_dir.clone())
             .into_iter()
+            .chain(base_ext_dir.clone().filter(|_| !dirs.base_read_only))
             .collect(),
     })
     .map_err(|e| launch_error(e, &python))?;

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::outcome::{Outcome, ProblemWork};
 
 /// The job protocol this CLI speaks; the harness extension reports its own as `PROTOCOL`.
-pub const HARNESS_PROTOCOL: u32 = 2;
+pub const HARNESS_PROTOCOL: u32 = 3;
 
 /// One job for the runner.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,6 +26,12 @@ pub struct Job {
     pub problem: String,
     pub kernel: String,
     pub base_kernel: Option<String>,
+    /// Where the base kernel builds or finds its build (`TORCH_EXTENSIONS_DIR` while it is
+    /// imported): its own directory, apart from the candidate's.
+    pub base_extensions_dir: Option<String>,
+    /// The base's build is already in `base_extensions_dir`, which this process may only read:
+    /// the runner loads the built libraries and compiles nothing.
+    pub base_prebuilt: bool,
     /// `auto`, `cpu` or `cuda` (the visible GPU is chosen by `CUDA_VISIBLE_DEVICES`).
     pub device: String,
     /// The kernel builds a CPU-only extension: it runs on the CPU whatever the device.
@@ -135,6 +141,8 @@ mod tests {
             problem: "/p.py".into(),
             kernel: "/k.py".into(),
             base_kernel: None,
+            base_extensions_dir: None,
+            base_prebuilt: false,
             device: "cpu".into(),
             cpu_backend: false,
             precision: Precision::Bf16,

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Optional
 
-PROTOCOL = 2
+PROTOCOL = 3
 
 
 class ProtocolError(ValueError):
@@ -46,6 +46,8 @@ class Job:
     problem: str
     kernel: str
     base_kernel: Optional[str]
+    base_extensions_dir: Optional[str]
+    base_prebuilt: bool
     device: str
     cpu_backend: bool
     precision: str

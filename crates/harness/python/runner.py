@@ -6,6 +6,7 @@ functions the checks use are captured, the problem is loaded, and every referenc
 computed before the candidate's module is imported.
 """
 
+import contextlib
 import importlib.util
 import math
 import os
@@ -128,6 +129,36 @@ def _load_module(path, name):
     sys.modules[name] = module  # Triton and dataclasses look themselves up here
     spec.loader.exec_module(module)
     return module
+
+
+@contextlib.contextmanager
+def _load_only():
+    """While a prebuilt base kernel is imported: torch's JIT build (`load_inline`, `load`) loads
+    the library the base's own build job left in the build directory instead of compiling. The
+    directory is read-only to this process, so the build's lock file could not be made, and
+    nothing the candidate could have touched is compiled in."""
+    import inspect
+
+    import torch.utils.cpp_extension as cpp_extension
+
+    original = cpp_extension._jit_compile
+    signature = inspect.signature(original)
+
+    def load_built(*args, **kwargs):
+        a = signature.bind(*args, **kwargs).arguments
+        name, build_directory = a["name"], a["build_directory"]
+        if a.get("is_standalone"):
+            return cpp_extension._get_exec_path(name, build_directory)
+        library = os.path.join(build_directory, name + cpp_extension.LIB_EXT)
+        if not os.path.exists(library):
+            raise RuntimeError(f"its build job left no {library}: the base did not build")
+        return cpp_extension._import_module_from_library(name, build_directory, a["is_python_module"])
+
+    cpp_extension._jit_compile = load_built
+    try:
+        yield
+    finally:
+        cpp_extension._jit_compile = original
 
 
 class Runner:
@@ -263,6 +294,13 @@ class Runner:
             self.phase("work")
             self.time_reference_alone(ref_model, trials)
 
+        # The base version, for head-vs-base timing: before any candidate code runs, so the
+        # candidate cannot touch its build first, and before the witness, so what its import
+        # changes in PyTorch is not taken for the candidate's doing.
+        base = None
+        if job.base_kernel and job.timing and self.kg_timing is not None:
+            base = self.load_base(init_inputs, seed)
+
         # Free what the reference left in the allocator, then fill it with NaN.
         self.poison()
         self.phase("poison")
@@ -283,16 +321,6 @@ class Runner:
         first_outputs = self.check_trials(cand, trials, extra, threads_py, threads_native)
         self.precision_audit(first_outputs)
 
-        base = None
-        if job.base_kernel and job.timing and self.kg_timing is not None:
-            try:
-                base_mod = _load_module(job.base_kernel, "kg_base_" + job.job_id)
-                with torch.no_grad():
-                    self.set_seed(seed)
-                    base = base_mod.ModelNew(*init_inputs).to(device=dev, dtype=dtype)
-            except BaseException as e:
-                self.finding("base-kernel-failed", "warning", f"the base kernel could not be loaded for timing: {e!r}")
-            self.phase("base_compile")
         if job.timing:
             self.run_timing(ref_model, cand, base, trials)
         # Hooks registered by the calls themselves, before the audit's profiler adds its own.
@@ -362,9 +390,51 @@ class Runner:
         self.phase("construct")
         return cand, cand_mod
 
+    def load_base(self, init_inputs, seed):
+        """Imports the base kernel and constructs its `ModelNew`, or None with a warning. It
+        builds, or loads its build job's build, in its own directory (`base_extensions_dir`),
+        as a first build: torch names an extension by the order of loads in one process and
+        would rename the base's `<name>_v1`, a name never built ahead. A prebuilt base's
+        directory is read-only here and nothing is compiled (`_load_only`). The candidate's
+        build directory and torch's names are put back before the candidate's import."""
+        job, torch = self.job, self.torch
+        own_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
+
+        def forget_loaded_names():
+            cpp_extension = sys.modules.get("torch.utils.cpp_extension")
+            versioner = getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None)
+            if versioner is not None:
+                versioner.entries.clear()
+
+        if job.base_extensions_dir:
+            os.environ["TORCH_EXTENSIONS_DIR"] = job.base_extensions_dir
+            forget_loaded_names()
+        # A build here counts against the compile limit.
+        self.mark("compile")
+        base = None
+        try:
+            with _load_only() if job.base_prebuilt else contextlib.nullcontext():
+                base_mod = _load_module(job.base_kernel, "kg_base_" + job.job_id)
+            with torch.no_grad():
+                self.set_seed(seed)
+                base = base_mod.ModelNew(*init_inputs).to(device=self.dev, dtype=self.dtype)
+            self.sync()
+        except BaseException as e:
+            self.finding("base-kernel-failed", "warning", f"the base kernel could not be loaded for timing: {e!r}")
+        finally:
+            self.mark("run")
+            if job.base_extensions_dir:
+                if own_dir is None:
+                    os.environ.pop("TORCH_EXTENSIONS_DIR", None)
+                else:
+                    os.environ["TORCH_EXTENSIONS_DIR"] = own_dir
+                forget_loaded_names()
+        self.phase("base_compile")
+        return base
+
     def build(self):
-        """The compile stage, ahead of the GPU and with no GPU visible: import the candidate and
-        the base kernel so `load_inline`/`load` build into the job's extensions directory, and
+        """The compile stage, ahead of the GPU and with no GPU visible: import the kernel so
+        `load_inline`/`load` build into the job's extensions directory, and
         construct `ModelNew` on the CPU where that works (some kernels build in `__init__`).
         Never a verdict: the eval that follows imports the same build and reports the truth."""
         torch, job = self.torch, self.job
@@ -375,28 +445,24 @@ class Runner:
         except BaseException:
             init_inputs = None
         self.phase("problem_load")
-        for key, prefix, phase in (("kernel", "kg_candidate_", "compile"), ("base_kernel", "kg_base_", "base_compile")):
-            if not getattr(job, key):
-                continue
-            self.mark("compile")
-            self.candidate_started = True
-            try:
-                mod = _load_module(getattr(job, key), prefix + job.job_id)
-            except BaseException as e:
-                self.mark("run")
-                self.phase(phase)
-                if key == "kernel":
-                    raise _Stop(self.compile_error(e))
-                continue
-            model_new = getattr(mod, "ModelNew", None)
-            if model_new is not None and init_inputs is not None:
-                try:
-                    with torch.no_grad():
-                        model_new(*init_inputs)
-                except BaseException:
-                    pass  # it may need the GPU; the eval constructs it for real
+        # A base version builds in a build job of its own (the CLI's), never beside a candidate.
+        self.mark("compile")
+        self.candidate_started = True
+        try:
+            mod = _load_module(job.kernel, "kg_candidate_" + job.job_id)
+        except BaseException as e:
             self.mark("run")
-            self.phase(phase)
+            self.phase("compile")
+            raise _Stop(self.compile_error(e))
+        model_new = getattr(mod, "ModelNew", None)
+        if model_new is not None and init_inputs is not None:
+            try:
+                with torch.no_grad():
+                    model_new(*init_inputs)
+            except BaseException:
+                pass  # it may need the GPU; the eval constructs it for real
+        self.mark("run")
+        self.phase("compile")
 
     def fit_memory(self, inputs, refs, trials):
         """The harness's GPU memory budget: from the first input set's size, the copies it keeps

@@ -34,7 +34,7 @@ const KG_WORK_SRC: &str = include_str!("../python/kg_work.py");
 const KG_INTEGRITY_SRC: &str = include_str!("../python/kg_integrity.py");
 /// The job protocol this harness speaks: `kernelgate_eval::HARNESS_PROTOCOL` and
 /// `kg_protocol.PROTOCOL` must agree (tests/protocol.rs).
-const PROTOCOL: u32 = 2;
+const PROTOCOL: u32 = 3;
 
 /// `main()` may run once per process: a candidate calling it again must not get a signed result.
 static STARTED: AtomicBool = AtomicBool::new(false);

@@ -23,6 +23,8 @@ def job(**over):
         "problem": "/p.py",
         "kernel": "/k.py",
         "base_kernel": None,
+        "base_extensions_dir": None,
+        "base_prebuilt": False,
         "device": "cuda",
         "cpu_backend": False,
         "precision": "fp32",

@@ -153,3 +153,49 @@ class RunnerUsesTheStageModules(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LoadOnly(unittest.TestCase):
+    """A prebuilt base kernel's import (runner._load_only): torch's JIT build loads what the
+    base's build job left and compiles nothing; a missing library is an error naming it."""
+
+    def setUp(self):
+        import torch.utils.cpp_extension as cpp_extension
+
+        self.cpp_extension = cpp_extension
+        self.root = tempfile.mkdtemp()
+        self.loaded = []
+        self.real_import = cpp_extension._import_module_from_library
+        cpp_extension._import_module_from_library = lambda name, path, py: self.loaded.append((name, path, py)) or "module"
+        self.env = os.environ.get("TORCH_EXTENSIONS_DIR")
+        os.environ["TORCH_EXTENSIONS_DIR"] = self.root
+
+    def tearDown(self):
+        self.cpp_extension._import_module_from_library = self.real_import
+        if self.env is None:
+            os.environ.pop("TORCH_EXTENSIONS_DIR", None)
+        else:
+            os.environ["TORCH_EXTENSIONS_DIR"] = self.env
+
+    def load_inline(self):
+        return self.cpp_extension.load_inline("kg_base_ops", cpp_sources="int f() { return 1; }", functions=["f"])
+
+    def test_the_built_library_is_loaded_and_nothing_is_compiled(self):
+        build = os.path.join(self.root, "kg_base_ops")
+        os.makedirs(build)
+        open(os.path.join(build, "kg_base_ops.so"), "w").close()
+        original = self.cpp_extension._jit_compile
+        with runner._load_only():
+            self.assertEqual(self.load_inline(), "module")
+        self.assertIs(self.cpp_extension._jit_compile, original)
+        self.assertEqual(self.loaded, [("kg_base_ops", build, True)])
+        # No build file, no lock: the build job's directory is as it left it (plus sources torch
+        # writes only when they differ, which for the same source they do not).
+        self.assertNotIn("build.ninja", os.listdir(build))
+        self.assertNotIn("lock", os.listdir(build))
+
+    def test_a_base_whose_build_failed_is_an_error_naming_the_library(self):
+        with runner._load_only():
+            with self.assertRaisesRegex(RuntimeError, "kg_base_ops.so.*did not build"):
+                self.load_inline()
+        self.assertEqual(self.loaded, [])
