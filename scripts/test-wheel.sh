@@ -97,7 +97,7 @@ PY
 say "kernelgate pr on the demo (installed package, CPU, correctness only)"
 demo="$work/demo"
 rm -rf "$demo"
-# Timing is the test suite's business (tests/demo.rs); here every kernel is compiled, checked and
+# Timing is the test suite's business (tests/it/demo.rs); here every kernel is compiled, checked and
 # reported through the installed package, without the timed trials (minutes of CPU on 2 cores).
 run env KERNELGATE_BIN="$venv/bin/kernelgate" KERNELGATE_PYTHON="$venv/bin/python" KG_DEMO_OUT="$demo" KG_DEMO_DEVICE=cpu \
   KG_DEMO_ARGS=--no-timing \

@@ -9,8 +9,8 @@
 //! isolated harness (`kernelgate_eval::run_job`), correctness first.
 
 use anyhow::{bail, Context};
-use kernelgate_eval::{JobSpec, Script, ScriptEnd};
-use kernelgate_model::{Config, Device, Kernel, KernelError, Problem, ProblemSet};
+use kernelgate_eval::{JobRequest, JobSpec, Script, ScriptEnd};
+use kernelgate_model::{Config, Device, Kernel, KernelError, L2Mode, Problem, ProblemSet};
 use kernelgate_timing::baseline::{BASELINES_FILE, KB_COMPILE_FILE, KB_EAGER_FILE, KERNELS_FILE};
 use kernelgate_timing::{
     hardware_dir_name, stale_check, BaselineEntry, BaselineFile, HardwareKey, KbEntry, KbFile,
@@ -97,7 +97,7 @@ struct Target<'a> {
     key: HardwareKey,
     /// The references ran on a GPU (kernels are timed there too, CPU-only C++ aside).
     gpu: bool,
-    l2: String,
+    l2: L2Mode,
     dir: PathBuf,
     commit: Option<String>,
     now: u64,
@@ -128,7 +128,7 @@ pub fn record(repo: &Path, cfg: &Config, set: &ProblemSet, req: &Request) -> any
         dir: cfg.results_root(repo).join("timing").join(&hw_dir),
         key,
         gpu: out.machine.is_gpu(),
-        l2: out.l2.clone(),
+        l2: out.l2,
         commit: git_head(repo),
         now: SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -158,7 +158,7 @@ pub fn record(repo: &Path, cfg: &Config, set: &ProblemSet, req: &Request) -> any
 struct ChildOut {
     machine: kernelgate_eval::Machine,
     device: String,
-    l2: String,
+    l2: L2Mode,
     #[serde(default)]
     bandwidth_gbs: Option<f64>,
     #[serde(default)]
@@ -366,7 +366,7 @@ fn write_references(
             variant,
             kernel: None,
             hardware: &t.key,
-            l2: &t.l2,
+            l2: t.l2,
         };
         row(
             &p.key,
@@ -390,7 +390,7 @@ fn write_references(
             kernel: None,
             kernel_sha256: None,
             hardware: t.key.clone(),
-            l2: t.l2.clone(),
+            l2: t.l2,
             stats,
             samples_ms: ms,
             commit: t.commit.clone(),
@@ -490,13 +490,16 @@ fn time_kernel(
     let kpath = t.repo.join(&k.path); // an absolute path stays as it is
     let source =
         std::fs::read_to_string(&kpath).with_context(|| format!("reading {}", kpath.display()))?;
-    let mut spec = JobSpec::from_config(t.cfg, t.repo, &p.path, &kpath)?;
-    spec.problem_label = Some(p.key.clone());
-    spec.kernel_label = Some(k.path.display().to_string());
-    spec.precision = k.precision;
-    spec.seed = Some(42);
-    spec.extensions_dir = kernelgate_eval::ExtensionsDir::Keyed(extensions.to_path_buf());
-    spec.device = if t.gpu { Device::Cuda } else { Device::Cpu };
+    let request = JobRequest {
+        problem_label: Some(p.key.clone()),
+        kernel_label: Some(k.path.display().to_string()),
+        precision: Some(k.precision),
+        seed: Some(42),
+        extensions_dir: kernelgate_eval::ExtensionsDir::Keyed(extensions.to_path_buf()),
+        device: Some(if t.gpu { Device::Cuda } else { Device::Cpu }),
+        ..JobRequest::default()
+    };
+    let spec = JobSpec::build(t.cfg, t.repo, &p.path, &kpath, &request)?;
     let r = kernelgate_eval::run_job(&spec);
     // CPU-only C++ kernels run on the CPU even on a GPU runner: record them under the key of
     // where they ran, as `kernelgate pr` looks them up.
@@ -507,7 +510,7 @@ fn time_kernel(
     let ms: Vec<f64> = r
         .timing
         .as_ref()
-        .and_then(|t| t.samples.get("candidate"))
+        .and_then(|t| t.samples.get(&kernelgate_timing::Series::Candidate))
         .map(|s| s.iter().map(|x| x.ms).collect())
         .unwrap_or_default();
     let stats = match (r.passed(), SeriesStats::from_samples(&ms)) {
@@ -529,7 +532,7 @@ fn time_kernel(
         kernel: Some(k.path.display().to_string()),
         kernel_sha256: Some(kernelgate_model::hash::hashes(&source).0),
         hardware,
-        l2: t.l2.clone(),
+        l2: t.l2,
         stats,
         samples_ms: ms,
         commit: t.commit.clone(),

@@ -4,5 +4,6 @@
 
 pub mod baseline;
 pub mod history;
+pub mod ops;
 pub mod pr;
 pub mod publish;

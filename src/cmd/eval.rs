@@ -1,9 +1,9 @@
 //! `kernelgate eval`: one candidate against one problem, in an isolated child process.
 
-use anyhow::{bail, Context};
-use kernelgate_eval::{EvalResult, ExtensionsDir, JobSpec, Outcome};
-use kernelgate_model::{Config, Precision, ProblemSet, Severity};
-use std::path::{Path, PathBuf};
+use kernelgate::ops::eval::{Builds, EvalOptions};
+use kernelgate_eval::{EvalResult, Outcome};
+use kernelgate_model::{Config, Severity};
+use std::path::PathBuf;
 
 use crate::cli::{Cli, DeviceArg};
 
@@ -75,168 +75,40 @@ fn parse_seed(s: &str) -> Result<SeedArg, String> {
         .map_err(|_| format!("`{s}` is not a seed: give a non-negative integer (42 reproduces KernelBench) or `random`"))
 }
 
-/// A file path when it exists, else a key of the dataset named by the config.
-fn resolve_problem(repo: &Path, config: &Config, query: &str) -> anyhow::Result<(PathBuf, String)> {
-    let as_path = PathBuf::from(query);
-    let candidates = [as_path.clone(), repo.join(&as_path)];
-    if let Some(p) = candidates.iter().find(|p| p.is_file()) {
-        let label = ProblemSet::load(&repo.join(&config.dataset.root))
-            .ok()
-            .and_then(|set| set.by_path(p).map(|pr| pr.key.clone()))
-            .unwrap_or_else(|| query.to_string());
-        return Ok((p.clone(), label));
-    }
-    let root = repo.join(&config.dataset.root);
-    let set = ProblemSet::load(&root).with_context(|| {
-        format!(
-            "`{query}` is not a file, and the dataset at {} could not be loaded to look it up",
-            root.display()
-        )
-    })?;
-    let problem = set
-        .find(query)
-        .with_context(|| format!("looking up --problem in {}", root.display()))?;
-    Ok((problem.path.clone(), problem.key.clone()))
-}
-
-/// The problem and precision the kernel's directive or path maps it to (`kernelgate kernels`).
-fn mapped_problem(
-    repo: &Path,
-    config: &Config,
-    kernel: &Path,
-) -> anyhow::Result<(PathBuf, String, Precision)> {
-    let spec = config.dataset_spec(repo);
-    let set = spec.load().with_context(|| {
-        format!("--problem not given, and the problems to map the kernel to could not be loaded from {spec}")
-    })?;
-    let k = kernelgate_model::Kernel::resolve_one(repo, kernel, config, &set).map_err(|e| {
-        anyhow::anyhow!(
-            "--problem not given, and {} maps to no problem: {e}\n  help: pass --problem KEY \
-             (`kernelgate problems` lists them), or add `# kernelgate: problem=level1/19_ReLU` \
-             near the top of the kernel",
-            kernel.display()
-        )
-    })?;
-    let p = set.get(&k.problem_key).with_context(|| {
-        format!(
-            "{} maps to {}, which is not a problem",
-            kernel.display(),
-            k.problem_key
-        )
-    })?;
-    Ok((p.path.clone(), p.key.clone(), k.precision))
-}
-
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     let mut config = Config::load(&cli.repo, cli.config.as_deref())?;
     args.eval.apply(&mut config)?;
-    if !args.kernel.is_file() {
-        bail!(
-            "{}: no such kernel file (give the path of a Python file defining ModelNew)",
-            args.kernel.display()
-        );
-    }
-    let (problem, problem_label, mapped_precision) = match &args.problem {
-        Some(q) => {
-            let (p, label) = resolve_problem(&cli.repo, &config, q)?;
-            (p, label, None)
-        }
-        None => {
-            let (p, label, precision) = mapped_problem(&cli.repo, &config, &args.kernel)?;
-            (p, label, Some(precision))
-        }
+    let opts = EvalOptions {
+        problem: args.problem.clone(),
+        kernel: args.kernel.clone(),
+        base_kernel: args.base_kernel.clone(),
+        device: args.device.map(Into::into),
+        seed: match args.seed {
+            SeedArg::Random => None,
+            SeedArg::Fixed(s) => Some(s),
+        },
+        precision: args.eval.precision,
+        memory_limit_mb: args.memory_limit,
+        no_timing: args.no_timing,
+        no_audit: args.no_audit,
+        gpu: args.gpu,
+        builds: match &args.extensions_dir {
+            Some(d) => Builds::Keyed(d.clone()),
+            None if args.fresh_build => Builds::Fresh,
+            None => Builds::TorchDefault,
+        },
+        shifted_trials: args.shifted_trials,
+        host_inputs: args.host_inputs,
     };
-    if let Some(b) = &args.base_kernel {
-        if !b.is_file() {
-            bail!("{}: no such base kernel file", b.display());
-        }
-    }
-    let harness = kernelgate_eval::find_harness()?;
-    let mut spec = JobSpec::from_config(&config, &cli.repo, &problem, &args.kernel)?;
-    spec.problem_label = Some(problem_label);
-    spec.base_kernel = args.base_kernel.clone();
-    if let Some(d) = args.device {
-        spec.device = d.into();
-    }
-    // --precision, else the kernel's mapping (when it chose the problem), else the config.
-    spec.precision = args
-        .eval
-        .precision
-        .or(mapped_precision)
-        .unwrap_or(config.defaults.precision);
-    spec.seed = match args.seed {
-        SeedArg::Random => None,
-        SeedArg::Fixed(s) => Some(s),
-    };
-    if let Some(mb) = args.memory_limit {
-        spec.memory_limit_mb = mb;
-    }
-    if args.no_timing {
-        spec.timing = None;
-    }
-    spec.gpu = args.gpu;
-    spec.harness = Some(harness);
-    spec.extensions_dir = match &args.extensions_dir {
-        Some(d) => ExtensionsDir::Keyed(d.clone()),
-        None if args.fresh_build => ExtensionsDir::PerJob,
-        None => ExtensionsDir::torch_default().unwrap_or_default(),
-    };
-    spec.shifted_trials = args.shifted_trials;
-    spec.audit = !args.no_audit;
-    spec.inputs_on_device = !args.host_inputs;
-
-    spec.progress = true;
-    eprintln!(
-        "kernelgate eval: {} against {}: starting the harness (torch import, reference)...",
-        args.kernel.display(),
-        spec.problem_label.as_deref().unwrap_or("?")
-    );
-    let mut result = kernelgate_eval::run_job(&spec);
-    // `kernelgate pr` leaves the excessive-speedup flag to its policy; a lone eval has none.
-    if let Some(c) = result.timing.as_ref().and_then(|t| t.vs_reference.as_ref()) {
-        let file = result.kernel.clone();
-        result
-            .findings
-            .extend(kernelgate_timing::check_plausibility(
-                &file,
-                c.head.median,
-                None,
-                Some(c.speedup().0),
-                config.timing.excessive_speedup,
-            ));
-    }
-    // The kernel and problem as given, not as the runner's absolute paths.
-    let mut subs: Vec<(String, String)> = Vec::new();
-    for (path, shown) in [
-        (args.kernel.as_path(), args.kernel.display().to_string()),
-        (problem.as_path(), problem.display().to_string()),
-    ] {
-        if let Ok(abs) = std::fs::canonicalize(path) {
-            let abs = abs.display().to_string();
-            if abs != shown {
-                subs.push((abs, shown));
-            }
-        }
-    }
-    if let Ok(text) = serde_json::to_string(&result.outcome) {
-        let mut text = text;
-        for (from, to) in &subs {
-            text = text.replace(from.as_str(), to);
-        }
-        if let Ok(o) = serde_json::from_str(&text) {
-            result.outcome = o;
-        }
-    }
-    // Torch found no CUDA on a CPU run: the machine cannot judge this kernel (neutral, as
-    // `kernelgate pr` rows say `skipped — needs a GPU`), not the candidate's failure.
-    let needs_gpu = needs_gpu(&result);
+    let local = kernelgate::ops::eval::eval(&cli.repo, &config, &opts)?;
+    let result = &local.result;
     match args.format {
         Format::Json => {
-            let mut v = to_json(&result);
-            v["needs_gpu"] = needs_gpu.into();
+            let mut v = to_json(result);
+            v["needs_gpu"] = local.needs_gpu.into();
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
-        Format::Human if needs_gpu => {
+        Format::Human if local.needs_gpu => {
             println!("problem  {}", result.problem);
             println!("kernel   {}", result.kernel);
             println!("device   {}", result.device.as_deref().unwrap_or("-"));
@@ -246,36 +118,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
                 result.outcome.summary().lines().next().unwrap_or("").trim()
             );
         }
-        Format::Human => print_table(&result),
+        Format::Human => print_table(result),
     }
-    if needs_gpu {
-        return Ok(0);
-    }
-    let failing_finding = result
-        .findings
-        .iter()
-        .any(|f| f.severity == Severity::Error);
-    Ok(if result.passed() && !failing_finding {
-        0
-    } else {
-        1
-    })
-}
-
-/// A CPU run whose failure is torch reporting that CUDA is missing.
-fn needs_gpu(r: &EvalResult) -> bool {
-    let on_cpu = r.device.as_deref().is_none_or(|d| d == "cpu");
-    let text = match &r.outcome {
-        Outcome::CompileError { message, log_tail } => format!("{message}\n{log_tail}"),
-        Outcome::RuntimeError {
-            message, traceback, ..
-        } => format!("{message}\n{traceback}"),
-        Outcome::Crash {
-            reason, traceback, ..
-        } => format!("{reason}\n{traceback}"),
-        _ => return false,
-    };
-    on_cpu && kernelgate::pr::adapters::no_cuda_text(&text)
+    Ok(local.exit_code())
 }
 
 /// The `--format json` object: the keys the issue fixes, plus seed, phases and log tails.
@@ -321,8 +166,8 @@ fn print_table(r: &EvalResult) {
             ""
         }
     );
-    if !r.sandbox.is_empty() {
-        println!("sandbox  {}", r.sandbox);
+    if let Some(level) = &r.sandbox {
+        println!("sandbox  {level}");
     }
     if let Some(note) = r.build_note() {
         println!("build    {note}");
@@ -390,8 +235,10 @@ fn print_table(r: &EvalResult) {
         for (name, s) in &t.samples {
             let ms: Vec<f64> = s.iter().map(|x| x.ms).collect();
             if let Ok(st) = kernelgate_timing::SeriesStats::from_samples(&ms) {
-                let floor = match (&t.floor, name.as_str()) {
-                    (Some(f), "candidate") => format!("  floor {:.4} ms", f.floor_ms),
+                let floor = match (&t.floor, name) {
+                    (Some(f), kernelgate_timing::Series::Candidate) => {
+                        format!("  floor {:.4} ms", f.floor_ms)
+                    }
                     _ => String::new(),
                 };
                 println!(

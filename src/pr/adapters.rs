@@ -1,16 +1,17 @@
 //! The real lint, harness and timing behind the pipeline's traits.
 
-use kernelgate_eval::{JobSpec, Outcome};
+use kernelgate_eval::{JobRequest, JobSpec, Outcome, ShownPaths, Stage};
 use kernelgate_lint::{LintOptions, SeverityOrOff};
 use kernelgate_model::{Condition, Config, Finding, LintLevel};
 use kernelgate_report::{
     ComparisonSummary, ComparisonVerdict, Flag, Interval, OutcomeKind, OutcomeSummary,
 };
+use kernelgate_timing::Series;
 use std::path::PathBuf;
 
 use super::baselines::RunKey;
 use super::plan::Job;
-use super::run::{Device, Evaluation, Evaluator, Linter};
+use super::run::{Device, Evaluation, Evaluator, Linter, RunFacts};
 
 /// `kernelgate_lint::lint_file` with the repository's severity overrides.
 pub struct RepoLinter {
@@ -62,7 +63,7 @@ impl Linter for RepoLinter {
 
 /// `kernelgate_eval::run_job`: correctness, then timing of reference vs candidate and base vs head.
 pub struct HarnessEvaluator {
-    /// The job's settings, runner's Python included ([`JobSpec::from_config`]).
+    /// The job's settings, runner's Python included ([`JobSpec::build`]).
     pub config: Config,
     /// Device preference (`auto`, `cuda`, `cpu`) from the command line or config.
     pub device: kernelgate_model::Device,
@@ -105,39 +106,56 @@ impl Drop for LaneLease<'_> {
 }
 
 impl HarnessEvaluator {
-    /// The job's spec: the same for its build, its prepared process and its eval, so the eval
-    /// finds what the build wrote (same extensions directory, same architecture list).
-    fn spec(&self, job: &Job, device: Device) -> Result<JobSpec, String> {
+    /// What `pr` asks of a job on `device`: the same for its build, its prepared process and its
+    /// eval, so the eval finds what the build wrote (same extensions directory, same
+    /// architecture list).
+    fn request(&self, job: &Job, device: Device, stage: Stage) -> JobRequest {
+        JobRequest {
+            stage,
+            problem_label: Some(job.problem().to_string()),
+            kernel_label: Some(job.path().to_string()),
+            base_kernel: job.base_file.clone(),
+            base_prebuilt: self
+                .bases_built
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(job.path()),
+            device: Some(self.device),
+            precision: Some(job.precision),
+            seed: self.seed,
+            no_timing: self.no_timing,
+            gpu: match device {
+                Device::Cuda(i) => Some(i),
+                Device::Cpu => None,
+            },
+            extensions_dir: self
+                .extensions_dir
+                .clone()
+                .map(kernelgate_eval::ExtensionsDir::Keyed)
+                .unwrap_or_default(),
+            // Builds and GPU evals keep off the CPU lanes; a CPU eval gets its lane's.
+            cpus: match device {
+                Device::Cuda(_) => self.gpu_side(),
+                Device::Cpu if stage == Stage::Build => self.gpu_side(),
+                Device::Cpu => None,
+            },
+            ..JobRequest::default()
+        }
+    }
+
+    /// The job's spec for `kernel` (the head's file, or the base's for the base's build).
+    fn spec(
+        &self,
+        job: &Job,
+        kernel: &std::path::Path,
+        request: &JobRequest,
+    ) -> Result<JobSpec, String> {
         let problem_file = job.problem_file.as_ref().ok_or("no problem file")?;
         let repo = self
             .repo_root
             .as_deref()
             .unwrap_or(std::path::Path::new("."));
-        let mut spec = JobSpec::from_config(&self.config, repo, problem_file, &job.kernel_file)
-            .map_err(|e| e.to_string())?;
-        spec.base_kernel = job.base_file.clone();
-        spec.base_prebuilt = spec.base_kernel.is_some()
-            && self
-                .bases_built
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains(job.path());
-        spec.problem_label = Some(job.problem().to_string());
-        spec.kernel_label = Some(job.path().to_string());
-        spec.device = self.device;
-        spec.precision = job.precision;
-        spec.seed = self.seed;
-        spec.timing = (!self.no_timing).then(|| self.config.timing.clone());
-        spec.gpu = match device {
-            Device::Cuda(i) => Some(i),
-            Device::Cpu => None,
-        };
-        spec.extensions_dir = self
-            .extensions_dir
-            .clone()
-            .map(kernelgate_eval::ExtensionsDir::Keyed)
-            .unwrap_or_default();
-        Ok(spec)
+        JobSpec::build(&self.config, repo, problem_file, kernel, request).map_err(|e| e.to_string())
     }
 
     fn stash(
@@ -162,7 +180,8 @@ impl Evaluator for HarnessEvaluator {
     }
 
     fn build(&self, job: &Job) -> Result<(), String> {
-        let spec = self.build_spec(job)?;
+        let request = self.request(job, Device::Cpu, Stage::Build);
+        let spec = self.spec(job, &job.kernel_file, &request)?;
         // The base builds beside the head, in a process of its own.
         let result = std::thread::scope(|s| {
             let base = s.spawn(|| self.build_base(job));
@@ -185,10 +204,8 @@ impl Evaluator for HarnessEvaluator {
             return;
         }
         self.build_base(job);
-        if let Ok(mut spec) = self.spec(job, device) {
-            if matches!(device, Device::Cuda(_)) {
-                spec.cpus = self.gpu_side();
-            }
+        let request = self.request(job, device, Stage::Eval);
+        if let Ok(spec) = self.spec(job, &job.kernel_file, &request) {
             let prepared = kernelgate_eval::prepare_job(&spec);
             self.stash()
                 .push((job.path().to_string(), device, prepared));
@@ -210,15 +227,15 @@ impl Evaluator for HarnessEvaluator {
             return Evaluation::failed(OutcomeKind::Skipped, self.no_gpu_message(job));
         }
         self.build_base(job);
-        let mut spec = match self.spec(job, device) {
-            Ok(spec) => spec,
-            Err(e) => return Evaluation::failed(OutcomeKind::Other, e),
-        };
         // Held until this eval ends: the lane's CPUs are this eval's alone.
         let lane = self.lease_lane(device);
-        spec.cpus = match device {
-            Device::Cuda(_) => self.gpu_side(),
-            Device::Cpu => lane.cpus.clone(),
+        let mut request = self.request(job, device, Stage::Eval);
+        if device == Device::Cpu {
+            request.cpus = lane.cpus.clone();
+        }
+        let spec = match self.spec(job, &job.kernel_file, &request) {
+            Ok(spec) => spec,
+            Err(e) => return Evaluation::failed(OutcomeKind::Other, e),
         };
         let prepared = {
             let mut stash = self.stash();
@@ -235,8 +252,9 @@ impl Evaluator for HarnessEvaluator {
             .finish();
         let on_cpu = device == Device::Cpu;
         let machine = result.machine.clone();
+        let no_cuda = result.outcome.torch_found_no_cuda();
         let mut eval = convert(result);
-        if on_cpu && !self.has_gpu && needs_gpu_failure(&eval.outcome) {
+        if on_cpu && !self.has_gpu && no_cuda {
             // torch found no CUDA (no toolkit, driver or device): the machine's limit, not the
             // candidate's failure.
             eval = Evaluation::failed(OutcomeKind::Skipped, self.no_gpu_message(job));
@@ -264,18 +282,6 @@ impl HarnessEvaluator {
             && self.extensions_dir.is_some()
     }
 
-    /// A build-only job's spec: no GPU, no timing, no audit.
-    fn build_spec(&self, job: &Job) -> Result<JobSpec, String> {
-        let mut spec = self.spec(job, Device::Cpu)?;
-        spec.cpus = self.gpu_side();
-        spec.build_only = true;
-        spec.timing = None;
-        spec.audit = false;
-        spec.base_kernel = None;
-        spec.base_prebuilt = false;
-        Ok(spec)
-    }
-
     /// Builds the base version of an edited kernel, once, in a build job of its own and into
     /// the directory keyed by its source (the one it had as a head: cached when a runner kept
     /// its cache), before any process of the head's eval starts: the eval loads that build from
@@ -292,9 +298,12 @@ impl HarnessEvaluator {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(job.path().to_string());
-        if let (true, Ok(mut spec)) = (first, self.build_spec(job)) {
-            spec.kernel = job.base_file.clone().unwrap_or_default();
-            spec.kernel_label = Some(format!("{} (base)", job.path()));
+        let (true, Some(base)) = (first, &job.base_file) else {
+            return;
+        };
+        let mut request = self.request(job, Device::Cpu, Stage::Build);
+        request.kernel_label = Some(format!("{} (base)", job.path()));
+        if let Ok(spec) = self.spec(job, base, &request) {
             kernelgate_eval::run_job(&spec);
         }
     }
@@ -334,69 +343,45 @@ impl HarnessEvaluator {
     /// Messages and logs name files as the repository does (`kernels/...`), never by the
     /// runner's absolute paths or temporary copies.
     fn relative_paths(&self, job: &Job, eval: &mut Evaluation) {
-        let fix = |t: &mut String| self.relativize(job, t);
-        fix(&mut eval.outcome.message);
+        let shown = self.shown_paths(job);
+        shown.apply(&mut eval.outcome.message);
         if let Some(t) = eval.outcome.log_tail.as_mut() {
-            fix(t);
+            shown.apply(t);
         }
         for f in &mut eval.findings {
-            fix(&mut f.message);
+            shown.apply(&mut f.message);
         }
         for f in &mut eval.flags {
-            fix(&mut f.message);
+            shown.apply(&mut f.message);
         }
-        fn walk(v: &mut serde_json::Value, fix: &dyn Fn(&mut String)) {
-            match v {
-                serde_json::Value::String(t) => fix(t),
-                serde_json::Value::Array(a) => a.iter_mut().for_each(|x| walk(x, fix)),
-                serde_json::Value::Object(o) => o.values_mut().for_each(|x| walk(x, fix)),
-                _ => {}
-            }
-        }
-        walk(&mut eval.outcome.details, &fix);
+        shown.apply_json(&mut eval.outcome.details);
     }
 
-    /// `text` with the job's absolute paths (kernel, base copy, problem, repository, extensions
-    /// cache) written as the repository names them.
+    /// `text` with the job's absolute paths written as the repository names them.
     fn relativize(&self, job: &Job, text: &mut String) {
-        if !text.contains('/') {
-            return;
-        }
-        let mut subs: Vec<(String, String)> = Vec::new();
-        let mut add = |from: &std::path::Path, to: String| {
-            for p in [Some(from.to_path_buf()), std::fs::canonicalize(from).ok()]
-                .into_iter()
-                .flatten()
-            {
-                let p = p.display().to_string();
-                if p.starts_with('/') && !subs.iter().any(|(f, _)| *f == p) {
-                    subs.push((p, to.clone()));
-                }
-            }
-        };
-        add(&job.kernel_file, job.path().to_string());
+        self.shown_paths(job).apply(text);
+    }
+
+    /// The job's absolute paths (kernel, base copy, problem, repository, extensions cache) and
+    /// the names the repository gives them.
+    fn shown_paths(&self, job: &Job) -> ShownPaths {
+        let mut shown = ShownPaths::default();
+        shown.add(&job.kernel_file, job.path());
         if let (Some(b), Some(bp)) = (&job.base_file, &job.change.base_path) {
-            add(b, format!("{bp} (base version)"));
+            shown.add(b, format!("{bp} (base version)"));
         }
         if let Some(root) = &self.repo_root {
             if let Some(p) = &job.problem_file {
                 if let Ok(rel) = p.strip_prefix(root) {
-                    add(p, rel.display().to_string());
+                    shown.add(p, rel.display().to_string());
                 }
             }
-            add(root, ".".into());
+            shown.add(root, ".");
         }
         if let Some(ext) = &self.extensions_dir {
-            add(ext, "$TORCH_EXTENSIONS_DIR".into());
+            shown.add(ext, "$TORCH_EXTENSIONS_DIR");
         }
-        // Longest first, so a file is replaced before its directory.
-        subs.sort_by_key(|(f, _)| std::cmp::Reverse(f.len()));
-        for (from, to) in &subs {
-            if text.contains(from.as_str()) {
-                *text = text.replace(&format!("{from}/"), &format!("{to}/").replace("./", ""));
-                *text = text.replace(from.as_str(), to);
-            }
-        }
+        shown
     }
 
     fn no_gpu_message(&self, job: &Job) -> String {
@@ -411,36 +396,6 @@ impl HarnessEvaluator {
             job.backend.as_str()
         )
     }
-}
-
-/// True when an outcome is torch reporting that CUDA is missing (no toolkit, no driver, no
-/// device), rather than the candidate failing.
-pub fn needs_gpu_failure(outcome: &OutcomeSummary) -> bool {
-    if !matches!(
-        outcome.kind,
-        OutcomeKind::CompileError | OutcomeKind::RuntimeError | OutcomeKind::Crash
-    ) {
-        return false;
-    }
-    no_cuda_text(&format!(
-        "{}\n{}",
-        outcome.message,
-        outcome.log_tail.as_deref().unwrap_or("")
-    ))
-}
-
-/// True when `text` (a message, a log) is torch saying that CUDA is missing.
-pub fn no_cuda_text(text: &str) -> bool {
-    const NO_CUDA: [&str; 7] = [
-        "CUDA_HOME environment variable is not set",
-        "Found no NVIDIA driver",
-        "No CUDA GPUs are available",
-        "Torch not compiled with CUDA enabled",
-        "CUDA driver initialization failed",
-        "no CUDA-capable device is detected",
-        "nvcc: not found",
-    ];
-    NO_CUDA.iter().any(|m| text.contains(m))
 }
 
 /// Maps the harness's result onto the report's vocabulary.
@@ -470,8 +425,8 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
         obj.insert("outcome".into(), result.outcome.kind().into());
         obj.insert("seed".into(), result.seed.into());
         obj.insert("seed_random".into(), result.seed_random.into());
-        if !result.sandbox.is_empty() {
-            obj.insert("sandbox".into(), result.sandbox.clone().into());
+        if let Some(level) = &result.sandbox {
+            obj.insert("sandbox".into(), level.to_string().into());
         }
         if let Some(d) = &result.device {
             obj.insert("device".into(), d.clone().into());
@@ -506,7 +461,7 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
         };
         match flag_code {
             Some(c) => flags.push(Flag {
-                code: c.as_str().to_string(),
+                code: c,
                 severity: f.severity,
                 message: f.message,
             }),
@@ -514,14 +469,12 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
         }
     }
     if outcome.kind == OutcomeKind::Correct
-        && flags
-            .iter()
-            .any(|f| f.code == Condition::EscapedWork.as_str())
+        && flags.iter().any(|f| f.code == Condition::EscapedWork)
     {
         // Correct numbers, but the timing cannot be trusted.
         outcome.kind = OutcomeKind::EscapedWork;
         outcome.message = "correct, but work escaped the timed region".into();
-        flags.retain(|f| f.code != Condition::EscapedWork.as_str());
+        flags.retain(|f| f.code != Condition::EscapedWork);
     }
 
     let mut eval = Evaluation::failed(outcome.kind, "");
@@ -539,17 +492,22 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
     eval.outcome = outcome;
     eval.findings = findings;
     eval.flags = flags;
-    eval.seed = Some(result.seed);
+    eval.facts = RunFacts {
+        device: result.device.clone(),
+        torch: result.torch.clone(),
+        seed: Some(result.seed),
+        sandbox: result.sandbox.clone(),
+    };
     eval.audit = result.audit;
     if let Some(t) = &result.timing {
-        let series = |name: &str| -> Vec<f64> {
+        let series = |name: Series| -> Vec<f64> {
             t.samples
-                .get(name)
+                .get(&name)
                 .map(|s| s.iter().map(|x| x.ms).collect())
                 .unwrap_or_default()
         };
-        eval.candidate_samples_ms = series("candidate");
-        eval.reference_samples_ms = series("reference");
+        eval.candidate_samples_ms = series(Series::Candidate);
+        eval.reference_samples_ms = series(Series::Reference);
         if let Some(c) = &t.vs_reference {
             let (s, (lo, hi)) = c.speedup();
             eval.speedup_eager = Some(Interval::new(s, lo, hi));
@@ -575,26 +533,4 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
         }
     }
     eval
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn torch_without_cuda_is_recognised_and_candidate_errors_are_not() {
-        let mut o = OutcomeSummary::new(OutcomeKind::CompileError, "building the extension failed");
-        o.log_tail =
-            Some("OSError: CUDA_HOME environment variable is not set. Please set it".into());
-        assert!(needs_gpu_failure(&o));
-        let o = OutcomeSummary::new(
-            OutcomeKind::RuntimeError,
-            "RuntimeError: Found no NVIDIA driver on your system",
-        );
-        assert!(needs_gpu_failure(&o));
-        let o = OutcomeSummary::new(OutcomeKind::CompileError, "error: expected ';'");
-        assert!(!needs_gpu_failure(&o));
-        let o = OutcomeSummary::new(OutcomeKind::Incorrect, "No CUDA GPUs are available");
-        assert!(!needs_gpu_failure(&o));
-    }
 }

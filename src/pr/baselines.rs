@@ -178,7 +178,7 @@ impl Judged {
     fn flag(&mut self, message: String) {
         if !self.flags.iter().any(|f| f.message == message) {
             self.flags.push(Flag {
-                code: Condition::BaselineMismatch.as_str().into(),
+                code: Condition::BaselineMismatch,
                 severity: Severity::Warning,
                 message,
             });
@@ -209,7 +209,7 @@ impl Committed {
             variant: Variant::Eager,
             kernel: None,
             hardware: key,
-            l2: live.run.l2.as_str(),
+            l2: live.run.l2,
         };
         let mut stale = false;
         let vs_reference = match same_device(self.references.lookup(&q), key) {
@@ -469,7 +469,7 @@ mod tests {
             kernel: kernel.map(str::to_string),
             kernel_sha256: kernel.map(|_| "b".repeat(64)),
             hardware: k,
-            l2: "cold".into(),
+            l2: kernelgate_model::L2Mode::Cold,
             stats: SeriesStats::from_samples(&samples).unwrap(),
             samples_ms: samples,
             commit: Some("1234567890abcdef".into()),
@@ -636,7 +636,7 @@ mod tests {
             assert_eq!(vs.against.unwrap().kind, BaselineKind::MainKernel);
             assert_eq!(j.flags.len(), 1, "one flag for both files: {:?}", j.flags);
             let f = &j.flags[0];
-            assert_eq!(f.code, Condition::BaselineMismatch.as_str());
+            assert_eq!(f.code, Condition::BaselineMismatch);
             assert!(
                 f.message.contains(says)
                     && f.message.contains("refusing to compare")

@@ -255,14 +255,14 @@ fn judge_timing(j: &mut Judgement<'_>, row: &KernelRow) {
 
 /// The flags the policy itself raises on a correct row: an excessive speedup, the op audit's.
 fn raise_flags(row: &mut KernelRow, policy: &Policy) {
-    let excessive = Condition::ExcessiveSpeedup.as_str();
+    let excessive = Condition::ExcessiveSpeedup;
     if let Some(s) = row.speedup_eager {
         if row.is_correct()
             && s.value > policy.excessive_speedup
             && !row.flags.iter().any(|f| f.code == excessive)
         {
             row.flags.push(kernelgate_report::Flag {
-                code: excessive.to_string(),
+                code: excessive,
                 severity: Severity::Warning,
                 message: format!(
                     "{:.1}x faster than eager PyTorch (above {:.0}x): check for a reward hack",
@@ -285,10 +285,7 @@ fn judge_flags(j: &mut Judgement<'_>, row: &KernelRow, acks: &Acks, source: &str
     let allows = acknowledgements(source);
     let label = acks.labels.iter().find(|l| j.policy.ack_labels.contains(l));
     for flag in &row.flags {
-        // Flags carry condition names; one the policy does not know changes nothing.
-        let Some(condition) = Condition::parse(&flag.code) else {
-            continue;
-        };
+        let condition = flag.code;
         if Condition::ACKNOWLEDGEABLE.contains(&condition) {
             if let Some(ack) = allows.iter().find(|a| a.condition == condition) {
                 let line = ack.line;
@@ -351,7 +348,7 @@ fn audit_flag(row: &KernelRow, policy: &Policy) -> Option<kernelgate_report::Fla
         message.push_str("; the extension was never called");
     }
     Some(kernelgate_report::Flag {
-        code: condition.as_str().to_string(),
+        code: condition,
         severity: if policy.action(condition) == Verdict::Fail {
             Severity::Error
         } else {

@@ -77,7 +77,8 @@ pub struct Evaluation {
     /// Head vs base version (ratio = head / base time).
     pub vs_base: Option<ComparisonSummary>,
     pub flags: Vec<Flag>,
-    pub seed: Option<u64>,
+    /// Where and how the candidate ran, as the harness reported it.
+    pub facts: RunFacts,
     /// Hardware key and L2 mode of the run, for committed baselines (`None`: no device reported).
     pub run_key: Option<RunKey>,
     /// Event times (ms) of the candidate and the live reference, for comparisons with stored
@@ -91,6 +92,20 @@ pub struct Evaluation {
     pub memory: Option<kernelgate_model::MemoryUse>,
     pub precision_audit: Option<kernelgate_model::PrecisionAudit>,
     pub reference_check: Option<kernelgate_model::ReferenceCheck>,
+}
+
+/// What the harness reported about the candidate's run, typed: the row and the run's hardware
+/// read these, never the display blob (`outcome.details`) that carries them into report.json.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunFacts {
+    /// The device the harness ran on (`NVIDIA H200`, `cpu`).
+    pub device: Option<String>,
+    /// torch's version in the child.
+    pub torch: Option<String>,
+    /// The seed the run used.
+    pub seed: Option<u64>,
+    /// How the child was confined (`None`: no child was started).
+    pub sandbox: Option<kernelgate_model::SandboxLevel>,
 }
 
 impl Evaluation {
@@ -107,7 +122,7 @@ impl Evaluation {
             speedup_compile: None,
             vs_base: None,
             flags: Vec::new(),
-            seed: None,
+            facts: RunFacts::default(),
             run_key: None,
             candidate_samples_ms: Vec::new(),
             reference_samples_ms: Vec::new(),
@@ -309,6 +324,7 @@ impl Pipeline<'_> {
     ) {
         let row = &mut report.kernels[i];
         let run_key = eval.run_key.clone();
+        let facts = eval.facts.clone();
         apply(
             row,
             eval,
@@ -318,19 +334,15 @@ impl Pipeline<'_> {
             self.policy.regression_threshold * 100.0,
         );
         policy::judge(row, self.policy, &self.acks, &job.source);
-        let details = &row.outcome.details;
         let hw = &mut report.run.hardware;
         // The first GPU job names the hardware; a CPU job only until one arrives.
-        if let Some(d) = details.get("device").and_then(|d| d.as_str()) {
+        if let Some(d) = &facts.device {
             if hw.gpu.is_empty() || (hw.gpu == "cpu" && d != "cpu") {
-                hw.gpu = d.to_string();
+                hw.gpu = d.clone();
             }
         }
-        if let (true, Some(t)) = (
-            hw.torch.is_empty(),
-            details.get("torch").and_then(|t| t.as_str()),
-        ) {
-            hw.torch = t.to_string();
+        if let (true, Some(t)) = (hw.torch.is_empty(), &facts.torch) {
+            hw.torch = t.clone();
         }
         // Driver and CUDA of the first GPU job (CPU jobs say `none`).
         if let Some(k) = run_key.filter(|k| k.key.cuda != "none") {
@@ -341,13 +353,11 @@ impl Pipeline<'_> {
                 hw.cuda = k.key.cuda;
             }
         }
-        let row = &report.kernels[i];
-        if let Some(seed) = row.seed {
+        if let Some(seed) = facts.seed {
             report.run.seed.get_or_insert(seed);
         }
-        if let Some(level) = row.outcome.details.get("sandbox").and_then(|s| s.as_str()) {
-            let level = level.to_string();
-            report.run.add_sandbox_level(&level);
+        if let Some(level) = facts.sandbox {
+            report.run.add_sandbox_level(level);
         }
     }
 
@@ -446,15 +456,7 @@ fn apply(
     threshold_pct: f64,
 ) {
     row.outcome = eval.outcome;
-    row.seed = eval.seed;
-    if let Some(seed) = eval.seed {
-        if row.outcome.details.is_null() {
-            row.outcome.details = serde_json::json!({});
-        }
-        if let Some(obj) = row.outcome.details.as_object_mut() {
-            obj.entry("seed").or_insert(seed.into());
-        }
-    }
+    row.seed = eval.facts.seed;
     row.findings.extend(eval.findings);
     row.time_ms = eval.time_ms;
     row.time_ci_ms = eval.time_ci_ms;
@@ -496,7 +498,7 @@ fn apply(
             against: None,
         });
         row.flags.push(Flag {
-            code: Condition::ReferenceChanged.as_str().into(),
+            code: Condition::ReferenceChanged,
             severity: Severity::Warning,
             message: format!(
                 "this pull request edits the reference problem {}: speedups are not comparable with main and its committed baseline is invalid",
@@ -644,7 +646,7 @@ mod pipeline_tests {
         e.speedup_eager = Some(Interval::new(speedup, speedup * 0.98, speedup * 1.02));
         e.time_ms = Some(1.0 / speedup);
         e.reference_ms = Some(1.0);
-        e.seed = Some(1234);
+        e.facts.seed = Some(1234);
         e
     }
 
@@ -784,7 +786,7 @@ mod pipeline_tests {
     #[test]
     fn verdicts_follow_the_policy_and_a_broken_kernel_fails_only_its_row() {
         let mut incorrect = Evaluation::failed(OutcomeKind::Incorrect, "max abs diff 0.3");
-        incorrect.seed = Some(7);
+        incorrect.facts.seed = Some(7);
         let mut regressed = correct(1.5);
         regressed.vs_base = Some(ComparisonSummary {
             ratio: 1.20,
@@ -862,7 +864,7 @@ mod pipeline_tests {
         assert!(row(&report, "k/fast.py")
             .flags
             .iter()
-            .any(|f| f.code == Condition::ExcessiveSpeedup.as_str()));
+            .any(|f| f.code == Condition::ExcessiveSpeedup));
         assert_eq!(v("k/fast_allowed.py"), Verdict::Pass);
         assert!(row(&report, "k/fast_allowed.py")
             .reasons
@@ -1035,7 +1037,7 @@ mod pipeline_tests {
                 kernel: kernel.map(str::to_string),
                 kernel_sha256: kernel.map(|_| "f".repeat(64)),
                 hardware: key.clone(),
-                l2: "cold".into(),
+                l2: kernelgate_model::L2Mode::Cold,
                 stats: kernelgate_timing::SeriesStats::from_samples(&samples).unwrap(),
                 samples_ms: samples,
                 commit: Some("c0ffee".into()),
@@ -1166,7 +1168,7 @@ mod pipeline_tests {
         assert!(r
             .flags
             .iter()
-            .any(|f| f.code == Condition::ReferenceChanged.as_str()));
+            .any(|f| f.code == Condition::ReferenceChanged));
     }
 
     #[test]

@@ -7,22 +7,25 @@
 mod child;
 mod extensions;
 mod hardware;
+mod job;
 pub mod locate;
 pub mod outcome;
 pub mod protocol;
 pub mod sandbox;
+mod shown;
 
-use kernelgate_model::config::{L2Mode, TimingConfig};
-use kernelgate_model::{Device, Finding, Precision, Severity};
+use kernelgate_model::config::L2Mode;
+use kernelgate_model::{Device, Finding, Severity};
+use kernelgate_timing::Series;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 pub use child::{
     allowed_cpus, is_secret_var, run_script, spawn_streaming, Script, ScriptEnd, StreamingScript,
 };
 pub use extensions::{extensions_subdir, shared_extensions_dir, ExtensionsDir};
 pub use hardware::{hardware_key, nvidia_smi, Machine};
+pub use job::{runner_python, JobRequest, JobSpec, Stage};
 pub use locate::{find_harness, find_python, is_cpu_kernel, libcuda_present, HARNESS_PACKAGE};
 pub use outcome::{
     EvalResult, ExitInfo, ExtensionBuild, Floor, Mismatch, Outcome, Phase, ProblemWork,
@@ -31,6 +34,7 @@ pub use outcome::{
 pub use protocol::HARNESS_PROTOCOL;
 use protocol::{Job, JobTiming, RunnerResult};
 pub use sandbox::{SandboxLevel, SandboxMode};
+pub use shown::ShownPaths;
 
 /// Errors of the set-up, before any candidate runs (reported as `harness_error` by `run_job`).
 #[derive(Debug, thiserror::Error)]
@@ -62,137 +66,6 @@ pub enum EvalError {
 }
 
 use locate::HARNESS_LIB;
-
-/// One evaluation. Build with [`JobSpec::new`] and adjust the public fields.
-#[derive(Debug, Clone)]
-pub struct JobSpec {
-    /// The problem file (`KernelBench/level1/19_ReLU.py`).
-    pub problem: PathBuf,
-    /// The candidate (`kernels/.../19_ReLU.py`, defines `ModelNew`).
-    pub kernel: PathBuf,
-    /// The PR's base version of the kernel, timed against the head for the regression check.
-    pub base_kernel: Option<PathBuf>,
-    /// Names used in the result (e.g. `level1/19_ReLU` and a repo-relative kernel path).
-    pub problem_label: Option<String>,
-    pub kernel_label: Option<String>,
-    pub device: Device,
-    pub precision: Precision,
-    /// Correctness trials (KernelBench: 5).
-    pub trials: u32,
-    /// `None`: a secret random seed, reported in the result afterwards. `Some(42)`: KernelBench's.
-    pub seed: Option<u64>,
-    pub compile_timeout: Duration,
-    pub run_timeout: Duration,
-    /// Host memory limit for the whole job (0: none).
-    pub memory_limit_mb: u64,
-    /// `None`: correctness only.
-    pub timing: Option<TimingConfig>,
-    /// GPU index on a multi-GPU runner (sets `CUDA_VISIBLE_DEVICES`).
-    pub gpu: Option<u32>,
-    /// The runner's Python; `None`: [`find_python`] from the current directory.
-    pub python: Option<PathBuf>,
-    /// The harness cdylib; `None`: [`find_harness`].
-    pub harness: Option<PathBuf>,
-    /// Where the job's `load_inline`/`load` builds go ([`ExtensionsDir`]).
-    pub extensions_dir: ExtensionsDir,
-    /// Extra trials on signed/scaled inputs (0 to 2).
-    pub shifted_trials: u32,
-    /// Generate inputs directly on the GPU (fast; different random values than KernelBench's
-    /// CPU generation for the same seed). Ignored on CPU.
-    pub inputs_on_device: bool,
-    /// Count the reference's FLOPs for the physical floor (timing jobs). `None`: only when the
-    /// job may run on a GPU, the one place a floor is computed; the count's first use imports
-    /// `torch._dynamo` (seconds), which a CPU job would pay for nothing.
-    pub count_flops: Option<bool>,
-    /// Run the op audit after correctness (one extra, untimed call; `EvalResult::audit`).
-    pub audit: bool,
-    /// The sandbox around the child ([`SandboxMode::Auto`] by default).
-    pub sandbox: SandboxMode,
-    /// Only import the candidate (and base) kernel, building its extensions into
-    /// `extensions_dir`, with no GPU visible: the compile stage that runs ahead of the GPU. The
-    /// outcome is never a verdict; the eval that follows loads the build.
-    pub build_only: bool,
-    /// The base kernel was built ahead, by a build-only job of its own, in the shared cache
-    /// ([`ExtensionsDir::Keyed`]): the eval loads that build from a directory its process may
-    /// only read, so no candidate can change the build later jobs load. Otherwise the base
-    /// builds in the eval, in a directory of the job's own.
-    pub base_prebuilt: bool,
-    /// Progress lines on stderr as the child moves from phase to phase (a lone `eval`; `pr`
-    /// prints its own).
-    pub progress: bool,
-    /// The CPUs the child may run on (its affinity, and as many CPU threads for torch); `None`:
-    /// every CPU kernelgate may use. `pr` gives each CPU lane its own cores on a GPU runner.
-    pub cpus: Option<Vec<usize>>,
-}
-
-impl JobSpec {
-    pub fn new(problem: impl Into<PathBuf>, kernel: impl Into<PathBuf>) -> JobSpec {
-        JobSpec {
-            problem: problem.into(),
-            kernel: kernel.into(),
-            base_kernel: None,
-            problem_label: None,
-            kernel_label: None,
-            device: Device::Auto,
-            precision: Precision::Fp32,
-            trials: 5,
-            seed: None,
-            compile_timeout: Duration::from_secs(300),
-            run_timeout: Duration::from_secs(120),
-            memory_limit_mb: 16384,
-            timing: None,
-            gpu: None,
-            python: None,
-            harness: None,
-            extensions_dir: ExtensionsDir::PerJob,
-            shifted_trials: 1,
-            inputs_on_device: true,
-            count_flops: None,
-            audit: true,
-            sandbox: SandboxMode::Auto,
-            build_only: false,
-            base_prebuilt: false,
-            progress: false,
-            cpus: None,
-        }
-    }
-}
-
-impl JobSpec {
-    /// A job as the repository's `kernelgate.toml` describes it: `[harness]` limits and trials,
-    /// `[timing]`, `[sandbox]`, `[defaults]` device and precision, and the runner's Python by
-    /// [`runner_python`]. `eval`, `pr` and `baseline` all start from here and set only what
-    /// is theirs (labels, seed, GPU, base kernel).
-    pub fn from_config(
-        cfg: &kernelgate_model::Config,
-        repo: &Path,
-        problem: impl Into<PathBuf>,
-        kernel: impl Into<PathBuf>,
-    ) -> Result<JobSpec, EvalError> {
-        let h = &cfg.harness;
-        let mut spec = JobSpec::new(problem, kernel);
-        spec.device = cfg.defaults.device;
-        spec.precision = cfg.defaults.precision;
-        spec.trials = h.trials;
-        spec.compile_timeout = Duration::from_secs(h.compile_timeout_s);
-        spec.run_timeout = Duration::from_secs(h.run_timeout_s);
-        spec.memory_limit_mb = h.memory_limit_mb;
-        spec.timing = Some(cfg.timing.clone());
-        spec.python = Some(runner_python(cfg, repo));
-        spec.sandbox = SandboxMode::resolve(cfg.sandbox.enabled, cfg.sandbox.required)?;
-        Ok(spec)
-    }
-}
-
-/// The runner's Python, in the documented order (docs/config.md, `[harness] python`):
-/// `[harness] python`, else [`find_python`] (`$KERNELGATE_PYTHON`, the interpreter beside an
-/// installed `kernelgate`, `<repo>/.venv/bin/python`, `python3`).
-pub fn runner_python(cfg: &kernelgate_model::Config, repo: &Path) -> PathBuf {
-    match &cfg.harness.python {
-        Some(p) => p.clone(),
-        None => find_python(repo),
-    }
-}
 
 /// Runs one job to an outcome. Never panics on candidate behaviour and never returns an error:
 /// set-up problems are `harness_error` outcomes with a message saying what to fix.
@@ -333,7 +206,7 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
             .map(|p| abs(p).display().to_string()),
         base_extensions_dir: None,
         base_prebuilt: false,
-        device: spec.device.as_str().to_string(),
+        device: spec.device,
         cpu_backend,
         precision: spec.precision,
         tolerance: spec.precision.tolerance(),
@@ -487,7 +360,7 @@ fn conclude(spec: &JobSpec, job: Started, result: &mut EvalResult) -> Result<(),
         _dir,
     } = job;
     let report = spawned.supervise().map_err(|e| launch_error(e, &python))?;
-    result.sandbox = report.sandbox.to_string();
+    result.sandbox = Some(report.sandbox.clone());
     match &report.sandbox {
         SandboxLevel::Off => eprintln!(
             "warning: the sandbox is OFF for {}: the candidate ran unconfined (it could read the \
@@ -705,7 +578,7 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
             r.bandwidth_gbs,
             l2,
         );
-        if let (Some(floor), Some(c)) = (&timing.floor, timing.samples.get("candidate")) {
+        if let (Some(floor), Some(c)) = (&timing.floor, timing.samples.get(&Series::Candidate)) {
             let ms = kernelgate_timing::sample::event_ms(c);
             if let Ok(st) = kernelgate_timing::SeriesStats::from_samples(&ms) {
                 // The excessive speedup is the policy's (it sees the row's speedup); only the floor here.
@@ -814,7 +687,7 @@ pub fn physical_floor(
 }
 
 fn summarise_timing(
-    samples: BTreeMap<String, Vec<kernelgate_timing::Sample>>,
+    samples: BTreeMap<Series, Vec<kernelgate_timing::Sample>>,
     spec: &JobSpec,
     file: &str,
     on_gpu: bool,
@@ -825,32 +698,32 @@ fn summarise_timing(
         .as_ref()
         .map(|t| t.threshold_pct)
         .unwrap_or(kernelgate_timing::DEFAULT_THRESHOLD_PCT);
-    let ms = |k: &str| {
+    let ms = |k: Series| {
         samples
-            .get(k)
+            .get(&k)
             .map(|v| kernelgate_timing::sample::event_ms(v))
     };
-    let candidate = ms("candidate");
+    let candidate = ms(Series::Candidate);
     let against = |base: Option<Vec<f64>>| match (base, &candidate) {
         (Some(b), Some(c)) => kernelgate_timing::compare(&b, c, threshold).ok(),
         _ => None,
     };
-    let mut vs_reference = against(ms("reference"));
-    let vs_base = against(ms("base"));
-    if let Some(c) = samples.get("candidate") {
+    let mut vs_reference = against(ms(Series::Reference));
+    let vs_base = against(ms(Series::Base));
+    if let Some(c) = samples.get(&Series::Candidate) {
         findings.extend(kernelgate_timing::escaped_work(file, c));
     }
     use kernelgate_timing::integrity::{self as ig, ReferenceWitness};
     if let (Some(c), Some(r)) = (
-        samples.get("candidate"),
-        samples.get(ig::SERIES_CANDIDATE_REPEATED),
+        samples.get(&Series::Candidate),
+        samples.get(&Series::CandidateRepeated),
     ) {
         findings.extend(ig::input_reuse(file, c, r));
     }
     let mut reference_check = None;
     if let (Some(alone), Some(interleaved)) = (
-        samples.get(ig::SERIES_REFERENCE_ALONE),
-        samples.get("reference"),
+        samples.get(&Series::ReferenceBeforeImport),
+        samples.get(&Series::Reference),
     ) {
         // The harness's witness of a changed PyTorch: what a tampering verdict rests on.
         let patched = findings
@@ -860,11 +733,11 @@ fn summarise_timing(
         let w = ReferenceWitness {
             patched: patched.as_deref(),
             alone,
-            control_alone: samples.get(ig::SERIES_CONTROL_ALONE).map(Vec::as_slice),
+            control_alone: samples.get(&Series::ControlBeforeImport).map(Vec::as_slice),
             interleaved,
-            control: samples.get(ig::SERIES_CONTROL).map(Vec::as_slice),
-            after: samples.get(ig::SERIES_REFERENCE_AFTER).map(Vec::as_slice),
-            control_after: samples.get(ig::SERIES_CONTROL_AFTER).map(Vec::as_slice),
+            control: samples.get(&Series::Control).map(Vec::as_slice),
+            after: samples.get(&Series::ReferenceAfterCalls).map(Vec::as_slice),
+            control_after: samples.get(&Series::ControlAfterCalls).map(Vec::as_slice),
         };
         let slower = ig::reference_tampered(file, &w, on_gpu);
         if let Some(alone) = ig::speedup_reference(&w, slower.as_ref()) {
@@ -887,37 +760,6 @@ fn summarise_timing(
 mod tests {
     use super::*;
     use kernelgate_timing::plausibility::RULE_BELOW_FLOOR;
-
-    #[test]
-    fn a_job_from_the_config_carries_every_harness_setting() {
-        let mut cfg = kernelgate_model::Config::default();
-        cfg.harness.trials = 3;
-        cfg.harness.compile_timeout_s = 7;
-        cfg.harness.run_timeout_s = 9;
-        cfg.harness.memory_limit_mb = 512;
-        cfg.defaults.precision = Precision::Bf16;
-        cfg.defaults.device = Device::Cpu;
-        cfg.sandbox.enabled = false;
-        cfg.harness.python = Some(PathBuf::from("/opt/kg/bin/python"));
-        let spec = JobSpec::from_config(&cfg, Path::new("."), "p.py", "k.py").unwrap();
-        assert_eq!(
-            (spec.trials, spec.compile_timeout, spec.run_timeout),
-            (3, Duration::from_secs(7), Duration::from_secs(9))
-        );
-        assert_eq!(
-            (spec.memory_limit_mb, spec.precision),
-            (512, Precision::Bf16)
-        );
-        assert_eq!(spec.device, Device::Cpu);
-        assert_eq!(spec.timing, Some(cfg.timing.clone()));
-        // `[harness] python` comes first (docs/config.md), whatever KERNELGATE_PYTHON says.
-        assert_eq!(spec.python, Some(PathBuf::from("/opt/kg/bin/python")));
-        cfg.harness.python = None;
-        assert_eq!(
-            runner_python(&cfg, Path::new(".")),
-            find_python(Path::new("."))
-        );
-    }
 
     fn blank(kernel: &str) -> EvalResult {
         EvalResult::new("level1/19_ReLU".into(), kernel.into(), 1, false)
@@ -945,9 +787,9 @@ mod tests {
 
     fn run(payload: &str, l2: L2Mode) -> EvalResult {
         let mut spec = JobSpec::new("p.py", "k.py");
-        spec.timing = Some(TimingConfig {
+        spec.timing = Some(kernelgate_model::config::TimingConfig {
             l2,
-            ..TimingConfig::default()
+            ..kernelgate_model::config::TimingConfig::default()
         });
         let mut r = blank("kernels/relu.py");
         r.outcome = absorb(payload, &spec, &mut r);

@@ -131,7 +131,38 @@ pub enum Outcome {
     },
 }
 
+/// What torch says when CUDA is missing (no toolkit, no driver, no device).
+const NO_CUDA: [&str; 7] = [
+    "CUDA_HOME environment variable is not set",
+    "Found no NVIDIA driver",
+    "No CUDA GPUs are available",
+    "Torch not compiled with CUDA enabled",
+    "CUDA driver initialization failed",
+    "no CUDA-capable device is detected",
+    "nvcc: not found",
+];
+
 impl Outcome {
+    /// True when the failure is torch reporting that CUDA is missing, rather than the candidate
+    /// failing: on a machine without a GPU the kernel is skipped, not failed. The one answer to
+    /// "no CUDA", for `eval` and `pr` alike.
+    pub fn torch_found_no_cuda(&self) -> bool {
+        let text = match self {
+            Outcome::CompileError { message, log_tail } => format!("{message}\n{log_tail}"),
+            Outcome::RuntimeError {
+                memory_limit: false,
+                message,
+                traceback,
+                ..
+            } => format!("{message}\n{traceback}"),
+            Outcome::Crash {
+                reason, traceback, ..
+            } => format!("{reason}\n{traceback}"),
+            _ => return false,
+        };
+        NO_CUDA.iter().any(|m| text.contains(m))
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             Outcome::Passed { .. } => "passed",
@@ -194,7 +225,7 @@ fn fmt_opt(v: Option<f64>) -> String {
 /// Raw samples per series (`reference`, `candidate`, `base`) and the comparisons made from them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct TimingResult {
-    pub samples: BTreeMap<String, Vec<Sample>>,
+    pub samples: BTreeMap<kernelgate_timing::Series, Vec<Sample>>,
     /// Reference (base side) against candidate (head side): `speedup()` is reference / candidate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vs_reference: Option<Comparison>,
@@ -302,10 +333,10 @@ pub struct EvalResult {
     pub exit: ExitInfo,
     pub stdout_tail: String,
     pub stderr_tail: String,
-    /// The child's sandbox: `full`, `partial (...)`, `unavailable (...)` or `off`; empty when no
-    /// child was started.
+    /// How the child was confined (JSON: `full`, `partial (...)`, `unavailable (...)`, `off`);
+    /// `None` when no child was started.
     #[serde(default)]
-    pub sandbox: String,
+    pub sandbox: Option<kernelgate_model::SandboxLevel>,
     /// The extensions the candidate's import built or loaded as an earlier build left them.
     #[serde(default)]
     pub extensions: Vec<ExtensionBuild>,
@@ -402,7 +433,7 @@ impl EvalResult {
             exit: ExitInfo::default(),
             stdout_tail: String::new(),
             stderr_tail: String::new(),
-            sandbox: String::new(),
+            sandbox: None,
         }
     }
 
@@ -424,6 +455,40 @@ fn home_relative(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn torch_without_cuda_is_recognised_and_candidate_errors_are_not() {
+        let compile = |message: &str, log_tail: &str| Outcome::CompileError {
+            message: message.into(),
+            log_tail: log_tail.into(),
+        };
+        let runtime = |message: &str, memory_limit: bool| Outcome::RuntimeError {
+            message: message.into(),
+            traceback: String::new(),
+            trial: None,
+            memory_limit,
+        };
+        assert!(compile(
+            "building the extension failed",
+            "OSError: CUDA_HOME environment variable is not set. Please set it"
+        )
+        .torch_found_no_cuda());
+        assert!(
+            runtime("RuntimeError: Found no NVIDIA driver on your system", false)
+                .torch_found_no_cuda()
+        );
+        assert!(!compile("error: expected ';'", "").torch_found_no_cuda());
+        // The candidate's own failures stay failures, whatever their text.
+        assert!(!runtime("No CUDA GPUs are available", true).torch_found_no_cuda());
+        assert!(!Outcome::Incorrect {
+            message: "No CUDA GPUs are available".into(),
+            trials: vec![],
+            passed_trials: 0,
+            total_trials: 5,
+            phase: None,
+        }
+        .torch_found_no_cuda());
+    }
 
     fn with_builds(builds: &[(&str, bool, bool)]) -> EvalResult {
         let mut r = EvalResult::new("p".into(), "k".into(), 1, false);

@@ -33,7 +33,7 @@ pub struct Job {
     /// the runner loads the built libraries and compiles nothing.
     pub base_prebuilt: bool,
     /// `auto`, `cpu` or `cuda` (the visible GPU is chosen by `CUDA_VISIBLE_DEVICES`).
-    pub device: String,
+    pub device: kernelgate_model::Device,
     /// The kernel builds a CPU-only extension: it runs on the CPU whatever the device.
     pub cpu_backend: bool,
     pub precision: Precision,
@@ -100,7 +100,7 @@ pub(crate) struct RunnerResult {
     #[serde(default)]
     pub machine: Option<crate::Machine>,
     #[serde(default)]
-    pub timing: Option<BTreeMap<String, Vec<kernelgate_timing::Sample>>>,
+    pub timing: Option<BTreeMap<kernelgate_timing::Series, Vec<kernelgate_timing::Sample>>>,
     /// The problem's work, counted on the reference (timing jobs only).
     #[serde(default)]
     pub work: Option<ProblemWork>,
@@ -143,7 +143,7 @@ mod tests {
             base_kernel: None,
             base_extensions_dir: None,
             base_prebuilt: false,
-            device: "cpu".into(),
+            device: kernelgate_model::Device::Cpu,
             cpu_backend: false,
             precision: Precision::Bf16,
             tolerance: Precision::Bf16.tolerance(),

@@ -54,28 +54,8 @@ impl SandboxMode {
     }
 }
 
-/// How well one job's child was confined; recorded on every row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SandboxLevel {
-    Full,
-    /// Confined, with the listed layers missing.
-    Partial(String),
-    /// Not confined, and why.
-    Unavailable(String),
-    /// Switched off on purpose.
-    Off,
-}
-
-impl std::fmt::Display for SandboxLevel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SandboxLevel::Full => f.write_str("full"),
-            SandboxLevel::Partial(m) => write!(f, "partial ({m})"),
-            SandboxLevel::Unavailable(r) => write!(f, "unavailable ({r})"),
-            SandboxLevel::Off => f.write_str("off"),
-        }
-    }
-}
+/// How well one job's child was confined; recorded on every row (the model owns the type).
+pub use kernelgate_model::SandboxLevel;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {

@@ -1131,7 +1131,10 @@ async fn an_unverified_fork_report_is_published_neutral_never_success() {
     // The sticky comment says so too, under its headline: its table is no verdict.
     assert_eq!(st.comments.len(), 1);
     let body = &st.comments[0].body;
-    assert!(body.contains(&format!("> [!NOTE]\n> {UNVERIFIED}")), "{body}");
+    assert!(
+        body.contains(&format!("> [!NOTE]\n> {UNVERIFIED}")),
+        "{body}"
+    );
     assert!(st.violations.is_empty(), "{:?}", st.violations);
 }
 

@@ -65,7 +65,7 @@ def make_timer(cfg):
     return kernelgate_harness.Timer("cpu", cfg.get("l2", "cold"))
 
 
-# Series names the Rust side reads (crates/timing/src/integrity.rs).
+# Series names the Rust side reads (`Series` in crates/timing/src/sample.rs).
 REPEATED_SUFFIX = "_repeated"
 REFILL_SERIES = "input_refill"
 

@@ -33,7 +33,7 @@ const KG_WORK_SRC: &str = include_str!("../python/kg_work.py");
 /// PyTorch's state witnessed before the candidate's import (hooks, patches, settings).
 const KG_INTEGRITY_SRC: &str = include_str!("../python/kg_integrity.py");
 /// The job protocol this harness speaks: `kernelgate_eval::HARNESS_PROTOCOL` and
-/// `kg_protocol.PROTOCOL` must agree (tests/protocol.rs).
+/// `kg_protocol.PROTOCOL` must agree (tests/it/protocol.rs).
 const PROTOCOL: u32 = 3;
 
 /// `main()` may run once per process: a candidate calling it again must not get a signed result.

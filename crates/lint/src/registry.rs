@@ -7,7 +7,7 @@
 //!
 //! To add a rule: write its `RuleMeta` const next to its check, add a line below (keep code
 //! order), then regenerate docs/rules.md:
-//! `KERNELGATE_BLESS=1 cargo test -p kernelgate --test lint docs`.
+//! `KERNELGATE_BLESS=1 cargo test -p kernelgate --test it lint::docs`.
 
 use crate::rule::RuleMeta;
 

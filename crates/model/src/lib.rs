@@ -9,6 +9,7 @@ pub mod finding;
 pub mod hash;
 pub mod kernel;
 pub mod problem;
+pub mod sandbox;
 pub mod source;
 pub mod types;
 
@@ -24,5 +25,6 @@ pub use kernel::{
     MappedBy,
 };
 pub use problem::{LookupError, Problem, ProblemError, ProblemSet};
+pub use sandbox::SandboxLevel;
 pub use source::{read_source, SourceError};
 pub use types::{Backend, Precision};

@@ -107,11 +107,12 @@ fn assemble(
         s.push_str("> [!WARNING]\n> This run did not finish: the results below cover only the kernels evaluated so far.\n\n");
     }
     reference_banner(&mut s, report);
-    if let Some(level) = report.run.sandbox.as_deref().filter(|l| *l != "full") {
+    if !report.run.sandbox.is_empty() && !report.run.fully_sandboxed() {
+        let levels: Vec<String> = report.run.sandbox.iter().map(ToString::to_string).collect();
         let _ = writeln!(
             s,
             "> [!CAUTION]\n> **sandbox: {}**: the candidates did not run fully confined (docs/sandbox.md).\n",
-            one_line(level)
+            one_line(&levels.join("; "))
         );
     }
     totals(&mut s, report);
@@ -160,7 +161,7 @@ fn assemble(
         env!("CARGO_PKG_VERSION"),
         report.schema
     );
-    if report.run.sandbox.as_deref() == Some("full") {
+    if report.run.fully_sandboxed() {
         s.push_str(" · sandbox: full");
     }
     if let Some(url) = &report.run.artifact_url {
@@ -374,7 +375,7 @@ fn row_cells(report: &Report, r: &KernelRow) -> RowCells {
         Change::Modified | Change::Unchanged => String::new(),
         c => format!("<br><sub>{}</sub>", cell(&c.label())),
     };
-    let flags: Vec<String> = r.flags.iter().map(|f| code_cell(&f.code)).collect();
+    let flags: Vec<String> = r.flags.iter().map(|f| code_cell(f.code.as_str())).collect();
     let mut flag_cell = flags.join(" ");
     // The linter's findings and the run's own (runtime checks, timing integrity) apart: a timing
     // warning is not a lint warning.
@@ -593,7 +594,7 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
             s,
             "- {} flag {}: {}",
             flag.severity,
-            code(&flag.code),
+            code(flag.code.as_str()),
             text(&flag.message)
         );
     }

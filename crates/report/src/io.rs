@@ -130,7 +130,7 @@ pub fn merge(reports: Vec<Report>) -> Result<Report, ReportError> {
             shards_seen.push(i);
         }
         out.run.complete &= r.run.complete;
-        for level in r.run.sandbox.as_deref().unwrap_or("").split("; ") {
+        for level in r.run.sandbox {
             out.run.add_sandbox_level(level);
         }
         out.run.started_at = min_str(&out.run.started_at, &r.run.started_at);

@@ -1,7 +1,7 @@
 //! The `report.json` model: plain data, versioned, written by `kernelgate pr` and read back by
 //! `kernelgate publish` / `kernelgate merge` (possibly on another machine, another version).
 
-use kernelgate_model::{Backend, Finding, Precision, Severity};
+use kernelgate_model::{Backend, Finding, Precision, SandboxLevel, Severity};
 use serde::{Deserialize, Serialize};
 
 /// Schema identifier written into every report. Readers refuse other major versions.
@@ -70,10 +70,14 @@ pub struct RunInfo {
     /// Seed the harness derived its per-trial seeds from.
     #[serde(default)]
     pub seed: Option<u64>,
-    /// How the candidates' child processes were confined (`full`, `partial (...)`,
-    /// `unavailable (...)`, `off`); levels that differ between jobs are joined with `; `.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<String>,
+    /// How the candidates' child processes were confined, every distinct level once (JSON:
+    /// `full`, `partial (...)`, `unavailable (...)`, `off`, joined with `; `).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "kernelgate_model::sandbox::joined"
+    )]
+    pub sandbox: Vec<SandboxLevel>,
     /// `(index, count)`, 1-based index, when this report is one shard of a plan.
     #[serde(default)]
     pub shard: Option<(u32, u32)>,
@@ -90,16 +94,15 @@ pub struct RunInfo {
 
 impl RunInfo {
     /// Records a job's sandbox level on the run: every distinct level once.
-    pub fn add_sandbox_level(&mut self, level: &str) {
-        match &mut self.sandbox {
-            _ if level.is_empty() => {}
-            None => self.sandbox = Some(level.to_string()),
-            Some(all) if !all.split("; ").any(|l| l == level) => {
-                all.push_str("; ");
-                all.push_str(level);
-            }
-            Some(_) => {}
+    pub fn add_sandbox_level(&mut self, level: SandboxLevel) {
+        if !self.sandbox.contains(&level) {
+            self.sandbox.push(level);
         }
+    }
+
+    /// True when every job's child was fully confined (and at least one ran).
+    pub fn fully_sandboxed(&self) -> bool {
+        !self.sandbox.is_empty() && self.sandbox.iter().all(SandboxLevel::is_full)
     }
 }
 
@@ -552,7 +555,8 @@ pub enum ComparisonVerdict {
 /// A runtime or plausibility observation (excessive speedup, below the work floor, ...).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Flag {
-    pub code: String,
+    /// The condition the policy judges it by (its snake_case name in JSON).
+    pub code: kernelgate_model::Condition,
     pub severity: Severity,
     pub message: String,
 }
@@ -712,14 +716,21 @@ mod tests {
     #[test]
     fn the_run_records_each_distinct_sandbox_level_once() {
         let mut run = RunInfo::default();
-        run.add_sandbox_level("");
-        assert_eq!(run.sandbox, None);
-        run.add_sandbox_level("full");
-        run.add_sandbox_level("full");
-        assert_eq!(run.sandbox.as_deref(), Some("full"));
-        run.add_sandbox_level("off");
-        run.add_sandbox_level("full");
-        assert_eq!(run.sandbox.as_deref(), Some("full; off"));
+        assert!(!run.fully_sandboxed(), "no job ran: nothing was confined");
+        assert_eq!(serde_json::to_value(&run).unwrap().get("sandbox"), None);
+        run.add_sandbox_level(SandboxLevel::Full);
+        run.add_sandbox_level(SandboxLevel::Full);
+        assert_eq!(run.sandbox, vec![SandboxLevel::Full]);
+        assert!(run.fully_sandboxed());
+        run.add_sandbox_level(SandboxLevel::Off);
+        run.add_sandbox_level(SandboxLevel::Full);
+        assert_eq!(run.sandbox, vec![SandboxLevel::Full, SandboxLevel::Off]);
+        assert!(!run.fully_sandboxed());
+        // JSON keeps the joined display form, and reads back.
+        let json = serde_json::to_value(&run).unwrap();
+        assert_eq!(json["sandbox"], "full; off");
+        let back: RunInfo = serde_json::from_value(json).unwrap();
+        assert_eq!(back.sandbox, run.sandbox);
     }
 
     #[test]

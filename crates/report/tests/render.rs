@@ -1,7 +1,7 @@
 //! Snapshots of comment.md for the typical PR situations, the length cap, and SARIF validity
 //! against the official SARIF 2.1.0 schema.
 
-use kernelgate_model::{Backend, Finding, Precision, Severity};
+use kernelgate_model::{Backend, Condition, Finding, Precision, SandboxLevel, Severity};
 use kernelgate_report::*;
 use serde_json::json;
 
@@ -22,7 +22,7 @@ fn run() -> RunInfo {
             cpu: "AMD EPYC 9654".into(),
         },
         seed: Some(1234),
-        sandbox: None,
+        sandbox: vec![],
         shard: None,
         complete: true,
         artifact_url: None,
@@ -104,7 +104,7 @@ fn one_hack() -> Report {
     hack.outcome.kind = OutcomeKind::Hack;
     hack.outcome.message = "output aliases input 0".into();
     hack.flags = vec![Flag {
-        code: "excessive-speedup".into(),
+        code: Condition::ExcessiveSpeedup,
         severity: Severity::Warning,
         message: "45.0× over eager exceeds 10×".into(),
     }];
@@ -186,11 +186,13 @@ fn huge() -> Report {
 #[test]
 fn the_sandbox_level_is_shown_once_and_loudly_when_not_full() {
     let mut r = all_passing();
-    r.run.sandbox = Some("full".into());
+    r.run.sandbox = vec![SandboxLevel::Full];
     let c = render_comment(&r);
     assert_eq!(c.matches("sandbox: full").count(), 1, "{c}");
     assert!(!c.contains("[!CAUTION]"));
-    r.run.sandbox = Some("unavailable (Landlock is not enabled in this kernel)".into());
+    r.run.sandbox = vec![SandboxLevel::Unavailable(
+        "Landlock is not enabled in this kernel".into(),
+    )];
     let c = render_comment(&r);
     assert_eq!(
         c.matches("sandbox: unavailable (Landlock").count(),
@@ -352,7 +354,7 @@ fn sarif_locates_static_findings_and_runtime_failures() {
     assert_eq!(rt["level"], "error");
     assert!(results
         .iter()
-        .any(|r| r["ruleId"] == "flag/excessive-speedup" && r["level"] == "warning"));
+        .any(|r| r["ruleId"] == "flag/excessive_speedup" && r["level"] == "warning"));
 }
 
 #[test]
@@ -491,7 +493,7 @@ fn the_op_audit_shows_its_custom_share_and_the_ops_left_to_pytorch() {
         audit_ms: 300.0,
     });
     row.flags.push(Flag {
-        code: "partial_replacement".into(),
+        code: Condition::PartialReplacement,
         severity: Severity::Warning,
         message: "custom code does 26% of the forward's work (below 50%); PyTorch still does: conv2d → cuDNN 64%".into(),
     });

@@ -246,7 +246,7 @@ pub struct BaselineEntry {
     pub kernel_sha256: Option<String>,
     pub hardware: HardwareKey,
     /// `cold` (L2 flushed before each call) or `warm`.
-    pub l2: String,
+    pub l2: kernelgate_model::L2Mode,
     pub stats: SeriesStats,
     /// The event times themselves, so a later run can test against them, not just a median.
     pub samples_ms: Vec<f64>,
@@ -332,7 +332,7 @@ pub struct Query<'a> {
     pub variant: Variant,
     pub kernel: Option<&'a str>,
     pub hardware: &'a HardwareKey,
-    pub l2: &'a str,
+    pub l2: kernelgate_model::L2Mode,
 }
 
 impl BaselineFile {
@@ -624,7 +624,7 @@ mod tests {
             kernel: None,
             kernel_sha256: None,
             hardware: k,
-            l2: "cold".into(),
+            l2: kernelgate_model::L2Mode::Cold,
             stats: SeriesStats::from_samples(&samples).unwrap(),
             samples_ms: samples,
             commit: None,
@@ -717,7 +717,7 @@ mod tests {
             variant: Variant::Eager,
             kernel: None,
             hardware: k,
-            l2: "cold",
+            l2: kernelgate_model::L2Mode::Cold,
         };
         assert!(
             matches!(f.lookup(&q("aaa", &live)), Lookup::Match(e) if e.problem_sha256 == "aaa")

@@ -13,20 +13,6 @@ pub const RULE_REFERENCE_TAMPERED: &str = "timing/reference-tampered";
 pub const RULE_REFERENCE_INTERLEAVED: &str = "timing/reference-slower-interleaved";
 pub const RULE_REFERENCE_SLOWER_AFTER: &str = "timing/reference-slower-after-import";
 
-/// The candidate on the content of its previous call (the harness's `candidate_repeated`).
-pub const SERIES_CANDIDATE_REPEATED: &str = "candidate_repeated";
-/// The reference timed alone before the candidate's module was imported.
-pub const SERIES_REFERENCE_ALONE: &str = "reference_before_import";
-/// A copy of the first input through `Tensor.clone` captured before the import, timed in the
-/// same rounds as the reference: before the import, and interleaved after it.
-pub const SERIES_CONTROL_ALONE: &str = "control_before_import";
-pub const SERIES_CONTROL: &str = "control";
-/// The reference (and the control) timed alone again, the same way, after the candidate's timed
-/// calls: what the candidate's code did to the reference shows here too; what merely running
-/// between the candidate's calls does to a launch-bound reference does not.
-pub const SERIES_REFERENCE_AFTER: &str = "reference_after_calls";
-pub const SERIES_CONTROL_AFTER: &str = "control_after_calls";
-
 /// Repeated content must be this much faster (median ratio below 1 / 1.25), significantly
 /// (p < 0.05, whole interval of the ratio below 1), to count. The two series differ only in
 /// whether the content was seen before (same refill, same random place in each round), so an

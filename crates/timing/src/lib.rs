@@ -12,13 +12,13 @@ pub mod sample;
 pub mod stats;
 
 pub use baseline::{
-    hardware_dir_name, stale_check, BaselineEntry, BaselineError, BaselineFile,
-    HardwareKey, KbEntry, KbFile, Lookup, Query, Staleness, Variant, Work,
+    hardware_dir_name, stale_check, BaselineEntry, BaselineError, BaselineFile, HardwareKey,
+    KbEntry, KbFile, Lookup, Query, Staleness, Variant, Work,
 };
 pub use compare::{compare, mann_whitney_p, Comparison, Verdict};
 pub use integrity::{input_reuse, reference_tampered};
 pub use plausibility::{check_plausibility, floor_ms, DeviceSpec, DEFAULT_EXCESSIVE_SPEEDUP};
-pub use sample::{escaped_work, Sample};
+pub use sample::{escaped_work, Sample, Series};
 pub use stats::{median, SeriesStats};
 
 /// Default verdict threshold in percent.

@@ -21,6 +21,60 @@ pub struct Sample {
     pub verified: bool,
 }
 
+/// A series of timed calls the harness reports (its key in the result's `samples`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Series {
+    /// The live PyTorch reference, interleaved with the candidate.
+    Reference,
+    Candidate,
+    /// The PR's base version of the kernel, interleaved with the candidate.
+    Base,
+    /// The candidate on the content of its previous call.
+    CandidateRepeated,
+    /// The reference timed alone before the candidate's module was imported.
+    ReferenceBeforeImport,
+    /// A copy of the first input through `Tensor.clone` captured before the import, timed in
+    /// the same rounds as the reference: before the import, and interleaved after it.
+    ControlBeforeImport,
+    Control,
+    /// The reference (and the control) timed alone again, the same way, after the candidate's
+    /// timed calls: what the candidate's code did to the reference shows here too; what merely
+    /// running between the candidate's calls does to a launch-bound reference does not.
+    ReferenceAfterCalls,
+    ControlAfterCalls,
+    /// The cost of refilling the inputs between timed calls (outside the timed region).
+    InputRefill,
+    /// A series this build does not know (a newer harness): kept out of every check.
+    #[serde(other)]
+    Other,
+}
+
+impl Series {
+    /// The series' key in the harness's result.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Series::Reference => "reference",
+            Series::Candidate => "candidate",
+            Series::Base => "base",
+            Series::CandidateRepeated => "candidate_repeated",
+            Series::ReferenceBeforeImport => "reference_before_import",
+            Series::ControlBeforeImport => "control_before_import",
+            Series::Control => "control",
+            Series::ReferenceAfterCalls => "reference_after_calls",
+            Series::ControlAfterCalls => "control_after_calls",
+            Series::InputRefill => "input_refill",
+            Series::Other => "other",
+        }
+    }
+}
+
+impl std::fmt::Display for Series {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
 pub fn event_ms(samples: &[Sample]) -> Vec<f64> {
     samples.iter().map(|s| s.ms).collect()
 }
@@ -125,5 +179,25 @@ mod tests {
         let v: Vec<_> = (0..10).map(|_| s(3.0, 0.0)).collect();
         assert!(escaped_work("k.py", &v).is_none());
         assert!(escaped_work("k.py", &[]).is_none());
+    }
+}
+
+#[cfg(test)]
+mod series_tests {
+    use super::Series;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn series_keys_are_the_harness_names_and_unknown_ones_are_kept_apart() {
+        let m: BTreeMap<Series, Vec<u8>> = serde_json::from_str(
+            r#"{"candidate": [1], "reference_before_import": [2], "from_a_newer_harness": [3]}"#,
+        )
+        .unwrap();
+        assert_eq!(m[&Series::Candidate], vec![1]);
+        assert_eq!(m[&Series::ReferenceBeforeImport], vec![2]);
+        assert_eq!(m[&Series::Other], vec![3]);
+        for s in [Series::Candidate, Series::ControlAfterCalls, Series::Base] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
     }
 }

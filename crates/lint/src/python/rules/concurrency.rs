@@ -214,7 +214,10 @@ impl<'a, 'c> Checker<'a, 'c> {
                                 | "torch.cuda.streams.StreamContext"
                         )
                     );
-                    let arg = match (call.arguments.args.as_ref(), call.arguments.keywords.as_ref()) {
+                    let arg = match (
+                        call.arguments.args.as_ref(),
+                        call.arguments.keywords.as_ref(),
+                    ) {
                         ([a], []) => Some(a),
                         ([], [k]) if k.arg.as_ref().is_some_and(|n| n.as_str() == "stream") => {
                             Some(&k.value)
@@ -223,7 +226,9 @@ impl<'a, 'c> Checker<'a, 'c> {
                     };
                     if let (true, Some(arg)) = (switch, arg) {
                         let kind = match arg {
-                            Expr::NoneLiteral(_) if q.as_deref() != Some("torch.cuda.set_stream") => {
+                            Expr::NoneLiteral(_)
+                                if q.as_deref() != Some("torch.cuda.set_stream") =>
+                            {
                                 Some(StreamArg::Current)
                             }
                             Expr::Name(n) => self

@@ -71,14 +71,16 @@ impl<'a, 'c> Checker<'a, 'c> {
             return;
         }
         let dead = model.reach.functions.iter().find_map(|(f, _)| {
-            calls_in(&f.body).into_iter().find(|call| match call.func.as_ref() {
-                Expr::Attribute(a) => {
-                    key_of(&a.value).is_some_and(|k| self.ext_objects.contains(&k))
-                        || (model.names.qualify(&call.func).is_none()
-                            && self.ext_functions.contains(a.attr.as_str()))
-                }
-                _ => false,
-            })
+            calls_in(&f.body)
+                .into_iter()
+                .find(|call| match call.func.as_ref() {
+                    Expr::Attribute(a) => {
+                        key_of(&a.value).is_some_and(|k| self.ext_objects.contains(&k))
+                            || (model.names.qualify(&call.func).is_none()
+                                && self.ext_functions.contains(a.attr.as_str()))
+                    }
+                    _ => false,
+                })
         });
         if let Some(call) = dead {
             let shown = self.text(call.func.as_ref());

@@ -2,8 +2,7 @@
 //! honest fixture and the bundled kernels are clean, and the formats, exit codes, suppressions,
 //! severity overrides and generated docs behave.
 
-mod common;
-use common::{root, AUDIT_DEFENDS};
+use crate::common::{root, AUDIT_DEFENDS};
 
 use std::process::Command;
 
@@ -29,7 +28,7 @@ fn lint_json(path: &str, extra: &[&str]) -> (i32, serde_json::Value) {
     (code, v)
 }
 
-/// Python-side findings only (lint-cpp's KG6xx have their own table in tests/lint_cpp.rs).
+/// Python-side findings only (lint-cpp's KG6xx have their own table in tests/it/lint_cpp.rs).
 fn rule_lines(v: &serde_json::Value) -> Vec<(String, u64)> {
     let mut out: Vec<(String, u64)> = v["findings"]
         .as_array()
@@ -435,13 +434,34 @@ fn harness_hooks_block_and_own_namespaces_stay_clean() {
             .map(|f| (f.1, f.2))
             .collect()
     };
-    assert_eq!(kg307("torch.library.define('aten::relu2(Tensor x) -> Tensor')\n"), vec![(5, Error)]);
-    assert_eq!(kg307("NS = 'at' + 'en'\nlib = torch.library.Library(NS, 'FRAGMENT')\n"), vec![(6, Error)]);
-    assert_eq!(kg307("def ns():\n    return 'aten'\nlib = torch.library.Library(ns(), 'IMPL')\n"), vec![(7, Warning)]);
-    assert_eq!(kg307("torch.library.register_fake('prims::add')(lambda a, b: a)\n"), vec![(5, Error)]);
-    assert_eq!(kg307("torch._C._cuda_attach_out_of_memory_observer(print)\n"), vec![(5, Error)]);
-    assert_eq!(kg307("torch.cuda.memory._set_allocator_settings('expandable_segments:True')\n"), vec![(5, Error)]);
-    assert_eq!(kg307("torch._C._set_dispatch_mode(None)\n"), vec![(5, Error)]);
+    assert_eq!(
+        kg307("torch.library.define('aten::relu2(Tensor x) -> Tensor')\n"),
+        vec![(5, Error)]
+    );
+    assert_eq!(
+        kg307("NS = 'at' + 'en'\nlib = torch.library.Library(NS, 'FRAGMENT')\n"),
+        vec![(6, Error)]
+    );
+    assert_eq!(
+        kg307("def ns():\n    return 'aten'\nlib = torch.library.Library(ns(), 'IMPL')\n"),
+        vec![(7, Warning)]
+    );
+    assert_eq!(
+        kg307("torch.library.register_fake('prims::add')(lambda a, b: a)\n"),
+        vec![(5, Error)]
+    );
+    assert_eq!(
+        kg307("torch._C._cuda_attach_out_of_memory_observer(print)\n"),
+        vec![(5, Error)]
+    );
+    assert_eq!(
+        kg307("torch.cuda.memory._set_allocator_settings('expandable_segments:True')\n"),
+        vec![(5, Error)]
+    );
+    assert_eq!(
+        kg307("torch._C._set_dispatch_mode(None)\n"),
+        vec![(5, Error)]
+    );
     assert_eq!(kg307("from torch.nn.modules.module import register_module_forward_pre_hook as h\nh(lambda m, i: i)\n"), vec![(5, Error)]);
     // A mode entered and exited again, and own namespaces, are not hooks.
     let own = "from torch.overrides import TorchFunctionMode\nclass M(TorchFunctionMode):\n    pass\nm = M()\nm.__enter__()\nm.__exit__(None, None, None)\nlib = torch.library.Library('mylib', 'DEF')\nlib.define('f(Tensor x) -> Tensor')\ntorch.library.custom_op('mylib::g', mutates_args=())(lambda x: ext.run(x))\ntorch.library.register_kernel('mylib::g', 'cuda', lambda x: ext.run(x))\n";
@@ -464,7 +484,12 @@ fn stream_switches_to_the_current_stream_are_no_switch() {
     assert_eq!(kg403(with("        s = torch.cuda.current_stream()\n        with torch.cuda.stream(s):\n            return ext.run(x)\n")), vec![]);
     assert_eq!(kg403(with("        with torch.cuda.stream(torch.cuda.default_stream()):\n            return ext.run(x)\n")), vec![(10, Warning)]);
     // Taken in `__init__`: the harness may time on another stream by the time forward runs.
-    assert_eq!(kg403(with("        with torch.cuda.stream(self.s):\n            return ext.run(x)\n")), vec![(10, Error)]);
+    assert_eq!(
+        kg403(with(
+            "        with torch.cuda.stream(self.s):\n            return ext.run(x)\n"
+        )),
+        vec![(10, Error)]
+    );
     // `s` may be a new stream.
     assert_eq!(kg403(with("        s = torch.cuda.current_stream()\n        if flag:\n            s = torch.cuda.Stream()\n        with torch.cuda.stream(s):\n            return ext.run(x)\n")), vec![(12, Error), (13, Error)]);
     // A graph replays on the current stream; a graph captured on a side stream still blocks.
@@ -498,9 +523,13 @@ fn torch_ops_block_without_custom_code() {
         "{found:?}"
     );
     // The container fixture with its Function computing in PyTorch: nothing custom is reached.
-    let src = std::fs::read_to_string(root().join("tests/fixtures/lint/partial/module_containers.py"))
-        .unwrap()
-        .replace("return fused.relu_scale(x.contiguous(), s)", "return torch.relu(x) * s");
+    let src =
+        std::fs::read_to_string(root().join("tests/fixtures/lint/partial/module_containers.py"))
+            .unwrap()
+            .replace(
+                "return fused.relu_scale(x.contiguous(), s)",
+                "return torch.relu(x) * s",
+            );
     let found = kernelgate_lint::lint_file("x.py", &src, &Default::default()).unwrap();
     let errors: Vec<(&str, u32)> = found
         .iter()
@@ -561,7 +590,8 @@ fn problem_constants_decide_dead_branches() {
 fn taken_branches_that_return_make_the_rest_dead() {
     let path = "tests/fixtures/lint/honest/sum_reduction_dims.py";
     let src = std::fs::read_to_string(root().join(path)).unwrap();
-    let problem = std::fs::read_to_string(root().join("KernelBench/level1/6_Sum_reduction.py")).unwrap();
+    let problem =
+        std::fs::read_to_string(root().join("KernelBench/level1/6_Sum_reduction.py")).unwrap();
     let lint = |problem: String| -> Vec<(String, u32, kernelgate_lint::Severity)> {
         let opts = kernelgate_lint::LintOptions {
             problem_source: Some(problem),
@@ -579,12 +609,18 @@ fn taken_branches_that_return_make_the_rest_dead() {
     let dim0 = problem.replace("reduce_dim = 1", "reduce_dim = 0");
     assert_eq!(
         lint(dim0),
-        vec![("KG702".to_string(), 49, Error), ("KG101".to_string(), 54, Error)]
+        vec![
+            ("KG702".to_string(), 49, Error),
+            ("KG101".to_string(), 54, Error)
+        ]
     );
     let biased = problem.replace("return [reduce_dim]", "return [reduce_dim, 2]");
     // Two positional arguments for one positional parameter: nothing is known, all is live.
     assert_eq!(
-        lint(biased).iter().map(|f| (f.0.as_str(), f.1)).collect::<Vec<_>>(),
+        lint(biased)
+            .iter()
+            .map(|f| (f.0.as_str(), f.1))
+            .collect::<Vec<_>>(),
         vec![("KG104", 51), ("KG101", 54), ("KG101", 55)]
     );
 }
@@ -594,10 +630,14 @@ fn taken_branches_that_return_make_the_rest_dead() {
 #[test]
 fn a_kernel_behind_a_switch_the_problem_turns_off_is_a_decoy() {
     use kernelgate_lint::Severity::{Error, Warning};
-    let src = std::fs::read_to_string(root().join("tests/fixtures/lint/hacks/decoy_constructor_flag.py"))
-        .unwrap()
-        .replace("def __init__(self):", "def __init__(self, use_custom=False):")
-        .replace("self.use_custom = False", "self.use_custom = use_custom");
+    let src =
+        std::fs::read_to_string(root().join("tests/fixtures/lint/hacks/decoy_constructor_flag.py"))
+            .unwrap()
+            .replace(
+                "def __init__(self):",
+                "def __init__(self, use_custom=False):",
+            )
+            .replace("self.use_custom = False", "self.use_custom = use_custom");
     let lint = |init: &str| -> Vec<(String, u32, kernelgate_lint::Severity)> {
         let opts = kernelgate_lint::LintOptions {
             problem_source: Some(format!("def get_init_inputs():\n    return [{init}]\n")),
@@ -617,7 +657,10 @@ fn a_kernel_behind_a_switch_the_problem_turns_off_is_a_decoy() {
     // Unmapped, the argument is unknown: both branches are live, partial replacement.
     let unmapped = kernelgate_lint::lint_file("x.py", &src, &Default::default()).unwrap();
     assert_eq!(
-        unmapped.iter().map(|f| (f.rule.as_str(), f.severity)).collect::<Vec<_>>(),
+        unmapped
+            .iter()
+            .map(|f| (f.rule.as_str(), f.severity))
+            .collect::<Vec<_>>(),
         vec![("KG101", Warning)]
     );
 }
@@ -633,7 +676,12 @@ fn adjacent_python_literals_are_joined_before_the_embedded_checks() {
     // No single literal holds `cublas` or the whole MMA instruction: only the joined text does.
     assert!(rules.contains(&("KG602", 5)), "{found:?}");
     assert!(rules.contains(&("KG610", 6)), "{found:?}");
-    assert!(found.iter().any(|f| f.rule == "KG610" && f.message.contains("f32")), "{found:?}");
+    assert!(
+        found
+            .iter()
+            .any(|f| f.rule == "KG610" && f.message.contains("f32")),
+        "{found:?}"
+    );
 }
 
 #[test]
@@ -872,5 +920,5 @@ fn docs_rules_md_is_up_to_date() {
         std::fs::write(&path, &want).unwrap();
     }
     let have = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(have == want, "docs/rules.md is stale: run `KERNELGATE_BLESS=1 cargo test -p kernelgate --test lint docs` (or `kernelgate rule --all --markdown > docs/rules.md`)");
+    assert!(have == want, "docs/rules.md is stale: run `KERNELGATE_BLESS=1 cargo test -p kernelgate --test it lint::docs` (or `kernelgate rule --all --markdown > docs/rules.md`)");
 }

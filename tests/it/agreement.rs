@@ -2,8 +2,7 @@
 //! through `kernelgate kernels`, `kernelgate pr --plan` and `kernelgate baseline --kernels
 //! --plan`, and the three map each file alike (or fail it alike).
 
-mod common;
-use common::{git, write};
+use crate::common::{git, write};
 
 use serde_json::Value;
 use std::collections::BTreeMap;

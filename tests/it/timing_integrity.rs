@@ -6,8 +6,7 @@
 //! Needs the harness extension next to the CLI (`cargo build -p kernelgate-harness`) and a
 //! Python with torch (`KERNELGATE_PYTHON` or `.venv`).
 
-mod common;
-use common::{python, root};
+use crate::common::{python, root};
 
 use serde_json::Value;
 use std::path::PathBuf;
@@ -156,7 +155,10 @@ fn kernels_that_rely_on_structured_inputs_pass_with_timing() {
     // draws (KernelBench level1/13 and /15 at small sizes): windows of a concatenated pool lost
     // both; whole new draws of get_inputs() keep them.
     for (problem, kernel) in [
-        ("problems/symmetric_matmul.py", "kernels/symmetric_exploit.py"),
+        (
+            "problems/symmetric_matmul.py",
+            "kernels/symmetric_exploit.py",
+        ),
         ("problems/tril_matmul.py", "kernels/tril_exploit.py"),
     ] {
         let (code, v) = eval_timed(problem, kernel);
@@ -219,5 +221,8 @@ fn an_op_wrapped_at_import_is_named_by_the_witness() {
     let (_, v) = eval_timed("problems/relu.py", "kernels/slows_reference_op.py");
     let f = finding(&v, "eval/torch-patched").unwrap_or_else(|| panic!("{v:#}"));
     assert_eq!(f["severity"], "error", "{f:#}");
-    assert!(f["message"].as_str().unwrap().contains("torch.relu"), "{f:#}");
+    assert!(
+        f["message"].as_str().unwrap().contains("torch.relu"),
+        "{f:#}"
+    );
 }

@@ -2,8 +2,7 @@
 //! extension's `kg_timing` and real torch. Needs `cargo build -p kernelgate-harness` first
 //! (scripts/test.sh does it) and a Python with torch (`KERNELGATE_PYTHON` or `.venv`).
 
-mod common;
-use common::{python, root};
+use crate::common::{python, root};
 
 use kernelgate_timing::baseline::{BASELINES_FILE, KB_EAGER_FILE, KERNELS_FILE};
 use kernelgate_timing::{BaselineFile, KbFile, Variant};

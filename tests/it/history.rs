@@ -8,8 +8,7 @@
 //! series on a quiet runner) and, from the planted commit on, a 10% step. CPU times on a shared
 //! 2-core machine move by more than 10% between runs, so a real step could not be planted.
 
-mod common;
-use common::{git, python, root, write};
+use crate::common::{git, python, root, write};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -589,8 +588,22 @@ fn a_pull_request_says_when_its_base_is_already_slower_than_mains_history() {
     for i in 0..5 {
         write(repo, "notes.txt", &format!("{i}\n"));
         git(repo, &["add", "-A"]);
-        base = commit(repo, &format!("note {i}"), &format!("2026-10-0{}T10:00:00Z", i + 2));
-        ok(&kernelgate(repo, &["history", "append", "--report", path.to_str().unwrap(), "--commit", &base]));
+        base = commit(
+            repo,
+            &format!("note {i}"),
+            &format!("2026-10-0{}T10:00:00Z", i + 2),
+        );
+        ok(&kernelgate(
+            repo,
+            &[
+                "history",
+                "append",
+                "--report",
+                path.to_str().unwrap(),
+                "--commit",
+                &base,
+            ],
+        ));
     }
     write(repo, KERNEL_PATH, &format!("{KERNEL}\n# an edit\n"));
     git(repo, &["add", "-A"]);
@@ -598,18 +611,37 @@ fn a_pull_request_says_when_its_base_is_already_slower_than_mains_history() {
     let out = tempfile::tempdir().unwrap();
     let run = kernelgate(
         repo,
-        &["pr", "--base", &base, "--head", &head, "--device", "cpu", "--out", out.path().to_str().unwrap(), "--ack-label", "kernelgate:ack-speedup"],
+        &[
+            "pr",
+            "--base",
+            &base,
+            "--head",
+            &head,
+            "--device",
+            "cpu",
+            "--out",
+            out.path().to_str().unwrap(),
+            "--ack-label",
+            "kernelgate:ack-speedup",
+        ],
     );
     assert!(matches!(run.status.code(), Some(0 | 1)), "{run:?}");
-    assert!(String::from_utf8_lossy(&run.stdout).contains("history: 1 kernel(s) compared"), "{run:?}");
+    assert!(
+        String::from_utf8_lossy(&run.stdout).contains("history: 1 kernel(s) compared"),
+        "{run:?}"
+    );
     let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap())
+            .unwrap();
     let h = &report["kernels"][0]["history"];
     assert_eq!(h["commits"], 5, "{h:#}");
     assert!(h["base_vs_history_pct"].as_f64().unwrap() > 50.0, "{h:#}");
     let comment = std::fs::read_to_string(out.path().join("comment.md")).unwrap();
     assert!(comment.contains("slower than main's history"), "{comment}");
-    assert!(comment.contains("that slowdown predates this pull request"), "{comment}");
+    assert!(
+        comment.contains("that slowdown predates this pull request"),
+        "{comment}"
+    );
     assert!(
         comment.contains("](https://acme.github.io/kernels/#level1-3_ReLU)"),
         "the problem links its plot: {comment}"

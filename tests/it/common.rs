@@ -54,8 +54,8 @@ pub fn write(dir: &Path, path: &str, text: &str) {
 /// Hack fixtures whose only errors were torch-op findings and that do run a working custom
 /// kernel on the forward path (PyTorch does part of the work next to it). Statically that is
 /// partial replacement, a warning; the runtime op audit (custom share of the GPU time) is the
-/// defense for them. Every other hack fixture keeps at least one error (tests/lint.rs); each of
-/// these still fails the gate as a whole (tests/audit.rs). Paths under `tests/fixtures/lint/`.
+/// defense for them. Every other hack fixture keeps at least one error (tests/it/lint.rs); each of
+/// these still fails the gate as a whole (tests/it/audit.rs). Paths under `tests/fixtures/lint/`.
 pub const AUDIT_DEFENDS: &[&str] = &[
     // A working C++/CUDA kernel, plus ATen ops inside the same extension.
     "cpp/hack_aten_op.py",

@@ -2,8 +2,7 @@
 //! runner's `kg_protocol` parses, field for field; the three copies of the protocol number
 //! agree; every outcome kind the runner writes is one the CLI reads.
 
-mod common;
-use common::{python, root};
+use crate::common::{python, root};
 
 use kernelgate_eval::outcome::Outcome;
 use kernelgate_eval::protocol::{Job, JobTiming, SandboxGrant, HARNESS_PROTOCOL};
@@ -20,7 +19,7 @@ fn job() -> Job {
         base_kernel: Some("/b.py".into()),
         base_extensions_dir: Some("/ext/base".into()),
         base_prebuilt: true,
-        device: "cuda".into(),
+        device: kernelgate_model::Device::Cuda,
         cpu_backend: false,
         precision: Precision::Fp16,
         tolerance: Precision::Fp16.tolerance(),

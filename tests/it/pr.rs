@@ -6,9 +6,11 @@
 //! The kernels share one C++ source (the number of passes is an argument), so torch compiles
 //! it once; `TORCH_EXTENSIONS_DIR` under `target/` keeps it across runs.
 
-mod common;
-use common::{git, python, root, write};
+use crate::common::{git, python, root, write};
 
+use kernelgate_report::{
+    BaselineKind, Change, ComparisonVerdict, KernelRow, OutcomeKind, Report, Verdict,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -119,7 +121,7 @@ warmup = 2
 min_samples = 15
 max_samples = 60
 # The baselines these tests record on shared CPUs are as noisy as the machine; the noise check
-# of `kernelgate baseline` has its own test (tests/ux.rs).
+# of `kernelgate baseline` has its own test (tests/it/ux.rs).
 baseline_max_cv_pct = 1000000.0
 "#;
 
@@ -190,23 +192,31 @@ fn text(out: &Output) -> String {
     )
 }
 
-fn row<'a>(report: &'a Value, path: &str) -> &'a Value {
-    report["kernels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|k| k["path"] == path)
-        .unwrap_or_else(|| panic!("no row for {path}: {:#}", report["kernels"]))
+/// The typed report `kernelgate pr` wrote into `out`.
+fn read_report(out: &Path) -> Report {
+    Report::read(&out.join("report.json")).unwrap_or_else(|e| panic!("report.json: {e}"))
 }
 
-fn reasons(r: &Value) -> String {
-    r["reasons"]
-        .as_array()
-        .unwrap()
+fn row<'a>(report: &'a Report, path: &str) -> &'a KernelRow {
+    report
+        .kernels
         .iter()
-        .map(|s| s.as_str().unwrap())
-        .collect::<Vec<_>>()
-        .join(" | ")
+        .find(|k| k.path == path)
+        .unwrap_or_else(|| panic!("no row for {path}: {:#?}", report.kernels))
+}
+
+fn reasons(r: &KernelRow) -> String {
+    r.reasons.join(" | ")
+}
+
+fn vs_base_verdict(r: &KernelRow) -> Option<ComparisonVerdict> {
+    r.vs_base.as_ref().map(|c| c.verdict)
+}
+
+fn speedup(r: &KernelRow) -> f64 {
+    r.speedup_eager
+        .map(|s| s.value)
+        .unwrap_or_else(|| panic!("no speedup: {r:#?}"))
 }
 
 #[test]
@@ -251,34 +261,37 @@ fn gates_a_pull_request_with_an_improvement_a_regression_a_hack_and_a_broken_ker
         text(&run)
     );
 
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap())
-            .unwrap();
-    assert_eq!(report["run"]["complete"], true);
-    assert_eq!(report["run"]["head_sha"], head.as_str());
-    assert_eq!(report["kernels"].as_array().unwrap().len(), 4);
+    let report = read_report(out.path());
+    assert!(report.run.complete);
+    assert_eq!(report.run.head_sha, head);
+    assert_eq!(report.kernels.len(), 4);
 
     let relu = row(&report, "kernels/level1/3_ReLU/cpp.py");
-    assert_eq!(relu["outcome"]["kind"], "correct", "{relu:#}");
-    assert_eq!(relu["change"]["kind"], "modified");
+    assert_eq!(relu.outcome.kind, OutcomeKind::Correct, "{relu:#?}");
+    assert_eq!(relu.change, Change::Modified);
     assert_eq!(
-        relu["vs_base"]["verdict"], "faster",
-        "one pass instead of six: {relu:#}"
+        vs_base_verdict(relu),
+        Some(ComparisonVerdict::Faster),
+        "one pass instead of six: {relu:#?}"
     );
-    assert_eq!(relu["verdict"], "pass", "{}", reasons(relu));
-    if relu["speedup_eager"]["value"].as_f64().unwrap() > 10.0 {
+    assert_eq!(relu.verdict, Verdict::Pass, "{}", reasons(relu));
+    if speedup(relu) > 10.0 {
         assert!(
             reasons(relu).contains("acknowledged excessive_speedup by PR label"),
             "{}",
             reasons(relu)
         );
     }
-    assert!(relu["speedup_eager"]["value"].as_f64().unwrap() > 0.0);
+    assert!(speedup(relu) > 0.0);
 
     let sigmoid = row(&report, "kernels/level1/5_Sigmoid/cpp.py");
-    assert_eq!(sigmoid["outcome"]["kind"], "correct", "{sigmoid:#}");
-    assert_eq!(sigmoid["vs_base"]["verdict"], "slower", "{sigmoid:#}");
-    assert_eq!(sigmoid["verdict"], "fail");
+    assert_eq!(sigmoid.outcome.kind, OutcomeKind::Correct, "{sigmoid:#?}");
+    assert_eq!(
+        vs_base_verdict(sigmoid),
+        Some(ComparisonVerdict::Slower),
+        "{sigmoid:#?}"
+    );
+    assert_eq!(sigmoid.verdict, Verdict::Fail);
     assert!(
         reasons(sigmoid).contains("slower than the base version"),
         "{}",
@@ -286,27 +299,27 @@ fn gates_a_pull_request_with_an_improvement_a_regression_a_hack_and_a_broken_ker
     );
 
     let hack = row(&report, "kernels/level1/4_GELU/cpp.py");
-    assert_eq!(hack["verdict"], "fail");
+    assert_eq!(hack.verdict, Verdict::Fail);
     assert_eq!(
-        hack["outcome"]["kind"], "skipped",
+        hack.outcome.kind,
+        OutcomeKind::Skipped,
         "lint errors keep a hack from running"
     );
-    let rules: Vec<&str> = hack["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["rule"].as_str().unwrap())
-        .collect();
+    let rules = rules(hack);
     assert!(rules.iter().any(|r| r.starts_with("KG")), "{rules:?}");
     assert!(reasons(hack).contains("lint error"), "{}", reasons(hack));
 
     let broken = row(&report, "kernels/level1/7_Softmax/cpp.py");
-    assert_eq!(broken["outcome"]["kind"], "compile_error", "{broken:#}");
-    assert_eq!(broken["verdict"], "fail");
+    assert_eq!(
+        broken.outcome.kind,
+        OutcomeKind::CompileError,
+        "{broken:#?}"
+    );
+    assert_eq!(broken.verdict, Verdict::Fail);
 
-    assert_eq!(report["summary"]["verdict"], "fail");
-    assert_eq!(report["summary"]["failed"], 3);
-    assert_eq!(report["summary"]["passed"], 1);
+    assert_eq!(report.summary.verdict, Verdict::Fail);
+    assert_eq!(report.summary.failed, 3);
+    assert_eq!(report.summary.passed, 1);
     for f in ["comment.md", "summary.md", "results.sarif"] {
         assert!(out.path().join(f).is_file(), "{f} not written");
     }
@@ -563,7 +576,7 @@ fn edit_entries(path: &Path, edit: impl Fn(&mut Value)) {
 }
 
 /// `report.json` and `comment.md` of `kernelgate pr` on the CPU.
-fn pr_report(repo: &Path, base: &str, head: &str) -> (Value, String) {
+fn pr_report(repo: &Path, base: &str, head: &str) -> (Report, String) {
     let out = tempfile::tempdir().unwrap();
     let run = kernelgate(
         repo,
@@ -583,20 +596,16 @@ fn pr_report(repo: &Path, base: &str, head: &str) -> (Value, String) {
         &[],
     );
     assert!(matches!(run.status.code(), Some(0 | 1)), "{}", text(&run));
-    let report =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap())
-            .unwrap();
+    let report = read_report(out.path());
     let comment = std::fs::read_to_string(out.path().join("comment.md")).unwrap();
     (report, comment)
 }
 
-fn baseline_flags(r: &Value) -> Vec<String> {
-    r["flags"]
-        .as_array()
-        .unwrap()
+fn baseline_flags(r: &KernelRow) -> Vec<String> {
+    r.flags
         .iter()
-        .filter(|f| f["code"] == "baseline_mismatch")
-        .map(|f| f["message"].as_str().unwrap().to_string())
+        .filter(|f| f.code == kernelgate_model::Condition::BaselineMismatch)
+        .map(|f| f.message.clone())
         .collect()
 }
 
@@ -659,36 +668,41 @@ fn keyed_baselines_from_main_give_vs_main_and_refuse_other_keys_and_changed_prob
     for (path, want, ratio_ok) in [
         (
             "kernels/level1/3_ReLU/cpp.py",
-            "faster",
+            ComparisonVerdict::Faster,
             (|r: f64| r < 0.6) as fn(f64) -> bool,
         ),
-        ("kernels/level1/5_Sigmoid/cpp.py", "slower", |r: f64| {
-            r > 1.5
-        }),
+        (
+            "kernels/level1/5_Sigmoid/cpp.py",
+            ComparisonVerdict::Slower,
+            |r: f64| r > 1.5,
+        ),
     ] {
         let r = row(&report, path);
-        let vs = &r["vs_baseline"];
-        assert_eq!(vs["against"]["kind"], "main_kernel", "{path}: {r:#}");
+        let vs = r
+            .vs_baseline
+            .as_ref()
+            .unwrap_or_else(|| panic!("{path}: no vs_baseline: {r:#?}"));
+        let against = vs
+            .against
+            .as_ref()
+            .expect("a vs_baseline says what against");
+        assert_eq!(against.kind, BaselineKind::MainKernel, "{path}: {r:#?}");
         assert!(
-            vs["against"]["detail"]
-                .as_str()
-                .unwrap()
-                .contains(&format!("`{path}` on main")),
-            "{vs:#}"
+            against.detail.contains(&format!("`{path}` on main")),
+            "{vs:#?}"
         );
-        let ratio = vs["ratio"].as_f64().unwrap();
-        assert!(ratio_ok(ratio), "{path}: six passes vs one: {vs:#}");
+        assert!(ratio_ok(vs.ratio), "{path}: six passes vs one: {vs:#?}");
         // A busy machine may have drifted since the baseline run: then the live reference is
         // flagged stale and the comparison says invalid instead of deciding anything.
         let flags = baseline_flags(r);
         if flags.is_empty() {
-            assert_eq!(vs["verdict"], want, "{path}: {vs:#}");
+            assert_eq!(vs.verdict, want, "{path}: {vs:#?}");
         } else {
             assert!(
                 flags.iter().all(|f| f.contains("live reference")),
                 "{flags:?}"
             );
-            assert_eq!(vs["verdict"], "invalid", "{path}: {vs:#}");
+            assert_eq!(vs.verdict, ComparisonVerdict::Invalid, "{path}: {vs:#?}");
         }
     }
 
@@ -709,8 +723,9 @@ fn keyed_baselines_from_main_give_vs_main_and_refuse_other_keys_and_changed_prob
     let (report, _) = pr_report(d, &base2, &head);
 
     let relu = row(&report, "kernels/level1/3_ReLU/cpp.py");
-    assert_eq!(relu["vs_baseline"]["verdict"], "invalid", "{relu:#}");
-    assert_eq!(relu["vs_baseline"]["ratio"], Value::Null);
+    let vs = relu.vs_baseline.as_ref().expect("a vs_baseline row");
+    assert_eq!(vs.verdict, ComparisonVerdict::Invalid, "{relu:#?}");
+    assert!(vs.ratio.is_nan(), "no ratio (null in JSON): {vs:#?}");
     let flags = baseline_flags(relu);
     assert_eq!(flags.len(), 1, "{flags:?}");
     assert!(
@@ -720,10 +735,14 @@ fn keyed_baselines_from_main_give_vs_main_and_refuse_other_keys_and_changed_prob
         "{}",
         flags[0]
     );
-    assert_eq!(relu["verdict"], "warn", "{}", reasons(relu));
+    assert_eq!(relu.verdict, Verdict::Warn, "{}", reasons(relu));
 
     let sigmoid = row(&report, "kernels/level1/5_Sigmoid/cpp.py");
-    assert_eq!(sigmoid["vs_baseline"]["verdict"], "invalid", "{sigmoid:#}");
+    assert_eq!(
+        sigmoid.vs_baseline.as_ref().map(|v| v.verdict),
+        Some(ComparisonVerdict::Invalid),
+        "{sigmoid:#?}"
+    );
     let flags = baseline_flags(sigmoid);
     assert_eq!(flags.len(), 1, "{flags:?}");
     assert!(
@@ -735,7 +754,7 @@ fn keyed_baselines_from_main_give_vs_main_and_refuse_other_keys_and_changed_prob
 }
 
 /// `kernelgate pr` on the CPU with its own extensions cache, as a runner keeps one between jobs.
-fn pr_with_cache(repo: &Path, base: &str, head: &str, cache: &Path) -> Value {
+fn pr_with_cache(repo: &Path, base: &str, head: &str, cache: &Path) -> Report {
     let out = tempfile::tempdir().unwrap();
     let run = kernelgate(
         repo,
@@ -755,7 +774,7 @@ fn pr_with_cache(repo: &Path, base: &str, head: &str, cache: &Path) -> Value {
         &[("TORCH_EXTENSIONS_DIR", cache.to_str().unwrap())],
     );
     assert!(matches!(run.status.code(), Some(0 | 1)), "{}", text(&run));
-    serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap()).unwrap()
+    read_report(out.path())
 }
 
 /// A repository where main adds a ReLU kernel (`add`) and a pull request edits it (`edit`):
@@ -784,13 +803,8 @@ fn add_then_edit(edited: &str) -> (tempfile::TempDir, [String; 3], String) {
     (dir, [before, add, edit], added)
 }
 
-fn rules(r: &Value) -> Vec<String> {
-    r["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["rule"].as_str().unwrap().to_string())
-        .collect()
+fn rules(r: &KernelRow) -> Vec<String> {
+    r.findings.iter().map(|f| f.rule.clone()).collect()
 }
 
 /// The base version of an edited kernel is the source it had as a head: its build, kept in the
@@ -802,7 +816,7 @@ fn an_edited_kernels_base_loads_the_build_it_had_as_a_head() {
     let cache = tempfile::tempdir().unwrap();
     let report = pr_with_cache(dir.path(), &before, &add, cache.path());
     let path = "kernels/level1/3_ReLU/cpp.py";
-    assert_eq!(row(&report, path)["outcome"]["kind"], "correct");
+    assert_eq!(row(&report, path).outcome.kind, OutcomeKind::Correct);
     let built = kernelgate_eval::extensions_subdir(cache.path(), &added)
         .join("kg_pr_test_ops/kg_pr_test_ops.so");
     let mtime = || std::fs::metadata(&built).and_then(|m| m.modified());
@@ -810,12 +824,16 @@ fn an_edited_kernels_base_loads_the_build_it_had_as_a_head() {
 
     let report = pr_with_cache(dir.path(), &add, &edit, cache.path());
     let relu = row(&report, path);
-    assert_eq!(relu["change"]["kind"], "modified");
-    assert_eq!(relu["outcome"]["kind"], "correct", "{relu:#}");
-    assert_eq!(relu["vs_base"]["verdict"], "faster", "{relu:#}");
+    assert_eq!(relu.change, Change::Modified);
+    assert_eq!(relu.outcome.kind, OutcomeKind::Correct, "{relu:#?}");
+    assert_eq!(
+        vs_base_verdict(relu),
+        Some(ComparisonVerdict::Faster),
+        "{relu:#?}"
+    );
     assert!(
         !rules(relu).iter().any(|r| r.starts_with("eval/base-")),
-        "{relu:#}"
+        "{relu:#?}"
     );
     assert_eq!(mtime().unwrap(), first, "the base's build was rebuilt");
     // Neither the base's directory nor the head's holds a renamed build (`kg_pr_test_ops_v1`).
@@ -856,23 +874,22 @@ fn a_candidate_cannot_plant_a_file_in_its_bases_cached_build() {
     let relu = row(&report, "kernels/level1/3_ReLU/cpp.py");
     assert!(!planted.exists(), "planted: {}", planted.display());
     assert_eq!(mtime().unwrap(), first, "the base's build changed");
-    let denied: Vec<&str> = relu["findings"]
-        .as_array()
-        .unwrap()
+    let denied: Vec<&str> = relu
+        .findings
         .iter()
-        .filter(|f| f["rule"] == "eval/sandbox-denied")
-        .filter_map(|f| f["message"].as_str())
+        .filter(|f| f.rule == "eval/sandbox-denied")
+        .map(|f| f.message.as_str())
         .collect();
     assert!(
         denied
             .iter()
             .any(|m| m.contains("planted.so") && m.contains("blocked by the sandbox")),
-        "{relu:#}"
+        "{relu:#?}"
     );
-    assert_eq!(relu["verdict"], "fail", "{relu:#}");
+    assert_eq!(relu.verdict, Verdict::Fail, "{relu:#?}");
     // The base was loaded (read-only) before the candidate ran: no warning about it.
     assert!(
         !rules(relu).iter().any(|r| r == "eval/base-kernel-failed"),
-        "{relu:#}"
+        "{relu:#?}"
     );
 }

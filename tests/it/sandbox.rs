@@ -6,8 +6,7 @@
 //! Needs the harness extension next to the CLI (`cargo build -p kernelgate-harness`) and a
 //! Python with torch (`KERNELGATE_PYTHON` or `.venv`).
 
-mod common;
-use common::{python, root};
+use crate::common::{python, root};
 
 use serde_json::Value;
 use std::io::Read;

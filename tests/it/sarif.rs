@@ -3,8 +3,7 @@
 //! crate's tests), and says what the JSON format says: same findings, same places, rule indexes
 //! that point at the right rule, regions inside the files.
 
-mod common;
-use common::root;
+use crate::common::root;
 
 use serde_json::Value;
 use std::process::Command;
@@ -30,7 +29,7 @@ fn lint(format: &str) -> Value {
 
 fn validator() -> jsonschema::Validator {
     let schema: Value = serde_json::from_str(include_str!(
-        "../crates/report/tests/data/sarif-schema-2.1.0.json"
+        "../../crates/report/tests/data/sarif-schema-2.1.0.json"
     ))
     .expect("vendored schema parses");
     jsonschema::validator_for(&schema).expect("schema compiles")

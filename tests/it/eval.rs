@@ -5,8 +5,7 @@
 //! which `scripts/test.sh` does) and a Python with torch (`KERNELGATE_PYTHON` or `.venv`).
 //! C++ fixtures share one torch extensions cache under `target/` so reruns skip compiling.
 
-mod common;
-use common::{python, root};
+use crate::common::{python, root};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

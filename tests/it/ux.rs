@@ -1,8 +1,7 @@
 //! What a maintainer meets (issue #19): bad input costs one row, messages say what to do.
 //! Real git repositories in temp dirs, the real binary.
 
-mod common;
-use common::{git, python, root, write};
+use crate::common::{git, python, root, write};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

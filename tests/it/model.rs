@@ -1,8 +1,7 @@
 //! `kernelgate problems` and `kernelgate kernels` on the bundled tree and on small repositories
 //! built per test: every mapping rule, every mapping error, config errors, dataset exports.
 
-mod common;
-use common::{root, write};
+use crate::common::{root, write};
 
 use kernelgate_model::hash;
 use serde_json::Value;

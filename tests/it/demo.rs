@@ -6,8 +6,7 @@
 //! which `scripts/test.sh` runs first) and a Python with torch (`scripts/setup-python.sh`).
 //! A few minutes on two cores: every kernel is compiled by torch.
 
-mod common;
-use common::root;
+use crate::common::root;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

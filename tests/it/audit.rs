@@ -7,8 +7,7 @@
 //! Python with torch and ninja (`KERNELGATE_PYTHON` or `.venv`). The matmul fixtures share one
 //! C++ source, so torch compiles it once into `target/kernelgate-test-torch-extensions`.
 
-mod common;
-use common::{python, root, AUDIT_DEFENDS};
+use crate::common::{python, root, AUDIT_DEFENDS};
 
 use kernelgate::pr::adapters::convert;
 use kernelgate::pr::policy::{judge, Acks, Policy};
@@ -104,7 +103,7 @@ fn assert_decoy_fails(problem: &str, kernel: &str, max_share: f64, why: &str) {
     let flag = row
         .flags
         .iter()
-        .find(|f| f.code == "low_custom_share")
+        .find(|f| f.code == kernelgate_model::Condition::LowCustomShare)
         .unwrap_or_else(|| panic!("{kernel}: no low_custom_share flag: {:?}", row.flags));
     assert_eq!(flag.severity, Severity::Error);
     assert!(flag.message.contains("mm → PyTorch"), "{}", flag.message);
@@ -195,7 +194,7 @@ fn partial_replacement_keeping_conv_and_linear_passes_with_a_warning_naming_them
     let flag = row
         .flags
         .iter()
-        .find(|f| f.code == "partial_replacement")
+        .find(|f| f.code == kernelgate_model::Condition::PartialReplacement)
         .expect("partial_replacement flag");
     assert_eq!(flag.severity, Severity::Warning);
     assert!(

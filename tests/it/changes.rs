@@ -1,7 +1,6 @@
 //! Change detection on real git repositories built in temp dirs.
 
-mod common;
-use common::{git, write};
+use crate::common::{git, write};
 
 use kernelgate::pr::changes::{detect, ChangeSet, FileStatus, KernelStatus};
 use kernelgate::pr::git::{Git, GitError};

@@ -1,0 +1,24 @@
+//! The CLI's integration tests, one binary (a link per test file cost CI minutes): each module
+//! is one area of the gate, `common` the helpers they share.
+
+mod common;
+
+mod agreement;
+mod audit;
+mod changes;
+mod demo;
+mod eval;
+mod history;
+mod lint;
+mod lint_cpp;
+mod model;
+mod pr;
+mod protocol;
+mod publish;
+mod sandbox;
+mod sarif;
+mod timing;
+mod timing_integrity;
+mod ux;
+mod version;
+mod workflows;
