@@ -85,6 +85,8 @@ pub enum Command {
     History(cmd::history::Args),
     /// Write the history's static dashboard (GitHub Pages ready) into a directory.
     Dashboard(cmd::history::DashboardArgs),
+    /// Precompile torch's extension header for this runner's C++ builds (once per torch).
+    Pch(cmd::pch::Args),
 }
 
 /// `--format` of the listing commands (`problems`, `kernels`, `eval`). One vocabulary with

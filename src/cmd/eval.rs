@@ -144,6 +144,7 @@ pub fn to_json(r: &EvalResult) -> serde_json::Value {
         "sandbox": r.sandbox,
         "extensions": r.extensions,
         "extensions_dir": r.extensions_dir,
+        "precompiled_header": r.precompiled_header,
         "build": r.build_note(),
         "torch": r.torch,
         "phases": r.phases,

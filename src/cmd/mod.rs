@@ -8,6 +8,7 @@ pub mod history;
 pub mod kernels;
 pub mod lint;
 pub mod merge;
+pub mod pch;
 pub mod pr;
 pub mod problems;
 pub mod publish;
@@ -26,5 +27,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Merge(args) => merge::run(&cli, args),
         Command::History(args) => history::run(&cli, args),
         Command::Dashboard(args) => history::dashboard(&cli, args),
+        Command::Pch(args) => pch::run(&cli, args),
     }
 }

@@ -807,3 +807,76 @@ fn a_local_eval_loads_the_build_python_made_and_says_why_it_compiles_otherwise()
         .count();
     assert_eq!(before, after);
 }
+
+/// The precompiled-header root the tests share: `scripts/test.sh` builds it once
+/// (`KERNELGATE_PCH_DIR`), a run without it builds it here.
+fn pch_root() -> PathBuf {
+    std::env::var_os("KERNELGATE_PCH_DIR")
+        .filter(|d| !d.is_empty() && d != "off")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/kernelgate-pch"))
+}
+
+#[test]
+fn kernelgate_pch_builds_a_checked_entry_and_a_cpp_build_is_offered_it() {
+    let pch = pch_root();
+    let out = cli()
+        .args(["pch", "--dir"])
+        .arg(&pch)
+        .env("KERNELGATE_PCH_DIR", &pch)
+        .output()
+        .expect("run kernelgate pch");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "kernelgate pch failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // "built: <entry> (1.5 GiB; torch ..., c++)" or "already built: ...".
+    let entry = stdout
+        .lines()
+        .find_map(|l| l.split_once("built: ").map(|(_, rest)| rest))
+        .and_then(|rest| rest.split(" (").next())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("no entry named: {stdout}"));
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(entry.join("manifest.json")).unwrap()).unwrap();
+    for variant in ["O0", "O2"] {
+        assert!(
+            manifest["variants"].get(variant).is_some(),
+            "{variant}: {manifest:#}"
+        );
+        assert!(
+            entry
+                .join(format!("torch/extension.h.gch/{variant}.gch"))
+                .is_file(),
+            "{variant}.gch missing in {}",
+            entry.display()
+        );
+    }
+
+    // A fresh build directory: the C++ source compiles here, with the entry on its CPATH.
+    let builds = tempfile::tempdir().unwrap();
+    let out = cli()
+        .args(["eval", "--problem", &fixture("problems/relu.py")])
+        .args(["--kernel", &fixture("kernels/honest_relu.py")])
+        .args(["--device", "cpu", "--no-timing", "--format", "json"])
+        .arg("--extensions-dir")
+        .arg(builds.path())
+        .env("KERNELGATE_PCH_DIR", &pch)
+        .output()
+        .expect("run kernelgate eval");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
+    assert_eq!(
+        v["precompiled_header"].as_str().map(PathBuf::from),
+        Some(std::fs::canonicalize(&entry).unwrap()),
+        "{v:#}"
+    );
+    let note = v["build"].as_str().unwrap_or_default();
+    assert!(
+        note.starts_with("compiled kg_fx_honest_relu") && note.contains("precompiled"),
+        "{note}"
+    );
+}

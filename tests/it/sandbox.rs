@@ -128,6 +128,13 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
     };
     let pth = site.join("kg_sandbox_escape.pth");
 
+    // A precompiled-header root as `kernelgate pch` leaves it: jobs may read it, never write.
+    let pch = tempfile::tempdir().unwrap();
+    let gch = pch.path().join("0123abcd/torch/extension.h.gch");
+    std::fs::create_dir_all(&gch).unwrap();
+    std::fs::write(gch.join("O0.gch"), "trusted header").unwrap();
+    std::fs::write(pch.path().join("0123abcd/manifest.json"), "{}").unwrap();
+
     let paths = format!("{}:{}", secret.display(), checkout_file.display());
     let port_s = port.to_string();
     let runs: Vec<(&str, Vec<(&str, String)>)> = vec![
@@ -145,6 +152,10 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
         ("kernels/sandbox/ptrace_parent.py", vec![]),
         ("kernels/sandbox/widen_affinity.py", vec![]),
         ("kernels/sandbox/poison_shared_cache.py", vec![]),
+        (
+            "kernels/sandbox/poison_pch.py",
+            vec![("KERNELGATE_PCH_DIR", pch.path().display().to_string())],
+        ),
         ("kernels/honest_relu.py", vec![]),
         ("kernels/beside/relu_with_table.py", vec![]),
         ("kernels/sandbox/profiled_relu.py", vec![]),
@@ -256,6 +267,22 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
                 );
                 assert!(stdout.contains("blocked"), "{stdout}");
                 assert_blocked_and_reported(name, *code, v, "kg_planted_build");
+            }
+            "poison_pch" => {
+                assert_eq!(
+                    std::fs::read_to_string(gch.join("O0.gch")).unwrap(),
+                    "trusted header",
+                    "the candidate replaced the precompiled header"
+                );
+                assert!(
+                    !pch.path().join("kg_planted_entry").exists(),
+                    "the candidate planted a precompiled-header entry"
+                );
+                assert!(
+                    stdout.contains("blocked") && !stdout.contains("WROTE"),
+                    "{stdout}"
+                );
+                assert_blocked_and_reported(name, *code, v, "O0.gch");
             }
             "honest_relu" | "profiled_relu" | "relu_with_table" => {
                 assert_eq!(v["outcome"]["kind"], "passed", "{name}: {v:#}");

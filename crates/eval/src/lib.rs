@@ -10,6 +10,7 @@ mod hardware;
 mod job;
 pub mod locate;
 pub mod outcome;
+mod pch;
 pub mod protocol;
 pub mod sandbox;
 mod shown;
@@ -31,6 +32,7 @@ pub use outcome::{
     EvalResult, ExitInfo, ExtensionBuild, Floor, Mismatch, Outcome, Phase, ProblemWork,
     TimingResult, TrialMismatch,
 };
+pub use pch::{build_pch, pch_root, PchBuild, PCH_DIR_ENV};
 pub use protocol::HARNESS_PROTOCOL;
 use protocol::{Job, JobTiming, RunnerResult};
 pub use sandbox::{SandboxLevel, SandboxMode};
@@ -292,6 +294,11 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         // Several builds run at once: two compiler processes each.
         env.push(("MAX_JOBS".into(), "2".into()));
     }
+    // The precompiled torch header (`kernelgate pch`): read, never written, by the child.
+    let pch_root = pch::job_pch_root();
+    if let Some(root) = &pch_root {
+        env.push((pch::PCH_DIR_ENV.into(), root.display().to_string()));
+    }
     if spec.extensions_dir.is_shared() {
         // It must exist to be granted to the sandboxed child.
         let _ = std::fs::create_dir_all(&ext_dir);
@@ -324,6 +331,7 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         .chain(kernel_dir(&abs(&spec.kernel)))
         // A prebuilt base's directory is read, never written: later jobs load that build.
         .chain(base_ext_dir.clone().filter(|_| dirs.base_read_only))
+        .chain(pch_root)
         .collect(),
         write_dirs: spec
             .extensions_dir
@@ -550,6 +558,7 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
     result.precision_audit = r.precision_audit;
     result.extensions = r.extensions;
     result.extensions_dir = r.extensions_dir;
+    result.precompiled_header = r.precompiled_header;
     result.phases = r
         .phases
         .into_iter()

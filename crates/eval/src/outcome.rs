@@ -143,6 +143,30 @@ const NO_CUDA: [&str; 7] = [
 ];
 
 impl Outcome {
+    /// Every text the outcome shows (message, reason, log tail, traceback), for rewriting.
+    pub fn texts_mut(&mut self) -> Vec<&mut String> {
+        match self {
+            Outcome::Passed { .. } => Vec::new(),
+            Outcome::ShapeMismatch(m) | Outcome::DtypeMismatch(m) | Outcome::DeviceMismatch(m) => {
+                vec![&mut m.message]
+            }
+            Outcome::Incorrect { message, .. }
+            | Outcome::NotATensor { message, .. }
+            | Outcome::InputMutated { message, .. }
+            | Outcome::OutputAliased { message, .. }
+            | Outcome::Timeout { message, .. } => vec![message],
+            Outcome::CompileError { message, log_tail } => vec![message, log_tail],
+            Outcome::RuntimeError {
+                message, traceback, ..
+            }
+            | Outcome::HarnessError { message, traceback }
+            | Outcome::Infrastructure { message, traceback } => vec![message, traceback],
+            Outcome::Crash {
+                reason, traceback, ..
+            } => vec![reason, traceback],
+        }
+    }
+
     /// True when the failure is torch reporting that CUDA is missing, rather than the candidate
     /// failing: on a machine without a GPU the kernel is skipped, not failed. The one answer to
     /// "no CUDA", for `eval` and `pr` alike.
@@ -343,6 +367,9 @@ pub struct EvalResult {
     /// torch's build directory the job used (`TORCH_EXTENSIONS_DIR` in the child).
     #[serde(default)]
     pub extensions_dir: Option<String>,
+    /// The precompiled `torch/extension.h` entry on the child's `CPATH` (`kernelgate pch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precompiled_header: Option<String>,
 }
 
 /// One compiled extension the candidate's import needed.
@@ -395,15 +422,23 @@ impl EvalResult {
             .filter(|e| e.rebuilt)
             .map(|e| e.name.as_str())
             .collect();
+        let header = match &r.precompiled_header {
+            Some(_) => " (torch/extension.h precompiled where the flags allow)",
+            None => "",
+        };
+        let hint = match &r.precompiled_header {
+            Some(_) => "",
+            None => "; `kernelgate pch` once on this machine precompiles torch/extension.h for C++ builds",
+        };
         Some(if rebuilt.is_empty() {
             format!(
-                "compiled {}{secs} into {dir}; the next eval of the same source loads it",
+                "compiled {}{secs}{header} into {dir}; the next eval of the same source loads it{hint}",
                 built.join(", ")
             )
         } else {
             format!(
-                "compiled {}{secs}: the earlier build of {} in {dir} was made from other sources, \
-                 flags or torch (torch rebuilds when any of them differs)",
+                "compiled {}{secs}{header}: the earlier build of {} in {dir} was made from other \
+                 sources, flags or torch (torch rebuilds when any of them differs){hint}",
                 built.join(", "),
                 rebuilt.join(", ")
             )
@@ -425,6 +460,7 @@ impl EvalResult {
             precision_audit: None,
             extensions: Vec::new(),
             extensions_dir: None,
+            precompiled_header: None,
             seed,
             seed_random,
             torch: None,
@@ -517,8 +553,19 @@ mod tests {
             "loaded kg_relu as built earlier in /runner/ext/py312_cu130 (same sources, flags and torch): nothing compiled"
         );
         assert_eq!(
-            with_builds(&[("kg_relu", true, false)]).build_note().unwrap(),
-            "compiled kg_relu in 61.8 s into /runner/ext/py312_cu130; the next eval of the same source loads it"
+            with_builds(&[("kg_relu", true, false)])
+                .build_note()
+                .unwrap(),
+            "compiled kg_relu in 61.8 s into /runner/ext/py312_cu130; the next eval of the same \
+             source loads it; `kernelgate pch` once on this machine precompiles torch/extension.h \
+             for C++ builds"
+        );
+        let mut offered = with_builds(&[("kg_relu", true, false)]);
+        offered.precompiled_header = Some("/root/.cache/kernelgate/pch/0358b56c".into());
+        assert_eq!(
+            offered.build_note().unwrap(),
+            "compiled kg_relu in 61.8 s (torch/extension.h precompiled where the flags allow) into \
+             /runner/ext/py312_cu130; the next eval of the same source loads it"
         );
         let again = with_builds(&[("kg_relu", true, true), ("kg_gelu", false, false)])
             .build_note()

@@ -120,6 +120,9 @@ pub(crate) struct RunnerResult {
     pub extensions: Vec<crate::ExtensionBuild>,
     #[serde(default)]
     pub extensions_dir: Option<String>,
+    /// The precompiled-header entry the child's C++ builds were offered (`kernelgate pch`).
+    #[serde(default)]
+    pub precompiled_header: Option<String>,
 }
 
 /// A runtime finding as the runner reports it (`eval/` is prefixed to its rule).

@@ -22,11 +22,11 @@ impl ShownPaths {
         {
             let p = p.display().to_string();
             if p.starts_with('/') && p != shown && !self.subs.iter().any(|(f, _)| *f == p) {
-                self.subs.push((p, shown.clone()));
+                // Longest first, so a file is replaced before its directory.
+                let at = self.subs.partition_point(|(f, _)| f.len() >= p.len());
+                self.subs.insert(at, (p, shown.clone()));
             }
         }
-        // Longest first, so a file is replaced before its directory.
-        self.subs.sort_by_key(|(f, _)| std::cmp::Reverse(f.len()));
     }
 
     /// `text` with every known path shown by its name; a directory shown as `.` disappears
@@ -63,12 +63,8 @@ impl ShownPaths {
         if self.subs.is_empty() {
             return;
         }
-        let Ok(mut v) = serde_json::to_value(&*outcome) else {
-            return;
-        };
-        self.apply_json(&mut v);
-        if let Ok(o) = serde_json::from_value(v) {
-            *outcome = o;
+        for text in outcome.texts_mut() {
+            self.apply(text);
         }
     }
 }

@@ -35,14 +35,15 @@ DRAWS_MAX_GPU_BYTES = 16 << 30
 
 # Set by the harness when it loads this runner, each a private module: the op audit
 # (`kg_audit.py`), the job's protocol (`kg_protocol.py`), the correctness check's pure parts and
-# memory plan (`kg_checks.py`), the sandbox's audit hook (`kg_sandbox.py`) and the problem's
-# work count (`kg_work.py`).
+# memory plan (`kg_checks.py`), the sandbox's audit hook (`kg_sandbox.py`), the problem's
+# work count (`kg_work.py`) and the precompiled torch header (`kg_pch.py`).
 kg_audit = None
 kg_protocol = None
 kg_checks = None
 kg_sandbox = None
 kg_work = None
 kg_integrity = None
+kg_pch = None
 
 
 class _Stop(Exception):
@@ -221,6 +222,8 @@ class Runner:
             os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(root, f"{py}_{cuda}")
         self.extensions_root = os.environ.get("TORCH_EXTENSIONS_DIR")
         self.extensions = []
+        # Before any candidate code: C++ builds read torch's header precompiled by kernelgate.
+        self.pch = kg_pch.use(os.environ.get("KERNELGATE_PCH_DIR"), torch)
         self.phase("torch_import")
         T = self.capture(torch)
         self.T = T
@@ -1340,6 +1343,7 @@ class Runner:
             "precision_audit": getattr(self, "precision", None),
             "extensions": getattr(self, "extensions", []),
             "extensions_dir": getattr(self, "extensions_root", None),
+            "precompiled_header": getattr(self, "pch", None),
         }
 
     def memory_use(self):

@@ -32,6 +32,8 @@ const KG_SANDBOX_SRC: &str = include_str!("../python/kg_sandbox.py");
 const KG_WORK_SRC: &str = include_str!("../python/kg_work.py");
 /// PyTorch's state witnessed before the candidate's import (hooks, patches, settings).
 const KG_INTEGRITY_SRC: &str = include_str!("../python/kg_integrity.py");
+/// torch's extension header precompiled by `kernelgate pch`, put on the child's `CPATH`.
+const KG_PCH_SRC: &str = include_str!("../python/kg_pch.py");
 /// The job protocol this harness speaks: `kernelgate_eval::HARNESS_PROTOCOL` and
 /// `kg_protocol.PROTOCOL` must agree (tests/it/protocol.rs).
 const PROTOCOL: u32 = 3;
@@ -118,6 +120,7 @@ fn load_runner(py: Python<'_>) -> Result<Runner<'_>, String> {
         ("kg_sandbox", KG_SANDBOX_SRC),
         ("kg_work", KG_WORK_SRC),
         ("kg_integrity", KG_INTEGRITY_SRC),
+        ("kg_pch", KG_PCH_SRC),
     ] {
         let m = load_private_module(py, name, src)
             .map_err(|e| format!("loading {name}: {}", py_error_text(py, &e)))?;
@@ -152,6 +155,12 @@ fn drive_runner(py: Python<'_>, loaded: &Runner<'_>, job: &str) -> Result<String
 }
 
 /// Loads `src` as a module that is not left in `sys.modules` (candidates cannot find it by name).
+/// `kernelgate_harness.pch_module()`: a fresh private `kg_pch` (what `kernelgate pch` runs).
+#[pyfunction]
+fn pch_module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    load_private_module(py, "kg_pch", KG_PCH_SRC)
+}
+
 fn load_private_module<'py>(
     py: Python<'py>,
     name: &str,
@@ -240,6 +249,7 @@ fn deny_syscalls(syscalls: Vec<i64>) -> PyResult<()> {
 fn kernelgate_harness(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(deny_syscalls, m)?)?;
+    m.add_function(wrap_pyfunction!(pch_module, m)?)?;
     // The job protocol this harness speaks (kernelgate_eval::HARNESS_PROTOCOL on the CLI's side).
     m.add("PROTOCOL", PROTOCOL)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

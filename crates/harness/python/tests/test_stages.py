@@ -143,11 +143,11 @@ class RunnerUsesTheStageModules(unittest.TestCase):
     def test_the_runner_reads_every_stage_module_the_harness_installs(self):
         # The harness sets these globals (crates/harness/src/lib.rs); a name the runner reads
         # but the harness never sets would be None on the GPU.
-        for name in ("kg_audit", "kg_protocol", "kg_checks", "kg_sandbox", "kg_work", "kg_integrity"):
+        for name in ("kg_audit", "kg_protocol", "kg_checks", "kg_sandbox", "kg_work", "kg_integrity", "kg_pch"):
             self.assertTrue(hasattr(runner, name), name)
         with open(os.path.join(PYDIR, "..", "src", "lib.rs")) as f:
             lib = f.read()
-        for name in ("kg_protocol", "kg_checks", "kg_sandbox", "kg_work", "kg_integrity"):
+        for name in ("kg_protocol", "kg_checks", "kg_sandbox", "kg_work", "kg_integrity", "kg_pch"):
             self.assertIn(f'"{name}",', lib, f"the harness does not install {name}")
 
 
