@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// The checkout (where `KernelBench/`, `kernels/` and `tests/fixtures/` live).
 pub fn root() -> PathBuf {
@@ -16,6 +16,44 @@ pub fn python() -> PathBuf {
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join(".venv/bin/python"))
+}
+
+/// What a CI machine or a developer's shell may set that would change a run: a GitHub Actions
+/// context, a GPU, a history store. Every `kernelgate` the tests start runs without them.
+const AMBIENT: &[&str] = &[
+    "GITHUB_EVENT_PATH",
+    "GITHUB_REPOSITORY",
+    "GITHUB_ACTIONS",
+    "GITHUB_TOKEN",
+    "GITHUB_STEP_SUMMARY",
+    "CUDA_VISIBLE_DEVICES",
+    "KERNELGATE_HISTORY",
+];
+
+/// `kernelgate --repo <repo>` as the tests run it: nothing ambient ([`AMBIENT`]), the
+/// checkout's Python, and one torch extensions cache under `target/` (each C++ fixture
+/// compiles once per source).
+pub fn kernelgate_in(repo: &Path) -> Command {
+    let ext = root().join("target/kernelgate-test-torch-extensions");
+    std::fs::create_dir_all(&ext).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kernelgate"));
+    cmd.arg("--repo").arg(repo);
+    for k in AMBIENT {
+        cmd.env_remove(k);
+    }
+    cmd.env("KERNELGATE_PYTHON", python())
+        .env("TORCH_EXTENSIONS_DIR", ext);
+    cmd
+}
+
+/// A finished command's status and both streams, for assertion messages.
+pub fn output_text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 /// Runs git in `dir` with a fixed identity, no signing and `main` as the first branch;

@@ -8,7 +8,7 @@
 //! series on a quiet runner) and, from the planted commit on, a 10% step. CPU times on a shared
 //! 2-core machine move by more than 10% between runs, so a real step could not be planted.
 
-use crate::common::{git, python, root, write};
+use crate::common::{git, kernelgate_in, root, write};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -54,21 +54,8 @@ const COMMITS: usize = 50;
 const STEP_AT: usize = 30;
 
 fn kernelgate(repo: &Path, args: &[&str]) -> Output {
-    let ext = root().join("target/kernelgate-test-torch-extensions");
-    std::fs::create_dir_all(&ext).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kernelgate"));
-    cmd.arg("--repo").arg(repo).args(args);
-    for k in [
-        "GITHUB_EVENT_PATH",
-        "GITHUB_REPOSITORY",
-        "GITHUB_ACTIONS",
-        "GITHUB_TOKEN",
-        "KERNELGATE_HISTORY",
-    ] {
-        cmd.env_remove(k);
-    }
-    cmd.env("KERNELGATE_PYTHON", python())
-        .env("TORCH_EXTENSIONS_DIR", ext)
+    kernelgate_in(repo)
+        .args(args)
         .output()
         .expect("kernelgate runs")
 }

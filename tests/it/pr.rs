@@ -6,14 +6,14 @@
 //! The kernels share one C++ source (the number of passes is an argument), so torch compiles
 //! it once; `TORCH_EXTENSIONS_DIR` under `target/` keeps it across runs.
 
-use crate::common::{git, python, root, write};
+use crate::common::{git, kernelgate_in, output_text, root, write};
 
 use kernelgate_report::{
     BaselineKind, Change, ComparisonVerdict, KernelRow, OutcomeKind, Report, Verdict,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// One C++ source for every kernel of the test: elementwise ReLU and sigmoid, repeated `passes`
 /// times (volatile stores, so the compiler keeps every pass). Slow and fast versions differ only
@@ -162,34 +162,13 @@ fn demo_repo() -> (tempfile::TempDir, String, String) {
 }
 
 fn kernelgate(repo: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"));
-    let ext = root().join("target/kernelgate-test-torch-extensions");
-    std::fs::create_dir_all(&ext).unwrap();
-    let mut cmd = Command::new(exe);
-    cmd.arg("--repo").arg(repo).args(args);
-    for k in [
-        "GITHUB_EVENT_PATH",
-        "GITHUB_REPOSITORY",
-        "GITHUB_ACTIONS",
-        "GITHUB_TOKEN",
-        "CUDA_VISIBLE_DEVICES",
-    ] {
-        cmd.env_remove(k);
-    }
-    cmd.env("KERNELGATE_PYTHON", python())
-        .env("TORCH_EXTENSIONS_DIR", ext);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
+    let mut cmd = kernelgate_in(repo);
+    cmd.args(args).envs(env.iter().copied());
     cmd.output().expect("kernelgate runs")
 }
 
 fn text(out: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    output_text(out)
 }
 
 /// The typed report `kernelgate pr` wrote into `out`.

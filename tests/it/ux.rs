@@ -1,43 +1,20 @@
 //! What a maintainer meets (issue #19): bad input costs one row, messages say what to do.
 //! Real git repositories in temp dirs, the real binary.
 
-use crate::common::{git, python, root, write};
+use crate::common::{git, kernelgate_in, output_text, root, write};
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn kernelgate(repo: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"));
-    let ext = root().join("target/kernelgate-test-torch-extensions");
-    std::fs::create_dir_all(&ext).unwrap();
-    let mut cmd = Command::new(exe);
-    cmd.arg("--repo").arg(repo).args(args).current_dir(repo);
-    for k in [
-        "GITHUB_EVENT_PATH",
-        "GITHUB_REPOSITORY",
-        "GITHUB_ACTIONS",
-        "GITHUB_TOKEN",
-        "GITHUB_STEP_SUMMARY",
-        "CUDA_VISIBLE_DEVICES",
-    ] {
-        cmd.env_remove(k);
-    }
-    cmd.env("KERNELGATE_PYTHON", python())
-        .env("TORCH_EXTENSIONS_DIR", ext);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
+    let mut cmd = kernelgate_in(repo);
+    cmd.args(args).current_dir(repo).envs(env.iter().copied());
     cmd.output().expect("kernelgate runs")
 }
 
 fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    output_text(out)
 }
 
 fn row<'a>(report: &'a Value, path: &str) -> &'a Value {
