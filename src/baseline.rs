@@ -9,6 +9,7 @@
 //! isolated harness (`kernelgate_eval::run_job`), correctness first.
 
 use anyhow::{bail, Context};
+use kernelgate_eval::protocol::JobTiming;
 use kernelgate_eval::{JobRequest, JobSpec, Script, ScriptEnd};
 use kernelgate_model::{Config, Device, Kernel, KernelError, L2Mode, Problem, ProblemSet};
 use kernelgate_timing::baseline::{BASELINES_FILE, KB_COMPILE_FILE, KB_EAGER_FILE, KERNELS_FILE};
@@ -16,7 +17,7 @@ use kernelgate_timing::{
     hardware_dir_name, stale_check, BaselineEntry, BaselineFile, HardwareKey, KbEntry, KbFile,
     Lookup, Query, Sample, SeriesStats, Staleness, Variant, Work,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -184,6 +185,25 @@ struct ChildResult {
     flops: Option<u64>,
 }
 
+/// The reference child's job (`kg_timing.baseline`): the repository's own references, timed in
+/// one trusted process; never a candidate's job (that is [`kernelgate_eval::JobSpec`]).
+#[derive(Serialize)]
+struct ReferenceJob<'a> {
+    problems: Vec<ReferenceProblem>,
+    variants: &'a [&'a str],
+    device: Device,
+    precision: kernelgate_model::Precision,
+    seed: u64,
+    input_sets: u32,
+    timing: JobTiming,
+}
+
+#[derive(Serialize)]
+struct ReferenceProblem {
+    key: String,
+    path: std::path::PathBuf,
+}
+
 /// Runs the reference child; `true` with the result when the limit stopped it (the child
 /// writes its result after every problem, so what it finished is kept).
 fn time_references(
@@ -199,28 +219,33 @@ fn time_references(
     let harness = std::fs::canonicalize(&harness).unwrap_or(harness);
     let work = tempfile::tempdir().context("creating a temporary directory")?;
     let t = &cfg.timing;
-    let job = serde_json::json!({
-        "problems": problems.iter().map(|p| serde_json::json!({
-            "key": p.key,
-            "path": std::fs::canonicalize(&p.path).unwrap_or(p.path.clone()),
-        })).collect::<Vec<_>>(),
-        "variants": variants,
-        "device": device.as_str(),
-        "precision": cfg.defaults.precision.as_str(),
-        "seed": 42,
-        "input_sets": 3,
-        "timing": {
-            "warmup": t.warmup.max(5),  // KernelBench warms references up 5 times
-            "min_samples": t.min_samples.max(30),
-            "max_samples": t.max_samples.max(100),
-            "budget_s": t.budget_s,
-            "ci_target_pct": t.ci_target_pct,
-            "l2": t.l2.as_str(),
+    let job = ReferenceJob {
+        problems: problems
+            .iter()
+            .map(|p| ReferenceProblem {
+                key: p.key.clone(),
+                path: std::fs::canonicalize(&p.path).unwrap_or(p.path.clone()),
+            })
+            .collect(),
+        variants,
+        device,
+        precision: cfg.defaults.precision,
+        seed: 42,
+        input_sets: 3,
+        timing: JobTiming {
+            // KernelBench warms references up 5 times.
+            warmup: t.warmup.max(5),
+            min_samples: t.min_samples.max(30),
+            max_samples: t.max_samples.max(100),
+            budget_s: t.budget_s,
+            ci_target_pct: t.ci_target_pct,
+            l2: t.l2,
+            input_sets: 3,
         },
-    });
+    };
     let job_path = work.path().join("job.json");
     let out_path = work.path().join("result.json");
-    std::fs::write(&job_path, job.to_string())?;
+    std::fs::write(&job_path, serde_json::to_string(&job)?)?;
     let limit = timeout.unwrap_or(Duration::from_secs(
         120 + 60 * (problems.len() * variants.len()) as u64 + t.budget_s as u64,
     ));

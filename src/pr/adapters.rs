@@ -10,8 +10,8 @@ use kernelgate_timing::Series;
 use std::path::PathBuf;
 
 use super::baselines::RunKey;
+use super::evaluator::{Device, Evaluation, Evaluator, Linter, RunFacts};
 use super::plan::Job;
-use super::run::{Device, Evaluation, Evaluator, Linter, RunFacts};
 
 /// `kernelgate_lint::lint_file` with the repository's severity overrides.
 pub struct RepoLinter {

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use super::adapters::{HarnessEvaluator, RepoLinter};
 use super::baselines::Committed;
 use super::changes::{self, FileStatus};
+use super::evaluator::{self, Device};
 use super::git::Git;
 use super::layout::Layout;
 use super::plan::Plan;
@@ -282,16 +283,16 @@ fn evaluate(
 ) -> anyhow::Result<Report> {
     let device = opts.device.unwrap_or(cfg.defaults.device);
     let devices = match device {
-        kernelgate_model::Device::Cpu => vec![run::Device::Cpu],
-        _ => run::detect_devices(
+        kernelgate_model::Device::Cpu => vec![Device::Cpu],
+        _ => evaluator::detect_devices(
             std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
-            run::nvidia_smi_list,
+            evaluator::nvidia_smi_list,
         ),
     };
     let (extensions, _scratch) = kernelgate_eval::shared_extensions_dir()?;
     let gpus = devices
         .iter()
-        .filter(|d| matches!(d, run::Device::Cuda(_)))
+        .filter(|d| matches!(d, Device::Cuda(_)))
         .count();
     let cpu_kernels = plan
         .jobs

@@ -2,13 +2,15 @@
 //!
 //! `gate` (the whole run, for the CLI and other callers) → `changes` (git) → `plan` (files per
 //! kernel, shards) → `run` (lint, evaluate on every device, incremental report) → `policy`
-//! (verdicts); `schedule` runs builds and evals (`cores` shares a GPU runner's CPUs out). Evaluation, lint and baselines are traits so the
-//! pipeline is tested with fakes and wired to the real crates in `adapters`.
+//! (verdicts); `schedule` runs builds and evals (`cores` shares a GPU runner's CPUs out).
+//! Evaluation and lint are traits (`evaluator`), so the pipeline is tested with fakes and wired
+//! to the real crates in `adapters`.
 
 pub mod adapters;
 pub mod baselines;
 pub mod changes;
 pub mod cores;
+pub mod evaluator;
 pub mod gate;
 pub mod git;
 pub mod layout;

@@ -20,8 +20,8 @@ use std::time::Instant;
 
 use kernelgate_report::{OutcomeKind, TimeSpent};
 
+use super::evaluator::{Device, Evaluation, Evaluator};
 use super::plan::Job;
-use super::run::{Device, Evaluation, Evaluator};
 
 /// What happened to one kernel, as it happened.
 pub enum Event {
