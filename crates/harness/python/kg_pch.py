@@ -10,6 +10,8 @@ macros the header reads: `__OPTIMIZE__` splits unoptimised from optimised builds
 `build` (run by `kernelgate pch`, a trusted process: no candidate code) writes one entry per
 torch, Python and compiler, `<root>/<key>/torch/extension.h.gch/{O0,O2}.gch`, checks gcc uses
 each variant with the flags torch gives a C++ source, and renames the entry into place whole.
+Beside the `.gch` directory sits a `torch/extension.h` that forwards to torch's own: gcc
+serves only a TU's first include from the `.gch` and opens that file for any later one.
 `use` (the runner, after its torch import and before the candidate's) puts the entry on `CPATH`
 when it exists. torch's build hash and `build.ninja` do not change, so a contributor's own
 build is still reused, and a compile whose flags match no variant parses the header as before.
@@ -35,6 +37,11 @@ import time
 # none), and one optimised `.gch` serves -O1 to -O3 (gcc accepts it: only `__OPTIMIZE__` differs).
 VARIANTS = (("O0", []), ("O2", ["-O2"]))
 MANIFEST = "manifest.json"
+FORWARD = """// kernelgate pch: the precompiled header beside this file stands for torch's own; a later
+// #include of it, which a precompiled header cannot serve, reads torch's header through here.
+#pragma once
+#include_next <torch/extension.h>
+"""
 HEADER = os.path.join("torch", "extension.h")
 
 
@@ -50,6 +57,8 @@ def facts(torch):
     cxx = shutil.which(compiler())
     cxx_stat = os.stat(cxx) if cxx else None
     return {
+        # The entry's layout: 2 has the forwarding header beside the `.gch` directory.
+        "layout": 2,
         "torch": torch.__version__,
         "include": include,
         "header": [header.st_size, header.st_mtime_ns],
@@ -132,7 +141,8 @@ def _used(cxx, entry, variant_file, flags):
     with tempfile.TemporaryDirectory(prefix="kg-pch-probe-") as work:
         probe = os.path.join(work, "probe.cpp")
         with open(probe, "w") as f:
-            f.write("#include <torch/extension.h>\n")
+            # Twice, as load_inline writes it before a source that includes it too.
+            f.write("#include <torch/extension.h>\n#include <torch/extension.h>\n")
         p = subprocess.run(
             [cxx, "-fsyntax-only", "-H", "-Winvalid-pch", "-DTORCH_EXTENSION_NAME=kg_pch_probe", *flags, probe],
             capture_output=True,
@@ -162,6 +172,11 @@ def build(root, torch, log=print):
     try:
         gch_dir = os.path.join(staging, HEADER + ".gch")
         os.makedirs(gch_dir)
+        # A precompiled header serves only a TU's first #include; for a later one (a source that
+        # includes torch/extension.h itself after load_inline's line) gcc opens the header
+        # beside the `.gch` and fails when there is none. This one forwards to torch's own.
+        with open(os.path.join(staging, HEADER), "w") as f:
+            f.write(FORWARD)
         log(f"precompiling {header} ({len(VARIANTS)} variants, {compiler()}) ...")
 
         def make(variant):
