@@ -605,5 +605,5 @@ fn summarize(t: &Target<'_>, tally: &Tally, timed_out: bool, missing: usize) -> 
 
 /// The checked-out commit, when `repo` is a git repository (through the one git owner).
 fn git_head(repo: &Path) -> Option<String> {
-    crate::pr::git::Git::open(repo).ok()?.resolve("HEAD").ok()
+    crate::git::Git::open(repo).ok()?.resolve("HEAD").ok()
 }

@@ -19,7 +19,7 @@ pub enum Source {
 
 /// The commit `rev` of the repository at `repo`.
 pub fn commit_at(repo: &Path, rev: &str) -> anyhow::Result<Commit> {
-    let git = crate::pr::git::Git::open(repo)
+    let git = crate::git::Git::open(repo)
         .with_context(|| format!("`{}` is not a git repository", repo.display()))?;
     Ok(git.commit(rev)?)
 }

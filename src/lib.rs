@@ -3,6 +3,7 @@
 //! The CLI (`src/main.rs`, `src/cli.rs`, `src/cmd/`) stays in the binary.
 
 pub mod baseline;
+pub mod git;
 pub mod history;
 pub mod ops;
 pub mod pr;

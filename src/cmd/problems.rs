@@ -1,10 +1,8 @@
 //! `kernelgate problems`: the problems of the dataset with their identity hashes.
 
 use crate::cli::Cli;
-use anyhow::Context;
-use kernelgate_model::{Config, DatasetSpec, Problem};
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use kernelgate::ops::problems::{pip_name, problems, ProblemsOptions};
+use kernelgate_model::Config;
 use std::time::Duration;
 
 pub use crate::cli::Format;
@@ -32,52 +30,32 @@ pub struct Args {
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     let cfg = Config::load(&cli.repo, cli.config.as_deref())?;
-    let spec = match &args.dataset {
-        Some(s) => DatasetSpec::parse(s).map_err(|e| anyhow::anyhow!("--dataset: {e}"))?,
-        None => cfg.dataset_spec(&cli.repo),
+    let opts = ProblemsOptions {
+        dataset: args.dataset.clone(),
+        level: args.level,
+        check: args.check.then(|| Duration::from_secs(args.check_timeout)),
     };
-    let set = spec
-        .load()
-        .with_context(|| format!("loading problems from {spec}"))?;
-    let problems: Vec<_> = set
-        .iter()
-        .filter(|p| args.level.is_none_or(|l| p.level == l))
-        .collect();
-    let warnings: BTreeMap<&str, Vec<String>> = problems
-        .iter()
-        .map(|p| (p.key.as_str(), p.structure_warnings()))
-        .collect();
-    let checks = if args.check {
-        let python = kernelgate_eval::runner_python(&cfg, &cli.repo);
-        if args.format == Format::Human {
+    let human = args.format == Format::Human;
+    let list = problems(&cli.repo, &cfg, &opts, |python, n| {
+        if human {
             eprintln!(
-                "checking {} problem(s) with {} on the CPU...",
-                problems.len(),
+                "checking {n} problem(s) with {} on the CPU...",
                 python.display()
             );
         }
-        Some((
-            check(
-                &python,
-                &problems,
-                &warnings,
-                Duration::from_secs(args.check_timeout.max(1)),
-            )?,
-            python,
-        ))
-    } else {
-        None
-    };
+    })?;
+    let warnings = &list.warnings;
     match args.format {
         Format::Json => {
-            let rows: Vec<serde_json::Value> = problems
+            let rows: Vec<serde_json::Value> = list
+                .problems
                 .iter()
                 .map(|p| {
                     let mut v = serde_json::to_value(p).unwrap_or_default();
                     if let Some(obj) = v.as_object_mut() {
-                        obj.insert("warnings".into(), warnings[p.key.as_str()].clone().into());
-                        if let Some((checks, _)) = &checks {
-                            obj.insert("check".into(), checks[&p.key].to_json());
+                        obj.insert("warnings".into(), warnings[&p.key].clone().into());
+                        if let Some(checks) = &list.checks {
+                            obj.insert("check".into(), checks.by_key[&p.key].to_json());
                         }
                     }
                     v
@@ -86,11 +64,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             println!("{}", serde_json::to_string_pretty(&rows)?);
         }
         Format::Human => {
-            let rows: Vec<Vec<String>> = problems
+            let rows: Vec<Vec<String>> = list
+                .problems
                 .iter()
-                .map(|p| match &checks {
-                    Some((checks, _)) => {
-                        let c = &checks[&p.key];
+                .map(|p| match &list.checks {
+                    Some(checks) => {
+                        let c = &checks.by_key[&p.key];
                         vec![
                             p.key.clone(),
                             if c.ok { "ok" } else { "error" }.to_string(),
@@ -102,11 +81,11 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
                         p.sha256[..12].to_string(),
                         p.md5.clone(),
                         p.path.display().to_string(),
-                        warnings[p.key.as_str()].join("; "),
+                        warnings[&p.key].join("; "),
                     ],
                 })
                 .collect();
-            if checks.is_some() {
+            if list.checks.is_some() {
                 print_table(
                     &["PROBLEM", "CHECK", "DETAIL"],
                     rows.iter().map(Vec::as_slice),
@@ -117,16 +96,16 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
                 let n = if any_warning { 5 } else { 4 };
                 print_table(&header[..n], rows.iter().map(|r| &r[..n]));
             }
+            let n = list.problems.len();
             println!(
-                "\n{} problem{} from {} ({})",
-                problems.len(),
-                if problems.len() == 1 { "" } else { "s" },
-                set.origin,
-                per_level(&problems)
+                "\n{n} problem{} from {} ({})",
+                if n == 1 { "" } else { "s" },
+                list.origin,
+                list.per_level()
             );
         }
     }
-    if problems.is_empty() {
+    if list.problems.is_empty() {
         eprintln!(
             "warning: no problems{}",
             args.level
@@ -134,36 +113,29 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
                 .unwrap_or_default()
         );
     }
-    let broken: Vec<&str> = warnings
-        .iter()
-        .filter(|(_, w)| !w.is_empty())
-        .map(|(k, _)| *k)
-        .collect();
-    if let Some((checks, python)) = &checks {
-        let failed: Vec<&Check> = checks.values().filter(|c| !c.ok).collect();
-        let mut missing: Vec<&str> = failed.iter().filter_map(|c| c.missing.as_deref()).collect();
-        missing.sort();
-        missing.dedup();
+    let broken = list.broken();
+    if let Some(checks) = &list.checks {
+        let missing = checks.missing_modules();
         if !missing.is_empty() {
             let pkgs: Vec<&str> = missing.iter().map(|m| pip_name(m)).collect();
             eprintln!(
                 "missing Python package(s) {}: pip install {}  (for this interpreter: {} -m pip install {})",
                 missing.join(", "),
                 pkgs.join(" "),
-                python.display(),
+                checks.python.display(),
                 pkgs.join(" ")
             );
         }
-        if !failed.is_empty() {
+        let failed = checks.failed().count();
+        if failed > 0 {
             eprintln!(
-                "error: {} of {} problem(s) failed to load; see the DETAIL column",
-                failed.len(),
-                checks.len()
+                "error: {failed} of {} problem(s) failed to load; see the DETAIL column",
+                checks.by_key.len()
             );
             return Ok(1);
         }
-        if args.format == Format::Human {
-            eprintln!("all {} problem(s) load", checks.len());
+        if human {
+            eprintln!("all {} problem(s) load", checks.by_key.len());
         }
     } else if !broken.is_empty() {
         eprintln!(
@@ -173,218 +145,6 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         );
     }
     Ok(0)
-}
-
-/// `level1: 3, level2: 1` for problems sorted by level.
-fn per_level(problems: &[&kernelgate_model::Problem]) -> String {
-    let mut levels: Vec<(u32, usize)> = Vec::new();
-    for p in problems {
-        match levels.last_mut() {
-            Some((l, n)) if *l == p.level => *n += 1,
-            _ => levels.push((p.level, 1)),
-        }
-    }
-    levels
-        .iter()
-        .map(|(l, n)| format!("level{l}: {n}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The outcome of loading one problem.
-#[derive(Debug, Clone, Default)]
-struct Check {
-    ok: bool,
-    /// `float32[16, 16384]`, ... of `get_inputs()`.
-    inputs: Vec<String>,
-    error: Option<String>,
-    /// Top-level module of a `ModuleNotFoundError`.
-    missing: Option<String>,
-}
-
-impl Check {
-    fn failed(error: impl Into<String>) -> Check {
-        Check {
-            error: Some(error.into()),
-            ..Check::default()
-        }
-    }
-
-    fn detail(&self) -> String {
-        match (&self.missing, &self.error) {
-            _ if self.ok => format!("inputs {}", self.inputs.join(", ")),
-            (Some(m), _) => format!("missing Python package `{m}`: pip install {}", pip_name(m)),
-            (None, Some(e)) => e.clone(),
-            (None, None) => "failed".into(),
-        }
-    }
-
-    fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "ok": self.ok,
-            "inputs": self.inputs,
-            "error": self.error,
-            "missing_package": self.missing,
-            "install": self.missing.as_deref().map(|m| format!("pip install {}", pip_name(m))),
-        })
-    }
-}
-
-/// The pip distribution of a top-level module, where the names differ.
-fn pip_name(module: &str) -> &str {
-    match module {
-        "cv2" => "opencv-python",
-        "sklearn" => "scikit-learn",
-        "skimage" => "scikit-image",
-        "PIL" => "pillow",
-        "yaml" => "pyyaml",
-        "bs4" => "beautifulsoup4",
-        "google" => "protobuf",
-        other => other,
-    }
-}
-
-const CHECK_SCRIPT: &str = include_str!("check_problems.py");
-
-/// Loads every problem in one Python process (torch imported once); a problem that hangs or
-/// kills the process costs only its own row, and the rest continue in a fresh process.
-fn check(
-    python: &Path,
-    problems: &[&Problem],
-    warnings: &BTreeMap<&str, Vec<String>>,
-    limit: Duration,
-) -> anyhow::Result<BTreeMap<String, Check>> {
-    let scratch = tempfile::Builder::new()
-        .prefix("kernelgate-check-")
-        .tempdir()?;
-    let mut out = BTreeMap::new();
-    let mut todo: Vec<(String, PathBuf)> = Vec::new();
-    for p in problems {
-        let w = &warnings[p.key.as_str()];
-        if !w.is_empty() {
-            // Not importable as a problem: say why without running it.
-            out.insert(p.key.clone(), Check::failed(w.join("; ")));
-            continue;
-        }
-        let file = p
-            .materialize(scratch.path())
-            .with_context(|| format!("writing {} to {}", p.key, scratch.path().display()))?;
-        todo.push((p.key.clone(), std::fs::canonicalize(&file).unwrap_or(file)));
-    }
-    let mut round = 0;
-    while !todo.is_empty() {
-        round += 1;
-        let jobs = scratch.path().join(format!("jobs-{round}.json"));
-        std::fs::write(&jobs, serde_json::to_string(&todo)?)?;
-        let dir = scratch.path().join(format!("child-{round}"));
-        // The problems are the repository's own code: started like `baseline`'s reference child
-        // (scrubbed environment, own process group), off the GPU.
-        let script = kernelgate_eval::spawn_streaming(kernelgate_eval::Script {
-            python,
-            harness: None,
-            code: CHECK_SCRIPT,
-            args: vec![jobs.into()],
-            dir: &dir,
-            // Not enforced for a streamed script: each problem's `recv_timeout` below is.
-            limit: Duration::MAX,
-            memory_limit_bytes: 0,
-            rlimit_as: false,
-            env: vec![("CUDA_VISIBLE_DEVICES", "")],
-        })
-        .with_context(|| {
-            format!(
-                "cannot start {}: set KERNELGATE_PYTHON (or `[harness] python` in kernelgate.toml) to a Python with torch",
-                python.display()
-            )
-        })?;
-        let rx = &script.lines;
-        let mut done = 0;
-        let mut stopped: Option<String> = None;
-        while done < todo.len() {
-            let key = &todo[done].0;
-            match rx.recv_timeout(limit) {
-                Ok(line) => {
-                    let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
-                        continue; // a problem's own print
-                    };
-                    if v.get("fatal").is_some() {
-                        drop(script);
-                        anyhow::bail!(
-                            "{} cannot import torch ({}): set KERNELGATE_PYTHON (or `[harness] python` in kernelgate.toml) to a Python with torch, or `{} -m pip install torch`",
-                            python.display(),
-                            v["error"].as_str().unwrap_or(""),
-                            python.display()
-                        );
-                    }
-                    if v["key"].as_str() != Some(key.as_str()) {
-                        continue;
-                    }
-                    let check = if v["ok"] == true {
-                        Check {
-                            ok: true,
-                            inputs: v["inputs"]
-                                .as_array()
-                                .map(|a| {
-                                    a.iter()
-                                        .filter_map(|x| x.as_str().map(String::from))
-                                        .collect()
-                                })
-                                .unwrap_or_default(),
-                            ..Check::default()
-                        }
-                    } else {
-                        Check {
-                            error: v["error"].as_str().map(String::from),
-                            missing: v["missing"]
-                                .as_str()
-                                .filter(|m| !m.is_empty())
-                                .map(String::from),
-                            ..Check::default()
-                        }
-                    };
-                    out.insert(key.clone(), check);
-                    done += 1;
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    stopped = Some(format!(
-                        "loading took over {} s and was stopped (raise --check-timeout)",
-                        limit.as_secs()
-                    ));
-                    break;
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    stopped = Some(String::new());
-                    break;
-                }
-            }
-        }
-        let (status, tail) = script.finish();
-        if let Some(why) = stopped {
-            let why = if why.is_empty() {
-                let last: Vec<&str> = tail.trim().lines().rev().take(3).collect();
-                format!(
-                    "the Python process ended while loading it ({}){}",
-                    status.map(|s| s.to_string()).unwrap_or_default(),
-                    if last.is_empty() {
-                        String::new()
-                    } else {
-                        format!(
-                            ": {}",
-                            last.into_iter().rev().collect::<Vec<_>>().join(" | ")
-                        )
-                    }
-                )
-            } else {
-                why
-            };
-            if done < todo.len() {
-                out.insert(todo[done].0.clone(), Check::failed(why));
-                done += 1;
-            }
-        }
-        todo.drain(..done.min(todo.len()));
-    }
-    Ok(out)
 }
 
 /// Left-aligned columns separated by two spaces.

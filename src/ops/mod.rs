@@ -2,3 +2,5 @@
 //! returns a typed result; `src/cmd/*` parse flags into the options, call one op and print.
 
 pub mod eval;
+pub mod lint;
+pub mod problems;

@@ -2,7 +2,7 @@
 
 use kernelgate_eval::{JobRequest, JobSpec, Outcome, ShownPaths, Stage};
 use kernelgate_lint::{LintOptions, SeverityOrOff};
-use kernelgate_model::{Condition, Config, Finding, LintLevel};
+use kernelgate_model::{Condition, Config, Finding};
 use kernelgate_report::{
     ComparisonSummary, ComparisonVerdict, Flag, Interval, OutcomeKind, OutcomeSummary,
 };
@@ -21,25 +21,9 @@ pub struct RepoLinter {
 impl RepoLinter {
     pub fn new(cfg: &Config) -> RepoLinter {
         RepoLinter {
-            overrides: severity_overrides(cfg),
+            overrides: kernelgate_lint::severity_overrides(&cfg.lint),
         }
     }
-}
-
-/// `[lint] severity` as the linter takes it (`kernelgate lint` and `kernelgate pr`).
-pub fn severity_overrides(cfg: &Config) -> std::collections::BTreeMap<String, SeverityOrOff> {
-    cfg.lint
-        .severity
-        .iter()
-        .map(|(rule, level)| {
-            let s = match level {
-                LintLevel::Error => SeverityOrOff::Error,
-                LintLevel::Warning => SeverityOrOff::Warning,
-                LintLevel::Off => SeverityOrOff::Off,
-            };
-            (rule.clone(), s)
-        })
-        .collect()
 }
 
 impl Linter for RepoLinter {

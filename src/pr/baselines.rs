@@ -20,7 +20,7 @@ use kernelgate_timing::baseline::{
 };
 use kernelgate_timing::Verdict as TimingVerdict;
 
-use super::git::Git;
+use crate::git::Git;
 
 /// What a run measured on: the hardware key (precision is the kernel's) and the L2 mode.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::git::{Git, GitError, RawChange};
+use crate::git::{Git, GitError, RawChange};
 use super::layout::Layout;
 
 /// Why a kernel is in the plan.

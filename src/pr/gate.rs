@@ -12,7 +12,7 @@ use super::adapters::{HarnessEvaluator, RepoLinter};
 use super::baselines::Committed;
 use super::changes::{self, FileStatus};
 use super::evaluator::{self, Device};
-use super::git::Git;
+use crate::git::Git;
 use super::layout::Layout;
 use super::plan::Plan;
 use super::policy::{self, Acks, Policy};

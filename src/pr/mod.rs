@@ -12,7 +12,6 @@ pub mod changes;
 pub mod cores;
 pub mod evaluator;
 pub mod gate;
-pub mod git;
 pub mod layout;
 pub mod plan;
 pub mod policy;

@@ -5,7 +5,7 @@ use kernelgate_model::{kernel_properties, Backend, Precision};
 use std::path::{Path, PathBuf};
 
 use super::changes::{ChangeSet, KernelChange};
-use super::git::{Git, GitError};
+use crate::git::{Git, GitError};
 use super::layout::Layout;
 use super::shard::Shard;
 

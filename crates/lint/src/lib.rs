@@ -45,6 +45,28 @@ impl std::str::FromStr for SeverityOrOff {
     }
 }
 
+impl From<kernelgate_model::LintLevel> for SeverityOrOff {
+    fn from(level: kernelgate_model::LintLevel) -> Self {
+        use kernelgate_model::LintLevel;
+        match level {
+            LintLevel::Error => SeverityOrOff::Error,
+            LintLevel::Warning => SeverityOrOff::Warning,
+            LintLevel::Off => SeverityOrOff::Off,
+        }
+    }
+}
+
+/// `[lint] severity` of `kernelgate.toml` as the linter's overrides (every caller's one source).
+pub fn severity_overrides(
+    config: &kernelgate_model::LintConfig,
+) -> BTreeMap<String, SeverityOrOff> {
+    config
+        .severity
+        .iter()
+        .map(|(rule, level)| (rule.clone(), SeverityOrOff::from(*level)))
+        .collect()
+}
+
 /// How to lint one file.
 #[derive(Debug, Clone, Default)]
 pub struct LintOptions {

@@ -17,7 +17,7 @@ pub use audit::{
     AuditClock, AuditEntry, ExtensionCalls, MemoryUse, OpAudit, OpClass, PrecisionAudit,
     ReferenceCheck,
 };
-pub use config::{Condition, Config, ConfigError, Device, L2Mode, LintLevel};
+pub use config::{Condition, Config, ConfigError, Device, L2Mode, LintConfig, LintLevel};
 pub use dataset::{DatasetError, DatasetSpec};
 pub use finding::{Finding, Severity};
 pub use kernel::{
