@@ -58,6 +58,10 @@ for k in rows:
 if evals:
     evals.sort()
     print(f"eval wall per kernel: median {evals[len(evals)//2]/1000:.1f} s, max {evals[-1]/1000:.1f} s")
+# The GPU lane's evals alone: the CPU kernels' evals are host timing (about 11 s of each).
+gpu = sorted(k["time_spent"]["eval_ms"] for k in rows if k.get("time_spent") and "NVIDIA" in (k.get("device") or ""))
+if gpu:
+    print(f"eval wall per GPU kernel ({len(gpu)}): median {gpu[len(gpu)//2]/1000:.1f} s, max {gpu[-1]/1000:.1f} s")
 for k in rows:
     if k.get("verdict") not in ("pass", None):
         print(f"  {k['verdict']}: {k['path']}: {'; '.join(k.get('reasons', []))[:300]}")

@@ -61,7 +61,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             ));
             s
         }
-        Format::Json => serde_json::to_string_pretty(&output::json(&run.findings, &run.files))? + "\n",
+        Format::Json => {
+            serde_json::to_string_pretty(&output::json(&run.findings, &run.files))? + "\n"
+        }
         Format::Sarif => serde_json::to_string_pretty(&run.sarif())? + "\n",
         Format::Github => output::github(&run.findings),
     };

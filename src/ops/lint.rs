@@ -209,8 +209,8 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
     for p in entries {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if p.is_dir() {
-            let skipped = name.starts_with('.')
-                || matches!(name, "__pycache__" | "target" | "node_modules");
+            let skipped =
+                name.starts_with('.') || matches!(name, "__pycache__" | "target" | "node_modules");
             if !skipped {
                 walk(&p, out)?;
             }

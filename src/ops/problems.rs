@@ -94,7 +94,12 @@ pub fn problems(
         Some(limit) => {
             let python = kernelgate_eval::runner_python(config, repo);
             on_check(&python, problems.len());
-            let by_key = check(&python, &problems, &warnings, limit.max(Duration::from_secs(1)))?;
+            let by_key = check(
+                &python,
+                &problems,
+                &warnings,
+                limit.max(Duration::from_secs(1)),
+            )?;
             Some(Checks { python, by_key })
         }
         None => None,

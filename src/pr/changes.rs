@@ -6,8 +6,8 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use crate::git::{Git, GitError, RawChange};
 use super::layout::Layout;
+use crate::git::{Git, GitError, RawChange};
 
 /// Why a kernel is in the plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

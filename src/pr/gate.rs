@@ -12,12 +12,12 @@ use super::adapters::{HarnessEvaluator, RepoLinter};
 use super::baselines::Committed;
 use super::changes::{self, FileStatus};
 use super::evaluator::{self, Device};
-use crate::git::Git;
 use super::layout::Layout;
 use super::plan::Plan;
 use super::policy::{self, Acks, Policy};
 use super::run::{self, Pipeline, Progress};
 use super::shard::Shard;
+use crate::git::Git;
 use crate::publish;
 
 /// Where the report goes.

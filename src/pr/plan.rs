@@ -5,9 +5,9 @@ use kernelgate_model::{kernel_properties, Backend, Precision};
 use std::path::{Path, PathBuf};
 
 use super::changes::{ChangeSet, KernelChange};
-use crate::git::{Git, GitError};
 use super::layout::Layout;
 use super::shard::Shard;
+use crate::git::{Git, GitError};
 
 /// One kernel to evaluate.
 #[derive(Debug, Clone)]

@@ -1,7 +1,8 @@
 //! The evaluation stage's scheduler. Kernels that need a build (CUDA/C++ extensions) are built
 //! on CPU cores ahead of the devices, several at once; each device evaluates one kernel at a
 //! time, always the earliest one whose build is ready; while a device is busy, the process of
-//! the kernel it will take next is started (its interpreter imports torch meanwhile).
+//! the kernel it will take next is started, and those of up to three kernels still building
+//! (their interpreters import torch meanwhile).
 //!
 //! Kernels that run on the CPU whatever the device (CPU C++ extensions) get a lane of their own
 //! on a GPU runner, so they never hold a GPU. Where the runner has CPUs to spare, each lane has
@@ -82,6 +83,12 @@ struct State {
     ready_at: Vec<Option<Instant>>,
 }
 
+/// Processes a GPU worker keeps started for kernels still building. Each imports torch, which
+/// takes 2-5 s beside a round of builds, longer than an eval after its build (about 3 s): with
+/// one started ahead, the second and later of kernels built together still waited for theirs.
+/// Each waits idle (a few hundred MB of host memory, no CUDA context) until its job comes.
+const STARTED_AHEAD: usize = 3;
+
 enum Take {
     Job(usize),
     /// Start this (still building) kernel's process now.
@@ -99,34 +106,42 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The earliest ready kernel of `lane`, waiting for one; `Done` when nothing is left. A GPU
-    /// worker about to wait with nothing started ahead (`may_speculate`) is told instead to
-    /// start the process of the earliest kernel still building: its eval then starts the moment
-    /// the build ends, without the process's start-up.
-    fn take(&self, lane: Lane, may_speculate: bool) -> Take {
+    /// The earliest ready kernel of `lane` (one whose process this worker started, `mine`,
+    /// first), waiting for one; `Done` when nothing is left. A GPU worker about to wait with
+    /// fewer than [`STARTED_AHEAD`] processes started is told instead to start the process of
+    /// the earliest kernel still building: its eval then starts the moment the build ends,
+    /// without the process's start-up.
+    fn take(&self, lane: Lane, mine: &mut Vec<usize>, taken_elsewhere: &mut Vec<usize>) -> Take {
         let l = lane as usize;
         let mut s = self.lock();
         loop {
+            // Taken by another worker meanwhile: this worker lets its process go.
+            mine.retain(|j| {
+                let open = s.ready[l].contains(j) || s.unready[l].contains(j);
+                if !open {
+                    taken_elsewhere.push(*j);
+                }
+                open
+            });
             let builds_left = s.unready[0].len() + s.unready[1].len();
             let held = lane == Lane::Cpu && s.gpu_runner && !s.lanes_confined && builds_left > 0;
             if !held {
-                if let Some(i) = s.ready[l].pop_first() {
+                let own = mine
+                    .iter()
+                    .copied()
+                    .filter(|j| s.ready[l].contains(j))
+                    .min();
+                if let Some(i) = own.or_else(|| s.ready[l].first().copied()) {
+                    s.ready[l].remove(&i);
+                    mine.retain(|&j| j != i);
                     return Take::Job(i);
                 }
             }
             if s.unready[l].is_empty() && s.ready[l].is_empty() {
                 return Take::Done;
             }
-            if may_speculate && lane == Lane::Gpu {
-                let speculated = &s.speculated;
-                if let Some(j) = s.unready[l]
-                    .iter()
-                    .copied()
-                    .find(|j| !speculated.contains(j))
-                {
-                    s.speculated.insert(j);
-                    return Take::Speculate(j);
-                }
+            if let Some(j) = Self::speculate(&mut s, lane, mine) {
+                return Take::Speculate(j);
             }
             s.idle[l] += 1;
             s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
@@ -134,16 +149,44 @@ impl Shared {
         }
     }
 
+    /// A still-building kernel of a GPU lane to start the process of, when `mine` has room.
+    fn speculate(s: &mut State, lane: Lane, mine: &mut Vec<usize>) -> Option<usize> {
+        if lane != Lane::Gpu || mine.len() >= STARTED_AHEAD {
+            return None;
+        }
+        let speculated = &s.speculated;
+        let j = s.unready[lane as usize]
+            .iter()
+            .copied()
+            .find(|j| !speculated.contains(j))?;
+        s.speculated.insert(j);
+        mine.push(j);
+        Some(j)
+    }
+
+    /// [`Shared::speculate`] without waiting: topping up while this worker evaluates.
+    fn speculate_now(&self, lane: Lane, mine: &mut Vec<usize>) -> Option<usize> {
+        let mut s = self.lock();
+        Self::speculate(&mut s, lane, mine)
+    }
+
     /// The earliest ready kernel to start ahead on a busy GPU, only when no GPU worker is
     /// waiting for work (a kernel held ahead must not leave an idle GPU without work). Never on
     /// the CPU lane: a process importing torch beside CPU timing would disturb it.
-    fn take_ahead(&self, lane: Lane) -> Option<usize> {
+    fn take_ahead(&self, lane: Lane, mine: &[usize]) -> Option<usize> {
         let l = lane as usize;
         let mut s = self.lock();
         if lane == Lane::Cpu || s.idle[l] > 0 {
             return None;
         }
-        s.ready[l].pop_first()
+        let own = mine
+            .iter()
+            .copied()
+            .filter(|j| s.ready[l].contains(j))
+            .min();
+        let i = own.or_else(|| s.ready[l].first().copied())?;
+        s.ready[l].remove(&i);
+        Some(i)
     }
 }
 
@@ -299,26 +342,35 @@ fn eval_worker(
     tx: &mpsc::Sender<Event>,
 ) {
     let mut next: Option<usize> = None;
-    // A kernel whose process this worker started while its build ran.
-    let mut speculated: Option<usize> = None;
+    // Kernels whose process this worker started while their build ran.
+    let mut speculated: Vec<usize> = Vec::new();
+    let mut taken_elsewhere = Vec::new();
     loop {
-        let i = match next.take() {
-            Some(i) => i,
-            None => match shared.take(lane, speculated.is_none()) {
-                Take::Job(i) => i,
-                Take::Speculate(j) => {
-                    speculated = Some(j);
-                    evaluator.prepare(&jobs[j], device);
-                    continue;
-                }
-                Take::Done => break,
-            },
+        let take = match next.take() {
+            Some(i) => Take::Job(i),
+            None => shared.take(lane, &mut speculated, &mut taken_elsewhere),
         };
-        if speculated == Some(i) {
-            speculated = None;
+        for j in taken_elsewhere.drain(..) {
+            evaluator.discard(&jobs[j], device);
         }
-        next = shared.take_ahead(lane);
+        let i = match take {
+            Take::Job(i) => i,
+            Take::Speculate(j) => {
+                evaluator.prepare(&jobs[j], device);
+                continue;
+            }
+            Take::Done => break,
+        };
+        speculated.retain(|&j| j != i);
+        next = shared.take_ahead(lane, &speculated);
         if let Some(j) = next {
+            // Its process may have been started while it built: not a second one.
+            if !speculated.contains(&j) {
+                evaluator.prepare(&jobs[j], device);
+            }
+            speculated.retain(|&k| k != j);
+        }
+        while let Some(j) = shared.speculate_now(lane, &mut speculated) {
             evaluator.prepare(&jobs[j], device);
         }
         let started = Instant::now();
@@ -675,6 +727,28 @@ mod tests {
         run_all(&ev, &jobs, &[Device::Cuda(0)], 1);
         assert!(ev.at("prepare cuda:0", "slow.py") < ev.at("built", "slow.py"));
         assert!(ev.at("start cuda:0", "slow.py") >= ev.at("built", "slow.py"));
+    }
+
+    #[test]
+    fn an_idle_gpu_starts_the_processes_of_three_kernels_still_building_and_no_more() {
+        let builds = [("a.py", 200), ("b.py", 200), ("c.py", 200), ("d.py", 200)];
+        let ev = Clocked::new(&builds, 20);
+        let jobs: Vec<Job> = builds.iter().map(|(p, _)| job(p, Backend::Cuda)).collect();
+        let done = run_all(&ev, &jobs, &[Device::Cuda(0)], 4);
+        assert_eq!(done.len(), 4);
+        for p in ["a.py", "b.py", "c.py"] {
+            assert!(ev.at("prepare cuda:0", p) < ev.at("built", p), "{p}");
+        }
+        // The fourth waits for a free place: started only once an eval took one.
+        assert!(ev.at("prepare cuda:0", "d.py") > ev.at("built", "a.py"));
+        let log = ev.log.lock().unwrap();
+        let prepared = |p: &str| {
+            log.iter()
+                .filter(|(w, q, _)| w.starts_with("prepare") && q == p)
+                .count()
+        };
+        // One process per kernel: a started one is not started again when it is taken ahead.
+        assert!(builds.iter().all(|(p, _)| prepared(p) == 1), "{log:?}");
     }
 
     #[test]

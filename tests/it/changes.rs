@@ -2,8 +2,8 @@
 
 use crate::common::{git, write};
 
-use kernelgate::pr::changes::{detect, ChangeSet, FileStatus, KernelStatus};
 use kernelgate::git::{Git, GitError};
+use kernelgate::pr::changes::{detect, ChangeSet, FileStatus, KernelStatus};
 use kernelgate::pr::layout::Layout;
 use kernelgate::pr::plan::Plan;
 use kernelgate::pr::shard::Shard;

@@ -857,7 +857,10 @@ fn kernelgate_pch_builds_a_checked_entry_and_a_cpp_build_is_offered_it() {
 
     // The forwarding header for a second include (the fixture's source has one of its own).
     let forward = std::fs::read_to_string(entry.join("torch/extension.h")).unwrap_or_default();
-    assert!(forward.contains("#include_next <torch/extension.h>"), "{forward}");
+    assert!(
+        forward.contains("#include_next <torch/extension.h>"),
+        "{forward}"
+    );
 
     // A fresh build directory: the C++ source compiles here, with the entry on its CPATH.
     let builds = tempfile::tempdir().unwrap();

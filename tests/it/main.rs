@@ -11,6 +11,7 @@ mod eval;
 mod history;
 mod lint;
 mod lint_cpp;
+mod lint_snapshots;
 mod model;
 mod pr;
 mod protocol;

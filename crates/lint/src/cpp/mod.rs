@@ -25,15 +25,15 @@ use crate::python::ArgKind;
 use crate::rule::{Context, RawFinding, Rule};
 use kernelgate_model::Precision;
 use macros::{expand, tokenize, Macro};
+use model::*;
 use names::*;
 use rules::concurrency::StreamKind;
 use rules::decoy::pure_device_call;
 use rules::tampering::result_like;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
-use model::*;
 use std::ops::Range;
-use syntax::*;
 pub use syntax::parse;
+use syntax::*;
 use tree_sitter::{Node, Tree, TreeCursor};
 
 /// Runs every C++/CUDA rule on one extension.

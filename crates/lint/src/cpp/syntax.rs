@@ -181,7 +181,6 @@ pub fn parse(text: &str) -> Option<Tree> {
     })
 }
 
-
 pub(in crate::cpp) fn collect_identifiers(n: Node, text: &str, out: &mut Vec<String>) {
     if n.kind_fast() == "identifier" {
         out.push(text[n.byte_range()].to_string());
