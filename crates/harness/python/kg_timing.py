@@ -248,8 +248,9 @@ def measure(callables, n_input_sets, timer, cfg, verify=None, inputs=None, repea
     """Times every callable; returns {series: [{"ms", "trailing_sync_ms", "wall_ms", "input_set",
     "verified"}]}.
 
-    With `inputs` (a `FreshInputs`), every call, warm-up included, first gets content no earlier
-    call saw; `verify(name, i, out, token)` checks a sampled call against the reference on the
+    With `inputs` (a `FreshInputs`), every call of the first `warmup` rounds and every timed call
+    first gets content no earlier call saw (warm-up past those rounds runs on the sets' own
+    content); `verify(name, i, out, token)` checks a sampled call against the reference on the
     content `token` stands for. Every name in `repeat` also gets the series
     `name + REPEATED_SUFFIX`: one call per round on the content of that callable's previous
     fresh call, refilled the same way and placed at random in the round, so the only difference
@@ -308,7 +309,11 @@ def measure(callables, n_input_sets, timer, cfg, verify=None, inputs=None, repea
         while w < warmup or (_monotonic() - warm_start) * 1000.0 < warmup_ms:
             for name in names:
                 i = w % n_input_sets
-                timed(name, i, fresh(name, i))
+                # Past the first `warmup` rounds, the set's own content (the correctness trials
+                # saw it): a fast kernel's 200 ms of warm-up would use up the draws, and the timed
+                # calls would then repeat content a value-keyed cache already holds.
+                token = fresh(name, i) if w < warmup or inputs is None else i
+                timed(name, i, token)
             w += 1
             if w >= 10_000:
                 break

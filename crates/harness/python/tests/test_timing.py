@@ -1,0 +1,59 @@
+"""kg_timing.measure on CPU torch: the timed calls' fresh content lasts through the warm-up."""
+
+import importlib.util
+import os
+import time
+import unittest
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYDIR = os.path.normpath(os.path.join(HERE, ".."))
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(PYDIR, name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+kg_timing = load("kg_timing")
+
+
+class WallTimer:
+    """The Timer's interface, on the host clock."""
+
+    def time(self, fn):
+        t = time.perf_counter()
+        fn()
+        ms = (time.perf_counter() - t) * 1000.0
+        return ms, 0.0, ms
+
+
+class FreshContentOutlastsTheWarmUp(unittest.TestCase):
+    def test_a_fast_kernel_warmed_for_200_ms_still_sees_new_content_on_every_timed_call(self):
+        # Each draw is marked by its first element; the kernel records what it saw.
+        sets = [[torch.full((4,), -1.0)]]
+        draws = [[torch.full((4,), float(k))] for k in range(200)]
+        fresh = kg_timing.FreshInputs(torch, sets, draws)
+        seen = []
+
+        def kernel(i):
+            seen.append(float(sets[i][0][0]))
+            return sets[i][0] * 2
+
+        cfg = {"warmup": 3, "warmup_ms": 200.0, "min_samples": 50, "max_samples": 50, "budget_s": 60.0}
+        samples = kg_timing.measure({"candidate": kernel}, 1, WallTimer(), cfg, inputs=fresh)
+        timed = seen[-50:]
+        self.assertEqual(len(samples["candidate"]), 50)
+        # A microsecond kernel runs thousands of warm-up calls in 200 ms: they must not use up
+        # the 200 draws, or the timed calls would repeat content a value-keyed cache holds.
+        self.assertGreater(len(seen), 1000)
+        self.assertEqual(len(set(timed)), 50, "timed calls repeated content")
+        self.assertTrue(all(v >= 0 for v in timed), "a timed call ran on the set's own content")
+        self.assertEqual(fresh.repeats, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
