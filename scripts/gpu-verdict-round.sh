@@ -44,6 +44,9 @@ start_up() {
   for i in 1 2 3; do
     TIMEFORMAT="python3 -c 'import torch': %R s wall"; time python3 -c "import torch"
   done
+  # Whether torch's bytecode is there to read (jobs run with PYTHONDONTWRITEBYTECODE=1: none is
+  # written, so a missing cache is paid by every child) and what the import costs without it.
+  python3 -c "import torch, os, glob; d = os.path.dirname(torch.__file__); print('torch .pyc files:', len(glob.glob(d + '/**/__pycache__/*.pyc', recursive=True)), 'of', len(glob.glob(d + '/**/*.py', recursive=True)), '.py')"
   python3 -X importtime -c "import torch" 2>&1 | sort -t'|' -k2 -n | tail -8
   # The harness's own load: torch, the embedded runner and its modules (kernelgate_harness.main
   # does the same before it reads its job).

@@ -83,6 +83,62 @@ pub fn kernel_plan(
     (kernels, errors)
 }
 
+/// What a run would time (`kernelgate baseline --plan`): the problems and, with `--kernels`,
+/// each kernel as `kernelgate kernels` maps it, and the files that map to nothing.
+#[derive(Debug, Serialize)]
+pub struct Plan {
+    pub problems: Vec<String>,
+    pub kernels: Vec<PlannedKernel>,
+    pub errors: Vec<PlanError>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PlannedKernel {
+    pub path: PathBuf,
+    pub problem: String,
+    pub backend: kernelgate_model::Backend,
+    pub precision: kernelgate_model::Precision,
+    pub mapped_by: kernelgate_model::MappedBy,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PlanError {
+    pub path: PathBuf,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+/// The plan of `req` without running anything.
+pub fn plan(repo: &Path, cfg: &Config, set: &ProblemSet, req: &Request) -> anyhow::Result<Plan> {
+    let problems = select_problems(set, req.level, &req.problems)?;
+    let (kernels, errors) = if req.kernels {
+        kernel_plan(repo, cfg, set, &problems)
+    } else {
+        Default::default()
+    };
+    Ok(Plan {
+        problems: problems.iter().map(|p| p.key.clone()).collect(),
+        kernels: kernels
+            .into_iter()
+            .map(|k| PlannedKernel {
+                path: k.path,
+                problem: k.problem_key,
+                backend: k.backend,
+                precision: k.precision,
+                mapped_by: k.mapped_by,
+            })
+            .collect(),
+        errors: errors
+            .iter()
+            .map(|e| PlanError {
+                path: e.path().to_path_buf(),
+                line: e.line(),
+                message: e.to_string(),
+            })
+            .collect(),
+    })
+}
+
 /// Counts of one run, for its summary and exit code.
 #[derive(Debug, Default)]
 struct Tally {

@@ -4,7 +4,6 @@
 use anyhow::Context;
 use kernelgate::baseline::{self, Request};
 use kernelgate_model::Config;
-use std::path::Path;
 use std::time::Duration;
 
 use crate::cli::{Cli, DeviceArg};
@@ -52,11 +51,6 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     let set = spec
         .load()
         .with_context(|| format!("loading problems from {spec}"))?;
-    if args.plan {
-        let problems = baseline::select_problems(&set, args.level, &args.problems)?;
-        print_plan(&cli.repo, &cfg, &set, &problems, args.kernels)?;
-        return Ok(0);
-    }
     let request = Request {
         level: args.level,
         problems: args.problems.clone(),
@@ -67,32 +61,10 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         kernels: args.kernels,
         timeout: args.timeout.map(Duration::from_secs),
     };
+    if args.plan {
+        let plan = baseline::plan(&cli.repo, &cfg, &set, &request)?;
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+        return Ok(0);
+    }
     baseline::record(&cli.repo, &cfg, &set, &request)
-}
-
-/// `--plan`: the problems, variants and kernels a run would time, as JSON.
-fn print_plan(
-    repo: &Path,
-    cfg: &Config,
-    set: &kernelgate_model::ProblemSet,
-    problems: &[&kernelgate_model::Problem],
-    kernels: bool,
-) -> anyhow::Result<()> {
-    let (kernels, errors) = if kernels {
-        baseline::kernel_plan(repo, cfg, set, problems)
-    } else {
-        Default::default()
-    };
-    let plan = serde_json::json!({
-        "problems": problems.iter().map(|p| &p.key).collect::<Vec<_>>(),
-        "kernels": kernels.iter().map(|k| serde_json::json!({
-            "path": k.path, "problem": k.problem_key, "backend": k.backend,
-            "precision": k.precision, "mapped_by": k.mapped_by,
-        })).collect::<Vec<_>>(),
-        "errors": errors.iter().map(|e| serde_json::json!({
-            "path": e.path(), "line": e.line(), "message": e.to_string(),
-        })).collect::<Vec<_>>(),
-    });
-    println!("{}", serde_json::to_string_pretty(&plan)?);
-    Ok(())
 }

@@ -2,11 +2,10 @@
 //! comment, job summary, step outputs) or write the same payloads as files. The second stage
 //! of the fork-safe setup: it runs with a write token and never executes PR code.
 
-use anyhow::Context;
-use kernelgate::publish::{make_publisher, publish_report_with, runtime, Mode, Options};
-use kernelgate_github::{valid_sha, Ending, GithubContext, GithubError};
-use kernelgate_report::Report;
-use std::path::{Path, PathBuf};
+use kernelgate::ops::publish::{publish, Action, PublishOptions, Published};
+use kernelgate::publish::{Mode, Options};
+use kernelgate_github::{Ending, GithubContext};
+use std::path::PathBuf;
 
 use crate::cli::Cli;
 
@@ -65,86 +64,43 @@ pub struct Args {
 }
 
 pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<i32> {
-    let mut ctx = GithubContext::from_env()?;
-    if let Some(head) = &args.head {
-        if !valid_sha(head) {
-            return Err(GithubError::BadSha {
-                sha: head.escape_debug().to_string(),
-            }
-            .into());
-        }
-        // The commit this run was authorised for: a report for another one is refused.
-        ctx.head_sha = Some(head.clone());
-    }
-    if args.start || args.end.is_some() {
-        let head = args
-            .head
-            .clone()
-            .or_else(|| ctx.head_sha.clone())
-            .context("no head commit: pass --head <sha> (the pull request's head SHA)")?;
-        if !valid_sha(&head) {
-            return Err(GithubError::BadSha {
-                sha: head.escape_debug().to_string(),
-            }
-            .into());
-        }
-        let rt = runtime()?;
-        let options = Options::from(args);
-        if args.start {
-            let id = rt
-                .block_on(async { make_publisher(&ctx, &options)?.start_check_run(&head).await })?;
-            eprintln!("kernelgate: check run {id} opened on {head}");
-            if let Some(path) = &ctx.output {
-                kernelgate_github::append_output(
-                    path,
-                    &format!("check-run-id={id}\nhead={head}\n"),
-                )?;
-            }
-        } else if let Some(end) = args.end {
-            let ending = match end {
+    let action = if args.start {
+        Action::Start
+    } else if let Some(end) = args.end {
+        Action::End {
+            ending: match end {
                 EndArg::Cancelled => Ending::Cancelled,
                 EndArg::Neutral => Ending::Neutral,
                 EndArg::Success => Ending::Success,
-            };
-            let reason = args.reason.as_deref().unwrap_or_default();
-            let id = rt.block_on(async {
-                make_publisher(&ctx, &options)?
-                    .end(&head, args.check_run_id, ending, reason)
-                    .await
-            })?;
-            eprintln!(
-                "kernelgate: check run {id} completed as {}",
-                ending.as_str()
-            );
+            },
+            reason: args.reason.clone().unwrap_or_default(),
         }
-        return Ok(0);
-    }
-    let report_path = args.report.as_ref().expect("clap requires --report");
-    let report = Report::read(report_path)?;
-    let out = match &args.out {
-        Some(dir) => dir.clone(),
-        None => report_path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."))
-            .to_path_buf(),
-    };
-    let mode = args.publish.unwrap_or(if ctx.token.is_some() {
-        Mode::Github
     } else {
-        Mode::Files
-    });
-    let options = Options::from(args);
-    publish_report_with(&report, &out, &ctx, mode, args.check_run_id, &options)?;
-    Ok(0)
-}
-
-impl From<&Args> for Options {
-    fn from(args: &Args) -> Self {
-        Options {
+        Action::Report {
+            report: args.report.clone().expect("clap requires --report"),
+            out: args.out.clone(),
+            mode: args.publish,
+        }
+    };
+    let opts = PublishOptions {
+        action,
+        head: args.head.clone(),
+        check_run_id: args.check_run_id,
+        options: Options {
             check_name: args.check_name.clone(),
             bot_login: args.bot_login.clone(),
             unverified: args.unverified,
+        },
+    };
+    match publish(GithubContext::from_env()?, &opts)? {
+        Published::Opened { check_run, head } => {
+            eprintln!("kernelgate: check run {check_run} opened on {head}")
         }
+        Published::Ended { check_run, ending } => eprintln!(
+            "kernelgate: check run {check_run} completed as {}",
+            ending.as_str()
+        ),
+        Published::Report => {}
     }
+    Ok(0)
 }

@@ -4,3 +4,4 @@
 pub mod eval;
 pub mod lint;
 pub mod problems;
+pub mod publish;

@@ -782,7 +782,13 @@ fn honest_fixtures_are_clean() {
     // Python files only: `snapshots/` beside them holds what each reads as (lint_snapshots.rs).
     let count = std::fs::read_dir(&dir)
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "py"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "py")
+        })
         .count();
     assert!(count >= 6, "want at least 6 honest fixtures, found {count}");
     let (code, v) = lint_json("tests/fixtures/lint/honest", &[]);
