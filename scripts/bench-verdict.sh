@@ -32,12 +32,16 @@ if [[ " $cases " == *" eval "* ]]; then
   (cd "$root" && "$py" -c "import importlib.util as u, sys; s = u.spec_from_file_location('k', sys.argv[1]); s.loader.exec_module(u.module_from_spec(s))" "$kernel") >"$OUT/contributor-build.log" 2>&1
   t1=$(now)
   echo "== eval: python kernel.py (the contributor's build): $(secs "$t0" "$t1") s"
-  for run in 1 2; do
+  # EVAL_RUNS: one label per run; a label starting with `off` runs without `kernelgate pch`'s
+  # header and bytecode (KERNELGATE_PCH_DIR=off), for an A/B in one call.
+  for run in ${EVAL_RUNS:-1 2}; do
+    pch=()
+    [[ $run == off* ]] && pch=(env KERNELGATE_PCH_DIR=off)
     t0=$(now)
     set +e
-    (cd "$root" && "$bin" eval --kernel "$kernel" --problem "$problem" --device cuda) >"$OUT/eval-$run.txt" 2>"$OUT/eval-$run.err"
+    (cd "$root" && "${pch[@]}" "$bin" eval --kernel "$kernel" --problem "$problem" --device cuda) >"$OUT/eval-$run.txt" 2>"$OUT/eval-$run.err"
     rc=$?
-    (cd "$root" && "$bin" eval --kernel "$kernel" --problem "$problem" --device cuda --format json) >"$OUT/eval-$run.json" 2>/dev/null
+    (cd "$root" && "${pch[@]}" "$bin" eval --kernel "$kernel" --problem "$problem" --device cuda --format json) >"$OUT/eval-$run.json" 2>/dev/null
     set -e
     t1=$(now)
     echo "== eval $run: kernelgate eval wall $(secs "$t0" "$t1") s for two evals (human, json), exit $rc"

@@ -8,7 +8,9 @@
 #   before   the 13-kernel pull request, cold, without the precompiled header and nvcc's steps
 #            side by side (KERNELGATE_PCH_DIR=off KERNELGATE_NVCC_PARALLEL=0)
 #   pr       the same pull request with both (the defaults)
+#   bytecode scripts/bench-bytecode.sh: `import torch` with and without kernelgate's bytecode tree
 #   verdict  scripts/bench-verdict.sh: `kernelgate eval` of a built kernel, and the one-kernel edit
+#            (CASES and EVAL_RUNS pass through)
 # Usage:   OUT=dir STAGES="start nvcc pch pr" LIMIT=560 bash scripts/gpu-verdict-round.sh
 # Needs:   target/device/{kernelgate,libkernelgate_harness.so}, python3 with torch, nvcc, ninja.
 set -u
@@ -16,6 +18,8 @@ OUT=${OUT:?set OUT to a directory}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 export KERNELGATE_PYTHON=python3 PYTHONUNBUFFERED=1
+# Named, not derived from HOME: bench-verdict.sh's eval gives the contributor a fresh HOME.
+export KERNELGATE_PCH_DIR=${KERNELGATE_PCH_DIR:-$HOME/.cache/kernelgate/pch}
 B=$PWD/target/device/kernelgate
 STAGES=${STAGES:-start nvcc pch before pr verdict}
 LIMIT=${LIMIT:-560}
@@ -68,7 +72,7 @@ pr_run() {
   rm -rf "$OUT/w-$label"
 }
 verdict() {
-  OUT=$OUT/w-verdict CASES="eval edit" bash scripts/bench-verdict.sh
+  OUT=$OUT/w-verdict CASES="${CASES:-eval edit}" bash scripts/bench-verdict.sh
   cp "$OUT/w-verdict/report-edit/report.json" "$OUT/report-edit.json" 2>/dev/null
   rm -rf "$OUT/w-verdict"
 }
@@ -76,7 +80,8 @@ export OUT B
 export -f start_up pr_run verdict
 stage start 30 bash -c start_up
 stage nvcc 130 python3 scripts/gpu-nvcc-trajectory.py
-stage pch 60 bash -c 'time $B pch; time $B pch'
+stage bytecode 60 env PY=python3 N=3 bash scripts/bench-bytecode.sh
+stage pch 90 bash -c 'time $B pch; time $B pch'
 stage before 130 env KERNELGATE_PCH_DIR=off KERNELGATE_NVCC_PARALLEL=0 bash -c 'pr_run before'
 stage pr 130 bash -c 'pr_run pr'
 stage verdict 200 bash -c verdict

@@ -1,5 +1,6 @@
 //! `kernelgate pch`: precompile torch's extension header once for this runner's C++ extension
-//! builds ([`kernelgate_eval::build_pch`]); every later job reads it, none can write it.
+//! builds, and the interpreter's bytecode where torch was installed without its own
+//! ([`kernelgate_eval::build_pch`]); every later job reads them, none can write them.
 
 use anyhow::Context;
 use kernelgate_eval::{build_pch, pch_root, PchBuild, PCH_DIR_ENV};
@@ -52,8 +53,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         }
         PchBuild::Failed(why) => {
             eprintln!(
-                "error: precompiling torch/extension.h into {} failed ({why}); builds go on \
-                 without it",
+                "error: precompiling torch/extension.h or Python's bytecode into {} failed \
+                 ({why}); jobs go on without what is missing",
                 root.display()
             );
             Ok(1)

@@ -134,6 +134,12 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
     std::fs::create_dir_all(&gch).unwrap();
     std::fs::write(gch.join("O0.gch"), "trusted header").unwrap();
     std::fs::write(pch.path().join("0123abcd/manifest.json"), "{}").unwrap();
+    // Beside it, the bytecode tree `kernelgate pch` compiles where torch has none of its own.
+    let pyc = pch.path().join(
+        "bytecode/usr/lib/python3/site-packages/torch/__pycache__/kg_trusted.cpython-311.pyc",
+    );
+    std::fs::create_dir_all(pyc.parent().unwrap()).unwrap();
+    std::fs::write(&pyc, "trusted bytecode").unwrap();
 
     let paths = format!("{}:{}", secret.display(), checkout_file.display());
     let port_s = port.to_string();
@@ -154,6 +160,10 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
         ("kernels/sandbox/poison_shared_cache.py", vec![]),
         (
             "kernels/sandbox/poison_pch.py",
+            vec![("KERNELGATE_PCH_DIR", pch.path().display().to_string())],
+        ),
+        (
+            "kernels/sandbox/poison_bytecode.py",
             vec![("KERNELGATE_PCH_DIR", pch.path().display().to_string())],
         ),
         ("kernels/honest_relu.py", vec![]),
@@ -283,6 +293,24 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
                     "{stdout}"
                 );
                 assert_blocked_and_reported(name, *code, v, "O0.gch");
+            }
+            "poison_bytecode" => {
+                assert_eq!(
+                    std::fs::read_to_string(&pyc).unwrap(),
+                    "trusted bytecode",
+                    "the candidate replaced bytecode a later job's harness reads"
+                );
+                assert!(
+                    !pch.path()
+                        .join("bytecode/kg_planted.cpython-311.pyc")
+                        .exists(),
+                    "the candidate planted bytecode"
+                );
+                assert!(
+                    stdout.contains("blocked") && !stdout.contains("WROTE"),
+                    "{stdout}"
+                );
+                assert_blocked_and_reported(name, *code, v, "kg_trusted.cpython-311.pyc");
             }
             "honest_relu" | "profiled_relu" | "relu_with_table" => {
                 assert_eq!(v["outcome"]["kind"], "passed", "{name}: {v:#}");

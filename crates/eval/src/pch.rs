@@ -58,7 +58,9 @@ pub fn build_pch(
     let ended = run_script(Script {
         python,
         harness: Some(harness),
-        code: "import sys, kernelgate_harness as h\nsys.exit(h.pch_module().main(sys.argv[1:]))\n",
+        // The header, then the interpreter's bytecode (kg_bytecode.py): each says what it did.
+        code: "import sys, kernelgate_harness as h\nheader = h.pch_module().main(sys.argv[1:])\n\
+               sys.exit(h.bytecode_module().main(sys.argv[1:]) or header)\n",
         args: vec![root.as_os_str().to_owned()],
         dir: scratch,
         // Two variants, each one full parse of the header: a minute or two on a small machine.

@@ -34,6 +34,8 @@ const KG_WORK_SRC: &str = include_str!("../python/kg_work.py");
 const KG_INTEGRITY_SRC: &str = include_str!("../python/kg_integrity.py");
 /// torch's extension header precompiled by `kernelgate pch`, put on the child's `CPATH`.
 const KG_PCH_SRC: &str = include_str!("../python/kg_pch.py");
+/// Python bytecode compiled by `kernelgate pch`, read before torch's import.
+const KG_BYTECODE_SRC: &str = include_str!("../python/kg_bytecode.py");
 /// The job protocol this harness speaks: `kernelgate_eval::HARNESS_PROTOCOL` and
 /// `kg_protocol.PROTOCOL` must agree (tests/it/protocol.rs).
 const PROTOCOL: u32 = 3;
@@ -108,6 +110,12 @@ struct Runner<'py> {
 /// Imports torch and loads the runner as a private module (removed from `sys.modules`), with
 /// `kg_audit` and `kg_timing`.
 fn load_runner(py: Python<'_>) -> Result<Runner<'_>, String> {
+    // Bytecode `kernelgate pch` compiled for a torch installed without its own: without it the
+    // import compiles torch's source in every job (read-only under the same root as the header).
+    if let Ok(bytecode) = load_private_module(py, "kg_bytecode", KG_BYTECODE_SRC) {
+        let root = std::env::var("KERNELGATE_PCH_DIR").ok();
+        let _ = bytecode.call_method1("use", (root,));
+    }
     // An import failure is the runner's to report, with the interpreter's name.
     let _ = py.import("torch");
     let runner = load_private_module(py, "runner", RUNNER_SRC)
@@ -159,6 +167,12 @@ fn drive_runner(py: Python<'_>, loaded: &Runner<'_>, job: &str) -> Result<String
 #[pyfunction]
 fn pch_module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     load_private_module(py, "kg_pch", KG_PCH_SRC)
+}
+
+/// `kernelgate_harness.bytecode_module()`: a fresh private `kg_bytecode` (`kernelgate pch`).
+#[pyfunction]
+fn bytecode_module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    load_private_module(py, "kg_bytecode", KG_BYTECODE_SRC)
 }
 
 fn load_private_module<'py>(
@@ -250,6 +264,7 @@ fn kernelgate_harness(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(deny_syscalls, m)?)?;
     m.add_function(wrap_pyfunction!(pch_module, m)?)?;
+    m.add_function(wrap_pyfunction!(bytecode_module, m)?)?;
     // The job protocol this harness speaks (kernelgate_eval::HARNESS_PROTOCOL on the CLI's side).
     m.add("PROTOCOL", PROTOCOL)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
