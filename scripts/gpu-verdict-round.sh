@@ -26,7 +26,8 @@ LIMIT=${LIMIT:-560}
 S=$SECONDS
 log=$OUT/round.txt
 {
-  echo "# scripts/gpu-verdict-round.sh, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u +%FT%TZ)"
+  # The binaries' commit (the device's copy of the tree may carry another git state).
+  echo "# scripts/gpu-verdict-round.sh, $("$B" --version 2>/dev/null || echo 'kernelgate ?'), $(date -u +%FT%TZ)"
   nvidia-smi -L; echo "cores $(nproc)"
   python3 -c "import torch;print('torch', torch.__version__, 'cuda', torch.version.cuda)"
   c++ --version | head -1; nvcc --version | tail -1
