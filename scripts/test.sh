@@ -3,9 +3,19 @@
 # including the harness extension) and runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup-python.sh
-export KERNELGATE_PYTHON="$PWD/.venv/bin/python"
+# The venv (mostly downloads) is set up while cargo compiles (CPU): about a minute and a half
+# off a fresh machine's run. Its output is shown when it is done, or when it failed.
+mkdir -p target
+bash scripts/setup-python.sh >target/setup-python.log 2>&1 &
+setup=$!
 cargo build --workspace --locked
+if ! wait "$setup"; then
+  cat target/setup-python.log
+  echo "error: scripts/setup-python.sh failed (its output is above)" >&2
+  exit 1
+fi
+cat target/setup-python.log
+export KERNELGATE_PYTHON="$PWD/.venv/bin/python"
 # torch's extension header precompiled once (docs/eval.md): the fixtures' C++ builds read it
 # instead of parsing it again (about 60 s -> 24 s each on 2 cores).
 export KERNELGATE_PCH_DIR="$PWD/target/kernelgate-pch"
