@@ -117,11 +117,12 @@ def compile_into(target, dirs, workers=0):
     return sum(1 for _, _, files in os.walk(target) for f in files if f.endswith(".pyc"))
 
 
-def build(root, force=False, log=print):
-    """Compiles this interpreter's modules into `root`'s tree unless torch has its own bytecode
-    (`force`: regardless). Returns (tree or None, a line that says what was done)."""
-    if not force and has_own_bytecode():
-        return None, "bytecode: torch's is beside its sources; nothing to compile"
+def build(root, force=False, log=print, name="torch", path=None):
+    """Compiles this interpreter's modules into `root`'s tree unless package `name` (torch) has
+    its own bytecode (`force`: regardless). Returns (tree or None, a line that says what was
+    done)."""
+    if not force and has_own_bytecode(name, path):
+        return None, f"bytecode: {name}'s is beside its sources; nothing to compile"
     import time
 
     dirs = source_dirs()

@@ -5,18 +5,15 @@ and writes nothing.
 Run: .venv/bin/python -m unittest discover -s crates/harness/python/tests
 """
 
-import importlib.util
 import os
 import subprocess
 import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PYDIR = os.path.normpath(os.path.join(HERE, ".."))
-spec = importlib.util.spec_from_file_location("kg_bytecode", os.path.join(PYDIR, "kg_bytecode.py"))
-kg_bytecode = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(kg_bytecode)
+from harness_modules import PYDIR, load
+
+kg_bytecode = load("kg_bytecode")
 
 # A child that points its prefix at the tree as the harness does, imports the package and says
 # what it read: the value of `pkg.mod.X`, where the module came from, whether a prefix was set.
@@ -106,11 +103,12 @@ class TreeIsRead(unittest.TestCase):
         self.assertIsNone(kg_bytecode.use(self.root, name="not_installed", path=[self.site]))
 
     def test_build_compiles_nothing_where_torch_has_its_own_bytecode(self):
-        import torch  # noqa: F401 - the venv's torch, installed with its bytecode
+        import py_compile
 
-        if not kg_bytecode.has_own_bytecode():
-            self.skipTest("this torch has no bytecode of its own")
-        tree, line = kg_bytecode.build(self.root, log=lambda m: None)
+        src = os.path.join(self.site, "pkg", "__init__.py")
+        own = os.path.join(self.site, "pkg", "__pycache__", f"__init__.{sys.implementation.cache_tag}.pyc")
+        py_compile.compile(src, cfile=own, doraise=True)
+        tree, line = kg_bytecode.build(self.root, log=lambda m: None, name="pkg", path=[self.site])
         self.assertIsNone(tree)
         self.assertIn("nothing to compile", line)
         self.assertFalse(os.path.exists(kg_bytecode.tree(self.root)))

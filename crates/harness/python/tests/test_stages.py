@@ -5,7 +5,6 @@ an audit hook cannot be removed).
 Run: .venv/bin/python -m unittest discover -s crates/harness/python/tests
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,15 +14,7 @@ import unittest
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PYDIR = os.path.normpath(os.path.join(HERE, ".."))
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(PYDIR, name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from harness_modules import PYDIR, load
 
 
 kg_checks = load("kg_checks")

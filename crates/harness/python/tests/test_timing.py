@@ -1,22 +1,10 @@
 """kg_timing.measure on CPU torch: the timed calls' fresh content lasts through the warm-up."""
 
-import importlib.util
-import os
 import time
 import unittest
 
 import torch
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-PYDIR = os.path.normpath(os.path.join(HERE, ".."))
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(PYDIR, name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from harness_modules import load
 
 kg_timing = load("kg_timing")
 
