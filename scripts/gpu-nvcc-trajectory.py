@@ -75,6 +75,11 @@ def main(path):
     build = write_build_dir(path, os.path.join(work, "ext"))
     cmds = subprocess.run(["ninja", "-C", build, "-t", "commands"], capture_output=True, text=True, check=True).stdout
     nvcc = next(c for c in cmds.splitlines() if "nvcc" in c.split()[0])
+    # torch asks nvcc for a dependency file: where in the steps it is made.
+    full = subprocess.run(["bash", "-c", f"{nvcc} -dryrun"], cwd=build, capture_output=True, text=True)
+    for line in (full.stdout + full.stderr).splitlines():
+        if line.startswith("#$ ") and (".d " in line or ".d\"" in line or " -M" in line):
+            print(f"  dependency step: {line[3:][:400]}")
     nvcc = re.sub(r"-MD -MF \S+", "", nvcc)
     print(f"# {os.path.relpath(path, ROOT)}: {nvcc[:160]}...")
 
@@ -131,9 +136,24 @@ def main(path):
     script.append(steps[-1])
     if os.path.exists(os.path.join(build, obj)):
         os.remove(os.path.join(build, obj))
+    id_path = re.search(r'--module_id_file_name "?([^" ]+)"?', writer).group(1)
+    id_path = id_path if os.path.isabs(id_path) else os.path.join(build, id_path)
+    serial_id = open(id_path).read().strip() if os.path.exists(id_path) else ""
     secs, p = sh("\n".join(script), build)
-    same = p.returncode == 0 and symbols(obj, build) == serial_syms
+    side_id = open(id_path).read().strip() if os.path.exists(id_path) else ""
+    side_syms = symbols(obj, build) if p.returncode == 0 else []
+    same = p.returncode == 0 and side_syms == serial_syms
     print(f"{'side by side (module id first)':46} {secs:6.1f}{'' if p.returncode == 0 else '  (failed: ' + p.stderr.strip()[-160:] + ')'}{'  same symbols' if same else '  symbols differ'}")
+    # What differs: the module id names static device entities and the registration; with the
+    # ids put back to one placeholder, the rest must match.
+    print(f"  module id: serial {serial_id!r}, side by side {side_id!r}")
+    only_serial = sorted(set(serial_syms) - set(side_syms))[:8]
+    only_side = sorted(set(side_syms) - set(serial_syms))[:8]
+    print(f"  symbols only in serial: {only_serial}")
+    print(f"  symbols only side by side: {only_side}")
+    if serial_id and side_id:
+        norm = lambda syms, i: sorted(x.replace(i, "<id>") for x in syms)
+        print(f"  same symbols but the module id: {norm(serial_syms, serial_id) == norm(side_syms, side_id)}")
 
 
 if __name__ == "__main__":

@@ -140,6 +140,10 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
     );
     std::fs::create_dir_all(pyc.parent().unwrap()).unwrap();
     std::fs::write(&pyc, "trusted bytecode").unwrap();
+    // And the nvcc wrapper it installs, which later jobs' CUDA builds run.
+    let wrapper = pch.path().join("nvcc/kg_nvcc-0123456789ab.py");
+    std::fs::create_dir_all(wrapper.parent().unwrap()).unwrap();
+    std::fs::write(&wrapper, "trusted wrapper").unwrap();
 
     let paths = format!("{}:{}", secret.display(), checkout_file.display());
     let port_s = port.to_string();
@@ -164,6 +168,10 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
         ),
         (
             "kernels/sandbox/poison_bytecode.py",
+            vec![("KERNELGATE_PCH_DIR", pch.path().display().to_string())],
+        ),
+        (
+            "kernels/sandbox/poison_nvcc.py",
             vec![("KERNELGATE_PCH_DIR", pch.path().display().to_string())],
         ),
         ("kernels/honest_relu.py", vec![]),
@@ -311,6 +319,22 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
                     "{stdout}"
                 );
                 assert_blocked_and_reported(name, *code, v, "kg_trusted.cpython-311.pyc");
+            }
+            "poison_nvcc" => {
+                assert_eq!(
+                    std::fs::read_to_string(&wrapper).unwrap(),
+                    "trusted wrapper",
+                    "the candidate replaced the nvcc wrapper a later job's build runs"
+                );
+                assert!(
+                    !pch.path().join("nvcc/kg_nvcc-planted.py").exists(),
+                    "the candidate planted an nvcc wrapper"
+                );
+                assert!(
+                    stdout.contains("blocked") && !stdout.contains("WROTE"),
+                    "{stdout}"
+                );
+                assert_blocked_and_reported(name, *code, v, "kg_nvcc-0123456789ab.py");
             }
             "honest_relu" | "profiled_relu" | "relu_with_table" => {
                 assert_eq!(v["outcome"]["kind"], "passed", "{name}: {v:#}");

@@ -283,6 +283,12 @@ fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
             env.push(("TORCH_CUDA_ARCH_LIST".into(), arch));
         }
     }
+    if let Some(switch) = nvcc_side_by_side(
+        &spec.extensions_dir,
+        std::env::var(NVCC_PARALLEL_ENV).ok().as_deref(),
+    ) {
+        env.push((NVCC_PARALLEL_ENV.into(), switch.into()));
+    }
     if may_use_gpu && spec.audit && std::env::var("KERNELGATE_WARM_PROFILER").as_deref() == Ok("1")
     {
         // Opt-in only: the profiler started at load saves its start (2-6 s) in the audit, but
@@ -501,6 +507,20 @@ fn kernel_dir(kernel: &Path) -> Option<PathBuf> {
     let dir = kernel.parent()?;
     let is_root = dir.parent().is_none() || dir.join(".git").exists();
     (!is_root).then(|| dir.to_path_buf())
+}
+
+/// The variable that switches nvcc's host and device steps side by side (`kg_nvcc.py`).
+const NVCC_PARALLEL_ENV: &str = "KERNELGATE_NVCC_PARALLEL";
+
+/// The child's `KERNELGATE_NVCC_PARALLEL`: on for builds kept per source (`pr`, `baseline`),
+/// unless this process's is `0`. torch writes the wrapper into `build.ninja`, so a build and
+/// its eval agree; a build for the contributor's own directory keeps nvcc as torch finds it,
+/// or `python kernel.py`'s build would not be reused.
+fn nvcc_side_by_side(dir: &ExtensionsDir, ours: Option<&str>) -> Option<&'static str> {
+    match dir {
+        ExtensionsDir::Keyed(_) if ours != Some("0") => Some("1"),
+        _ => None,
+    }
 }
 
 /// `TORCH_CUDA_ARCH_LIST` for extension builds: the environment's own when set, else the
@@ -993,5 +1013,20 @@ mod tests {
             .findings
             .iter()
             .any(|f| f.rule == "eval/audit-failed" && f.severity == Severity::Warning));
+    }
+
+    #[test]
+    fn nvcc_side_by_side_is_for_kept_builds_and_can_be_switched_off() {
+        let keyed = ExtensionsDir::Keyed("/runner/ext".into());
+        assert_eq!(nvcc_side_by_side(&keyed, None), Some("1"));
+        assert_eq!(nvcc_side_by_side(&keyed, Some("1")), Some("1"));
+        assert_eq!(nvcc_side_by_side(&keyed, Some("0")), None);
+        // The contributor's own build directory and a job's throwaway one: nvcc as torch finds it.
+        let torch = ExtensionsDir::Torch {
+            root: "/home/u/.cache/torch_extensions".into(),
+            exact: false,
+        };
+        assert_eq!(nvcc_side_by_side(&torch, None), None);
+        assert_eq!(nvcc_side_by_side(&ExtensionsDir::PerJob, None), None);
     }
 }

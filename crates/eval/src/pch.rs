@@ -58,8 +58,10 @@ pub fn build_pch(
     let ended = run_script(Script {
         python,
         harness: Some(harness),
-        // The header, then the interpreter's bytecode (kg_bytecode.py): each says what it did.
+        // The header, nvcc's side-by-side wrapper (kg_nvcc.py), then the interpreter's bytecode
+        // (kg_bytecode.py): each says what it did.
         code: "import sys, kernelgate_harness as h\nheader = h.pch_module().main(sys.argv[1:])\n\
+               nvcc = h.nvcc_module()\nprint('nvcc side by side:', nvcc.install(sys.argv[1], nvcc.SOURCE))\n\
                sys.exit(h.bytecode_module().main(sys.argv[1:]) or header)\n",
         args: vec![root.as_os_str().to_owned()],
         dir: scratch,

@@ -44,6 +44,7 @@ kg_sandbox = None
 kg_work = None
 kg_integrity = None
 kg_pch = None
+kg_nvcc = None
 
 
 class _Stop(Exception):
@@ -57,6 +58,18 @@ class _Stop(Exception):
 def _tail(text, n=TAIL):
     text = str(text)
     return text if len(text) <= n else "..." + text[-n:]
+
+
+def _real_nvcc(torch):
+    """The nvcc torch's builds run (`$CUDA_HOME/bin/nvcc`), or None without CUDA."""
+    if torch.version.cuda is None:
+        return None
+    try:
+        from torch.utils import cpp_extension
+
+        return cpp_extension._join_cuda_home("bin", "nvcc")
+    except Exception:
+        return None
 
 
 def _native_threads():
@@ -224,6 +237,8 @@ class Runner:
         self.extensions = []
         # Before any candidate code: C++ builds read torch's header precompiled by kernelgate.
         self.pch = kg_pch.use(os.environ.get("KERNELGATE_PCH_DIR"), torch)
+        # A kept build's CUDA sources: nvcc's host and device steps side by side (kg_nvcc.py).
+        self.nvcc = kg_nvcc.use(os.environ.get("KERNELGATE_PCH_DIR"), getattr(kg_nvcc, "SOURCE", None), _real_nvcc(torch))
         self.phase("torch_import")
         T = self.capture(torch)
         self.T = T

@@ -36,6 +36,8 @@ const KG_INTEGRITY_SRC: &str = include_str!("../python/kg_integrity.py");
 const KG_PCH_SRC: &str = include_str!("../python/kg_pch.py");
 /// Python bytecode compiled by `kernelgate pch`, read before torch's import.
 const KG_BYTECODE_SRC: &str = include_str!("../python/kg_bytecode.py");
+/// nvcc's host and device steps side by side (`PYTORCH_NVCC`), installed by `kernelgate pch`.
+const KG_NVCC_SRC: &str = include_str!("../python/kg_nvcc.py");
 /// The job protocol this harness speaks: `kernelgate_eval::HARNESS_PROTOCOL` and
 /// `kg_protocol.PROTOCOL` must agree (tests/it/protocol.rs).
 const PROTOCOL: u32 = 3;
@@ -129,6 +131,7 @@ fn load_runner(py: Python<'_>) -> Result<Runner<'_>, String> {
         ("kg_work", KG_WORK_SRC),
         ("kg_integrity", KG_INTEGRITY_SRC),
         ("kg_pch", KG_PCH_SRC),
+        ("kg_nvcc", KG_NVCC_SRC),
     ] {
         let m = load_private_module(py, name, src)
             .map_err(|e| format!("loading {name}: {}", py_error_text(py, &e)))?;
@@ -175,6 +178,12 @@ fn bytecode_module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     load_private_module(py, "kg_bytecode", KG_BYTECODE_SRC)
 }
 
+/// `kernelgate_harness.nvcc_module()`: a fresh private `kg_nvcc` (`kernelgate pch` installs it).
+#[pyfunction]
+fn nvcc_module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    load_private_module(py, "kg_nvcc", KG_NVCC_SRC)
+}
+
 fn load_private_module<'py>(
     py: Python<'py>,
     name: &str,
@@ -193,6 +202,8 @@ fn load_private_module<'py>(
     if let Ok(modules) = py.import("sys").and_then(|s| s.getattr("modules")) {
         let _ = modules.del_item(module_name);
     }
+    // Its own text: `kg_nvcc` writes itself to disk and checks the copy it finds there.
+    module.setattr("SOURCE", src)?;
     Ok(module)
 }
 
@@ -265,6 +276,7 @@ fn kernelgate_harness(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(deny_syscalls, m)?)?;
     m.add_function(wrap_pyfunction!(pch_module, m)?)?;
     m.add_function(wrap_pyfunction!(bytecode_module, m)?)?;
+    m.add_function(wrap_pyfunction!(nvcc_module, m)?)?;
     // The job protocol this harness speaks (kernelgate_eval::HARNESS_PROTOCOL on the CLI's side).
     m.add("PROTOCOL", PROTOCOL)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -1,0 +1,300 @@
+"""nvcc with its host front end beside its device chain, for the builds of `pr` and `baseline`.
+
+For one `.cu` source `nvcc -dryrun` lists one serial chain (CUDA 12 and 13):
+    host front:  gcc -E (cpp4.ii)  ->  cudafe++ (cudafe1.cpp; writes the module id)
+    device:      gcc -E -D__CUDA_ARCH__ (cpp1.ii)  ->  cicc (reads the id; ptx, stub)
+                 ->  ptxas  ->  fatbinary
+    last:        gcc -c cudafe1.cpp (which includes the stub, which includes the fat binary)
+With torch's headers cudafe++ and cicc each parse for 15-20 s (scripts/gpu-nvcc-trajectory.py),
+and all the device chain needs of the host front end is the module id: a name that makes the
+translation unit's internal device entities unique. Here cudafe++ first writes the id from a
+stand-in translation unit unique to this source, then both chains read it side by side, then
+the last step runs: the object is nvcc's but for the id's value, and nothing else crosses.
+
+Anything this module does not know (another chain, a step it cannot place, `-dryrun` itself,
+no `-c`) runs nvcc itself, and so does a failed step: a compile error is reported by nvcc, as
+it would be without this module. Intermediate files live in a private `TMPDIR`, removed after.
+
+`install` (run by `kernelgate pch`, a trusted process) writes this file under the pch root,
+which jobs read and never write; `use` (the runner, in a job whose extensions directory is
+kept per source) names it in torch's `PYTORCH_NVCC`. torch writes that command into
+`build.ninja`, so a build and its later eval must agree on it, or ninja compiles again: both
+come from the same root and switch (`KERNELGATE_NVCC_PARALLEL`).
+Usage:   python kg_nvcc.py REAL_NVCC ARGS...
+"""
+
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+
+# The environment switch the runner reads (set by kernelgate for kept extension directories).
+SWITCH = "KERNELGATE_NVCC_PARALLEL"
+DEVICE_TOOLS = ("cicc", "ptxas", "fatbinary")
+FRONT_END = "cudafe++"
+COMPILERS = ("gcc", "g++", "c++", "cc", "clang", "clang++")
+ENV_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+# A quoted or bare argument after an option.
+ARG = r'("[^"]*"|\S+)'
+
+
+def _tool(step):
+    first = step.split(None, 1)[0] if step.strip() else ""
+    return os.path.basename(first.strip('"'))
+
+
+def _unquote(value):
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"' and '"' not in value[1:-1]:
+        return value[1:-1]
+    return value
+
+
+class Plan:
+    """nvcc's steps for one source, placed: environment, host front, device, last, cleanup."""
+
+    def __init__(self, env, host, device, last, writer, removals):
+        self.env = env
+        self.host = host
+        self.device = device
+        self.last = last
+        self.writer = writer
+        self.removals = removals
+
+
+def compilers(args):
+    """The host compiler names a step may start with (`-ccbin` adds its own)."""
+    names = set(COMPILERS)
+    for i, a in enumerate(args):
+        value = None
+        if a in ("-ccbin", "--compiler-bindir") and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith(("-ccbin=", "--compiler-bindir=")):
+            value = a.split("=", 1)[1]
+        if value:
+            names.add(os.path.basename(value))
+    return names
+
+
+def eligible(args):
+    """Whether the arguments ask for one object compiled from sources (`-c`), nothing else."""
+    banned = {"-dryrun", "--dryrun", "-E", "--preprocess", "-M", "-MM", "--generate-dependencies",
+              "-ptx", "--ptx", "-cubin", "--cubin", "-fatbin", "--fatbin", "-rdc=true",
+              "--relocatable-device-code=true", "-dc", "--device-c", "-dlink", "--device-link",
+              "-lib", "--lib", "-link", "--link", "-run", "--run", "-keep", "--keep"}
+    return ("-c" in args or "--compile" in args) and not banned.intersection(args)
+
+
+def parse(listing, args, scratch):
+    """The plan for nvcc's `-dryrun` listing (`#$ ` lines), or None when a step is not where
+    this module expects it."""
+    lines = [l[3:] for l in listing.splitlines() if l.startswith("#$ ")]
+    env, steps, removals = {}, [], []
+    for line in lines:
+        m = ENV_LINE.match(line)
+        if m and not steps:
+            env[m.group(1)] = _unquote(m.group(2))
+        elif line.startswith("rm "):
+            removals.append(line)
+        else:
+            steps.append(line)
+    known = compilers(args)
+    host, device, last = [], [], None
+    for i, step in enumerate(steps):
+        tool = _tool(step)
+        words = step.split()
+        if tool == FRONT_END:
+            host.append(step)
+        elif tool in DEVICE_TOOLS:
+            device.append(step)
+        elif tool in known:
+            if "-c" in words:
+                if i != len(steps) - 1:
+                    return None
+                last = step
+            elif any(w.startswith("-D__CUDA_ARCH__=") for w in words):
+                device.append(step)
+            else:
+                host.append(step)
+        else:
+            return None
+    writers = [s for s in host if _tool(s) == FRONT_END and "--gen_module_id_file" in s.split()]
+    ciccs = [s for s in device if _tool(s) == "cicc"]
+    if last is None or len(writers) != 1 or not ciccs:
+        return None
+    if any("--gen_module_id_file" in s.split() or "--module_id_file_name" not in s for s in ciccs):
+        return None
+    # Every intermediate file must be nvcc's own, in this call's private folder.
+    for step in steps:
+        for path in re.findall(r"[^\s\"=]*tmpxft_[^\s\"]*", step):
+            if os.path.isabs(path) and not path.startswith(scratch + os.sep):
+                return None
+    return Plan(env, host, device, last, writers[0], removals)
+
+
+def module_id_steps(plan, source_digest, scratch):
+    """The writer run on a stand-in translation unit (the id first), and the writer as a reader.
+
+    The stand-in declares a name made from the source's digest: cudafe++ may derive the id
+    from what it parses, and two sources must not share one (two extensions loaded in one
+    process, a kernel and its base, each register their own device code)."""
+    stand_in = os.path.join(scratch, "kg_module_id.ii")
+    with open(stand_in, "w") as f:
+        f.write(f"namespace kg_module_id_{source_digest} {{ int unique; }}\n")
+    writer = plan.writer
+    id_only = re.sub(ARG + r"\s*$", shlex.quote(stand_in), writer.rstrip())
+    id_only = re.sub(r"--gen_c_file_name\s+" + ARG,
+                     "--gen_c_file_name " + shlex.quote(os.path.join(scratch, "kg_id.cpp")), id_only)
+    id_only = re.sub(r"--stub_file_name\s+" + ARG,
+                     "--stub_file_name " + shlex.quote(os.path.join(scratch, "kg_id.stub.c")), id_only)
+    reader = re.sub(r"\s--gen_module_id_file(?=\s)", "", writer)
+    return id_only, reader
+
+
+class _Chain(threading.Thread):
+    """Steps run one after another; stops at the first failure."""
+
+    def __init__(self, steps, env, cwd):
+        super().__init__(daemon=True)
+        self.steps, self.env, self.cwd = steps, env, cwd
+        self.outputs = []
+        self.ok = True
+
+    def run_one(self):
+        """Runs the first step now (in the caller's thread); `run` goes on from the next."""
+        step = self.steps.pop(0)
+        p = subprocess.run(["bash", "-c", step], env=self.env, cwd=self.cwd,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if p.returncode != 0:
+            self.ok = False
+
+    def run(self):
+        for step in self.steps:
+            p = subprocess.run(["bash", "-c", step], env=self.env, cwd=self.cwd,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            self.outputs.append(p.stdout)
+            if p.returncode != 0:
+                self.ok = False
+                return
+
+
+def _digest(args):
+    h = hashlib.sha256("\0".join(args).encode())
+    for a in args:
+        if a.endswith((".cu", ".cuh")) and os.path.isfile(a):
+            with open(a, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()[:20]
+
+
+def _dependency_file(args, cwd):
+    """The dependency file the arguments ask for (`-MF`/`--dependency-output`), or None."""
+    for i, a in enumerate(args):
+        if a in ("-MF", "--dependency-output") and i + 1 < len(args):
+            return os.path.join(cwd or os.getcwd(), args[i + 1])
+    return None
+
+
+def side_by_side(nvcc, args, cwd=None):
+    """Compiles as nvcc would, its two chains side by side. Returns None when it did, else why
+    it could not (it wrote nothing that nvcc itself does not write again)."""
+    scratch = tempfile.mkdtemp(prefix="kg-nvcc-")
+    try:
+        env = dict(os.environ, TMPDIR=scratch)
+        listed = subprocess.run([nvcc, *args, "-dryrun"], env=env, cwd=cwd,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if listed.returncode != 0:
+            return f"`nvcc -dryrun` exited {listed.returncode}"
+        plan = parse(listed.stdout, args, scratch)
+        if plan is None:
+            return "its steps are not the chain this wrapper knows"
+        env.update(plan.env)
+        id_only, reader = module_id_steps(plan, _digest(args), scratch)
+        host = _Chain([id_only] + [reader if s is plan.writer else s for s in plan.host], env, cwd)
+        device = _Chain(plan.device, env, cwd)
+        # The id first: the device chain's cicc reads it.
+        host.run_one()
+        if not host.ok:
+            return "cudafe++ could not write the module id"
+        host.start()
+        device.run()
+        host.join()
+        if not (host.ok and device.ok):
+            return "a step failed"
+        last = _Chain([plan.last], env, cwd)
+        last.run()
+        if not last.ok:
+            return "the host compile failed"
+        depfile = _dependency_file(args, cwd)
+        if depfile and not os.path.isfile(depfile):
+            return "no step wrote the dependency file"
+        # The tools' own warnings, in nvcc's order.
+        out = getattr(sys.stderr, "buffer", None)
+        if out is not None:
+            for chunk in host.outputs + device.outputs + last.outputs:
+                out.write(chunk or b"")
+            out.flush()
+        return None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main(argv):
+    if len(argv) < 2:
+        print("usage: kg_nvcc.py REAL_NVCC ARGS...", file=sys.stderr)
+        return 2
+    nvcc, args = argv[1], argv[2:]
+    if not eligible(args):
+        return subprocess.call([nvcc, *args])
+    why = side_by_side(nvcc, args)
+    if why is None:
+        return 0
+    # nvcc itself, with its own messages for a compile error.
+    print(f"kernelgate: nvcc's steps side by side: {why}; nvcc runs them in turn", file=sys.stderr)
+    sys.stderr.flush()
+    return subprocess.call([nvcc, *args])
+
+
+def installed_name(source):
+    return f"kg_nvcc-{hashlib.sha256(source.encode()).hexdigest()[:12]}.py"
+
+
+def install(root, source):
+    """`kernelgate pch`: writes this module under `<root>/nvcc` unless there; returns its path."""
+    folder = os.path.join(root, "nvcc")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, installed_name(source))
+    if not os.path.isfile(path):
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".kg_nvcc-")
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    return path
+
+
+def use(root, source, real_nvcc, environ=os.environ, python=sys.executable):
+    """Names the installed wrapper in `PYTORCH_NVCC` when the switch is on and the file under
+    `root` is this source's; returns the command, or None (nvcc as torch finds it). A
+    `PYTORCH_NVCC` already set (a compiler cache, say) is left alone."""
+    if environ.get(SWITCH) != "1" or not (root and source and real_nvcc) or environ.get("PYTORCH_NVCC"):
+        return None
+    path = os.path.join(root, "nvcc", installed_name(source))
+    try:
+        with open(path) as f:
+            if f.read() != source:
+                return None
+    except OSError:
+        return None
+    command = shlex.join([python, path, real_nvcc])
+    environ["PYTORCH_NVCC"] = command
+    return command
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
