@@ -111,7 +111,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         Format::Human if local.needs_gpu => {
             println!("problem  {}", result.problem);
             println!("kernel   {}", result.kernel);
-            println!("device   {}", result.device.as_deref().unwrap_or("-"));
+            println!("device   {}", shown_device(result.device.as_ref()));
             println!(
                 "outcome  SKIPPED — needs a GPU: torch found no CUDA on this machine ({}); run it \
                  on a GPU machine",
@@ -157,7 +157,7 @@ pub fn to_json(r: &EvalResult) -> serde_json::Value {
 fn print_table(r: &EvalResult) {
     println!("problem  {}", r.problem);
     println!("kernel   {}", r.kernel);
-    println!("device   {}", r.device.as_deref().unwrap_or("-"));
+    println!("device   {}", shown_device(r.device.as_ref()));
     println!(
         "seed     {}{}",
         r.seed,
@@ -301,7 +301,11 @@ fn floor_line(r: &EvalResult) -> String {
             f.peak_tflops
         ),
         None => {
-            let why = match r.device.as_deref().and_then(kernelgate_eval::gpu_name) {
+            let why = match r
+                .device
+                .as_ref()
+                .and_then(kernelgate_model::RanOn::gpu_name)
+            {
                 None => "the CPU has no datasheet bandwidth".to_string(),
                 Some(_) if r.work.is_none() => "the problem's work could not be counted".into(),
                 Some(g) if kernelgate_timing::DeviceSpec::lookup(g).is_none() => {
@@ -319,4 +323,8 @@ fn indent(s: &str) -> String {
         .map(|l| format!("  {l}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+fn shown_device(d: Option<&kernelgate_model::RanOn>) -> String {
+    d.map_or_else(|| "-".to_string(), ToString::to_string)
 }

@@ -198,6 +198,9 @@ fn mapped_problem(
 
 /// A CPU run whose failure is torch reporting that CUDA is missing.
 fn needs_gpu(r: &EvalResult) -> bool {
-    let on_cpu = r.device.as_deref().is_none_or(|d| d == "cpu");
+    let on_cpu = r
+        .device
+        .as_ref()
+        .is_none_or(kernelgate_model::RanOn::is_cpu);
     on_cpu && r.outcome.torch_found_no_cuda()
 }

@@ -413,7 +413,7 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
             obj.insert("sandbox".into(), level.to_string().into());
         }
         if let Some(d) = &result.device {
-            obj.insert("device".into(), d.clone().into());
+            obj.insert("device".into(), d.to_string().into());
         }
         if let Some(t) = &result.torch {
             obj.insert("torch".into(), t.clone().into());

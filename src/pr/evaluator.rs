@@ -92,7 +92,7 @@ pub struct Evaluation {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunFacts {
     /// The device the harness ran on (`NVIDIA H200`, `cpu`).
-    pub device: Option<String>,
+    pub device: Option<kernelgate_model::RanOn>,
     /// torch's version in the child.
     pub torch: Option<String>,
     /// The seed the run used.

@@ -184,8 +184,9 @@ impl Pipeline<'_> {
         let hw = &mut report.run.hardware;
         // The first GPU job names the hardware; a CPU job only until one arrives.
         if let Some(d) = &facts.device {
-            if hw.gpu.is_empty() || (hw.gpu == "cpu" && d != "cpu") {
-                hw.gpu = d.clone();
+            let known = kernelgate_model::RanOn::parse(&hw.gpu);
+            if hw.gpu.is_empty() || (known.is_cpu() && !d.is_cpu()) {
+                hw.gpu = d.to_string();
             }
         }
         if let (true, Some(t)) = (hw.torch.is_empty(), &facts.torch) {

@@ -16,7 +16,7 @@ pub mod sandbox;
 mod shown;
 
 use kernelgate_model::config::L2Mode;
-use kernelgate_model::{Device, Finding, Severity};
+use kernelgate_model::{Device, Finding, RanOn, Severity};
 use kernelgate_timing::Series;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -570,7 +570,7 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
             }
         }
     };
-    result.device = r.device.map(|d| slot_label(&d, spec.gpu));
+    result.device = r.device.map(|d| d.in_slot(spec.gpu));
     result.torch = r.torch;
     result.machine = r.machine;
     result.work = r.work;
@@ -598,11 +598,11 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
         })
         .collect();
     if let Some(samples) = r.timing {
-        let on_gpu = gpu_name(result.device.as_deref().unwrap_or("cpu")).is_some();
+        let on_gpu = result.device.as_ref().and_then(RanOn::gpu_name).is_some();
         let mut timing = summarise_timing(samples, spec, &file, on_gpu, &mut result.findings);
         let l2 = spec.timing.as_ref().map(|t| t.l2).unwrap_or(L2Mode::Cold);
         timing.floor = physical_floor(
-            result.device.as_deref(),
+            result.device.as_ref(),
             result.work.as_ref(),
             r.bandwidth_gbs,
             l2,
@@ -653,37 +653,17 @@ fn visible_device(parent: Option<&str>, index: u32) -> String {
         .unwrap_or_else(|| index.to_string())
 }
 
-/// The runner sees its one GPU as `cuda:0`; the report names the GPU of this process it ran on.
-fn slot_label(device: &str, gpu: Option<u32>) -> String {
-    match (gpu, device.strip_prefix("cuda:0")) {
-        (Some(i), Some(rest)) if i > 0 => format!("cuda:{i}{rest}"),
-        _ => device.to_string(),
-    }
-}
-
-/// The GPU name inside a runner device label (`cuda:0 (NVIDIA H200)` -> `NVIDIA H200`); `None`
-/// for the CPU.
-pub fn gpu_name(device: &str) -> Option<&str> {
-    if !device.starts_with("cuda") {
-        return None;
-    }
-    match (device.find('('), device.rfind(')')) {
-        (Some(a), Some(b)) if b > a + 1 => Some(device[a + 1..b].trim()),
-        _ => None,
-    }
-}
-
 /// The physical floor of `work` on the GPU named in `device`: its datasheet peaks, the bandwidth
 /// raised to `measured_gbs` when that is higher. `None` on the CPU (no datasheet; a measured CPU
 /// bandwidth would not be a bound with caches this size), for a GPU without datasheet numbers,
 /// without counted work, or when nothing is left to bound (warm L2 and no counted FLOPs).
 pub fn physical_floor(
-    device: Option<&str>,
+    device: Option<&RanOn>,
     work: Option<&ProblemWork>,
     measured_gbs: Option<f64>,
     l2: L2Mode,
 ) -> Option<Floor> {
-    let gpu = gpu_name(device?)?;
+    let gpu = device?.gpu_name()?;
     let work = work?;
     let measured_gbs = measured_gbs.filter(|b| b.is_finite() && *b > 0.0);
     let spec = kernelgate_timing::DeviceSpec::lookup(gpu)?.with_measured_bandwidth(measured_gbs);
@@ -953,34 +933,6 @@ mod tests {
         assert_eq!(visible_device(Some("GPU-aa,GPU-bb"), 1), "GPU-bb");
         // Fewer entries than the index: the index (CUDA then reports no device, an outcome).
         assert_eq!(visible_device(Some("5"), 1), "1");
-    }
-
-    #[test]
-    fn the_label_names_the_gpu_slot_the_job_ran_on() {
-        assert_eq!(
-            slot_label("cuda:0 (NVIDIA H200)", Some(1)),
-            "cuda:1 (NVIDIA H200)"
-        );
-        assert_eq!(
-            slot_label("cuda:0 (NVIDIA H200)", Some(0)),
-            "cuda:0 (NVIDIA H200)"
-        );
-        assert_eq!(
-            slot_label("cuda:0 (NVIDIA H200)", None),
-            "cuda:0 (NVIDIA H200)"
-        );
-        assert_eq!(slot_label("cpu", Some(1)), "cpu");
-    }
-
-    #[test]
-    fn gpu_names_from_device_labels() {
-        assert_eq!(gpu_name("cuda:0 (NVIDIA H200)"), Some("NVIDIA H200"));
-        assert_eq!(
-            gpu_name("cuda:1 (NVIDIA A100-SXM4-80GB)"),
-            Some("NVIDIA A100-SXM4-80GB")
-        );
-        assert_eq!(gpu_name("cpu"), None);
-        assert_eq!(gpu_name("cuda:0"), None);
     }
 
     #[test]

@@ -325,7 +325,7 @@ pub struct EvalResult {
     pub problem: String,
     pub kernel: String,
     /// `cpu` or `cuda:0 (NVIDIA H200)`; `None` when the child never got that far.
-    pub device: Option<String>,
+    pub device: Option<kernelgate_model::RanOn>,
     pub outcome: Outcome,
     /// Runtime findings (line 0: they have no place in the source).
     pub findings: Vec<Finding>,

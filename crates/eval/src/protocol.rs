@@ -93,7 +93,7 @@ pub(crate) struct RunnerResult {
     #[serde(default)]
     pub phases: Vec<(String, f64)>,
     #[serde(default)]
-    pub device: Option<String>,
+    pub device: Option<kernelgate_model::RanOn>,
     #[serde(default)]
     pub torch: Option<String>,
     /// `kg_timing.machine`, asked before the candidate's import.

@@ -9,6 +9,7 @@ pub mod finding;
 pub mod hash;
 pub mod kernel;
 pub mod problem;
+pub mod ran_on;
 pub mod sandbox;
 pub mod source;
 pub mod types;
@@ -25,6 +26,7 @@ pub use kernel::{
     MappedBy,
 };
 pub use problem::{LookupError, Problem, ProblemError, ProblemSet};
+pub use ran_on::RanOn;
 pub use sandbox::SandboxLevel;
 pub use source::{read_source, SourceError};
 pub use types::{Backend, Precision};

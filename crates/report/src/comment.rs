@@ -12,6 +12,7 @@ use crate::schema::{
     Change, ComparisonSummary, ComparisonVerdict, Interval, KernelRow, OutcomeKind, Report,
     TimedOn, Verdict,
 };
+use kernelgate_model::RanOn;
 use std::fmt::Write;
 
 /// Hidden marker by which the comment is found again and updated in place.
@@ -629,7 +630,7 @@ fn run_section(s: &mut String, report: &Report) {
     line("seed", &run.seed.map(|x| x.to_string()).unwrap_or_default());
     match gpu_name(&hw.gpu) {
         Some(gpu) => {
-            line("GPU", gpu);
+            line("GPU", &gpu);
             line("driver", &hw.driver);
             line("CUDA", &hw.cuda);
         }
@@ -656,16 +657,19 @@ fn run_section(s: &mut String, report: &Report) {
     s.push_str("\n</details>\n");
 }
 
-/// The GPU's name from the harness's device label (`cuda:0 (NVIDIA H200)` or a bare name);
-/// `None` for the CPU.
-fn gpu_name(device: &str) -> Option<&str> {
+/// The GPU's name from the harness's device label (`cuda:0 (NVIDIA H200)`, or a bare name
+/// as older reports wrote it); `None` for the CPU.
+fn gpu_name(device: &str) -> Option<String> {
     let d = device.trim();
     if d.is_empty() || d.eq_ignore_ascii_case("cpu") || d.starts_with("cpu ") {
         return None;
     }
-    match d.strip_prefix("cuda").and_then(|r| r.split_once('(')) {
-        Some((_, name)) => Some(name.trim_end_matches(')').trim()),
-        None => Some(d),
+    match RanOn::parse(d) {
+        RanOn::Cpu => None,
+        RanOn::Cuda {
+            name: Some(name), ..
+        } => Some(name),
+        _ => Some(d.to_string()),
     }
 }
 
