@@ -68,3 +68,9 @@ for k in rows:
 s = r["summary"]
 print(f"verdict {s['verdict']}: {s['passed']} passed, {s['warned']} warned, {s['failed']} failed, {s['skipped']} skipped")
 PY
+# Whether nvcc's steps ran side by side (kg_nvcc named in the builds' nvcc line), and what the
+# CUDA translation units took (ninja's log: start and end in ms).
+echo "build.ninja naming kg_nvcc: $(grep -l kg_nvcc "$TORCH_EXTENSIONS_DIR"/*/*/build.ninja 2>/dev/null | wc -l)" \
+  "of $(ls "$TORCH_EXTENSIONS_DIR"/*/*/build.ninja 2>/dev/null | wc -l)"
+cat "$TORCH_EXTENSIONS_DIR"/*/*/.ninja_log 2>/dev/null | awk '$4 ~ /cuda\.cuda\.o$/ {print ($2 - $1) / 1000}' | sort -n |
+  awk '{a[NR] = $1} END {if (NR) printf "cuda.cuda.o: %d compiles, median %.1f s, max %.1f s\n", NR, a[int((NR + 1) / 2)], a[NR]}'

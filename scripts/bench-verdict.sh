@@ -105,6 +105,9 @@ for k in r["kernels"]:
 PY
     # The build's parts (ninja's log: start and end in ms of each compile and the link), each
     # extension directory of the cache; a directory built earlier shows its old entries.
+    # Whether nvcc's steps ran side by side (kg_nvcc named in the build's nvcc line).
+    echo "   build.ninja naming kg_nvcc: $(grep -l kg_nvcc "$TORCH_EXTENSIONS_DIR"/*/*/build.ninja 2>/dev/null | wc -l)" \
+      "of $(ls "$TORCH_EXTENSIONS_DIR"/*/*/build.ninja 2>/dev/null | wc -l)"
     for log in "$TORCH_EXTENSIONS_DIR"/*/*/.ninja_log; do
       [ -f "$log" ] || continue
       echo "   ninja $(basename "$(dirname "$(dirname "$log")")")/$(basename "$(dirname "$log")"):" \
