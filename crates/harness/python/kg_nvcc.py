@@ -93,7 +93,7 @@ def eligible(args):
 def parse(listing, args, scratch):
     """The plan for nvcc's `-dryrun` listing (`#$ ` lines), or None when a step is not where
     this module expects it."""
-    lines = [l[3:] for l in listing.splitlines() if l.startswith("#$ ")]
+    lines = [x[3:] for x in listing.splitlines() if x.startswith("#$ ")]
     env, steps, removals = {}, [], []
     for line in lines:
         m = ENV_LINE.match(line)
