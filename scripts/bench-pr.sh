@@ -73,4 +73,13 @@ PY
 echo "build.ninja naming kg_nvcc: $(grep -l kg_nvcc "$TORCH_EXTENSIONS_DIR"/*/*/build.ninja 2>/dev/null | wc -l)" \
   "of $(ls "$TORCH_EXTENSIONS_DIR"/*/*/build.ninja 2>/dev/null | wc -l)"
 cat "$TORCH_EXTENSIONS_DIR"/*/*/.ninja_log 2>/dev/null | awk '$4 ~ /cuda\.cuda\.o$/ {print ($2 - $1) / 1000}' | sort -n |
-  awk '{a[NR] = $1} END {if (NR) printf "cuda.cuda.o: %d compiles, median %.1f s, max %.1f s\n", NR, a[int((NR + 1) / 2)], a[NR]}'
+  awk '{a[NR] = $1} END {if (NR) printf "cuda.cuda.o: %d compiles, median %.1f s, max %.1f s\n", NR, a[int((NR + 1) / 2)], a[NR]}' || true
+cat "$TORCH_EXTENSIONS_DIR"/*/*/*.kg_nvcc.json 2>/dev/null | python3 -c '
+import json, sys
+runs = [json.loads(line) for line in sys.stdin.read().replace("}{", "}\n{").splitlines() if line.strip()]
+for r in runs:
+    by = {}
+    for s in r["steps"]:
+        by.setdefault(s["chain"], [s["start_s"], s["end_s"]])[1] = s["end_s"]
+    print("kg_nvcc %.1f s: " % r["total_s"] + ", ".join("%s %.1f-%.1f" % (c, a, b) for c, (a, b) in by.items()))
+' || true

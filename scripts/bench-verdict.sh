@@ -108,6 +108,15 @@ PY
     # Whether nvcc's steps ran side by side (kg_nvcc named in the build's nvcc line).
     echo "   build.ninja naming kg_nvcc: $(grep -l kg_nvcc "$TORCH_EXTENSIONS_DIR"/*/*/build.ninja 2>/dev/null | wc -l)" \
       "of $(ls "$TORCH_EXTENSIONS_DIR"/*/*/build.ninja 2>/dev/null | wc -l)"
+    for t in "$TORCH_EXTENSIONS_DIR"/*/*/*.kg_nvcc.json; do
+      [ -f "$t" ] || continue
+      python3 - "$t" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+steps = ", ".join(f"{s['chain']} {s['tool']} {s['start_s']:.1f}-{s['end_s']:.1f}" for s in sorted(t["steps"], key=lambda s: s["start_s"]))
+print(f"   kg_nvcc {t['total_s']:.1f} s: {steps}")
+PY
+    done
     for log in "$TORCH_EXTENSIONS_DIR"/*/*/.ninja_log; do
       [ -f "$log" ] || continue
       echo "   ninja $(basename "$(dirname "$(dirname "$log")")")/$(basename "$(dirname "$log")"):" \

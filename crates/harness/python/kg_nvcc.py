@@ -24,6 +24,7 @@ Usage:   python kg_nvcc.py REAL_NVCC ARGS...
 """
 
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 # The environment switch the runner reads (set by kernelgate for kept extension directories).
 SWITCH = "KERNELGATE_NVCC_PARALLEL"
@@ -157,26 +159,30 @@ def module_id_steps(plan, source_digest, scratch):
 
 
 class _Chain(threading.Thread):
-    """Steps run one after another; stops at the first failure."""
+    """Steps run one after another; stops at the first failure. A step that reads the module
+    id waits for `id_written` (set once the id's step ended, `id_ok` whether it succeeded)."""
 
-    def __init__(self, steps, env, cwd):
+    def __init__(self, name, steps, env, cwd, t0, id_written=None, id_ok=None):
         super().__init__(daemon=True)
-        self.steps, self.env, self.cwd = steps, env, cwd
+        self.name, self.steps, self.env, self.cwd, self.t0 = name, steps, env, cwd, t0
+        self.id_written, self.id_ok = id_written, id_ok
         self.outputs = []
+        self.times = []
         self.ok = True
-
-    def run_one(self):
-        """Runs the first step now (in the caller's thread); `run` goes on from the next."""
-        step = self.steps.pop(0)
-        p = subprocess.run(["bash", "-c", step], env=self.env, cwd=self.cwd,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        if p.returncode != 0:
-            self.ok = False
 
     def run(self):
         for step in self.steps:
+            if self.id_written is not None and "--module_id_file_name" in step:
+                self.id_written.wait()
+                if not self.id_ok():
+                    self.ok = False
+                    return
+            start = time.monotonic()
             p = subprocess.run(["bash", "-c", step], env=self.env, cwd=self.cwd,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            self.times.append({"chain": self.name, "tool": _tool(step),
+                               "start_s": round(start - self.t0, 2),
+                               "end_s": round(time.monotonic() - self.t0, 2)})
             self.outputs.append(p.stdout)
             if p.returncode != 0:
                 self.ok = False
@@ -192,6 +198,28 @@ def _digest(args):
     return h.hexdigest()[:20]
 
 
+def _then(run, after):
+    def both():
+        try:
+            run()
+        finally:
+            after()
+    return both
+
+
+def _record(args, cwd, t0, times):
+    """Where the compile's time went, beside the object (`<object>.kg_nvcc.json`): each step's
+    chain, tool, start and end in seconds. Best effort: a compile never fails for it."""
+    obj = next((args[i + 1] for i, a in enumerate(args) if a == "-o" and i + 1 < len(args)), None)
+    if not obj:
+        return
+    try:
+        with open(os.path.join(cwd or os.getcwd(), obj + ".kg_nvcc.json"), "w") as f:
+            json.dump({"total_s": round(time.monotonic() - t0, 2), "steps": times}, f)
+    except OSError:
+        pass
+
+
 def _dependency_file(args, cwd):
     """The dependency file the arguments ask for (`-MF`/`--dependency-output`), or None."""
     for i, a in enumerate(args):
@@ -204,6 +232,7 @@ def side_by_side(nvcc, args, cwd=None):
     """Compiles as nvcc would, its two chains side by side. Returns None when it did, else why
     it could not (it wrote nothing that nvcc itself does not write again)."""
     scratch = tempfile.mkdtemp(prefix="kg-nvcc-")
+    t0 = time.monotonic()
     try:
         env = dict(os.environ, TMPDIR=scratch)
         listed = subprocess.run([nvcc, *args, "-dryrun"], env=env, cwd=cwd,
@@ -215,19 +244,24 @@ def side_by_side(nvcc, args, cwd=None):
             return "its steps are not the chain this wrapper knows"
         env.update(plan.env)
         id_only, reader = module_id_steps(plan, _digest(args), scratch)
-        host = _Chain([id_only] + [reader if s is plan.writer else s for s in plan.host], env, cwd)
-        device = _Chain(plan.device, env, cwd)
-        # The id first: the device chain's cicc reads it.
-        host.run_one()
-        if not host.ok:
+        # The id is written beside both preprocessors; the readers (cudafe++, cicc) wait for it.
+        ident = _Chain("id", [id_only], env, cwd, t0)
+        written = threading.Event()
+        ident.run = _then(ident.run, written.set)
+        host_steps = [reader if s is plan.writer else s for s in plan.host]
+        host = _Chain("host", host_steps, env, cwd, t0, written, lambda: ident.ok)
+        device = _Chain("device", plan.device, env, cwd, t0, written, lambda: ident.ok)
+        for chain in (ident, host, device):
+            chain.start()
+        for chain in (ident, host, device):
+            chain.join()
+        if not ident.ok:
             return "cudafe++ could not write the module id"
-        host.start()
-        device.run()
-        host.join()
         if not (host.ok and device.ok):
             return "a step failed"
-        last = _Chain([plan.last], env, cwd)
+        last = _Chain("last", [plan.last], env, cwd, t0)
         last.run()
+        _record(args, cwd, t0, ident.times + host.times + device.times + last.times)
         if not last.ok:
             return "the host compile failed"
         depfile = _dependency_file(args, cwd)

@@ -7,6 +7,7 @@ module id cudafe++ wrote, and the host compile fails when the two sides' ids dif
 compile fails, so a passing build proves the two chains ran side by side.
 """
 
+import json
 import os
 import shlex
 import subprocess
@@ -36,8 +37,15 @@ def write(p, text):
 log = os.environ["FAKE_LOG"]
 with open(log, "a") as f:
     f.write(name + " " + (args[-1] if args else "") + "\n")
+def wait_for(marker, who):
+    deadline = time.time() + 20
+    while not os.path.exists(marker):
+        if time.time() > deadline:
+            sys.exit("%s: %s never appeared" % (name, os.path.basename(marker)))
+        time.sleep(0.01)
 if name == "gcc":
     if "-E" in args:
+        write(os.path.join(os.path.dirname(opt("-o")), "preprocess-started"), "")
         src = args[args.index("-o") - 1]
         write(opt("-o"), ("DEVICE " if any(a.startswith("-D__CUDA_ARCH__=") for a in args) else "HOST ") + read(src))
         if opt("-MF"):
@@ -54,15 +62,13 @@ elif name == "cudafe++":
     src = args[-1]
     id_file = opt("--module_id_file_name")
     if "--gen_module_id_file" in args:
+        if "kg_module_id" in read(src):
+            # The id's own step runs beside the preprocessors.
+            wait_for(os.path.join(os.path.dirname(src), "preprocess-started"), name)
         write(id_file, "id_" + hashlib.sha256(read(src).encode()).hexdigest()[:8])
     else:
         # The reader: only side by side does cicc start before it ends.
-        started = os.path.join(os.path.dirname(id_file), "cicc-started")
-        deadline = time.time() + 20
-        while not os.path.exists(started):
-            if time.time() > deadline:
-                sys.exit("cudafe++: cicc never started beside me")
-            time.sleep(0.01)
+        wait_for(os.path.join(os.path.dirname(id_file), "cicc-started"), name)
     print("cudafe++ warning: a word from the front end")
     write(opt("--gen_c_file_name"), "host id=%s include %s\n" % (read(id_file), opt("--stub_file_name")))
 elif name == "cicc":
@@ -190,6 +196,14 @@ class SideBySide(unittest.TestCase):
         # The tools' own words come through; the dependency file torch asks for is there.
         self.assertIn("a word from the front end", out)
         self.assertTrue(os.path.isfile(obj_path(self.s) + ".d"))
+        # Where the time went, beside the object: every step, by chain.
+        with open(obj_path(self.s) + ".kg_nvcc.json") as f:
+            times = json.load(f)
+        chains = [(t["chain"], t["tool"]) for t in times["steps"]]
+        self.assertEqual(sorted(chains), sorted([("id", "cudafe++"), ("host", "gcc"), ("host", "cudafe++"),
+                                                 ("device", "gcc"), ("device", "cicc"), ("device", "ptxas"),
+                                                 ("device", "fatbinary"), ("last", "gcc")]))
+        self.assertGreaterEqual(times["total_s"], max(t["end_s"] for t in times["steps"]))
         # Intermediate files went to a private folder under TMPDIR, removed after.
         self.assertEqual(os.listdir(self.s.tmp), [])
 
