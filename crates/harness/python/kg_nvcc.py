@@ -60,13 +60,16 @@ def _unquote(value):
 class Plan:
     """nvcc's steps for one source, placed: environment, host front, device, last, cleanup."""
 
-    def __init__(self, env, host, device, last, writer, removals):
+    def __init__(self, env, host, device, last, writer, removals, aside=()):
         self.env = env
         self.host = host
         self.device = device
         self.last = last
         self.writer = writer
         self.removals = removals
+        # Host steps whose output no later step reads (the dependency file's preprocessing):
+        # they run beside the chains, off the critical path.
+        self.aside = list(aside)
 
 
 def compilers(args):
@@ -136,7 +139,19 @@ def parse(listing, args, scratch):
         for path in re.findall(r"[^\s\"=]*tmpxft_[^\s\"]*", step):
             if os.path.isabs(path) and not path.startswith(scratch + os.sep):
                 return None
-    return Plan(env, host, device, last, writers[0], removals)
+    aside = [s for s in host if _tool(s) != FRONT_END and _read_by_none(s, steps)]
+    host = [s for s in host if s not in aside]
+    return Plan(env, host, device, last, writers[0], removals, aside)
+
+
+def _read_by_none(step, steps):
+    """Whether the step's output (`-o X`) is named by no other step (a step without `-o`
+    writes where this module cannot see: it stays in its chain)."""
+    m = re.search(r"\s-o\s+" + ARG, step)
+    if not m:
+        return False
+    out = m.group(1).strip('"')
+    return not any(out in other for other in steps if other is not step)
 
 
 def module_id_steps(plan, source_digest, scratch):
@@ -251,17 +266,18 @@ def side_by_side(nvcc, args, cwd=None):
         host_steps = [reader if s is plan.writer else s for s in plan.host]
         host = _Chain("host", host_steps, env, cwd, t0, written, lambda: ident.ok)
         device = _Chain("device", plan.device, env, cwd, t0, written, lambda: ident.ok)
-        for chain in (ident, host, device):
+        aside = _Chain("aside", plan.aside, env, cwd, t0)
+        for chain in (ident, host, device, aside):
             chain.start()
-        for chain in (ident, host, device):
+        for chain in (ident, host, device, aside):
             chain.join()
         if not ident.ok:
             return "cudafe++ could not write the module id"
-        if not (host.ok and device.ok):
+        if not (host.ok and device.ok and aside.ok):
             return "a step failed"
         last = _Chain("last", [plan.last], env, cwd, t0)
         last.run()
-        _record(args, cwd, t0, ident.times + host.times + device.times + last.times)
+        _record(args, cwd, t0, ident.times + aside.times + host.times + device.times + last.times)
         if not last.ok:
             return "the host compile failed"
         depfile = _dependency_file(args, cwd)
@@ -270,7 +286,7 @@ def side_by_side(nvcc, args, cwd=None):
         # The tools' own warnings, in nvcc's order.
         out = getattr(sys.stderr, "buffer", None)
         if out is not None:
-            for chunk in host.outputs + device.outputs + last.outputs:
+            for chunk in aside.outputs + host.outputs + device.outputs + last.outputs:
                 out.write(chunk or b"")
             out.flush()
         return None

@@ -44,7 +44,12 @@ def wait_for(marker, who):
             sys.exit("%s: %s never appeared" % (name, os.path.basename(marker)))
         time.sleep(0.01)
 if name == "gcc":
-    if "-E" in args:
+    if "-M" in args:
+        # The dependency file alone: only beside the chains does cudafe++ start before it ends.
+        wait_for(os.path.join(os.path.dirname(opt("-o")), "cudafe-started"), name)
+        write(opt("-MF"), "deps\n")
+        write(opt("-o"), "")
+    elif "-E" in args:
         write(os.path.join(os.path.dirname(opt("-o")), "preprocess-started"), "")
         src = args[args.index("-o") - 1]
         write(opt("-o"), ("DEVICE " if any(a.startswith("-D__CUDA_ARCH__=") for a in args) else "HOST ") + read(src))
@@ -67,6 +72,7 @@ elif name == "cudafe++":
             wait_for(os.path.join(os.path.dirname(src), "preprocess-started"), name)
         write(id_file, "id_" + hashlib.sha256(read(src).encode()).hexdigest()[:8])
     else:
+        write(os.path.join(os.path.dirname(id_file), "cudafe-started"), "")
         # The reader: only side by side does cicc start before it ends.
         wait_for(os.path.join(os.path.dirname(id_file), "cicc-started"), name)
     print("cudafe++ warning: a word from the front end")
@@ -104,13 +110,17 @@ if "-dryrun" not in args:
         open(args[args.index("-MF") + 1], "w").close()
     sys.exit(0)
 t = lambda s: '"%s/tmpxft_0000beef_00000000-%s"' % (tmp, s)
-dep = ' -MD -MF "%s"' % args[args.index("-MF") + 1] if "-MF" in args else ""
+depfile = args[args.index("-MF") + 1] if "-MF" in args else None
+dep = ' -MD -MF "%s"' % depfile if depfile and mode != "deps-step" else ""
 lines = [
     "_NVVM_BRANCH_=nvvm",
     "_SPACE_= ",
     'INCLUDES="-I/usr/local/cuda/bin/../targets/x86_64-linux/include"  ',
     'LIBRARIES=  "-L/usr/local/cuda/lib64/stubs" "-L/usr/local/cuda/lib64"',
     "rm tmp/a_dlink.reg.c",
+] + ([
+    'gcc -D__CUDA_ARCH_LIST__=900 -E -x c++ -M -MF "%s" "%s" -o %s ' % (depfile, src, t("1_x.deps.ii")),
+] if mode == "deps-step" else []) + [
     'gcc -D__CUDA_ARCH_LIST__=900 -E -x c++ -D__CUDACC__%s "%s" -o %s ' % (dep, src, t("5_x.cpp4.ii")),
     'cudafe++ --c++17 --orig_src_file_name "x.cu" --gen_c_file_name %s --stub_file_name %s --gen_module_id_file --module_id_file_name %s %s '
     % (t("6_x.cudafe1.cpp"), '"tmpxft_0000beef_00000000-6_x.cudafe1.stub.c"', t("4_x.module_id"), t("5_x.cpp4.ii")),
@@ -207,6 +217,15 @@ class SideBySide(unittest.TestCase):
         # Intermediate files went to a private folder under TMPDIR, removed after.
         self.assertEqual(os.listdir(self.s.tmp), [])
 
+    def test_a_step_only_for_the_dependency_file_runs_beside_the_chains(self):
+        rc, out, obj = self.s.compile(mode="deps-step")
+        self.assertEqual(rc, 0, out)
+        self.assertNotIn("serial", obj)
+        self.assertEqual(_read(obj_path(self.s) + ".d"), "deps\n")
+        with open(obj_path(self.s) + ".kg_nvcc.json") as f:
+            chains = [(t["chain"], t["tool"]) for t in json.load(f)["steps"]]
+        self.assertIn(("aside", "gcc"), chains)
+
     def test_two_sources_get_two_module_ids(self):
         other = StandIn(source="__global__ void other() {}\n")
         try:
@@ -275,6 +294,8 @@ class Parse(unittest.TestCase):
         self.assertEqual([kg_nvcc._tool(s) for s in plan.host], ["gcc", "cudafe++"])
         self.assertEqual([kg_nvcc._tool(s) for s in plan.device], ["gcc", "cicc", "ptxas", "fatbinary"])
         self.assertIn('-o "cuda.cuda.o"', plan.last)
+        # The host preprocessor's output is cudafe++'s input: nothing runs aside.
+        self.assertEqual(plan.aside, [])
         self.assertEqual(plan.env["INCLUDES"], "-I/usr/local/cuda/bin/../targets/x86_64-linux/include")
         self.assertEqual(plan.env["PATH"], "/usr/local/cuda/bin/../nvvm/bin:/usr/local/cuda/bin:/usr/bin")
         id_only, reader = kg_nvcc.module_id_steps(plan, "abc", tempfile.mkdtemp())
