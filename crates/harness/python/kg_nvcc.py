@@ -95,9 +95,13 @@ def eligible(args):
     return ("-c" in args or "--compile" in args) and not banned.intersection(args)
 
 
+class NotTheChain(Exception):
+    """nvcc's listing is not the chain this module knows; the message says where."""
+
+
 def parse(listing, args, scratch):
-    """The plan for nvcc's `-dryrun` listing (`#$ ` lines), or None when a step is not where
-    this module expects it."""
+    """The plan for nvcc's `-dryrun` listing (`#$ ` lines); raises `NotTheChain` when a step
+    is not where this module expects it."""
     lines = [x[3:] for x in listing.splitlines() if x.startswith("#$ ")]
     env, steps, removals = {}, [], []
     for line in lines:
@@ -109,8 +113,8 @@ def parse(listing, args, scratch):
         else:
             steps.append(line)
     known = compilers(args)
-    host, device, last = [], [], None
-    for i, step in enumerate(steps):
+    host, device, last, after = [], [], None, []
+    for step in steps:
         tool = _tool(step)
         words = step.split()
         if tool == FRONT_END:
@@ -119,39 +123,64 @@ def parse(listing, args, scratch):
             device.append(step)
         elif tool in known:
             if "-c" in words:
-                if i != len(steps) - 1:
-                    return None
+                if last is not None:
+                    raise NotTheChain("two host compiles")
                 last = step
             elif any(w.startswith("-D__CUDA_ARCH__=") for w in words):
                 device.append(step)
+            elif last is not None:
+                after.append(step)
             else:
                 host.append(step)
         else:
-            return None
+            raise NotTheChain(f"a step of `{tool}`")
+        if last is not None and step is not last and tool != _tool(last):
+            raise NotTheChain(f"`{tool}` after the host compile")
     writers = [s for s in host if _tool(s) == FRONT_END and "--gen_module_id_file" in s.split()]
     ciccs = [s for s in device if _tool(s) == "cicc"]
-    if last is None or len(writers) != 1 or not ciccs:
-        return None
+    if last is None:
+        raise NotTheChain("no host compile (`-c`)")
+    if len(writers) != 1:
+        raise NotTheChain(f"{len(writers)} cudafe++ steps write the module id")
+    if not ciccs:
+        raise NotTheChain("no cicc step")
     if any("--gen_module_id_file" in s.split() or "--module_id_file_name" not in s for s in ciccs):
-        return None
+        raise NotTheChain("cicc does not read the module id")
     # Every intermediate file must be nvcc's own, in this call's private folder.
     for step in steps:
         for path in re.findall(r"[^\s\"=]*tmpxft_[^\s\"]*", step):
             if os.path.isabs(path) and not path.startswith(scratch + os.sep):
-                return None
-    aside = [s for s in host if _tool(s) != FRONT_END and _read_by_none(s, steps)]
+                raise NotTheChain(f"an intermediate file outside {scratch}: {path}")
+    aside = [s for s in host + after if _tool(s) != FRONT_END and _independent(s, steps)]
+    if any(s not in aside for s in after):
+        raise NotTheChain("a step after the host compile that reads an output")
     host = [s for s in host if s not in aside]
     return Plan(env, host, device, last, writers[0], removals, aside)
 
 
-def _read_by_none(step, steps):
-    """Whether the step's output (`-o X`) is named by no other step (a step without `-o`
-    writes where this module cannot see: it stays in its chain)."""
+def _output(step):
     m = re.search(r"\s-o\s+" + ARG, step)
-    if not m:
+    return m.group(1).strip('"') if m else None
+
+
+def _paths(step):
+    """The step's arguments as paths: each word unquoted, and what follows `=` in one."""
+    words = [a or b for a, b in re.findall(r'"([^"]*)"|(\S+)', step)]
+    return set(words) | {w.rsplit("=", 1)[1] for w in words if "=" in w}
+
+
+def _independent(step, steps):
+    """Whether the step neither reads another step's output nor writes one another reads (the
+    dependency file's own preprocessing): it can run at any time. A step without `-o` writes
+    where this module cannot see, so it is never independent."""
+    out = _output(step)
+    if not out:
         return False
-    out = m.group(1).strip('"')
-    return not any(out in other for other in steps if other is not step)
+    others = [s for s in steps if s is not step]
+    if any(out in _paths(other) for other in others):
+        return False
+    mine = _paths(step)
+    return not any(o and o in mine for o in map(_output, others))
 
 
 def module_id_steps(plan, source_digest, scratch):
@@ -254,9 +283,10 @@ def side_by_side(nvcc, args, cwd=None):
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if listed.returncode != 0:
             return f"`nvcc -dryrun` exited {listed.returncode}"
-        plan = parse(listed.stdout, args, scratch)
-        if plan is None:
-            return "its steps are not the chain this wrapper knows"
+        try:
+            plan = parse(listed.stdout, args, scratch)
+        except NotTheChain as e:
+            return f"its steps are not the chain this wrapper knows ({e})"
         env.update(plan.env)
         id_only, reader = module_id_steps(plan, _digest(args), scratch)
         # The id is written beside both preprocessors; the readers (cudafe++, cicc) wait for it.

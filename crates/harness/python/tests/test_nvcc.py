@@ -241,7 +241,7 @@ class SideBySide(unittest.TestCase):
         rc, out, obj = self.s.compile(mode="unknown-tool")
         self.assertEqual(rc, 0, out)
         self.assertEqual(obj, "serial\n")
-        self.assertIn("not the chain this wrapper knows", out)
+        self.assertIn("not the chain this wrapper knows (a step of `nvlink`)", out)
         # Nothing of the chain ran.
         self.assertFalse(os.path.exists(self.s.log))
 
@@ -306,12 +306,28 @@ class Parse(unittest.TestCase):
         self.assertNotIn("cuda.cudafe1.cpp", id_only)
 
     def test_intermediate_files_outside_its_folder_are_not_its_to_run(self):
-        self.assertIsNone(kg_nvcc.parse(LISTING.replace("S/", "/tmp/"), ARGS, "/scratch"))
+        with self.assertRaisesRegex(kg_nvcc.NotTheChain, "outside /scratch: /tmp/tmpxft_"):
+            kg_nvcc.parse(LISTING.replace("S/", "/tmp/"), ARGS, "/scratch")
 
     def test_a_cicc_that_writes_the_id_is_another_chain(self):
         old = LISTING.replace("S/", "/scratch/").replace(" --gen_module_id_file", "").replace(
             "-tused --module_id_file_name", "-tused --gen_module_id_file --module_id_file_name")
-        self.assertIsNone(kg_nvcc.parse(old, ARGS, "/scratch"))
+        with self.assertRaisesRegex(kg_nvcc.NotTheChain, "0 cudafe"):
+            kg_nvcc.parse(old, ARGS, "/scratch")
+
+    def test_a_dependency_step_after_the_host_compile_runs_aside(self):
+        listing = LISTING.replace("S/", "/scratch/") + '#$ /opt/gcc/bin/gcc -E -x c++ -M -MF "cuda.cuda.o.d" "cuda.cu" -o "/scratch/tmpxft_002f43ef_00000000-11_cuda.deps"\n'
+        plan = kg_nvcc.parse(listing, ARGS, "/scratch")
+        self.assertEqual(len(plan.aside), 1)
+        self.assertIn("-MF", plan.aside[0])
+        # One that reads the object is another chain.
+        reads = listing + '#$ /opt/gcc/bin/gcc -E "cuda.cuda.o" -o "/scratch/x.ii"\n'
+        with self.assertRaisesRegex(kg_nvcc.NotTheChain, "after the host compile"):
+            kg_nvcc.parse(reads, ARGS, "/scratch")
+
+    def test_a_tool_it_does_not_know_is_named(self):
+        with self.assertRaisesRegex(kg_nvcc.NotTheChain, "a step of `nvlink`"):
+            kg_nvcc.parse(LISTING.replace("S/", "/scratch/") + "#$ nvlink -o x\n", ARGS, "/scratch")
 
 
 class InstallAndUse(unittest.TestCase):
