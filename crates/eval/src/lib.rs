@@ -512,13 +512,14 @@ fn kernel_dir(kernel: &Path) -> Option<PathBuf> {
 /// The variable that switches nvcc's host and device steps side by side (`kg_nvcc.py`).
 const NVCC_PARALLEL_ENV: &str = "KERNELGATE_NVCC_PARALLEL";
 
-/// The child's `KERNELGATE_NVCC_PARALLEL`: on for builds kept per source (`pr`, `baseline`),
-/// unless this process's is `0`. torch writes the wrapper into `build.ninja`, so a build and
+/// The child's `KERNELGATE_NVCC_PARALLEL`: opt-in (`1` in this process) until a GPU run has
+/// shown the wrapper's objects load and pass (docs/eval.md), and then only for builds kept
+/// per source (`pr`, `baseline`). torch writes the wrapper into `build.ninja`, so a build and
 /// its eval agree; a build for the contributor's own directory keeps nvcc as torch finds it,
 /// or `python kernel.py`'s build would not be reused.
 fn nvcc_side_by_side(dir: &ExtensionsDir, ours: Option<&str>) -> Option<&'static str> {
     match dir {
-        ExtensionsDir::Keyed(_) if ours != Some("0") => Some("1"),
+        ExtensionsDir::Keyed(_) if ours == Some("1") => Some("1"),
         _ => None,
     }
 }
@@ -968,17 +969,17 @@ mod tests {
     }
 
     #[test]
-    fn nvcc_side_by_side_is_for_kept_builds_and_can_be_switched_off() {
+    fn nvcc_side_by_side_is_opt_in_and_only_for_kept_builds() {
         let keyed = ExtensionsDir::Keyed("/runner/ext".into());
-        assert_eq!(nvcc_side_by_side(&keyed, None), Some("1"));
         assert_eq!(nvcc_side_by_side(&keyed, Some("1")), Some("1"));
+        assert_eq!(nvcc_side_by_side(&keyed, None), None);
         assert_eq!(nvcc_side_by_side(&keyed, Some("0")), None);
         // The contributor's own build directory and a job's throwaway one: nvcc as torch finds it.
         let torch = ExtensionsDir::Torch {
             root: "/home/u/.cache/torch_extensions".into(),
             exact: false,
         };
-        assert_eq!(nvcc_side_by_side(&torch, None), None);
-        assert_eq!(nvcc_side_by_side(&ExtensionsDir::PerJob, None), None);
+        assert_eq!(nvcc_side_by_side(&torch, Some("1")), None);
+        assert_eq!(nvcc_side_by_side(&ExtensionsDir::PerJob, Some("1")), None);
     }
 }
