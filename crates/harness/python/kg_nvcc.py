@@ -60,7 +60,7 @@ def _unquote(value):
 class Plan:
     """nvcc's steps for one source, placed: environment, host front, device, last, cleanup."""
 
-    def __init__(self, env, host, device, last, writer, removals, aside=()):
+    def __init__(self, env, host, device, last, writer, removals, aside=(), tail=()):
         self.env = env
         self.host = host
         self.device = device
@@ -70,6 +70,8 @@ class Plan:
         # Host steps whose output no later step reads (the dependency file's preprocessing):
         # they run beside the chains, off the critical path.
         self.aside = list(aside)
+        # Steps nvcc lists after the host compile: run after it, in order.
+        self.tail = list(tail)
 
 
 def compilers(args):
@@ -106,8 +108,12 @@ def parse(listing, args, scratch):
     env, steps, removals = {}, [], []
     for line in lines:
         m = ENV_LINE.match(line)
-        if m and not steps:
-            env[m.group(1)] = _unquote(m.group(2))
+        if m:
+            # nvcc lists its variables before the steps, and may list them again later.
+            value = _unquote(m.group(2))
+            if env.get(m.group(1), value) != value:
+                raise NotTheChain(f"`{m.group(1)}` set twice, to different values")
+            env[m.group(1)] = value
         elif line.startswith("rm "):
             removals.append(line)
         else:
@@ -136,6 +142,8 @@ def parse(listing, args, scratch):
             raise NotTheChain(f"a step of `{tool}`")
         if last is not None and step is not last and tool != _tool(last):
             raise NotTheChain(f"`{tool}` after the host compile")
+        if last is not None and step is not last and step not in after:
+            raise NotTheChain("a device step after the host compile")
     writers = [s for s in host if _tool(s) == FRONT_END and "--gen_module_id_file" in s.split()]
     ciccs = [s for s in device if _tool(s) == "cicc"]
     if last is None:
@@ -151,11 +159,10 @@ def parse(listing, args, scratch):
         for path in re.findall(r"[^\s\"=]*tmpxft_[^\s\"]*", step):
             if os.path.isabs(path) and not path.startswith(scratch + os.sep):
                 raise NotTheChain(f"an intermediate file outside {scratch}: {path}")
-    aside = [s for s in host + after if _tool(s) != FRONT_END and _independent(s, steps)]
-    if any(s not in aside for s in after):
-        raise NotTheChain("a step after the host compile that reads an output")
+    aside = [s for s in host if _tool(s) != FRONT_END and _independent(s, steps)]
     host = [s for s in host if s not in aside]
-    return Plan(env, host, device, last, writers[0], removals, aside)
+    # What nvcc runs after the host compile (a dependency file's own step, say) runs after it.
+    return Plan(env, host, device, last, writers[0], removals, aside, after)
 
 
 def _output(step):
@@ -305,7 +312,7 @@ def side_by_side(nvcc, args, cwd=None):
             return "cudafe++ could not write the module id"
         if not (host.ok and device.ok and aside.ok):
             return "a step failed"
-        last = _Chain("last", [plan.last], env, cwd, t0)
+        last = _Chain("last", [plan.last] + plan.tail, env, cwd, t0)
         last.run()
         _record(args, cwd, t0, ident.times + aside.times + host.times + device.times + last.times)
         if not last.ok:

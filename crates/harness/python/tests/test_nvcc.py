@@ -315,15 +315,24 @@ class Parse(unittest.TestCase):
         with self.assertRaisesRegex(kg_nvcc.NotTheChain, "0 cudafe"):
             kg_nvcc.parse(old, ARGS, "/scratch")
 
-    def test_a_dependency_step_after_the_host_compile_runs_aside(self):
-        listing = LISTING.replace("S/", "/scratch/") + '#$ /opt/gcc/bin/gcc -E -x c++ -M -MF "cuda.cuda.o.d" "cuda.cu" -o "/scratch/tmpxft_002f43ef_00000000-11_cuda.deps"\n'
+    def test_a_dependency_step_after_the_host_compile_runs_after_it(self):
+        listing = LISTING.replace("S/", "/scratch/") + '#$ _NVVM_BRANCH_=nvvm\n#$ /opt/gcc/bin/gcc -E -x c++ -M "cuda.cu" > "cuda.cuda.o.d"\n'
         plan = kg_nvcc.parse(listing, ARGS, "/scratch")
+        self.assertEqual(plan.aside, [])
+        self.assertEqual(len(plan.tail), 1)
+        self.assertIn("-M", plan.tail[0])
+        # A variable listed again with another value is not a listing this module knows.
+        twice = listing + "#$ _NVVM_BRANCH_=other\n"
+        with self.assertRaisesRegex(kg_nvcc.NotTheChain, "set twice"):
+            kg_nvcc.parse(twice, ARGS, "/scratch")
+
+    def test_a_dependency_step_before_the_chains_runs_aside(self):
+        dep = '#$ /opt/gcc/bin/gcc -E -x c++ -M -MF "cuda.cuda.o.d" "cuda.cu" -o "/scratch/tmpxft_002f43ef_00000000-11_cuda.deps"\n'
+        listing = LISTING.replace("S/", "/scratch/")
+        at = listing.index("#$ /opt/gcc/bin/gcc")
+        plan = kg_nvcc.parse(listing[:at] + dep + listing[at:], ARGS, "/scratch")
         self.assertEqual(len(plan.aside), 1)
-        self.assertIn("-MF", plan.aside[0])
-        # One that reads the object is another chain.
-        reads = listing + '#$ /opt/gcc/bin/gcc -E "cuda.cuda.o" -o "/scratch/x.ii"\n'
-        with self.assertRaisesRegex(kg_nvcc.NotTheChain, "after the host compile"):
-            kg_nvcc.parse(reads, ARGS, "/scratch")
+        self.assertEqual([kg_nvcc._tool(s) for s in plan.host], ["gcc", "cudafe++"])
 
     def test_a_tool_it_does_not_know_is_named(self):
         with self.assertRaisesRegex(kg_nvcc.NotTheChain, "a step of `nvlink`"):
