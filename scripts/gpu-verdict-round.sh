@@ -4,6 +4,8 @@
 # plus the reports of the pull requests.
 #   start    the child's start-up: python, `import torch`, the harness's load (import times)
 #   nvcc     scripts/gpu-nvcc-trajectory.py: nvcc's steps, serial and side by side
+#   wrapper  scripts/gpu-nvcc-wrapper.py: kg_nvcc against nvcc itself on one kernel (its
+#            listing, any fallback's reason, its steps, the objects' symbols)
 #   pch      `kernelgate pch` cold, then again (nothing to do)
 #   before   the 13-kernel pull request, cold, without the precompiled header and nvcc's steps
 #            side by side (KERNELGATE_PCH_DIR=off KERNELGATE_NVCC_PARALLEL=0)
@@ -13,6 +15,7 @@
 #   verdict  scripts/bench-verdict.sh: `kernelgate eval` of a built kernel, and the one-kernel edit
 #            (CASES and EVAL_RUNS pass through)
 # Usage:   OUT=dir STAGES="start nvcc pch pr" LIMIT=560 bash scripts/gpu-verdict-round.sh
+#          (next: STAGES="wrapper pch pr verdict" CASES=edit proves kg_nvcc in about 6 minutes)
 # Needs:   target/device/{kernelgate,libkernelgate_harness.so}, python3 with torch, nvcc, ninja.
 set -u
 OUT=${OUT:?set OUT to a directory}
@@ -84,6 +87,7 @@ export OUT B
 export -f start_up pr_run verdict
 stage start 30 bash -c start_up
 stage nvcc 130 python3 scripts/gpu-nvcc-trajectory.py
+stage wrapper 120 python3 scripts/gpu-nvcc-wrapper.py
 stage bytecode 60 env PY=python3 N=3 bash scripts/bench-bytecode.sh
 stage pch 90 bash -c 'time $B pch; time $B pch'
 stage before 130 env KERNELGATE_PCH_DIR=off KERNELGATE_NVCC_PARALLEL=0 bash -c 'pr_run before'
