@@ -368,8 +368,13 @@ def install(root, source):
 def use(root, source, real_nvcc, environ=os.environ, python=sys.executable):
     """Names the installed wrapper in `PYTORCH_NVCC` when the switch is on and the file under
     `root` is this source's; returns the command, or None (nvcc as torch finds it). A
-    `PYTORCH_NVCC` already set (a compiler cache, say) is left alone."""
-    if environ.get(SWITCH) != "1" or not (root and source and real_nvcc) or environ.get("PYTORCH_NVCC"):
+    `PYTORCH_NVCC` already set (a compiler cache, say) is left alone. `real_nvcc` is the path,
+    or a function giving it (asked only when the switch is on)."""
+    if environ.get(SWITCH) != "1" or not (root and source) or environ.get("PYTORCH_NVCC"):
+        return None
+    if callable(real_nvcc):
+        real_nvcc = real_nvcc()
+    if not real_nvcc:
         return None
     path = os.path.join(root, "nvcc", installed_name(source))
     try:

@@ -238,7 +238,9 @@ class Runner:
         # Before any candidate code: C++ builds read torch's header precompiled by kernelgate.
         self.pch = kg_pch.use(os.environ.get("KERNELGATE_PCH_DIR"), torch)
         # A kept build's CUDA sources: nvcc's host and device steps side by side (kg_nvcc.py).
-        self.nvcc = kg_nvcc.use(os.environ.get("KERNELGATE_PCH_DIR"), getattr(kg_nvcc, "SOURCE", None), _real_nvcc(torch))
+        self.nvcc = kg_nvcc.use(
+            os.environ.get("KERNELGATE_PCH_DIR"), getattr(kg_nvcc, "SOURCE", None), lambda: _real_nvcc(torch)
+        )
         self.phase("torch_import")
         T = self.capture(torch)
         self.T = T

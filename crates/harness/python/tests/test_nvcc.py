@@ -359,6 +359,13 @@ class InstallAndUse(unittest.TestCase):
             path = kg_nvcc.install(root, self.SOURCE)
             self.assertIsNone(kg_nvcc.use(root, self.SOURCE, nvcc, {}))  # switch off
             self.assertIsNone(kg_nvcc.use(root, self.SOURCE, None, {kg_nvcc.SWITCH: "1"}))  # no CUDA
+            # The real nvcc is looked up only when the switch is on.
+            asked = []
+            self.assertIsNone(kg_nvcc.use(root, self.SOURCE, lambda: asked.append(1) or nvcc, {}))
+            self.assertEqual(asked, [])
+            env = {kg_nvcc.SWITCH: "1"}
+            self.assertIsNotNone(kg_nvcc.use(root, self.SOURCE, lambda: asked.append(1) or nvcc, env))
+            self.assertEqual(asked, [1])
             mine = {kg_nvcc.SWITCH: "1", "PYTORCH_NVCC": "ccache nvcc"}
             self.assertIsNone(kg_nvcc.use(root, self.SOURCE, nvcc, mine))
             self.assertEqual(mine["PYTORCH_NVCC"], "ccache nvcc")
