@@ -109,10 +109,12 @@ def parse(listing, args, scratch):
     for line in lines:
         m = ENV_LINE.match(line)
         if m:
-            # nvcc lists its variables before the steps, and may list them again later.
+            # nvcc lists its variables before the steps, a later value replacing an earlier one
+            # (`_TARGET_DIR_=` then `_TARGET_DIR_=targets/x86_64-linux`), and may list them
+            # again between steps: those must agree, as every step here gets one environment.
             value = _unquote(m.group(2))
-            if env.get(m.group(1), value) != value:
-                raise NotTheChain(f"`{m.group(1)}` set twice, to different values")
+            if steps and env.get(m.group(1), value) != value:
+                raise NotTheChain(f"`{m.group(1)}` changed between steps")
             env[m.group(1)] = value
         elif line.startswith("rm "):
             removals.append(line)

@@ -115,6 +115,8 @@ dep = ' -MD -MF "%s"' % depfile if depfile and mode != "deps-step" else ""
 lines = [
     "_NVVM_BRANCH_=nvvm",
     "_SPACE_= ",
+    "_TARGET_DIR_=",
+    "_TARGET_DIR_=targets/x86_64-linux",
     'INCLUDES="-I/usr/local/cuda/bin/../targets/x86_64-linux/include"  ',
     'LIBRARIES=  "-L/usr/local/cuda/lib64/stubs" "-L/usr/local/cuda/lib64"',
     "rm tmp/a_dlink.reg.c",
@@ -272,6 +274,8 @@ def obj_path(standin):
 # nvcc 12.3's own listing for one source (abridged paths), as `parse` reads it.
 LISTING = """#$ _NVVM_BRANCH_=nvvm
 #$ _SPACE_= 
+#$ _TARGET_DIR_=
+#$ _TARGET_DIR_=targets/x86_64-linux
 #$ PATH=/usr/local/cuda/bin/../nvvm/bin:/usr/local/cuda/bin:/usr/bin
 #$ INCLUDES="-I/usr/local/cuda/bin/../targets/x86_64-linux/include"  
 #$ LIBRARIES=  "-L/usr/local/cuda/bin/../targets/x86_64-linux/lib/stubs" "-L/usr/local/cuda/bin/../targets/x86_64-linux/lib"
@@ -296,6 +300,7 @@ class Parse(unittest.TestCase):
         self.assertIn('-o "cuda.cuda.o"', plan.last)
         # The host preprocessor's output is cudafe++'s input: nothing runs aside.
         self.assertEqual(plan.aside, [])
+        self.assertEqual(plan.env["_TARGET_DIR_"], "targets/x86_64-linux")
         self.assertEqual(plan.env["INCLUDES"], "-I/usr/local/cuda/bin/../targets/x86_64-linux/include")
         self.assertEqual(plan.env["PATH"], "/usr/local/cuda/bin/../nvvm/bin:/usr/local/cuda/bin:/usr/bin")
         id_only, reader = kg_nvcc.module_id_steps(plan, "abc", tempfile.mkdtemp())
@@ -323,7 +328,7 @@ class Parse(unittest.TestCase):
         self.assertIn("-M", plan.tail[0])
         # A variable listed again with another value is not a listing this module knows.
         twice = listing + "#$ _NVVM_BRANCH_=other\n"
-        with self.assertRaisesRegex(kg_nvcc.NotTheChain, "set twice"):
+        with self.assertRaisesRegex(kg_nvcc.NotTheChain, "changed between steps"):
             kg_nvcc.parse(twice, ARGS, "/scratch")
 
     def test_a_dependency_step_before_the_chains_runs_aside(self):
