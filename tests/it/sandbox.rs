@@ -86,6 +86,35 @@ fn assert_blocked_and_reported(name: &str, code: i32, v: &Value, what: &str) {
     assert_eq!(code, 1, "{name}: a sandbox finding must fail the row");
 }
 
+/// A candidate that tried to write under the pch root (`kernelgate pch`'s header, bytecode or
+/// nvcc wrapper, which later jobs read): the trusted file `(path, content, name)` is unchanged,
+/// nothing was planted, every write was refused, and the row names the file as blocked.
+fn assert_pch_root_kept(
+    name: &str,
+    code: i32,
+    v: &Value,
+    stdout: &str,
+    (trusted, content, named): (&std::path::Path, &str, &str),
+    planted: &std::path::Path,
+) {
+    assert_eq!(
+        std::fs::read_to_string(trusted).unwrap(),
+        content,
+        "{name}: the candidate replaced {} that later jobs read",
+        trusted.display()
+    );
+    assert!(
+        !planted.exists(),
+        "{name}: the candidate planted {}",
+        planted.display()
+    );
+    assert!(
+        stdout.contains("blocked") && !stdout.contains("WROTE"),
+        "{stdout}"
+    );
+    assert_blocked_and_reported(name, code, v, named);
+}
+
 #[test]
 fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
     let checkout = tempfile::tempdir().unwrap();
@@ -286,56 +315,30 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
                 assert!(stdout.contains("blocked"), "{stdout}");
                 assert_blocked_and_reported(name, *code, v, "kg_planted_build");
             }
-            "poison_pch" => {
-                assert_eq!(
-                    std::fs::read_to_string(gch.join("O0.gch")).unwrap(),
-                    "trusted header",
-                    "the candidate replaced the precompiled header"
-                );
-                assert!(
-                    !pch.path().join("kg_planted_entry").exists(),
-                    "the candidate planted a precompiled-header entry"
-                );
-                assert!(
-                    stdout.contains("blocked") && !stdout.contains("WROTE"),
-                    "{stdout}"
-                );
-                assert_blocked_and_reported(name, *code, v, "O0.gch");
-            }
-            "poison_bytecode" => {
-                assert_eq!(
-                    std::fs::read_to_string(&pyc).unwrap(),
-                    "trusted bytecode",
-                    "the candidate replaced bytecode a later job's harness reads"
-                );
-                assert!(
-                    !pch.path()
-                        .join("bytecode/kg_planted.cpython-311.pyc")
-                        .exists(),
-                    "the candidate planted bytecode"
-                );
-                assert!(
-                    stdout.contains("blocked") && !stdout.contains("WROTE"),
-                    "{stdout}"
-                );
-                assert_blocked_and_reported(name, *code, v, "kg_trusted.cpython-311.pyc");
-            }
-            "poison_nvcc" => {
-                assert_eq!(
-                    std::fs::read_to_string(&wrapper).unwrap(),
-                    "trusted wrapper",
-                    "the candidate replaced the nvcc wrapper a later job's build runs"
-                );
-                assert!(
-                    !pch.path().join("nvcc/kg_nvcc-planted.py").exists(),
-                    "the candidate planted an nvcc wrapper"
-                );
-                assert!(
-                    stdout.contains("blocked") && !stdout.contains("WROTE"),
-                    "{stdout}"
-                );
-                assert_blocked_and_reported(name, *code, v, "kg_nvcc-0123456789ab.py");
-            }
+            "poison_pch" => assert_pch_root_kept(
+                name,
+                *code,
+                v,
+                &stdout,
+                (&gch.join("O0.gch"), "trusted header", "O0.gch"),
+                &pch.path().join("kg_planted_entry"),
+            ),
+            "poison_bytecode" => assert_pch_root_kept(
+                name,
+                *code,
+                v,
+                &stdout,
+                (&pyc, "trusted bytecode", "kg_trusted.cpython-311.pyc"),
+                &pch.path().join("bytecode/kg_planted.cpython-311.pyc"),
+            ),
+            "poison_nvcc" => assert_pch_root_kept(
+                name,
+                *code,
+                v,
+                &stdout,
+                (&wrapper, "trusted wrapper", "kg_nvcc-0123456789ab.py"),
+                &pch.path().join("nvcc/kg_nvcc-planted.py"),
+            ),
             "honest_relu" | "profiled_relu" | "relu_with_table" => {
                 assert_eq!(v["outcome"]["kind"], "passed", "{name}: {v:#}");
                 assert_eq!(v["sandbox"], "full", "{name}: {v:#}");

@@ -58,15 +58,15 @@ def _unquote(value):
 
 
 class Plan:
-    """nvcc's steps for one source, placed: environment, host front, device, last, cleanup."""
+    """nvcc's steps for one source, placed: environment, host front, device, last. (Its `rm`
+    lines are not kept: its intermediate files live in the private folder, removed whole.)"""
 
-    def __init__(self, env, host, device, last, writer, removals, aside=(), tail=()):
+    def __init__(self, env, host, device, last, writer, aside=(), tail=()):
         self.env = env
         self.host = host
         self.device = device
         self.last = last
         self.writer = writer
-        self.removals = removals
         # Host steps whose output no later step reads (the dependency file's preprocessing):
         # they run beside the chains, off the critical path.
         self.aside = list(aside)
@@ -105,7 +105,7 @@ def parse(listing, args, scratch):
     """The plan for nvcc's `-dryrun` listing (`#$ ` lines); raises `NotTheChain` when a step
     is not where this module expects it."""
     lines = [x[3:] for x in listing.splitlines() if x.startswith("#$ ")]
-    env, steps, removals = {}, [], []
+    env, steps = {}, []
     for line in lines:
         m = ENV_LINE.match(line)
         if m:
@@ -116,9 +116,7 @@ def parse(listing, args, scratch):
             if steps and env.get(m.group(1), value) != value:
                 raise NotTheChain(f"`{m.group(1)}` changed between steps")
             env[m.group(1)] = value
-        elif line.startswith("rm "):
-            removals.append(line)
-        else:
+        elif not line.startswith("rm "):
             steps.append(line)
     known = compilers(args)
     host, device, last, after = [], [], None, []
@@ -164,7 +162,7 @@ def parse(listing, args, scratch):
     aside = [s for s in host if _tool(s) != FRONT_END and _independent(s, steps)]
     host = [s for s in host if s not in aside]
     # What nvcc runs after the host compile (a dependency file's own step, say) runs after it.
-    return Plan(env, host, device, last, writers[0], removals, aside, after)
+    return Plan(env, host, device, last, writers[0], aside, after)
 
 
 def _output(step):
