@@ -105,9 +105,10 @@ class FreshInputs:
     problem's inputs have (a `tril` or symmetric matrix, sorted values, a mask), because it is
     one. A call's content is a draw no earlier call saw (while unused draws remain; then the
     least recently used one, counted in `repeats`), copied into the buffers outside the timed
-    region, before the timer's L2 flush, through `copy(dst, src)`: the harness's own copy (the
-    Rust timer's driver memcpy on the timed stream), so no PyTorch operation runs between timed
-    calls that candidate code could observe. The sets' original content (seen by the
+    region, before the timer's L2 flush, through `copy(dst, src, nbytes, wait, evict_source)`: the
+    harness's own copy (the Rust timer's driver memcpy on the timed stream; on the CPU a memory
+    copy that then evicts the source from the host's caches), so no PyTorch operation runs between
+    timed calls that candidate code could observe. The sets' original content (seen by the
     correctness trials) is kept as well and put back by `restore`.
     """
 
@@ -169,7 +170,9 @@ class FreshInputs:
             and dst.device == src.device
         ):
             n = dst.numel() * dst.element_size()
-            self._harness_copy(self._data_ptr(dst), self._data_ptr(src), n)
+            # The source leaves the host's caches: a draw read one call ago must not make the
+            # next call faster than one never read (`Timer.copy`, the CPU's input reuse).
+            self._harness_copy(self._data_ptr(dst), self._data_ptr(src), n, False, True)
             self.harness_copies += 1
         else:
             self._copy_(dst, src)

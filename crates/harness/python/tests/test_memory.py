@@ -149,14 +149,15 @@ class FreshDraws(unittest.TestCase):
     def test_the_refill_goes_through_the_harness_copy_when_given(self):
         calls = []
 
-        def copy(dst, src, n):
-            calls.append(n)
+        def copy(dst, src, n, wait, evict_source):
+            calls.append((n, evict_source))
             ctypes.memmove(dst, src, n)
 
         f, sets = self.fresh(copy=copy)
         token = f.fresh()
         f.fill(1, token)
-        self.assertEqual(calls, [64 * 64 * 4, 64 * 64 * 4])
+        # Refills ask for the source's eviction from the host's caches (the CPU's input reuse).
+        self.assertEqual(calls, [(64 * 64 * 4, True), (64 * 64 * 4, True)])
         self.assertTrue(all(torch.equal(x, y) for x, y in zip(sets[1], f.materialize(token))))
         self.assertEqual((f.harness_copies, f.torch_copies), (2, 0))
 
