@@ -157,6 +157,10 @@ pub trait Evaluator: Send + Sync {
     fn prepare(&self, _job: &Job, _device: Device) {}
     /// Lets go of what [`Evaluator::prepare`] started when `job` will not be evaluated there.
     fn discard(&self, _job: &Job, _device: Device) {}
+    /// The worker of `device` waits for work it may take; `ready` kernels of its lane are built
+    /// and held back (the CPU lane while builds share its cores). Nothing to do for a real
+    /// evaluator; the scheduler's tests see what it waited on.
+    fn waiting(&self, _device: Device, _ready: usize) {}
 }
 
 /// Static checks of one kernel file.

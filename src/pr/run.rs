@@ -494,6 +494,11 @@ mod pipeline_tests {
         max_total: AtomicUsize,
         out_dir: Option<PathBuf>,
         seen_done: Mutex<Vec<usize>>,
+        /// The first evals wait until this many run at once (0: none waits), so a test sees
+        /// whether the devices work in parallel without timing anything.
+        meet: usize,
+        met: Mutex<bool>,
+        arrived: std::sync::Condvar,
     }
 
     impl Fake {
@@ -510,6 +515,9 @@ mod pipeline_tests {
                 max_total: AtomicUsize::new(0),
                 out_dir: None,
                 seen_done: Mutex::new(vec![]),
+                meet: 0,
+                met: Mutex::new(false),
+                arrived: std::sync::Condvar::new(),
             }
         }
     }
@@ -546,7 +554,19 @@ mod pipeline_tests {
             self.max_per_device.fetch_max(n, Ordering::SeqCst);
             let t = self.active_total.fetch_add(1, Ordering::SeqCst) + 1;
             self.max_total.fetch_max(t, Ordering::SeqCst);
-            std::thread::sleep(Duration::from_millis(40));
+            if self.meet > 0 {
+                let met = self.met.lock().unwrap();
+                // A deadlock guard: a scheduler that never runs `meet` evals at once leaves
+                // `max_total` below it, which the test reports.
+                let (mut met, _) = self
+                    .arrived
+                    .wait_timeout_while(met, Duration::from_secs(10), |met| {
+                        !*met && self.active_total.load(Ordering::SeqCst) < self.meet
+                    })
+                    .unwrap();
+                *met = true;
+                self.arrived.notify_all();
+            }
             self.active_total.fetch_sub(1, Ordering::SeqCst);
             *self.active.lock().unwrap().get_mut(&key).unwrap() -= 1;
             self.ran
@@ -802,7 +822,8 @@ mod pipeline_tests {
 
     #[test]
     fn one_job_at_a_time_per_gpu_and_every_gpu_used() {
-        let fake = Fake::new(vec![]);
+        let mut fake = Fake::new(vec![]);
+        fake.meet = 3;
         let jobs: Vec<Job> = (0..9)
             .map(|i| job(&format!("k/{i}.py"), KernelStatus::Added, ""))
             .collect();
@@ -824,9 +845,10 @@ mod pipeline_tests {
             1,
             "never two jobs on one GPU"
         );
-        assert!(
-            fake.max_total.load(Ordering::SeqCst) > 1,
-            "GPUs work in parallel"
+        assert_eq!(
+            fake.max_total.load(Ordering::SeqCst),
+            3,
+            "the three GPUs work in parallel"
         );
         let mut used: Vec<String> = ran.iter().map(|(_, d)| d.to_string()).collect();
         used.sort();

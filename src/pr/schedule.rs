@@ -111,7 +111,13 @@ impl Shared {
     /// fewer than [`STARTED_AHEAD`] processes started is told instead to start the process of
     /// the earliest kernel still building: its eval then starts the moment the build ends,
     /// without the process's start-up.
-    fn take(&self, lane: Lane, mine: &mut Vec<usize>, taken_elsewhere: &mut Vec<usize>) -> Take {
+    fn take(
+        &self,
+        (device, lane): (Device, Lane),
+        evaluator: &dyn Evaluator,
+        mine: &mut Vec<usize>,
+        taken_elsewhere: &mut Vec<usize>,
+    ) -> Take {
         let l = lane as usize;
         let mut s = self.lock();
         loop {
@@ -143,6 +149,7 @@ impl Shared {
             if let Some(j) = Self::speculate(&mut s, lane, mine) {
                 return Take::Speculate(j);
             }
+            evaluator.waiting(device, s.ready[l].len());
             s.idle[l] += 1;
             s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
             s.idle[l] -= 1;
@@ -348,7 +355,12 @@ fn eval_worker(
     loop {
         let take = match next.take() {
             Some(i) => Take::Job(i),
-            None => shared.take(lane, &mut speculated, &mut taken_elsewhere),
+            None => shared.take(
+                (device, lane),
+                evaluator,
+                &mut speculated,
+                &mut taken_elsewhere,
+            ),
         };
         for j in taken_elsewhere.drain(..) {
             evaluator.discard(&jobs[j], device);
@@ -433,7 +445,7 @@ mod tests {
     use super::*;
     use crate::pr::changes::{KernelChange, KernelStatus};
     use kernelgate_model::{Backend, Precision};
-    use std::collections::HashMap;
+    use std::collections::{HashMap, HashSet};
     use std::path::PathBuf;
     use std::time::Duration;
 
@@ -456,56 +468,125 @@ mod tests {
         }
     }
 
-    /// Builds and evals that sleep; records when each happened and on which device.
-    struct Clocked {
-        t0: Instant,
-        build_ms: HashMap<String, u64>,
-        eval_ms: u64,
+    /// What the fake did, in the order it happened: `("built", path)`, `("start cuda:0", path)`.
+    type Log = Vec<(String, String)>;
+
+    /// An evaluator whose builds and evals wait at gates the test opens: the test decides
+    /// what is still building or evaluating when the scheduler acts, with no clock involved.
+    /// Every step is logged in order; the test waits for a step (`wait_for`) before it asserts.
+    struct Gated {
+        builds: HashSet<String>,
         failing_builds: Vec<String>,
         cpu_only: Vec<String>,
         lanes: Option<usize>,
         /// Paths whose first eval is an infrastructure failure (`true`: every eval).
         flaky: HashMap<String, bool>,
-        log: Mutex<Vec<(String, String, f64)>>,
+        /// Gates held closed until `open`: `"build a.py"`, `"eval a.py"`. Others pass at once.
+        closed: Mutex<HashSet<String>>,
+        log: Mutex<Log>,
+        changed: Condvar,
         evals: Mutex<HashMap<String, u32>>,
     }
 
-    impl Clocked {
-        fn new(build_ms: &[(&str, u64)], eval_ms: u64) -> Clocked {
-            Clocked {
-                t0: Instant::now(),
-                build_ms: build_ms
-                    .iter()
-                    .map(|(p, ms)| (p.to_string(), *ms))
-                    .collect(),
-                eval_ms,
+    /// How long a test waits for a step the scheduler should take before calling it stuck: a
+    /// deadlock guard, never reached when the scheduler works.
+    const STUCK: Duration = Duration::from_secs(30);
+
+    impl Gated {
+        fn new(builds: &[&str]) -> Gated {
+            Gated {
+                builds: builds.iter().map(|p| p.to_string()).collect(),
                 failing_builds: vec![],
                 cpu_only: vec![],
                 lanes: None,
                 flaky: HashMap::new(),
+                closed: Mutex::new(HashSet::new()),
                 log: Mutex::new(vec![]),
+                changed: Condvar::new(),
                 evals: Mutex::new(HashMap::new()),
             }
         }
+        /// Holds `gate` (`"build a.py"`, `"eval a.py"`) closed until `open`.
+        fn hold(self, gates: &[&str]) -> Gated {
+            self.closed
+                .lock()
+                .unwrap()
+                .extend(gates.iter().map(|g| g.to_string()));
+            self
+        }
+        fn open(&self, gate: &str) {
+            assert!(
+                self.closed.lock().unwrap().remove(gate),
+                "{gate} was not held"
+            );
+            self.changed.notify_all();
+        }
+        fn pass(&self, gate: String) {
+            let mut closed = self.closed.lock().unwrap();
+            while closed.contains(&gate) {
+                closed = self.changed.wait(closed).unwrap();
+            }
+        }
         fn note(&self, what: &str, path: &str) {
-            let t = self.t0.elapsed().as_secs_f64() * 1000.0;
             self.log
                 .lock()
                 .unwrap()
-                .push((what.to_string(), path.to_string(), t));
+                .push((what.to_string(), path.to_string()));
+            self.changed.notify_all();
         }
-        fn at(&self, what: &str, path: &str) -> f64 {
+        /// Waits until `what` happened to `path`; panics when it never does.
+        fn wait_for(&self, what: &str, path: &str) {
+            let log = self.log.lock().unwrap();
+            let (log, timeout) = self
+                .changed
+                .wait_timeout_while(log, STUCK, |log| {
+                    !log.iter().any(|(w, p)| w == what && p == path)
+                })
+                .unwrap();
+            assert!(!timeout.timed_out(), "never: {what} {path}; {log:?}");
+        }
+        /// Position of `what` of `path` in the log.
+        fn at(&self, what: &str, path: &str) -> usize {
             let log = self.log.lock().unwrap();
             log.iter()
-                .find(|(w, p, _)| w == what && p == path)
-                .map(|e| e.2)
+                .position(|(w, p)| w == what && p == path)
                 .unwrap_or_else(|| panic!("no {what} of {path}: {log:?}"))
+        }
+        /// Waits until `what` (on any device: `"start"`, `"prepare"`) happened to `path`;
+        /// the device it happened on.
+        fn wait_for_any(&self, what: &str, path: &str) -> String {
+            let prefix = format!("{what} ");
+            let log = self.log.lock().unwrap();
+            let (log, timeout) = self
+                .changed
+                .wait_timeout_while(log, STUCK, |log| {
+                    !log.iter().any(|(w, p)| w.starts_with(&prefix) && p == path)
+                })
+                .unwrap();
+            assert!(!timeout.timed_out(), "never: {what} {path}; {log:?}");
+            let (w, _) = log
+                .iter()
+                .find(|(w, p)| w.starts_with(&prefix) && p == path)
+                .unwrap();
+            w[prefix.len()..].to_string()
+        }
+        /// Waits until `path`'s eval starts; the device it started on.
+        fn started_on(&self, path: &str) -> String {
+            self.wait_for_any("start", path)
+        }
+        fn happened(&self, what: &str, path: &str) -> bool {
+            let log = self.log.lock().unwrap();
+            log.iter().any(|(w, p)| w == what && p == path)
+        }
+        fn count(&self, prefix: &str) -> usize {
+            let log = self.log.lock().unwrap();
+            log.iter().filter(|(w, _)| w.starts_with(prefix)).count()
         }
     }
 
-    impl Evaluator for Clocked {
+    impl Evaluator for Gated {
         fn needs_build(&self, job: &Job) -> bool {
-            self.build_ms.contains_key(job.path())
+            self.builds.contains(job.path())
         }
         fn runs_on_cpu(&self, job: &Job) -> bool {
             self.cpu_only.iter().any(|p| p == job.path())
@@ -514,7 +595,8 @@ mod tests {
             self.lanes
         }
         fn build(&self, job: &Job) -> Result<(), String> {
-            std::thread::sleep(Duration::from_millis(self.build_ms[job.path()]));
+            self.note("building", job.path());
+            self.pass(format!("build {}", job.path()));
             self.note("built", job.path());
             if self.failing_builds.iter().any(|p| p == job.path()) {
                 return Err("nvcc: error".into());
@@ -527,6 +609,9 @@ mod tests {
         fn discard(&self, job: &Job, device: Device) {
             self.note(&format!("discard {device}"), job.path());
         }
+        fn waiting(&self, device: Device, ready: usize) {
+            self.note(&format!("waiting {device}"), &format!("{ready} ready"));
+        }
         fn evaluate(&self, job: &Job, device: Device) -> Evaluation {
             let n = {
                 let mut e = self.evals.lock().unwrap();
@@ -535,7 +620,7 @@ mod tests {
                 *n
             };
             self.note(&format!("start {device}"), job.path());
-            std::thread::sleep(Duration::from_millis(self.eval_ms));
+            self.pass(format!("eval {}", job.path()));
             self.note(&format!("end {device}"), job.path());
             match self.flaky.get(job.path()) {
                 Some(always) if *always || n == 1 => {
@@ -548,7 +633,7 @@ mod tests {
 
     type Done = Vec<(usize, Device, OutcomeKind, TimeSpent)>;
 
-    fn run_all(ev: &Clocked, jobs: &[Job], devices: &[Device], builders: usize) -> Done {
+    fn run_all(ev: &Gated, jobs: &[Job], devices: &[Device], builders: usize) -> Done {
         let mut done = Vec::new();
         run::<()>(
             ev,
@@ -567,85 +652,105 @@ mod tests {
         done
     }
 
-    fn evals_on(ev: &Clocked, device: Device) -> Vec<(f64, f64)> {
+    /// Runs the stage on another thread while `drive` opens gates on this one.
+    fn run_driven(
+        ev: &Gated,
+        jobs: &[Job],
+        devices: &[Device],
+        builders: usize,
+        drive: impl FnOnce(&Gated),
+    ) -> Done {
+        std::thread::scope(|s| {
+            let stage = s.spawn(|| run_all(ev, jobs, devices, builders));
+            let driven = std::panic::catch_unwind(AssertUnwindSafe(|| drive(ev)));
+            if let Err(panic) = driven {
+                // Let the stage finish, then report the test's own failure.
+                ev.closed.lock().unwrap().clear();
+                ev.changed.notify_all();
+                let _ = stage.join();
+                std::panic::resume_unwind(panic);
+            }
+            stage.join().expect("the stage panicked")
+        })
+    }
+
+    /// Each eval on `device` as (start, end) positions in the log.
+    fn evals_on(ev: &Gated, device: Device) -> Vec<(usize, usize)> {
         let log = ev.log.lock().unwrap();
-        let starts: Vec<_> = log
-            .iter()
-            .filter(|(w, _, _)| *w == format!("start {device}"))
-            .collect();
-        starts
-            .iter()
-            .map(|(_, p, t)| {
-                let end = log
-                    .iter()
-                    .find(|(w, q, te)| *w == format!("end {device}") && q == p && te >= t)
-                    .unwrap()
-                    .2;
-                (*t, end)
+        let (start, end) = (format!("start {device}"), format!("end {device}"));
+        log.iter()
+            .enumerate()
+            .filter(|(_, (w, _))| *w == start)
+            .map(|(t, (_, p))| {
+                let e = (t..log.len())
+                    .find(|&e| log[e].0 == end && log[e].1 == *p)
+                    .unwrap_or_else(|| panic!("{p} never ended on {device}: {log:?}"));
+                (t, e)
             })
             .collect()
     }
 
     #[test]
     fn builds_run_in_parallel_and_feed_every_gpu_earliest_ready_first() {
-        // The first kernel builds slowly; the three after it are ready long before it.
-        let ev = Clocked::new(
-            &[("k0.py", 600), ("k1.py", 50), ("k2.py", 50), ("k3.py", 50)],
-            150,
-        );
-        let jobs: Vec<Job> = (0..4)
-            .map(|i| job(&format!("k{i}.py"), Backend::Cuda))
-            .collect();
+        // k0 is still building while the three after it are built.
+        let paths = ["k0.py", "k1.py", "k2.py", "k3.py"];
+        let ev = Gated::new(&paths).hold(&[
+            "build k0.py",
+            "build k1.py",
+            "build k2.py",
+            "build k3.py",
+            "eval k1.py",
+            "eval k2.py",
+        ]);
+        let jobs: Vec<Job> = paths.iter().map(|p| job(p, Backend::Cuda)).collect();
         let gpus = [Device::Cuda(0), Device::Cuda(1)];
-        let t = Instant::now();
-        let done = run_all(&ev, &jobs, &gpus, 4);
-        let wall = t.elapsed().as_millis();
+        let done = run_driven(&ev, &jobs, &gpus, 4, |ev| {
+            // Four builders: all four builds under way at once.
+            for p in paths {
+                ev.wait_for("building", p);
+            }
+            ev.open("build k2.py");
+            ev.open("build k1.py");
+            // Both GPUs take the two built kernels (held there) while k0 and k3 still build.
+            let k1 = ev.started_on("k1.py");
+            let k2 = ev.started_on("k2.py");
+            assert_ne!(k1, k2, "one GPU idled while a built kernel waited");
+            assert!(!ev.happened("built", "k0.py"));
+            assert!(!ev.happened("built", "k3.py"));
+            ev.open("build k3.py");
+            ev.open("build k0.py");
+            ev.open("eval k1.py");
+            ev.open("eval k2.py");
+        });
         assert_eq!(done.len(), 4);
-        // Both GPUs worked while k0 was still building; neither ran two kernels at once.
+        // Both GPUs worked, neither ran two kernels at once.
         for gpu in gpus {
             let spans = evals_on(&ev, gpu);
             assert!(!spans.is_empty(), "{gpu} never evaluated anything");
-            assert!(
-                spans[0].0 < ev.at("built", "k0.py"),
-                "{gpu} idled while builds were ready"
-            );
             for w in spans.windows(2) {
-                assert!(w[1].0 >= w[0].1, "{gpu} ran two evals at once: {spans:?}");
+                assert!(w[1].0 > w[0].1, "{gpu} ran two evals at once: {spans:?}");
             }
         }
-        // Every eval starts after its own build; k1 and k2 (ready first) went first.
-        for i in 0..4 {
-            let p = format!("k{i}.py");
+        // Every eval starts after its own build.
+        for p in paths {
             let start = ev
                 .log
                 .lock()
                 .unwrap()
                 .iter()
-                .find(|(w, q, _)| w.starts_with("start") && *q == p)
-                .unwrap()
-                .2;
-            assert!(
-                start >= ev.at("built", &p),
-                "{p} evaluated before its build"
-            );
+                .position(|(w, q)| w.starts_with("start") && q == p)
+                .unwrap();
+            assert!(start > ev.at("built", p), "{p} evaluated before its build");
         }
-        // Sequential builds alone would take 750 ms, plus 600 ms of evals on one GPU.
-        assert!(
-            wall < 1300,
-            "the stage took {wall} ms: builds or GPUs did not overlap"
-        );
-        // Where the time went, per kernel.
+        // Where the time went, per kernel: the build, then the eval, within the total.
         let k0 = &done.iter().find(|d| d.0 == 0).unwrap().3;
-        assert!(k0.build_ms >= 600.0, "{k0:?}");
-        assert!(
-            k0.eval_ms >= 150.0 && k0.total_ms >= k0.build_ms + k0.eval_ms,
-            "{k0:?}"
-        );
+        assert!(k0.build_ms > 0.0, "{k0:?}");
+        assert!(k0.total_ms >= k0.build_ms + k0.eval_ms, "{k0:?}");
     }
 
     #[test]
     fn a_failed_build_does_not_stop_the_others_and_its_kernel_is_still_evaluated() {
-        let mut ev = Clocked::new(&[("bad.py", 30), ("good.py", 30)], 10);
+        let mut ev = Gated::new(&["bad.py", "good.py"]);
         ev.failing_builds = vec!["bad.py".into()];
         let jobs = vec![job("bad.py", Backend::Cuda), job("good.py", Backend::Cuda)];
         let done = run_all(&ev, &jobs, &[Device::Cuda(0)], 1);
@@ -656,37 +761,43 @@ mod tests {
 
     #[test]
     fn kernels_without_a_build_go_to_the_gpu_while_others_build() {
-        let ev = Clocked::new(&[("cuda.py", 400)], 50);
+        let ev = Gated::new(&["cuda.py"]).hold(&["build cuda.py"]);
         let jobs = vec![
             job("cuda.py", Backend::Cuda),
             job("triton.py", Backend::Triton),
         ];
-        run_all(&ev, &jobs, &[Device::Cuda(0)], 1);
+        run_driven(&ev, &jobs, &[Device::Cuda(0)], 1, |ev| {
+            ev.wait_for("end cuda:0", "triton.py");
+            ev.open("build cuda.py");
+        });
         assert!(ev.at("end cuda:0", "triton.py") < ev.at("built", "cuda.py"));
     }
 
     #[test]
     fn a_cpu_device_never_builds_ahead() {
-        let ev = Clocked::new(&[("a.py", 10), ("b.py", 10)], 10);
+        let ev = Gated::new(&["a.py", "b.py"]);
         let jobs = vec![job("a.py", Backend::Cuda), job("b.py", Backend::Cuda)];
         let done = run_all(&ev, &jobs, &[Device::Cpu], 2);
         assert_eq!(done.len(), 2);
-        assert!(!ev.log.lock().unwrap().iter().any(|(w, _, _)| w == "built"));
+        assert_eq!(ev.count("built"), 0);
         assert!(done.iter().all(|d| d.3.build_ms == 0.0));
     }
 
     #[test]
     fn the_next_kernel_is_started_ahead_on_a_busy_gpu() {
-        let ev = Clocked::new(&[], 50);
+        let ev = Gated::new(&[]).hold(&["eval a.py"]);
         let jobs = vec![job("a.py", Backend::Triton), job("b.py", Backend::Triton)];
-        run_all(&ev, &jobs, &[Device::Cuda(0)], 1);
-        // b's process was started while a ran, before b's own eval.
+        run_driven(&ev, &jobs, &[Device::Cuda(0)], 1, |ev| {
+            // b's process is started while a runs, before b's own eval.
+            ev.wait_for("prepare cuda:0", "b.py");
+            ev.open("eval a.py");
+        });
         assert!(ev.at("prepare cuda:0", "b.py") < ev.at("end cuda:0", "a.py"));
     }
 
     #[test]
     fn an_infrastructure_failure_is_retried_once() {
-        let mut ev = Clocked::new(&[], 5);
+        let mut ev = Gated::new(&[]);
         ev.flaky.insert("once.py".into(), false);
         ev.flaky.insert("always.py".into(), true);
         let jobs = vec![
@@ -710,72 +821,85 @@ mod tests {
 
     #[test]
     fn cpu_kernels_get_their_own_lane_and_never_hold_a_gpu() {
-        let mut ev = Clocked::new(&[], 100);
+        let mut ev = Gated::new(&[]).hold(&["eval cpp.py"]);
         ev.cpu_only = vec!["cpp.py".into()];
         let jobs = vec![job("cpp.py", Backend::Cpp), job("cuda.py", Backend::Cuda)];
-        let done = run_all(&ev, &jobs, &[Device::Cuda(0)], 1);
+        let done = run_driven(&ev, &jobs, &[Device::Cuda(0)], 1, |ev| {
+            // Side by side: the GPU's eval runs while the CPU's is held.
+            ev.wait_for("start cpu", "cpp.py");
+            ev.wait_for("end cuda:0", "cuda.py");
+            ev.open("eval cpp.py");
+        });
         let on = |i: usize| done.iter().find(|d| d.0 == i).unwrap().1;
         assert_eq!((on(0), on(1)), (Device::Cpu, Device::Cuda(0)));
-        // Side by side, not one after the other.
-        assert!(ev.at("start cuda:0", "cuda.py") < ev.at("end cpu", "cpp.py"));
     }
 
     #[test]
     fn an_idle_gpu_starts_the_process_of_a_kernel_still_building() {
-        let ev = Clocked::new(&[("slow.py", 300)], 20);
+        let ev = Gated::new(&["slow.py"]).hold(&["build slow.py"]);
         let jobs = vec![job("slow.py", Backend::Cuda)];
-        run_all(&ev, &jobs, &[Device::Cuda(0)], 1);
+        run_driven(&ev, &jobs, &[Device::Cuda(0)], 1, |ev| {
+            ev.wait_for("prepare cuda:0", "slow.py");
+            ev.open("build slow.py");
+        });
         assert!(ev.at("prepare cuda:0", "slow.py") < ev.at("built", "slow.py"));
-        assert!(ev.at("start cuda:0", "slow.py") >= ev.at("built", "slow.py"));
+        assert!(ev.at("start cuda:0", "slow.py") > ev.at("built", "slow.py"));
     }
 
     #[test]
     fn an_idle_gpu_starts_the_processes_of_three_kernels_still_building_and_no_more() {
-        let builds = [("a.py", 200), ("b.py", 200), ("c.py", 200), ("d.py", 200)];
-        let ev = Clocked::new(&builds, 20);
-        let jobs: Vec<Job> = builds.iter().map(|(p, _)| job(p, Backend::Cuda)).collect();
-        let done = run_all(&ev, &jobs, &[Device::Cuda(0)], 4);
+        let paths = ["a.py", "b.py", "c.py", "d.py"];
+        let ev = Gated::new(&paths).hold(&["build a.py", "build b.py", "build c.py", "build d.py"]);
+        let jobs: Vec<Job> = paths.iter().map(|p| job(p, Backend::Cuda)).collect();
+        let done = run_driven(&ev, &jobs, &[Device::Cuda(0)], 4, |ev| {
+            for p in ["a.py", "b.py", "c.py"] {
+                ev.wait_for("prepare cuda:0", p);
+            }
+            for p in paths {
+                ev.wait_for("building", p);
+            }
+            // The fourth waits for a free place: started only once a build ended and its
+            // eval took one.
+            ev.open("build a.py");
+            ev.wait_for("prepare cuda:0", "d.py");
+            for p in ["build b.py", "build c.py", "build d.py"] {
+                ev.open(p);
+            }
+        });
         assert_eq!(done.len(), 4);
-        for p in ["a.py", "b.py", "c.py"] {
-            assert!(ev.at("prepare cuda:0", p) < ev.at("built", p), "{p}");
-        }
-        // The fourth waits for a free place: started only once a build ended and its eval took
-        // one. The builds end together, in any order: the first of them to end is the bound.
-        let first_built = ["a.py", "b.py", "c.py"]
-            .iter()
-            .map(|p| ev.at("built", p))
-            .fold(f64::INFINITY, f64::min);
-        assert!(ev.at("prepare cuda:0", "d.py") > first_built);
+        assert!(ev.at("prepare cuda:0", "d.py") > ev.at("built", "a.py"));
         let log = ev.log.lock().unwrap();
         let prepared = |p: &str| {
             log.iter()
-                .filter(|(w, q, _)| w.starts_with("prepare") && q == p)
+                .filter(|(w, q)| w.starts_with("prepare") && q == p)
                 .count()
         };
         // One process per kernel: a started one is not started again when it is taken ahead.
-        assert!(builds.iter().all(|(p, _)| prepared(p) == 1), "{log:?}");
+        assert!(paths.iter().all(|p| prepared(p) == 1), "{log:?}");
     }
 
     #[test]
     fn a_kernel_started_on_one_gpu_and_taken_by_another_is_let_go_there() {
-        let ev = Clocked::new(&[("a.py", 100), ("b.py", 100)], 200);
+        let ev = Gated::new(&["a.py", "b.py"]).hold(&["build a.py", "build b.py"]);
         let jobs = vec![job("a.py", Backend::Cuda), job("b.py", Backend::Cuda)];
-        let done = run_all(&ev, &jobs, &[Device::Cuda(0), Device::Cuda(1)], 2);
+        let gpus = [Device::Cuda(0), Device::Cuda(1)];
+        let done = run_driven(&ev, &jobs, &gpus, 2, |ev| {
+            // The idle GPUs start processes for the kernels still building.
+            for p in ["a.py", "b.py"] {
+                ev.wait_for_any("prepare", p);
+            }
+            ev.open("build a.py");
+            ev.open("build b.py");
+        });
         assert_eq!(done.len(), 2);
         let log = ev.log.lock().unwrap();
-        let prepared = log
-            .iter()
-            .filter(|(w, _, _)| w.starts_with("prepare"))
-            .count();
-        let discarded = log
-            .iter()
-            .filter(|(w, _, _)| w.starts_with("discard"))
-            .count();
+        let prepared = log.iter().filter(|(w, _)| w.starts_with("prepare")).count();
+        let discarded = log.iter().filter(|(w, _)| w.starts_with("discard")).count();
         let used = done
             .iter()
             .filter(|(i, d, _, _)| {
                 log.iter()
-                    .any(|(w, p, _)| *w == format!("prepare {d}") && *p == jobs[*i].path())
+                    .any(|(w, p)| *w == format!("prepare {d}") && *p == jobs[*i].path())
             })
             .count();
         // Every process started ahead was either used by its own GPU or let go.
@@ -784,32 +908,30 @@ mod tests {
 
     #[test]
     fn nothing_is_started_ahead_beside_cpu_timing() {
-        let ev = Clocked::new(&[], 20);
+        let ev = Gated::new(&[]);
         let jobs = vec![job("a.py", Backend::Cpp), job("b.py", Backend::Cpp)];
         run_all(&ev, &jobs, &[Device::Cpu], 1);
-        assert!(!ev
-            .log
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|(w, _, _)| w.starts_with("prepare")));
+        assert_eq!(ev.count("start cpu"), 2);
+        assert_eq!(ev.count("prepare"), 0);
     }
 
     #[test]
     fn the_cpu_lane_waits_until_no_build_is_left() {
-        let mut ev = Clocked::new(&[("cpp.py", 20), ("cuda.py", 300)], 50);
+        let mut ev = Gated::new(&["cpp.py", "cuda.py"]).hold(&["build cuda.py"]);
         ev.cpu_only = vec!["cpp.py".into()];
         let jobs = vec![job("cpp.py", Backend::Cpp), job("cuda.py", Backend::Cuda)];
-        run_all(&ev, &jobs, &[Device::Cuda(0)], 2);
-        assert!(ev.at("start cpu", "cpp.py") >= ev.at("built", "cuda.py"));
+        run_driven(&ev, &jobs, &[Device::Cuda(0)], 2, |ev| {
+            // cpp.py is built, and the CPU lane waits with it ready.
+            ev.wait_for("waiting cpu", "1 ready");
+            ev.open("build cuda.py");
+        });
+        assert!(ev.at("start cpu", "cpp.py") > ev.at("built", "cuda.py"));
     }
 
     #[test]
     fn confined_cpu_lanes_start_once_their_kernel_is_built_side_by_side() {
-        let mut ev = Clocked::new(
-            &[("a.py", 20), ("b.py", 20), ("c.py", 20), ("cuda.py", 400)],
-            100,
-        );
+        let paths = ["a.py", "b.py", "c.py", "cuda.py"];
+        let mut ev = Gated::new(&paths).hold(&["build cuda.py", "eval a.py", "eval b.py"]);
         ev.cpu_only = vec!["a.py".into(), "b.py".into(), "c.py".into()];
         ev.lanes = Some(2);
         let jobs = vec![
@@ -818,18 +940,27 @@ mod tests {
             job("c.py", Backend::Cpp),
             job("cuda.py", Backend::Cuda),
         ];
-        let done = run_all(&ev, &jobs, &[Device::Cuda(0)], 4);
+        let done = run_driven(&ev, &jobs, &[Device::Cuda(0)], 4, |ev| {
+            // Their CPUs are their own: no waiting for the CUDA build.
+            ev.wait_for("start cpu", "a.py");
+            ev.wait_for("start cpu", "b.py");
+            ev.wait_for("built", "c.py");
+            ev.open("eval a.py");
+            ev.wait_for("start cpu", "c.py");
+            ev.open("eval b.py");
+            ev.open("build cuda.py");
+        });
         assert_eq!(done.len(), 4);
-        // Their CPUs are their own: no waiting for the CUDA build.
-        assert!(ev.at("start cpu", "a.py") < ev.at("built", "cuda.py"));
-        // Two lanes: two CPU evals at once, never three.
+        assert!(ev.at("start cpu", "b.py") < ev.at("built", "cuda.py"));
+        // Two lanes: two CPU evals at once, never three (c waited for a's lane).
         let cpu = evals_on(&ev, Device::Cpu);
-        let overlapping = |t: f64| cpu.iter().filter(|(s, e)| *s <= t && t < *e).count();
+        let overlapping = |t: usize| cpu.iter().filter(|(s, e)| *s <= t && t < *e).count();
         assert_eq!(
             cpu.iter().map(|(s, _)| overlapping(*s)).max(),
             Some(2),
             "{cpu:?}"
         );
+        assert!(ev.at("start cpu", "c.py") > ev.at("end cpu", "a.py"));
     }
 
     #[test]
