@@ -85,7 +85,7 @@ pub(crate) fn summarise_timing(
         samples.get(&Series::Candidate),
         samples.get(&Series::CandidateRepeated),
     ) {
-        findings.extend(ig::input_reuse(file, c, r));
+        findings.extend(ig::input_reuse(file, c, r, on_gpu));
     }
     let mut reference_check = None;
     if let (Some(alone), Some(interleaved)) = (
