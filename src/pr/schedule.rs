@@ -483,8 +483,9 @@ mod tests {
         flaky: HashMap<String, bool>,
         /// Gates held closed until `open`: `"build a.py"`, `"eval a.py"`. Others pass at once.
         closed: Mutex<HashSet<String>>,
+        opened: Condvar,
         log: Mutex<Log>,
-        changed: Condvar,
+        logged: Condvar,
         evals: Mutex<HashMap<String, u32>>,
     }
 
@@ -501,8 +502,9 @@ mod tests {
                 lanes: None,
                 flaky: HashMap::new(),
                 closed: Mutex::new(HashSet::new()),
+                opened: Condvar::new(),
                 log: Mutex::new(vec![]),
-                changed: Condvar::new(),
+                logged: Condvar::new(),
                 evals: Mutex::new(HashMap::new()),
             }
         }
@@ -519,12 +521,12 @@ mod tests {
                 self.closed.lock().unwrap().remove(gate),
                 "{gate} was not held"
             );
-            self.changed.notify_all();
+            self.opened.notify_all();
         }
         fn pass(&self, gate: String) {
             let mut closed = self.closed.lock().unwrap();
             while closed.contains(&gate) {
-                closed = self.changed.wait(closed).unwrap();
+                closed = self.opened.wait(closed).unwrap();
             }
         }
         fn note(&self, what: &str, path: &str) {
@@ -532,13 +534,13 @@ mod tests {
                 .lock()
                 .unwrap()
                 .push((what.to_string(), path.to_string()));
-            self.changed.notify_all();
+            self.logged.notify_all();
         }
         /// Waits until `what` happened to `path`; panics when it never does.
         fn wait_for(&self, what: &str, path: &str) {
             let log = self.log.lock().unwrap();
             let (log, timeout) = self
-                .changed
+                .logged
                 .wait_timeout_while(log, STUCK, |log| {
                     !log.iter().any(|(w, p)| w == what && p == path)
                 })
@@ -558,7 +560,7 @@ mod tests {
             let prefix = format!("{what} ");
             let log = self.log.lock().unwrap();
             let (log, timeout) = self
-                .changed
+                .logged
                 .wait_timeout_while(log, STUCK, |log| {
                     !log.iter().any(|(w, p)| w.starts_with(&prefix) && p == path)
                 })
@@ -666,7 +668,7 @@ mod tests {
             if let Err(panic) = driven {
                 // Let the stage finish, then report the test's own failure.
                 ev.closed.lock().unwrap().clear();
-                ev.changed.notify_all();
+                ev.opened.notify_all();
                 let _ = stage.join();
                 std::panic::resume_unwind(panic);
             }
