@@ -75,8 +75,10 @@ struct State {
     unready: [BTreeSet<usize>; 2],
     /// Kernels whose process a waiting GPU worker already started before their build ended.
     speculated: BTreeSet<usize>,
-    /// Workers waiting for a ready kernel, per lane.
-    idle: [usize; 2],
+    /// Workers looking for their next kernel, per lane: from the end of an eval (or their start)
+    /// until they take one, waiting or not. Counted all along, not only while they wait: a
+    /// worker woken by a finished build is still looking until it holds the lock again.
+    seeking: [usize; 2],
     lane: Vec<Lane>,
     build_started: Vec<Option<Instant>>,
     build_ms: Vec<f64>,
@@ -117,9 +119,19 @@ impl Shared {
         evaluator: &dyn Evaluator,
         mine: &mut Vec<usize>,
         taken_elsewhere: &mut Vec<usize>,
+        seeking: &mut bool,
     ) -> Take {
         let l = lane as usize;
         let mut s = self.lock();
+        if !*seeking {
+            s.seeking[l] += 1;
+            *seeking = true;
+        }
+        let found = |s: &mut State, seeking: &mut bool, take: Take| {
+            s.seeking[l] -= 1;
+            *seeking = false;
+            take
+        };
         loop {
             // Taken by another worker meanwhile: this worker lets its process go.
             mine.retain(|j| {
@@ -140,19 +152,17 @@ impl Shared {
                 if let Some(i) = own.or_else(|| s.ready[l].first().copied()) {
                     s.ready[l].remove(&i);
                     mine.retain(|&j| j != i);
-                    return Take::Job(i);
+                    return found(&mut s, seeking, Take::Job(i));
                 }
             }
             if s.unready[l].is_empty() && s.ready[l].is_empty() {
-                return Take::Done;
+                return found(&mut s, seeking, Take::Done);
             }
             if let Some(j) = Self::speculate(&mut s, lane, mine) {
                 return Take::Speculate(j);
             }
             evaluator.waiting(device, s.ready[l].len());
-            s.idle[l] += 1;
             s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
-            s.idle[l] -= 1;
         }
     }
 
@@ -178,12 +188,12 @@ impl Shared {
     }
 
     /// The earliest ready kernel to start ahead on a busy GPU, only when no GPU worker is
-    /// waiting for work (a kernel held ahead must not leave an idle GPU without work). Never on
+    /// looking for work (a kernel held ahead must not leave an idle GPU without work). Never on
     /// the CPU lane: a process importing torch beside CPU timing would disturb it.
     fn take_ahead(&self, lane: Lane, mine: &[usize]) -> Option<usize> {
         let l = lane as usize;
         let mut s = self.lock();
-        if lane == Lane::Cpu || s.idle[l] > 0 {
+        if lane == Lane::Cpu || s.seeking[l] > 0 {
             return None;
         }
         let own = mine
@@ -226,6 +236,10 @@ pub fn run<E>(
         for _ in 0..lanes.unwrap_or(1).clamp(1, cpu_kernels) {
             workers.push((Device::Cpu, Lane::Cpu));
         }
+    }
+    // Every worker starts out looking for work, before its thread first runs.
+    for &(_, lane) in &workers {
+        state.seeking[lane as usize] += 1;
     }
     let builders = build_workers.max(1).min(state.to_build.len());
     let shared = Shared {
@@ -281,7 +295,7 @@ fn initial_state(
         ready: [BTreeSet::new(), BTreeSet::new()],
         unready: [BTreeSet::new(), BTreeSet::new()],
         speculated: BTreeSet::new(),
-        idle: [0, 0],
+        seeking: [0, 0],
         lane: vec![Lane::Gpu; n],
         build_started: vec![None; n],
         build_ms: vec![0.0; n],
@@ -352,6 +366,7 @@ fn eval_worker(
     // Kernels whose process this worker started while their build ran.
     let mut speculated: Vec<usize> = Vec::new();
     let mut taken_elsewhere = Vec::new();
+    let mut seeking = true; // counted by `run` before the thread started
     loop {
         let take = match next.take() {
             Some(i) => Take::Job(i),
@@ -360,6 +375,7 @@ fn eval_worker(
                 evaluator,
                 &mut speculated,
                 &mut taken_elsewhere,
+                &mut seeking,
             ),
         };
         for j in taken_elsewhere.drain(..) {
@@ -933,7 +949,8 @@ mod tests {
     #[test]
     fn confined_cpu_lanes_start_once_their_kernel_is_built_side_by_side() {
         let paths = ["a.py", "b.py", "c.py", "cuda.py"];
-        let mut ev = Gated::new(&paths).hold(&["build cuda.py", "eval a.py", "eval b.py"]);
+        let mut ev =
+            Gated::new(&paths).hold(&["build cuda.py", "build c.py", "eval a.py", "eval b.py"]);
         ev.cpu_only = vec!["a.py".into(), "b.py".into(), "c.py".into()];
         ev.lanes = Some(2);
         let jobs = vec![
@@ -946,6 +963,8 @@ mod tests {
             // Their CPUs are their own: no waiting for the CUDA build.
             ev.wait_for("start cpu", "a.py");
             ev.wait_for("start cpu", "b.py");
+            // c is built while both lanes are busy: it waits for one.
+            ev.open("build c.py");
             ev.wait_for("built", "c.py");
             ev.open("eval a.py");
             ev.wait_for("start cpu", "c.py");
