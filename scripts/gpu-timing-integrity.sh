@@ -25,7 +25,11 @@ T0=$SECONDS
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; "$KERNELGATE_PYTHON" -c "import torch, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"; } >"$OUT/summary.txt" 2>&1
 
 # Build every CUDA extension once, in parallel (importing the module builds it into $EXT).
-for f in $C/fingerprint_cache_matmul_cuda.py $C/honest_workspace_cuda.py $C/side_stream.py kernels/*/*/cuda.py; do
+# wanted NAME: whether ONLY (when set) names the fixture.
+wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
+for pair in fingerprint_cache:$C/fingerprint_cache_matmul_cuda.py honest_workspace:$C/honest_workspace_cuda.py side_stream:$C/side_stream.py $(for k in kernels/*/*/cuda.py; do echo "$(basename "$(dirname "$k")")_cuda:$k"; done); do
+  f=${pair#*:}
+  wanted "${pair%%:*}" || continue
   TORCH_EXTENSIONS_DIR=$EXT "$KERNELGATE_PYTHON" -c "import importlib.util as u, sys; s=u.spec_from_file_location('k', sys.argv[1]); m=u.module_from_spec(s); s.loader.exec_module(m)" "$f" >>"$OUT/precompile.log" 2>&1 &
 done
 wait
@@ -33,7 +37,7 @@ echo "precompile: $((SECONDS - T0)) s" >>"$OUT/summary.txt"
 
 run() { # name expected(kind[+error-rule]) problem kernel args...
   local name=$1 expect=$2 problem=$3 kernel=$4; shift 4
-  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return; fi
+  wanted "$name" || return 0
   local t=$(date +%s%N)
   timeout 150 "$KERNELGATE_BIN" eval --problem "$problem" --kernel "$kernel" --seed 42 --format json \
     --extensions-dir "$EXT" --device cuda "$@" >"$OUT/$name.json" 2>>"$OUT/stderr.log"

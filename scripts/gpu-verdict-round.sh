@@ -14,6 +14,9 @@
 #   bytecode scripts/bench-bytecode.sh: `import torch` with and without kernelgate's bytecode tree
 #   verdict  scripts/bench-verdict.sh: `kernelgate eval` of a built kernel, and the one-kernel edit
 #            (CASES and EVAL_RUNS pass through)
+#   timing   scripts/gpu-timing-integrity.sh on the input-reuse fixtures (a fingerprint cache that
+#            must be caught, honest Triton and CUDA kernels that must pass): the refill's figures
+#            after a harness change (TIMING_ONLY passes through as ONLY)
 # Usage:   OUT=dir STAGES="start nvcc pch pr" LIMIT=560 bash scripts/gpu-verdict-round.sh
 #          (next: STAGES="wrapper pch pr verdict" CASES=edit proves kg_nvcc in about 6 minutes)
 # Needs:   target/device/{kernelgate,libkernelgate_harness.so}, python3 with torch, nvcc, ninja.
@@ -93,5 +96,6 @@ stage pch 90 bash -c 'time $B pch; time $B pch'
 stage before 130 env KERNELGATE_PCH_DIR=off KERNELGATE_NVCC_PARALLEL=0 bash -c 'pr_run before'
 stage pr 130 bash -c 'pr_run pr'
 stage verdict 200 bash -c verdict
+stage timing 120 env OUT="$OUT/timing" ONLY="${TIMING_ONLY:-fingerprint_cache honest_autotune honest_workspace side_stream 3_ReLU_cuda 7_Softmax_triton}" bash scripts/gpu-timing-integrity.sh
 echo "== all done at $((SECONDS - S)) s" >>"$log"
 tail -60 "$log"
