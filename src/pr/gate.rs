@@ -360,6 +360,7 @@ fn evaluate(
             actions: gh.actions,
             quiet: opts.quiet,
         },
+        on_written: None,
     };
     Ok(pipeline.run(plan, report)?)
 }

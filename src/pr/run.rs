@@ -37,6 +37,9 @@ pub struct Pipeline<'a> {
     /// `report.json`, `comment.md`, `summary.md`, `results.sarif`, rewritten after every kernel.
     pub out_dir: PathBuf,
     pub progress: Progress,
+    /// Called with the report each time `out_dir` has been written (what a crash then leaves
+    /// behind): how a test sees the writes without polling the files. `None` in the gate.
+    pub on_written: Option<&'a (dyn Fn(&Report) + Sync)>,
 }
 
 impl Pipeline<'_> {
@@ -98,7 +101,7 @@ impl Pipeline<'_> {
             }
         }
         report.finalize();
-        kernelgate_report::render_all(&report, &self.out_dir)?;
+        self.write(&report)?;
 
         // 2. Evaluate: builds ahead on CPU cores, one kernel at a time per device.
         let total = jobs.len();
@@ -146,7 +149,7 @@ impl Pipeline<'_> {
                         done += 1;
                         self.print(done, total, &report.kernels[i], job.problem(), Some(device));
                         report.finalize();
-                        kernelgate_report::render_all(&report, &self.out_dir)?;
+                        self.write(&report)?;
                     }
                 }
                 Ok(())
@@ -156,7 +159,7 @@ impl Pipeline<'_> {
         report.run.complete = true;
         report.run.finished_at = Some(now_rfc3339());
         report.finalize();
-        kernelgate_report::render_all(&report, &self.out_dir)?;
+        self.write(&report)?;
         Ok(report)
     }
 
@@ -210,6 +213,15 @@ impl Pipeline<'_> {
     }
 
     /// A progress line on stderr (stdout keeps the per-kernel results).
+    /// Writes the report's files to `out_dir` and tells the observer.
+    fn write(&self, report: &Report) -> Result<(), kernelgate_report::ReportError> {
+        kernelgate_report::render_all(report, &self.out_dir)?;
+        if let Some(observe) = self.on_written {
+            observe(report);
+        }
+        Ok(())
+    }
+
     fn note(&self, line: String) {
         if !self.progress.quiet {
             eprintln!("  {line}");
@@ -494,6 +506,9 @@ mod pipeline_tests {
         max_total: AtomicUsize,
         out_dir: Option<PathBuf>,
         seen_done: Mutex<Vec<usize>>,
+        /// Finished kernels in the last report the pipeline wrote ([`Fake::observe`]).
+        written: Mutex<usize>,
+        wrote: std::sync::Condvar,
         /// The first evals wait until this many run at once (0: none waits), so a test sees
         /// whether the devices work in parallel without timing anything.
         meet: usize,
@@ -515,6 +530,8 @@ mod pipeline_tests {
                 max_total: AtomicUsize::new(0),
                 out_dir: None,
                 seen_done: Mutex::new(vec![]),
+                written: Mutex::new(0),
+                wrote: std::sync::Condvar::new(),
                 meet: 0,
                 met: Mutex::new(false),
                 arrived: std::sync::Condvar::new(),
@@ -522,26 +539,39 @@ mod pipeline_tests {
         }
     }
 
+    impl Fake {
+        /// The pipeline's `on_written`: counts the finished kernels it wrote.
+        fn observe(&self, report: &Report) {
+            *self.written.lock().unwrap() = report
+                .kernels
+                .iter()
+                .filter(|k| k.outcome.kind == OutcomeKind::Correct)
+                .count();
+            self.wrote.notify_all();
+        }
+    }
+
     impl Evaluator for Fake {
         fn evaluate(&self, job: &Job, device: Device) -> Evaluation {
             if let Some(dir) = &self.out_dir {
-                // What a crash right now would leave behind: every finished kernel, once the
-                // main thread has written the previous result (it races with this worker).
+                // What a crash right now would leave behind: every finished kernel. The main
+                // thread writes the previous result while this worker starts: wait for that write
+                // (`observe`), then read the files themselves.
                 let want = self.ran.lock().unwrap().len();
-                let mut done = usize::MAX;
-                for _ in 0..200 {
-                    let r = Report::read(&dir.join("report.json")).unwrap();
-                    assert!(!r.run.complete);
-                    done = r
-                        .kernels
-                        .iter()
-                        .filter(|k| k.outcome.kind == OutcomeKind::Correct)
-                        .count();
-                    if done == want {
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_millis(10));
-                }
+                let written = self.written.lock().unwrap();
+                let (written, wait) = self
+                    .wrote
+                    .wait_timeout_while(written, Duration::from_secs(30), |n| *n < want)
+                    .unwrap();
+                drop(written);
+                assert!(!wait.timed_out(), "the report of {want} kernel(s) was never written");
+                let r = Report::read(&dir.join("report.json")).unwrap();
+                assert!(!r.run.complete);
+                let done = r
+                    .kernels
+                    .iter()
+                    .filter(|k| k.outcome.kind == OutcomeKind::Correct)
+                    .count();
                 self.seen_done.lock().unwrap().push(done);
             }
             let key = device.to_string();
@@ -630,6 +660,7 @@ mod pipeline_tests {
                 actions: false,
                 quiet: true,
             },
+            on_written: None,
         }
     }
 
@@ -871,9 +902,10 @@ mod pipeline_tests {
             .collect();
         let plan = Plan::from_jobs(changes(), jobs).unwrap();
         let policy = Policy::default();
-        pipeline(&fake, &policy, &[], vec![Device::Cpu], out.path())
-            .run(&plan, Report::new(Default::default()))
-            .unwrap();
+        let observe = |r: &Report| fake.observe(r);
+        let mut p = pipeline(&fake, &policy, &[], vec![Device::Cpu], out.path());
+        p.on_written = Some(&observe);
+        p.run(&plan, Report::new(Default::default())).unwrap();
         assert_eq!(*fake.seen_done.lock().unwrap(), vec![0, 1, 2, 3]);
     }
 
