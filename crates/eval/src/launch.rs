@@ -161,12 +161,11 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
             env.push(("TORCH_CUDA_ARCH_LIST".into(), arch));
         }
     }
-    if let Some(switch) = nvcc_side_by_side(
+    let switch = nvcc_side_by_side(
         &spec.extensions_dir,
         std::env::var(NVCC_PARALLEL_ENV).ok().as_deref(),
-    ) {
-        env.push((NVCC_PARALLEL_ENV.into(), switch.into()));
-    }
+    );
+    env.push((NVCC_PARALLEL_ENV.into(), switch.into()));
     if may_use_gpu && spec.audit && std::env::var("KERNELGATE_WARM_PROFILER").as_deref() == Ok("1")
     {
         // Opt-in only: the profiler started at load saves its start (2-6 s) in the audit, but
@@ -259,11 +258,12 @@ const NVCC_PARALLEL_ENV: &str = "KERNELGATE_NVCC_PARALLEL";
 /// shown the wrapper's objects load and pass (docs/eval.md), and then only for builds kept
 /// per source (`pr`, `baseline`). torch writes the wrapper into `build.ninja`, so a build and
 /// its eval agree; a build for the contributor's own directory keeps nvcc as torch finds it,
-/// or `python kernel.py`'s build would not be reused.
-fn nvcc_side_by_side(dir: &ExtensionsDir, ours: Option<&str>) -> Option<&'static str> {
+/// or `python kernel.py`'s build would not be reused. Always set in the child, which would
+/// otherwise inherit this process's `1` where the wrapper must stay off.
+fn nvcc_side_by_side(dir: &ExtensionsDir, ours: Option<&str>) -> &'static str {
     match dir {
-        ExtensionsDir::Keyed(_) if ours == Some("1") => Some("1"),
-        _ => None,
+        ExtensionsDir::Keyed(_) if ours == Some("1") => "1",
+        _ => "0",
     }
 }
 
@@ -324,15 +324,16 @@ mod tests {
     #[test]
     fn nvcc_side_by_side_is_opt_in_and_only_for_kept_builds() {
         let keyed = ExtensionsDir::Keyed("/runner/ext".into());
-        assert_eq!(nvcc_side_by_side(&keyed, Some("1")), Some("1"));
-        assert_eq!(nvcc_side_by_side(&keyed, None), None);
-        assert_eq!(nvcc_side_by_side(&keyed, Some("0")), None);
-        // The contributor's own build directory and a job's throwaway one: nvcc as torch finds it.
+        assert_eq!(nvcc_side_by_side(&keyed, Some("1")), "1");
+        assert_eq!(nvcc_side_by_side(&keyed, None), "0");
+        assert_eq!(nvcc_side_by_side(&keyed, Some("0")), "0");
+        // The contributor's own build directory and a job's throwaway one: nvcc as torch finds
+        // it, even where this process has the switch on (the child inherits the environment).
         let torch = ExtensionsDir::Torch {
             root: "/home/u/.cache/torch_extensions".into(),
             exact: false,
         };
-        assert_eq!(nvcc_side_by_side(&torch, Some("1")), None);
-        assert_eq!(nvcc_side_by_side(&ExtensionsDir::PerJob, Some("1")), None);
+        assert_eq!(nvcc_side_by_side(&torch, Some("1")), "0");
+        assert_eq!(nvcc_side_by_side(&ExtensionsDir::PerJob, Some("1")), "0");
     }
 }

@@ -261,7 +261,7 @@ def _then(run, after):
 def _record(args, cwd, t0, times):
     """Where the compile's time went, beside the object (`<object>.kg_nvcc.json`): each step's
     chain, tool, start and end in seconds. Best effort: a compile never fails for it."""
-    obj = next((args[i + 1] for i, a in enumerate(args) if a == "-o" and i + 1 < len(args)), None)
+    obj = _option(args, "-o")
     if not obj:
         return
     try:
@@ -271,12 +271,53 @@ def _record(args, cwd, t0, times):
         pass
 
 
+# With a compile, the dependency file (`-MD -MF f`, as torch's build.ninja asks), and nvcc's
+# own dependency-only mode that writes the same file.
+WITH_COMPILE = {"-MD": "-M", "--generate-dependencies-with-compile": "-M",
+                "-MMD": "-MM", "--generate-nonsystem-dependencies-with-compile": "-MM"}
+DEPENDENCY_OUTPUT = ("-MF", "--dependency-output")
+
+
+def split_dependencies(args):
+    """The compile's arguments without its dependency file, and the arguments of nvcc's own
+    run that writes that file alone (`-M -MT <object> -MF <file>`), or None when none is asked.
+
+    CUDA 13 lists the file's last step as `-- Filter Dependencies -- > <file>`, done inside nvcc
+    and not a command this module can run: nvcc itself writes the file, beside the chains."""
+    compile_args, mode, output = [], None, None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in WITH_COMPILE:
+            mode = WITH_COMPILE[a]
+        elif a in DEPENDENCY_OUTPUT and i + 1 < len(args):
+            output = args[i + 1]
+            i += 1
+        else:
+            compile_args.append(a)
+        i += 1
+    if mode is None or output is None:
+        return args, None
+    obj = _option(compile_args, "-o")
+    deps, skip = [], False
+    for a in compile_args:
+        if skip:
+            skip = False
+        elif a == "-o":
+            skip = True
+        elif a not in ("-c", "--compile"):
+            deps.append(a)
+    return compile_args, deps + [mode, "-MT", obj or "", "-MF", output]
+
+
+def _option(args, flag):
+    return next((args[i + 1] for i, a in enumerate(args) if a == flag and i + 1 < len(args)), None)
+
+
 def _dependency_file(args, cwd):
     """The dependency file the arguments ask for (`-MF`/`--dependency-output`), or None."""
-    for i, a in enumerate(args):
-        if a in ("-MF", "--dependency-output") and i + 1 < len(args):
-            return os.path.join(cwd or os.getcwd(), args[i + 1])
-    return None
+    output = next((args[i + 1] for i, a in enumerate(args) if a in DEPENDENCY_OUTPUT and i + 1 < len(args)), None)
+    return os.path.join(cwd or os.getcwd(), output) if output else None
 
 
 def side_by_side(nvcc, args, cwd=None):
@@ -285,16 +326,17 @@ def side_by_side(nvcc, args, cwd=None):
     scratch = tempfile.mkdtemp(prefix="kg-nvcc-")
     t0 = time.monotonic()
     try:
-        env = dict(os.environ, TMPDIR=scratch)
-        listed = subprocess.run([nvcc, *args, "-dryrun"], env=env, cwd=cwd,
+        nvcc_env = dict(os.environ, TMPDIR=scratch)
+        compile_args, dependency_args = split_dependencies(args)
+        listed = subprocess.run([nvcc, *compile_args, "-dryrun"], env=nvcc_env, cwd=cwd,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if listed.returncode != 0:
             return f"`nvcc -dryrun` exited {listed.returncode}"
         try:
-            plan = parse(listed.stdout, args, scratch)
+            plan = parse(listed.stdout, compile_args, scratch)
         except NotTheChain as e:
             return f"its steps are not the chain this wrapper knows ({e})"
-        env.update(plan.env)
+        env = dict(nvcc_env, **plan.env)
         id_only, reader = module_id_steps(plan, _digest(args), scratch)
         # The id is written beside both preprocessors; the readers (cudafe++, cicc) wait for it.
         ident = _Chain("id", [id_only], env, cwd, t0)
@@ -304,17 +346,19 @@ def side_by_side(nvcc, args, cwd=None):
         host = _Chain("host", host_steps, env, cwd, t0, written, lambda: ident.ok)
         device = _Chain("device", plan.device, env, cwd, t0, written, lambda: ident.ok)
         aside = _Chain("aside", plan.aside, env, cwd, t0)
-        for chain in (ident, host, device, aside):
+        # nvcc's own dependency run, in nvcc's environment (not the steps' variables).
+        deps = _Chain("deps", [shlex.join([nvcc, *dependency_args])] if dependency_args else [], nvcc_env, cwd, t0)
+        for chain in (ident, host, device, aside, deps):
             chain.start()
-        for chain in (ident, host, device, aside):
+        for chain in (ident, host, device, aside, deps):
             chain.join()
         if not ident.ok:
             return "cudafe++ could not write the module id"
-        if not (host.ok and device.ok and aside.ok):
+        if not (host.ok and device.ok and aside.ok and deps.ok):
             return "a step failed"
         last = _Chain("last", [plan.last] + plan.tail, env, cwd, t0)
         last.run()
-        _record(args, cwd, t0, ident.times + aside.times + host.times + device.times + last.times)
+        _record(args, cwd, t0, ident.times + deps.times + aside.times + host.times + device.times + last.times)
         if not last.ok:
             return "the host compile failed"
         depfile = _dependency_file(args, cwd)
@@ -323,7 +367,7 @@ def side_by_side(nvcc, args, cwd=None):
         # The tools' own warnings, in nvcc's order.
         out = getattr(sys.stderr, "buffer", None)
         if out is not None:
-            for chunk in aside.outputs + host.outputs + device.outputs + last.outputs:
+            for chunk in deps.outputs + aside.outputs + host.outputs + device.outputs + last.outputs:
                 out.write(chunk or b"")
             out.flush()
         return None

@@ -44,12 +44,7 @@ def wait_for(marker, who):
             sys.exit("%s: %s never appeared" % (name, os.path.basename(marker)))
         time.sleep(0.01)
 if name == "gcc":
-    if "-M" in args:
-        # The dependency file alone: only beside the chains does cudafe++ start before it ends.
-        wait_for(os.path.join(os.path.dirname(opt("-o")), "cudafe-started"), name)
-        write(opt("-MF"), "deps\n")
-        write(opt("-o"), "")
-    elif "-E" in args:
+    if "-E" in args:
         write(os.path.join(os.path.dirname(opt("-o")), "preprocess-started"), "")
         src = args[args.index("-o") - 1]
         write(opt("-o"), ("DEVICE " if any(a.startswith("-D__CUDA_ARCH__=") for a in args) else "HOST ") + read(src))
@@ -94,12 +89,24 @@ elif name == "nvlink":
 
 # The stand-in nvcc: `-dryrun` lists the chain; otherwise it compiles in turn (marked "serial").
 NVCC = r'''
-import os, subprocess, sys
+import os, subprocess, sys, time
 args = sys.argv[1:]
 tmp = os.environ.get("TMPDIR", "/tmp")
+mode = os.environ.get("FAKE_MODE", "ok")
+if "-M" in args:
+    # The dependency file alone: only beside the chains does cudafe++ (the reader) start
+    # before this ends. nvcc's internal variables are not in its environment.
+    assert "_NVVM_BRANCH_" not in os.environ and "-c" not in args and "-o" not in args, args
+    deadline = time.time() + 20
+    while not os.path.exists(os.path.join(tmp, "cudafe-started")):
+        if time.time() > deadline:
+            sys.exit("nvcc -M: cudafe-started never appeared")
+        time.sleep(0.01)
+    with open(args[args.index("-MF") + 1], "w") as f:
+        f.write("%s: %s\n" % (args[args.index("-MT") + 1], args[args.index("-M") - 1]))
+    sys.exit(0)
 src = args[args.index("-c") + 1]
 obj = args[args.index("-o") + 1]
-mode = os.environ.get("FAKE_MODE", "ok")
 if "-dryrun" not in args:
     if mode == "cicc-fails":
         print("x.cu(3): error: the kernel does not compile (nvcc)", file=sys.stderr)
@@ -111,7 +118,8 @@ if "-dryrun" not in args:
     sys.exit(0)
 t = lambda s: '"%s/tmpxft_0000beef_00000000-%s"' % (tmp, s)
 depfile = args[args.index("-MF") + 1] if "-MF" in args else None
-dep = ' -MD -MF "%s"' % depfile if depfile and mode != "deps-step" else ""
+# CUDA 13 with -MD: the host preprocessor writes a raw list, then nvcc filters it itself.
+dep = ' -MD -MF %s' % t("7_x.cudafe1.d") if depfile else ""
 lines = [
     "_NVVM_BRANCH_=nvvm",
     "_SPACE_= ",
@@ -120,10 +128,9 @@ lines = [
     'INCLUDES="-I/usr/local/cuda/bin/../targets/x86_64-linux/include"  ',
     'LIBRARIES=  "-L/usr/local/cuda/lib64/stubs" "-L/usr/local/cuda/lib64"',
     "rm tmp/a_dlink.reg.c",
-] + ([
-    'gcc -D__CUDA_ARCH_LIST__=900 -E -x c++ -M -MF "%s" "%s" -o %s ' % (depfile, src, t("1_x.deps.ii")),
-] if mode == "deps-step" else []) + [
+] + [
     'gcc -D__CUDA_ARCH_LIST__=900 -E -x c++ -D__CUDACC__%s "%s" -o %s ' % (dep, src, t("5_x.cpp4.ii")),
+] + (["-- Filter Dependencies -- > %s" % depfile] if depfile else []) + [
     'cudafe++ --c++17 --orig_src_file_name "x.cu" --gen_c_file_name %s --stub_file_name %s --gen_module_id_file --module_id_file_name %s %s '
     % (t("6_x.cudafe1.cpp"), '"tmpxft_0000beef_00000000-6_x.cudafe1.stub.c"', t("4_x.module_id"), t("5_x.cpp4.ii")),
     'gcc -D__CUDA_ARCH__=900 -D__CUDA_ARCH_LIST__=900 -E -x c++ "%s" -o %s ' % (src, t("9_x.cpp1.ii")),
@@ -174,14 +181,16 @@ class StandIn:
             f.write(text)
         return path
 
-    def compile(self, mode="ok", extra=()):
-        """Runs the wrapper as ninja would; returns (exit status, output, object text)."""
+    def compile(self, mode="ok", extra=(), deps=True):
+        """Runs the wrapper as ninja would (`-MD -MF <object>.d` unless `deps` is off); returns
+        (exit status, output, object text)."""
         obj = os.path.join(self.dir.name, "cuda.cuda.o")
         if os.path.exists(obj):
             os.remove(obj)
         env = dict(os.environ, PATH=self.bin + os.pathsep + os.environ["PATH"], TMPDIR=self.tmp,
                    FAKE_LOG=self.log, FAKE_MODE=mode)
-        args = [sys.executable, WRAPPER, self.nvcc, *extra, "-MD", "-MF", obj + ".d", "-c", self.source, "-o", obj]
+        dep = ["-MD", "-MF", obj + ".d"] if deps else []
+        args = [sys.executable, WRAPPER, self.nvcc, *extra, *dep, "-c", self.source, "-o", obj]
         p = subprocess.run(args, env=env, cwd=self.dir.name, capture_output=True, text=True, timeout=120)
         text = _read(obj) if os.path.exists(obj) else None
         return p.returncode, p.stdout + p.stderr, text
@@ -212,21 +221,39 @@ class SideBySide(unittest.TestCase):
         with open(obj_path(self.s) + ".kg_nvcc.json") as f:
             times = json.load(f)
         chains = [(t["chain"], t["tool"]) for t in times["steps"]]
-        self.assertEqual(sorted(chains), sorted([("id", "cudafe++"), ("host", "gcc"), ("host", "cudafe++"),
+        self.assertEqual(sorted(chains), sorted([("id", "cudafe++"), ("deps", "nvcc"), ("host", "gcc"), ("host", "cudafe++"),
                                                  ("device", "gcc"), ("device", "cicc"), ("device", "ptxas"),
                                                  ("device", "fatbinary"), ("last", "gcc")]))
         self.assertGreaterEqual(times["total_s"], max(t["end_s"] for t in times["steps"]))
         # Intermediate files went to a private folder under TMPDIR, removed after.
         self.assertEqual(os.listdir(self.s.tmp), [])
 
-    def test_a_step_only_for_the_dependency_file_runs_beside_the_chains(self):
-        rc, out, obj = self.s.compile(mode="deps-step")
+    def test_the_dependency_file_is_nvccs_own_written_beside_the_chains(self):
+        # CUDA 13 lists `-- Filter Dependencies -- > file` for -MD, a step inside nvcc: the
+        # chains are listed without -MD, and nvcc -M writes the file while they run.
+        rc, out, obj = self.s.compile()
         self.assertEqual(rc, 0, out)
         self.assertNotIn("serial", obj)
-        self.assertEqual(_read(obj_path(self.s) + ".d"), "deps\n")
+        self.assertNotIn("not the chain", out)
+        self.assertEqual(_read(obj_path(self.s) + ".d"), "%s: %s\n" % (obj_path(self.s), self.s.source))
+        # Without a dependency file asked, none is written and no nvcc -M runs.
+        os.remove(obj_path(self.s) + ".d")
+        rc, out, obj = self.s.compile(deps=False)
+        self.assertEqual(rc, 0, out)
+        self.assertNotIn("serial", obj)
+        self.assertFalse(os.path.exists(obj_path(self.s) + ".d"))
         with open(obj_path(self.s) + ".kg_nvcc.json") as f:
-            chains = [(t["chain"], t["tool"]) for t in json.load(f)["steps"]]
-        self.assertIn(("aside", "gcc"), chains)
+            self.assertNotIn("deps", [t["chain"] for t in json.load(f)["steps"]])
+
+    def test_the_dependency_arguments_split_off_the_compile(self):
+        args = ["-MD", "-MF", "o.d", "-ccbin", "g++", "-O3", "-c", "x.cu", "-o", "o.o", "-std=c++17"]
+        compile_args, deps = kg_nvcc.split_dependencies(args)
+        self.assertEqual(compile_args, ["-ccbin", "g++", "-O3", "-c", "x.cu", "-o", "o.o", "-std=c++17"])
+        self.assertEqual(deps, ["-ccbin", "g++", "-O3", "x.cu", "-std=c++17", "-M", "-MT", "o.o", "-MF", "o.d"])
+        long = ["--generate-nonsystem-dependencies-with-compile", "--dependency-output", "o.d", "-c", "x.cu", "-o", "o.o"]
+        self.assertEqual(kg_nvcc.split_dependencies(long)[1], ["x.cu", "-MM", "-MT", "o.o", "-MF", "o.d"])
+        # No file asked: the arguments as they are.
+        self.assertEqual(kg_nvcc.split_dependencies(["-c", "x.cu", "-o", "o.o"]), (["-c", "x.cu", "-o", "o.o"], None))
 
     def test_two_sources_get_two_module_ids(self):
         other = StandIn(source="__global__ void other() {}\n")
