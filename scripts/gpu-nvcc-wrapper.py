@@ -21,6 +21,24 @@ trajectory = __import__("gpu-nvcc-trajectory")
 WRAPPER = os.path.join(ROOT, "crates", "harness", "python", "kg_nvcc.py")
 
 
+def without_module_id(symbol):
+    """The symbol with each anonymous namespace's mangled name (`<length>_GLOBAL__N_...`, which
+    holds the module id) replaced by `<anon>`."""
+    out, at = [], 0
+    for m in re.finditer(r"(\d+)_GLOBAL__N_", symbol):
+        digits, start = m.group(1), m.start(1)
+        # The length's digits follow a name's own (`3__439_GLOBAL...`): the shortest length
+        # whose name ends before a next component (a length) or the end of a nesting (`E`).
+        for k in range(len(digits)):
+            n, name_at = int(digits[k:]), start + len(digits)
+            end = name_at + n
+            if end <= len(symbol) and (end == len(symbol) or symbol[end].isdigit() or symbol[end] == "E"):
+                out.append(symbol[at:start + k] + "<anon>")
+                at = end
+                break
+    return "".join(out) + symbol[at:]
+
+
 def compile_with(cmd, build, obj):
     if os.path.exists(os.path.join(build, obj)):
         os.remove(os.path.join(build, obj))
@@ -61,10 +79,10 @@ def main(path):
             os.remove(times)
         else:
             print("   (no kg_nvcc.json: the wrapper did not finish side by side)")
-        side = trajectory.symbols(obj, build)
+        side = sorted(map(without_module_id, trajectory.symbols(obj, build)))
         secs, p = compile_with(nvcc_cmd, build, obj)
         print(f"nvcc itself, round {round_}: {secs:.1f} s, exit {p.returncode}")
-        serial = trajectory.symbols(obj, build)
+        serial = sorted(map(without_module_id, trajectory.symbols(obj, build)))
         print(f"   same defined symbols: {side == serial}; only nvcc's: {sorted(set(serial) - set(side))[:4]}; only the wrapper's: {sorted(set(side) - set(serial))[:4]}")
 
 

@@ -9,8 +9,7 @@
 #   pch      `kernelgate pch` cold, then again (nothing to do)
 #   before   the 13-kernel pull request, cold, without the precompiled header and nvcc's steps
 #            side by side (KERNELGATE_PCH_DIR=off KERNELGATE_NVCC_PARALLEL=0)
-#   pr       the same pull request with both (nvcc's side by side is opt-in: on here unless
-#            KERNELGATE_NVCC_PARALLEL is set)
+#   pr       the same pull request with both (as kernelgate runs by default)
 #   bytecode scripts/bench-bytecode.sh: `import torch` with and without kernelgate's bytecode tree
 #   verdict  scripts/bench-verdict.sh: `kernelgate eval` of a built kernel, and the one-kernel edit
 #            (CASES and EVAL_RUNS pass through)
@@ -27,8 +26,6 @@ cd "$(dirname "$0")/.."
 export KERNELGATE_PYTHON=python3 PYTHONUNBUFFERED=1
 # Named, not derived from HOME: bench-verdict.sh's eval gives the contributor a fresh HOME.
 export KERNELGATE_PCH_DIR=${KERNELGATE_PCH_DIR:-$HOME/.cache/kernelgate/pch}
-# The opt-in wrapper (docs/eval.md "nvcc's steps side by side") for `pr` and the edit case.
-export KERNELGATE_NVCC_PARALLEL=${KERNELGATE_NVCC_PARALLEL:-1}
 B=$PWD/target/device/kernelgate
 STAGES=${STAGES:-start nvcc pch before pr verdict}
 LIMIT=${LIMIT:-560}

@@ -254,15 +254,14 @@ fn kernel_dir(kernel: &Path) -> Option<PathBuf> {
 /// The variable that switches nvcc's host and device steps side by side (`kg_nvcc.py`).
 const NVCC_PARALLEL_ENV: &str = "KERNELGATE_NVCC_PARALLEL";
 
-/// The child's `KERNELGATE_NVCC_PARALLEL`: opt-in (`1` in this process) until a GPU run has
-/// shown the wrapper's objects load and pass (docs/eval.md), and then only for builds kept
-/// per source (`pr`, `baseline`). torch writes the wrapper into `build.ninja`, so a build and
-/// its eval agree; a build for the contributor's own directory keeps nvcc as torch finds it,
-/// or `python kernel.py`'s build would not be reused. Always set in the child, which would
-/// otherwise inherit this process's `1` where the wrapper must stay off.
+/// The child's `KERNELGATE_NVCC_PARALLEL`: on for builds kept per source (`pr`, `baseline`)
+/// unless this process has it `0` (proven on the GPU: docs/eval.md). torch writes the wrapper
+/// into `build.ninja`, so a build and its eval agree; a build for the contributor's own
+/// directory keeps nvcc as torch finds it, or `python kernel.py`'s build would not be reused.
+/// Always set in the child, which would otherwise inherit this process's value.
 fn nvcc_side_by_side(dir: &ExtensionsDir, ours: Option<&str>) -> &'static str {
     match dir {
-        ExtensionsDir::Keyed(_) if ours == Some("1") => "1",
+        ExtensionsDir::Keyed(_) if ours != Some("0") => "1",
         _ => "0",
     }
 }
@@ -322,10 +321,10 @@ mod tests {
     }
 
     #[test]
-    fn nvcc_side_by_side_is_opt_in_and_only_for_kept_builds() {
+    fn nvcc_side_by_side_is_on_for_kept_builds_unless_turned_off() {
         let keyed = ExtensionsDir::Keyed("/runner/ext".into());
         assert_eq!(nvcc_side_by_side(&keyed, Some("1")), "1");
-        assert_eq!(nvcc_side_by_side(&keyed, None), "0");
+        assert_eq!(nvcc_side_by_side(&keyed, None), "1");
         assert_eq!(nvcc_side_by_side(&keyed, Some("0")), "0");
         // The contributor's own build directory and a job's throwaway one: nvcc as torch finds
         // it, even where this process has the switch on (the child inherits the environment).

@@ -17,7 +17,7 @@ it would be without this module. Intermediate files live in a private `TMPDIR`, 
 
 `install` (run by `kernelgate pch`, a trusted process) writes this file under the pch root,
 which jobs read and never write; `use` (the runner, in a job whose extensions directory is
-kept per source, with `KERNELGATE_NVCC_PARALLEL=1`) names it in torch's `PYTORCH_NVCC`.
+kept per source, where kernelgate sets `KERNELGATE_NVCC_PARALLEL=1` unless it is `0`) names it in torch's `PYTORCH_NVCC`.
 torch writes that command into `build.ninja`, so a build and its later eval must agree on
 it, or ninja compiles again: both come from the same root and switch.
 Usage:   python kg_nvcc.py REAL_NVCC ARGS...
