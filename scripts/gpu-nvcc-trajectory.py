@@ -152,7 +152,9 @@ def main(path):
     print(f"  symbols only in serial: {only_serial}")
     print(f"  symbols only side by side: {only_side}")
     if serial_id and side_id:
-        norm = lambda syms, i: sorted(x.replace(i, "<id>") for x in syms)
+        def norm(syms, i):
+            return sorted(x.replace(i, "<id>") for x in syms)
+
         print(f"  same symbols but the module id: {norm(serial_syms, serial_id) == norm(side_syms, side_id)}")
 
 

@@ -57,7 +57,6 @@ def main(path):
     build = trajectory.write_build_dir(path, os.path.join(work, "ext"))
     cmds = subprocess.run(["ninja", "-C", build, "-t", "commands"], capture_output=True, text=True, check=True).stdout
     nvcc_cmd = next(c for c in cmds.splitlines() if "nvcc" in c.split()[0])
-    nvcc = nvcc_cmd.split()[0]
     obj = re.search(r"-o (\S+\.o)", nvcc_cmd).group(1)
     wrapped = f"{sys.executable} {WRAPPER} {nvcc_cmd}"
     listing = subprocess.run(["bash", "-c", nvcc_cmd + " -dryrun"], cwd=build, capture_output=True, text=True)

@@ -564,7 +564,10 @@ mod pipeline_tests {
                     .wait_timeout_while(written, Duration::from_secs(30), |n| *n < want)
                     .unwrap();
                 drop(written);
-                assert!(!wait.timed_out(), "the report of {want} kernel(s) was never written");
+                assert!(
+                    !wait.timed_out(),
+                    "the report of {want} kernel(s) was never written"
+                );
                 let r = Report::read(&dir.join("report.json")).unwrap();
                 assert!(!r.run.complete);
                 let done = r

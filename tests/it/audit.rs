@@ -7,7 +7,7 @@
 //! Python with torch and ninja (`KERNELGATE_PYTHON` or `.venv`). The matmul fixtures share one
 //! C++ source, so torch compiles it once into `target/kernelgate-test-torch-extensions`.
 
-use crate::common::{python, root, AUDIT_DEFENDS};
+use crate::common::{python, root, test_extensions_dir, AUDIT_DEFENDS};
 
 use kernelgate::pr::adapters::convert;
 use kernelgate::pr::policy::{judge, Acks, Policy};
@@ -34,8 +34,7 @@ fn harness() -> PathBuf {
 
 /// Correctness (2 trials, seed 42) and the audit on the CPU; no timing.
 fn audited(problem: &str, kernel: &str) -> EvalResult {
-    let ext = root().join("target/kernelgate-test-torch-extensions");
-    std::fs::create_dir_all(&ext).unwrap();
+    let ext = test_extensions_dir();
     let mut spec = JobSpec::new(
         fixture(&format!("problems/{problem}")),
         fixture(&format!("kernels/{kernel}")),
@@ -301,8 +300,7 @@ fn the_floor_and_warning_threshold_come_from_the_config() {
 /// CPU C++ ones are evaluated here; the CUDA ones need a GPU (a CPU runner skips them).
 #[test]
 fn no_hack_the_linter_leaves_to_the_runtime_passes_the_gate_clean() {
-    let ext = root().join("target/kernelgate-test-torch-extensions");
-    std::fs::create_dir_all(&ext).unwrap();
+    let ext = test_extensions_dir();
     let problem = root().join("tests/fixtures/eval/problems/relu.py");
     let problem_src = std::fs::read_to_string(&problem).unwrap();
     let (mut failed, mut warned) = (Vec::new(), Vec::new());

@@ -34,8 +34,7 @@ const AMBIENT: &[&str] = &[
 /// checkout's Python, and one torch extensions cache under `target/` (each C++ fixture
 /// compiles once per source).
 pub fn kernelgate_in(repo: &Path) -> Command {
-    let ext = root().join("target/kernelgate-test-torch-extensions");
-    std::fs::create_dir_all(&ext).unwrap();
+    let ext = test_extensions_dir();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kernelgate"));
     cmd.arg("--repo").arg(repo);
     for k in AMBIENT {
@@ -44,6 +43,14 @@ pub fn kernelgate_in(repo: &Path) -> Command {
     cmd.env("KERNELGATE_PYTHON", python())
         .env("TORCH_EXTENSIONS_DIR", ext);
     cmd
+}
+
+/// The suite's torch extensions cache (created): each C++ fixture compiles once per source, and
+/// the wheel test (scripts/test-wheel.sh) finds the demo's builds there.
+pub fn test_extensions_dir() -> PathBuf {
+    let ext = root().join("target/kernelgate-test-torch-extensions");
+    std::fs::create_dir_all(&ext).unwrap();
+    ext
 }
 
 /// A finished command's status and both streams, for assertion messages.

@@ -6,7 +6,7 @@
 //! which `scripts/test.sh` runs first) and a Python with torch (`scripts/setup-python.sh`).
 //! A few minutes on two cores: every kernel is compiled by torch.
 
-use crate::common::root;
+use crate::common::{root, test_extensions_dir};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -54,6 +54,9 @@ fn demo_gates_the_head_commit_on_cpu() {
         .env("KERNELGATE_PYTHON", python())
         .env("KG_DEMO_OUT", out.path())
         .env("KG_DEMO_DEVICE", "cpu")
+        // The suite's extensions cache (keyed by kernel source): the wheel test's demo
+        // (scripts/test-wheel.sh) loads these builds instead of compiling them again.
+        .env("TORCH_EXTENSIONS_DIR", test_extensions_dir())
         .output()
         .expect("run scripts/demo.sh");
     let stdout = String::from_utf8_lossy(&run.stdout);

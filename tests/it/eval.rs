@@ -5,7 +5,7 @@
 //! which `scripts/test.sh` does) and a Python with torch (`KERNELGATE_PYTHON` or `.venv`).
 //! C++ fixtures share one torch extensions cache under `target/` so reruns skip compiling.
 
-use crate::common::{python, root};
+use crate::common::{python, root, test_extensions_dir};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -34,8 +34,7 @@ fn cli() -> Command {
 }
 
 fn ext_dir() -> String {
-    let d = root().join("target/kernelgate-test-torch-extensions");
-    std::fs::create_dir_all(&d).unwrap();
+    let d = test_extensions_dir();
     d.display().to_string()
 }
 

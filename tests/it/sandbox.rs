@@ -6,7 +6,7 @@
 //! Needs the harness extension next to the CLI (`cargo build -p kernelgate-harness`) and a
 //! Python with torch (`KERNELGATE_PYTHON` or `.venv`).
 
-use crate::common::{python, root};
+use crate::common::{python, root, test_extensions_dir};
 
 use serde_json::Value;
 use std::io::Read;
@@ -31,8 +31,7 @@ fn fixture(rel: &str) -> String {
 /// token in kernelgate's own environment.
 fn eval_in(checkout: &Path, kernel: &str, env: &[(&str, String)]) -> (i32, Value) {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"));
-    let ext = root().join("target/kernelgate-test-torch-extensions");
-    std::fs::create_dir_all(&ext).unwrap();
+    let ext = test_extensions_dir();
     let mut cmd = Command::new(exe);
     cmd.current_dir(checkout)
         .env("KERNELGATE_PYTHON", python())

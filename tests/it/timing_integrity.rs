@@ -6,7 +6,7 @@
 //! Needs the harness extension next to the CLI (`cargo build -p kernelgate-harness`) and a
 //! Python with torch (`KERNELGATE_PYTHON` or `.venv`).
 
-use crate::common::{python, root};
+use crate::common::{python, root, test_extensions_dir};
 
 use serde_json::Value;
 use std::path::PathBuf;
@@ -18,8 +18,7 @@ const TAMPERED: &str = "timing/reference-tampered";
 /// `kernelgate eval --device cpu --format json` with timing, seed 1; (exit code, JSON).
 fn eval_timed(problem: &str, kernel: &str) -> (i32, Value) {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"));
-    let ext = root().join("target/kernelgate-test-torch-extensions");
-    std::fs::create_dir_all(&ext).unwrap();
+    let ext = test_extensions_dir();
     let fx = |rel: &str| root().join("tests/fixtures/eval").join(rel);
     let out = Command::new(exe)
         .env("KERNELGATE_PYTHON", python())
