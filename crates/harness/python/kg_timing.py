@@ -172,7 +172,7 @@ class FreshInputs:
             n = dst.numel() * dst.element_size()
             # The source leaves the host's caches: a draw read one call ago must not make the
             # next call faster than one never read (`Timer.copy`, the CPU's input reuse).
-            self._harness_copy(self._data_ptr(dst), self._data_ptr(src), n, False, True)
+            self._harness_copy(self._data_ptr(dst), self._data_ptr(src), n, wait=False, evict_source=True)
             self.harness_copies += 1
         else:
             self._copy_(dst, src)

@@ -149,7 +149,7 @@ class FreshDraws(unittest.TestCase):
     def test_the_refill_goes_through_the_harness_copy_when_given(self):
         calls = []
 
-        def copy(dst, src, n, wait, evict_source):
+        def copy(dst, src, n, *, wait, evict_source):
             calls.append((n, evict_source))
             ctypes.memmove(dst, src, n)
 
