@@ -119,17 +119,13 @@ impl Shared {
         evaluator: &dyn Evaluator,
         mine: &mut Vec<usize>,
         taken_elsewhere: &mut Vec<usize>,
-        seeking: &mut bool,
     ) -> Take {
         let l = lane as usize;
         let mut s = self.lock();
-        if !*seeking {
-            s.seeking[l] += 1;
-            *seeking = true;
-        }
-        let found = |s: &mut State, seeking: &mut bool, take: Take| {
+        // The caller is counted in `seeking` (by `run`, or where its last eval ended) until
+        // this gives it a kernel or tells it nothing is left.
+        let found = |s: &mut State, take: Take| {
             s.seeking[l] -= 1;
-            *seeking = false;
             take
         };
         loop {
@@ -152,11 +148,11 @@ impl Shared {
                 if let Some(i) = own.or_else(|| s.ready[l].first().copied()) {
                     s.ready[l].remove(&i);
                     mine.retain(|&j| j != i);
-                    return found(&mut s, seeking, Take::Job(i));
+                    return found(&mut s, Take::Job(i));
                 }
             }
             if s.unready[l].is_empty() && s.ready[l].is_empty() {
-                return found(&mut s, seeking, Take::Done);
+                return found(&mut s, Take::Done);
             }
             if let Some(j) = Self::speculate(&mut s, lane, mine) {
                 return Take::Speculate(j);
@@ -366,7 +362,7 @@ fn eval_worker(
     // Kernels whose process this worker started while their build ran.
     let mut speculated: Vec<usize> = Vec::new();
     let mut taken_elsewhere = Vec::new();
-    let mut seeking = true; // counted by `run` before the thread started
+    // This worker is counted in `State::seeking` (by `run`) until `take` gives it a kernel.
     loop {
         let take = match next.take() {
             Some(i) => Take::Job(i),
@@ -375,7 +371,6 @@ fn eval_worker(
                 evaluator,
                 &mut speculated,
                 &mut taken_elsewhere,
-                &mut seeking,
             ),
         };
         for j in taken_elsewhere.drain(..) {
@@ -414,7 +409,11 @@ fn eval_worker(
         }
         let ended = Instant::now();
         let spent = {
-            let s = shared.lock();
+            let mut s = shared.lock();
+            if next.is_none() {
+                // Looking for its next kernel from now until `take` gives it one.
+                s.seeking[lane as usize] += 1;
+            }
             let ms = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64() * 1000.0;
             let queued_until = s.build_started[i].unwrap_or(started);
             TimeSpent {
@@ -554,14 +553,26 @@ mod tests {
         }
         /// Waits until `what` happened to `path`; panics when it never does.
         fn wait_for(&self, what: &str, path: &str) {
+            self.wait_until(what, path, |w| w == what);
+        }
+        /// Waits until an action of `path` that `matches` is logged (`described` names it in
+        /// the failure); that action.
+        fn wait_until(
+            &self,
+            described: &str,
+            path: &str,
+            matches: impl Fn(&str) -> bool,
+        ) -> String {
             let log = self.log.lock().unwrap();
             let (log, timeout) = self
                 .logged
                 .wait_timeout_while(log, STUCK, |log| {
-                    !log.iter().any(|(w, p)| w == what && p == path)
+                    !log.iter().any(|(w, p)| matches(w) && p == path)
                 })
                 .unwrap();
-            assert!(!timeout.timed_out(), "never: {what} {path}; {log:?}");
+            assert!(!timeout.timed_out(), "never: {described} {path}; {log:?}");
+            let (w, _) = log.iter().find(|(w, p)| matches(w) && p == path).unwrap();
+            w.clone()
         }
         /// Position of `what` of `path` in the log.
         fn at(&self, what: &str, path: &str) -> usize {
@@ -574,18 +585,7 @@ mod tests {
         /// the device it happened on.
         fn wait_for_any(&self, what: &str, path: &str) -> String {
             let prefix = format!("{what} ");
-            let log = self.log.lock().unwrap();
-            let (log, timeout) = self
-                .logged
-                .wait_timeout_while(log, STUCK, |log| {
-                    !log.iter().any(|(w, p)| w.starts_with(&prefix) && p == path)
-                })
-                .unwrap();
-            assert!(!timeout.timed_out(), "never: {what} {path}; {log:?}");
-            let (w, _) = log
-                .iter()
-                .find(|(w, p)| w.starts_with(&prefix) && p == path)
-                .unwrap();
+            let w = self.wait_until(what, path, |w| w.starts_with(&prefix));
             w[prefix.len()..].to_string()
         }
         /// Waits until `path`'s eval starts; the device it started on.
