@@ -93,8 +93,10 @@ stage pch 90 bash -c 'time $B pch; time $B pch'
 stage before 130 env KERNELGATE_PCH_DIR=off KERNELGATE_NVCC_PARALLEL=0 bash -c 'pr_run before'
 stage pr 130 bash -c 'pr_run pr'
 # About 70 s for the eval case (the contributor's build, two evals), 90 s for the edit (two prs).
-cases=" ${CASES:-eval edit} "
-stage verdict "$(( $([[ $cases == *" eval "* ]] && echo 70 || echo 0) + $([[ $cases == *" edit "* ]] && echo 90 || echo 0) ))" bash -c verdict
+verdict_s=0
+[[ " ${CASES:-eval edit} " == *" eval "* ]] && verdict_s=$((verdict_s + 70))
+[[ " ${CASES:-eval edit} " == *" edit "* ]] && verdict_s=$((verdict_s + 90))
+stage verdict "$verdict_s" bash -c verdict
 stage timing 120 env OUT="$OUT/timing" ONLY="${TIMING_ONLY:-fingerprint_cache honest_autotune honest_workspace side_stream 3_ReLU_cuda 7_Softmax_triton}" bash scripts/gpu-timing-integrity.sh
 echo "== all done at $((SECONDS - S)) s" >>"$log"
 tail -60 "$log"

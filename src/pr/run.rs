@@ -212,7 +212,6 @@ impl Pipeline<'_> {
         }
     }
 
-    /// A progress line on stderr (stdout keeps the per-kernel results).
     /// Writes the report's files to `out_dir` and tells the observer.
     fn write(&self, report: &Report) -> Result<(), kernelgate_report::ReportError> {
         kernelgate_report::render_all(report, &self.out_dir)?;
@@ -222,6 +221,7 @@ impl Pipeline<'_> {
         Ok(())
     }
 
+    /// A progress line on stderr (stdout keeps the per-kernel results).
     fn note(&self, line: String) {
         if !self.progress.quiet {
             eprintln!("  {line}");

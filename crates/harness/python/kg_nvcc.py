@@ -310,13 +310,14 @@ def split_dependencies(args):
     return compile_args, deps + [mode, "-MT", obj or "", "-MF", output]
 
 
-def _option(args, flag):
-    return next((args[i + 1] for i, a in enumerate(args) if a == flag and i + 1 < len(args)), None)
+def _option(args, *flags):
+    """The value after the first of `flags` in the arguments, or None."""
+    return next((args[i + 1] for i, a in enumerate(args) if a in flags and i + 1 < len(args)), None)
 
 
 def _dependency_file(args, cwd):
     """The dependency file the arguments ask for (`-MF`/`--dependency-output`), or None."""
-    output = next((args[i + 1] for i, a in enumerate(args) if a in DEPENDENCY_OUTPUT and i + 1 < len(args)), None)
+    output = _option(args, *DEPENDENCY_OUTPUT)
     return os.path.join(cwd or os.getcwd(), output) if output else None
 
 
