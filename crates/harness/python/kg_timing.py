@@ -289,10 +289,20 @@ def measure(callables, n_input_sets, timer, cfg, verify=None, inputs=None, repea
     verified = {name: 0 for name in samples}
     last = {}  # name -> (input set, token) of its latest fresh call
 
+    judge_ms = {}  # series -> the judge's clock per call, for callables in a worker
+
     def timed(name, i, token):
         if inputs is not None:
             inputs.fill(i, token)  # outside the timed region, before the flush
         fn = callables[name]
+        remote = getattr(fn, "timed_call", None)
+        if remote is not None:
+            # A model in a worker (`kg_judge.RemoteModel`): the judge flushes, brackets the call
+            # with its own clock and keeps that beside the worker's events.
+            ms, trailing, wall, waited, reply = remote(i, timer)
+            judge_ms[name] = waited
+            return ms, trailing, wall, reply
+        judge_ms.pop(name, None)
         box = []
         ms, trailing, wall = timer.time(lambda: box.append(fn(i)))
         return ms, trailing, wall, (box[0] if box else None)
@@ -337,9 +347,10 @@ def measure(callables, n_input_sets, timer, cfg, verify=None, inputs=None, repea
                 ms, trailing, wall, out = timed(name, j, token)
                 if check and capture is not None:
                     out = capture(name, out)
-                samples[series].append(
-                    {"ms": ms, "trailing_sync_ms": trailing, "wall_ms": wall, "input_set": j, "verified": check}
-                )
+                sample = {"ms": ms, "trailing_sync_ms": trailing, "wall_ms": wall, "input_set": j, "verified": check}
+                if name in judge_ms:
+                    sample["judge_ms"] = judge_ms[name]
+                samples[series].append(sample)
                 if check:
                     verify(name, j, out, token)
                     verified[series] += 1

@@ -45,6 +45,8 @@ kg_work = None
 kg_integrity = None
 kg_pch = None
 kg_nvcc = None
+kg_wire = None
+kg_judge = None
 
 
 class _Stop(Exception):
@@ -307,6 +309,15 @@ class Runner:
         self.exact_reference(ref_model, trials[0], extra)
         self.phase("exact_reference")
 
+        # The buffers the workers share with the judge: one per timing input set (one without
+        # timing), filled by the judge right before each call that uses them.
+        n_sets = min(len(trials), job.timing.input_sets) if job.timing else 1
+        self.shared = kg_judge.SharedSets(torch, dev, [trials[i][1] for i in range(n_sets)], trials[0][2])
+        self.shared_seeds = [trials[i][0] for i in range(n_sets)]
+        self.workers = []
+        self.job_json = self.job_json_text
+        self.phase("shared_buffers")
+
         # The plausibility floor's inputs, measured before any candidate code exists.
         if job.timing:
             self.count_work(ref_model, trials[0][1], trials[0][2], trial_seeds[0])
@@ -327,16 +338,11 @@ class Runner:
         threads_py = _active_count()
         threads_native = _native_threads()
 
-        # PyTorch's state as the reference knows it, taken last before the candidate exists.
-        self.witness = kg_integrity.Witness(torch, ref_model) if kg_integrity is not None else None
-        self.phase("witness")
-
-        # ---- candidate -------------------------------------------------------------------------
-        if job.sandbox:
-            kg_sandbox.install(job.sandbox, self.finding)
-            self.deny_from_candidate(job.sandbox)
+        # ---- candidate: in a worker of its own --------------------------------------------------
+        # The judge's PyTorch is never the candidate's: what the candidate's import does to
+        # PyTorch stays in its worker (which reports it, `kg_worker`).
+        self.witness = None
         cand, cand_mod = self.load_candidate(init_inputs, seed)
-        self.check_integrity(restore=True)
 
         first_outputs = self.check_trials(cand, trials, extra, threads_py, threads_native)
         self.precision_audit(first_outputs)
@@ -374,81 +380,53 @@ class Runner:
         self._t = _perf()
         return trials, trial_seeds
 
+    def start_worker(self, role, where):
+        """A worker for `role`'s code, bound to the shared buffers: a `kg_judge.RemoteModel`."""
+        try:
+            worker = kg_judge.Worker(self.job_json, role, self.dev, self.finding)
+            self.workers.append(worker)
+            flush = self.flush_l2
+            return kg_judge.RemoteModel(worker, self.shared, self.shared_seeds, flush)
+        except kg_judge.WorkerFailed as failed:
+            raise _Stop(failed.outcome)
+
+    def flush_l2(self):
+        timer = self.timer
+        if timer is not None and self.dev.type == "cuda":
+            timer.flush_l2()
+
     def load_candidate(self, init_inputs, seed):
-        """Imports the kernel (the compile phase) and constructs `ModelNew` as the reference was
-        constructed; returns (model, module)."""
-        job, torch = self.job, self.torch
+        """Starts the candidate's worker: it imports the kernel (the compile phase) and
+        constructs `ModelNew` as the reference was constructed. Returns (model, None): the
+        judge never holds the candidate's module."""
         self.mark("compile")
         self.candidate_started = True
-        before = _extension_libraries(self.extensions_root) if self.extensions_root else {}
+        if self.timer is None and self.dev.type == "cuda" and self.kg_timing is not None:
+            self.timer = self.kg_timing.make_timer(self.timing_cfg() if self.job.timing else {"device": "cuda", "l2": "cold"})
         try:
-            cand_mod = _load_module(job.kernel, "kg_candidate_" + job.job_id)
-        except BaseException as e:
+            cand = self.start_worker("candidate", "importing the kernel")
+        finally:
             self.mark("run")
-            raise _Stop(self.compile_error(e))
-        self.mark("run")
-        self.extensions = extension_builds(self.extensions_root, before)
-        self.sync()
+        self.extensions = _extension_list(cand.worker.extensions)
         self.phase("compile")
-        ModelNew = getattr(cand_mod, "ModelNew", None)
-        if ModelNew is None:
-            raise _Stop(
-                {
-                    "kind": "compile_error",
-                    "message": f"{job.kernel} defines no class ModelNew; define `class ModelNew(nn.Module)` "
-                    "with the same constructor and forward signature as the problem's Model",
-                    "log_tail": "",
-                }
-            )
-        try:
-            with torch.no_grad():
-                self.set_seed(seed)
-                cand = ModelNew(*init_inputs).to(device=self.dev, dtype=self.dtype)
-            self.sync()
-        except BaseException as e:
-            raise _Stop(self.runtime_error(e, "constructing ModelNew"))
-        self.phase("construct")
-        return cand, cand_mod
+        return cand, None
 
     def load_base(self, init_inputs, seed):
-        """Imports the base kernel and constructs its `ModelNew`, or None with a warning. It
-        builds, or loads its build job's build, in its own directory (`base_extensions_dir`),
-        as a first build: torch names an extension by the order of loads in one process and
-        would rename the base's `<name>_v1`, a name never built ahead. A prebuilt base's
-        directory is read-only here and nothing is compiled (`_load_only`). The candidate's
-        build directory and torch's names are put back before the candidate's import."""
-        job, torch = self.job, self.torch
-        own_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
-
-        def forget_loaded_names():
-            cpp_extension = sys.modules.get("torch.utils.cpp_extension")
-            versioner = getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None)
-            if versioner is not None:
-                versioner.entries.clear()
-
-        if job.base_extensions_dir:
-            os.environ["TORCH_EXTENSIONS_DIR"] = job.base_extensions_dir
-            forget_loaded_names()
-        # A build here counts against the compile limit.
+        """Starts the base version's worker, or None with a warning. It builds, or loads its
+        build job's build, in its own directory (`base_extensions_dir`; a prebuilt base's is
+        read-only to it and nothing is compiled)."""
         self.mark("compile")
         base = None
         try:
-            with _load_only() if job.base_prebuilt else contextlib.nullcontext():
-                base_mod = _load_module(job.base_kernel, "kg_base_" + job.job_id)
-            with torch.no_grad():
-                self.set_seed(seed)
-                base = base_mod.ModelNew(*init_inputs).to(device=self.dev, dtype=self.dtype)
-            self.sync()
-        except BaseException as e:
-            self.finding("base-kernel-failed", "warning", f"the base kernel could not be loaded for timing: {e!r}")
+            base = self.start_worker("base", "importing the base kernel")
+        except _Stop as stop:
+            o = stop.outcome
+            self.finding(
+                "base-kernel-failed", "warning",
+                f"the base kernel could not be loaded for timing: {o.get('message') or o.get('reason') or o.get('kind')}",
+            )
         finally:
             self.mark("run")
-            if job.base_extensions_dir:
-                if own_dir is None:
-                    os.environ.pop("TORCH_EXTENSIONS_DIR", None)
-                else:
-                    os.environ["TORCH_EXTENSIONS_DIR"] = own_dir
-                forget_loaded_names()
         self.phase("base_compile")
         return base
 
@@ -706,6 +684,11 @@ class Runner:
 
     # ---- correctness -------------------------------------------------------------------------
     def call(self, cand, args, s, where):
+        if _isinstance(cand, kg_judge.RemoteModel):
+            try:
+                return cand.run(args, s, where)
+            except kg_judge.WorkerFailed as failed:
+                raise _Stop(failed.outcome)
         try:
             with self.torch.no_grad():
                 self.set_seed(s)
@@ -1063,8 +1046,18 @@ class Runner:
         # hand an out-parameter buffer the right values already: the audit sees writes by content.
         self.poison([(r.shape, r.dtype) for r in refs])
         try:
-            self.set_seed(s)
-            self.op_audit = kg_audit.audit(self.torch, cand, cand_mod, args, self.dev.type)
+            if _isinstance(cand, kg_judge.RemoteModel):
+                for b, x in zip(self.shared.sets[0], args):
+                    if _isinstance(x, T.Tensor):
+                        b.copy_(x)
+                self.sync()
+                reply = cand.audit(s)
+                self.op_audit = reply.get("audit") if _isinstance(reply.get("audit"), dict) else None
+                if self.op_audit is None:
+                    raise RuntimeError(reply.get("error") or "the worker returned no audit")
+            else:
+                self.set_seed(s)
+                self.op_audit = kg_audit.audit(self.torch, cand, cand_mod, args, self.dev.type)
             self.sync()
             if self.op_audit.get("custom_share") is None:
                 self.finding(
@@ -1165,16 +1158,18 @@ class Runner:
         self.control_alone = None
         if self.kg_timing is None:
             return
-        n_sets = min(len(trials), self.job.timing.input_sets)
-        # The first trials' own inputs (no second copy: inputs can be gigabytes); their original
-        # content is put back before the correctness trials read them.
-        sets = [trials[i][1] for i in range(n_sets)]
-        seeds = [trials[i][0] for i in range(n_sets)]
+        # The shared buffers the workers read: the first trials' inputs, copied.
+        sets = self.shared.sets
+        seeds = self.shared_seeds
         if self.timer is None:
             self.timer = self.kg_timing.make_timer(self.timing_cfg())
         fresh = self.kg_timing.FreshInputs(self.torch, sets, self.fresh_draws(sets), self.timer.copy)
         self.timing_inputs = (sets, seeds, fresh)
         self.phase("fresh_draws")
+        # The reference is timed in a worker of its own, on the candidate's path: the judge's
+        # clock, the round trip and the output copy are the same for both.
+        self.ref_remote = self.start_worker("reference", "starting the reference's worker")
+        self.phase("reference_worker")
         try:
             self.reference_alone, self.control_alone = self.time_alone(ref_model, sets, fresh)
         except BaseException as e:
@@ -1212,15 +1207,14 @@ class Runner:
         if self.timer is None:
             self.timer = self.kg_timing.make_timer(cfg)
 
-        def call(i):
-            with self.torch.no_grad():
-                return ref_model(*sets[i])
-
-        callables = {"reference": call}
+        callables = {"reference": self.ref_remote}
         control = self.control_call(sets)
         if control is not None:
             callables["control"] = control
-        alone = self.kg_timing.measure(callables, len(sets), self.timer, cfg, None, fresh)
+        try:
+            alone = self.kg_timing.measure(callables, len(sets), self.timer, cfg, None, fresh)
+        except kg_judge.WorkerFailed as failed:
+            raise RuntimeError(f"the reference's worker failed: {failed.outcome}")
         fresh.restore()
         self.sync()
         return alone["reference"], alone.get("control")
@@ -1240,9 +1234,9 @@ class Runner:
 
             return f
 
-        callables = {"reference": caller(ref_model), "candidate": caller(cand)}
+        callables = {"reference": self.ref_remote, "candidate": cand if _isinstance(cand, kg_judge.RemoteModel) else caller(cand)}
         if base is not None:
-            callables["base"] = caller(base)
+            callables["base"] = base
         if self.control_alone:
             callables["control"] = self.control_call(sets)
 
@@ -1258,6 +1252,10 @@ class Runner:
         harness_copy = self.timer.copy
 
         def capture(name, out):
+            fn = callables.get(name)
+            if _isinstance(fn, kg_judge.RemoteModel):
+                # The judge's copies, read from the shared output buffers right after the reply.
+                return fn.read_outputs(out), None
             outs = self.as_list(out)
             bufs = snap_bufs.get(name)
             if bufs is None:
@@ -1312,8 +1310,12 @@ class Runner:
             )
         except _Stop:
             raise
+        except kg_judge.WorkerFailed as failed:
+            raise _Stop(failed.outcome)
         except BaseException as e:
             raise _Stop(self.runtime_error(e, "timing"))
+        for rule, severity, message in kg_judge.clock_findings(samples):
+            self.finding(rule, severity, message)
         if not fresh.intact():
             raise _Stop(
                 {
@@ -1381,6 +1383,19 @@ class Runner:
         return out
 
 
+def _extension_list(reported):
+    """A worker's report of the extensions its import built or loaded, kept to the fields the
+    result carries (the worker is not trusted to shape the result)."""
+    out = []
+    for e in reported if _isinstance(reported, list) else []:
+        if not _isinstance(e, dict):
+            continue
+        name, library = e.get("name"), e.get("library")
+        if _isinstance(name, str) and _isinstance(library, str):
+            out.append({"name": name[:200], "library": library[:1000], "built": e.get("built") is True, "rebuilt": e.get("rebuilt") is True})
+    return out[:64]
+
+
 def _clean(x):
     if _isinstance(x, float):
         return x if math.isfinite(x) else None
@@ -1404,17 +1419,22 @@ def run(job_json, kg_timing=None, timer=None):
         outcome = {"kind": "harness_error", "message": f"kernelgate's harness cannot read its job: {e}"}
         return dumps({"outcome": outcome, "findings": [], "phases": [], "timing": None})
     runner = Runner(job, kg_timing, timer)
+    runner.job_json_text = job_json
     outcome = {"kind": "passed"}
     try:
         runner.execute()
     except _Stop as stop:
         outcome = stop.outcome
+    except kg_judge.WorkerFailed as failed:
+        outcome = failed.outcome
     except BaseException as e:  # a bug of ours, never the candidate's verdict
         outcome = {
             "kind": "harness_error",
             "message": f"kernelgate's runner failed: {e!r}",
             "traceback": _tail(_format_exc()),
         }
+    for worker in getattr(runner, "workers", None) or []:
+        worker.stop()
     if outcome.get("kind") == "harness_error" and not runner.candidate_started:
         outcome["kind"] = "infrastructure"
     if outcome.get("kind") == "passed":

@@ -38,6 +38,12 @@ const KG_PCH_SRC: &str = include_str!("../python/kg_pch.py");
 const KG_BYTECODE_SRC: &str = include_str!("../python/kg_bytecode.py");
 /// nvcc's host and device steps side by side (`PYTORCH_NVCC`), installed by `kernelgate pch`.
 const KG_NVCC_SRC: &str = include_str!("../python/kg_nvcc.py");
+/// The judge <-> worker wire (messages, shared buffers).
+const KG_WIRE_SRC: &str = include_str!("../python/kg_wire.py");
+/// The judge's handle on its workers.
+const KG_JUDGE_SRC: &str = include_str!("../python/kg_judge.py");
+/// The worker: imports a model's code and computes outputs for the judge.
+const KG_WORKER_SRC: &str = include_str!("../python/kg_worker.py");
 /// The job protocol this harness speaks: `kernelgate_eval::HARNESS_PROTOCOL` and
 /// `kg_protocol.PROTOCOL` must agree (tests/it/protocol.rs).
 const PROTOCOL: u32 = 3;
@@ -52,6 +58,12 @@ fn main(py: Python<'_>) -> PyResult<()> {
         return Err(pyo3::exceptions::PyRuntimeError::new_err(
             "kernelgate_harness.main() runs once per process",
         ));
+    }
+    // The judge's memory holds the result key, the draws and the references: not readable
+    // through /proc or ptrace by a process without CAP_SYS_PTRACE, which its workers lack.
+    // SAFETY: prctl with integer arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
     }
     // Warm up before the job arrives: a child started ahead of its turn (`pr` starts the next
     // job's process while the GPU is busy) spends its import time while it waits. Trusted code
@@ -103,6 +115,45 @@ fn main(py: Python<'_>) -> PyResult<()> {
     std::process::exit(code);
 }
 
+/// `kernelgate_harness.worker(fd)`: the worker process the judge starts for a model's code
+/// (`kg_judge.Worker`), serving the judge on the socket `fd`. Confined first (its own Landlock
+/// domain, no capabilities), before torch or any model code is loaded; exits the process.
+#[pyfunction]
+fn worker(py: Python<'_>, fd: i32) -> PyResult<()> {
+    if STARTED.swap(true, Ordering::SeqCst) {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "kernelgate_harness.worker() runs once per process",
+        ));
+    }
+    let wire = load_private_module(py, "kg_wire", KG_WIRE_SRC)?;
+    let worker = load_private_module(py, "kg_worker", KG_WORKER_SRC)?;
+    worker.setattr("kg_wire", &wire)?;
+    if let Err(e) = worker.call_method0("confine") {
+        eprintln!(
+            "kernelgate worker: confinement failed ({}): the worker cannot start",
+            py_error_text(py, &e)
+        );
+        std::process::exit(4);
+    }
+    let code = match load_runner(py) {
+        Err(message) => {
+            eprintln!("kernelgate worker: {message}");
+            5
+        }
+        Ok(Runner { runner, timing }) => {
+            match worker.call_method1("serve", (fd, runner, timing)) {
+                Ok(v) => v.extract::<i32>().unwrap_or(0),
+                Err(e) => {
+                    eprintln!("kernelgate worker: {}", py_error_text(py, &e));
+                    6
+                }
+            }
+        }
+    };
+    let _ = py.run(c"import sys\nsys.stdout.flush()\nsys.stderr.flush()", None, None);
+    std::process::exit(code);
+}
+
 /// The runner and its helper modules, loaded and holding torch, ready for a job.
 struct Runner<'py> {
     runner: Bound<'py, PyModule>,
@@ -132,12 +183,18 @@ fn load_runner(py: Python<'_>) -> Result<Runner<'_>, String> {
         ("kg_integrity", KG_INTEGRITY_SRC),
         ("kg_pch", KG_PCH_SRC),
         ("kg_nvcc", KG_NVCC_SRC),
+        ("kg_wire", KG_WIRE_SRC),
+        ("kg_judge", KG_JUDGE_SRC),
     ] {
         let m = load_private_module(py, name, src)
             .map_err(|e| format!("loading {name}: {}", py_error_text(py, &e)))?;
         runner
             .setattr(name, m)
             .map_err(|e| format!("installing {name}: {}", py_error_text(py, &e)))?;
+    }
+    // The judge's modules speak the wire.
+    if let (Ok(wire), Ok(judge)) = (runner.getattr("kg_wire"), runner.getattr("kg_judge")) {
+        let _ = judge.setattr("kg_wire", wire);
     }
     // Only where the child sees a GPU (its job's), and before CUDA has a context here.
     if let (Ok(torch), Ok(audit)) = (py.import("torch"), runner.getattr("kg_audit")) {
@@ -274,6 +331,7 @@ fn deny_syscalls(syscalls: Vec<i64>) -> PyResult<()> {
 fn kernelgate_harness(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(deny_syscalls, m)?)?;
+    m.add_function(wrap_pyfunction!(worker, m)?)?;
     m.add_function(wrap_pyfunction!(pch_module, m)?)?;
     m.add_function(wrap_pyfunction!(bytecode_module, m)?)?;
     m.add_function(wrap_pyfunction!(nvcc_module, m)?)?;

@@ -1,0 +1,323 @@
+"""The judge's side of a worker: starts it, shares buffers with it, asks it for outputs and reads
+them back. The judge (`runner.py`) never imports a model's code that is not the reference's:
+the candidate, the base version and the timed reference each run in a worker of their own
+(`kg_worker.py`). What the judge keeps (every input drawn, the reference's outputs, the
+comparison, the clock, the result) lives only in its own memory.
+
+Each call: the judge writes the call's inputs into the shared buffers of one input set, flushes
+the GPU's L2 from its own context, reads its clock, sends the call, and reads its clock again
+when the reply arrives; the worker ran the model, timed it with its own events, copied the
+outputs into the shared output buffers and synchronised. The judge decides after the reply
+whether it reads and checks those outputs: the worker cannot tell."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+kg_wire = None  # set by the harness
+_perf_ns = time.perf_counter_ns
+
+# Outcomes a worker may report for its own failure; anything else it sends is its runtime error.
+_WORKER_KINDS = ("compile_error", "runtime_error", "crash")
+_TEXT_FIELDS = ("message", "reason", "log_tail", "traceback", "where")
+
+# Worker clock against the judge's (`clock_findings`): the candidate's gap between the judge's
+# time and its own reported time may exceed the reference worker's (the same path, trusted code)
+# by this much, in ms, plus this share of the candidate's own time.
+CLOCK_SLACK_MS = 0.03
+CLOCK_SLACK_SHARE = 0.25
+
+
+class WorkerFailed(Exception):
+    """The worker reported a failure of the model's code or died: `outcome` is the verdict."""
+
+    def __init__(self, outcome):
+        super().__init__(outcome.get("message") or outcome.get("reason"))
+        self.outcome = outcome
+
+
+def _sanitised(outcome, fallback_where):
+    """A worker's failure report, kept to the kinds and fields a failure may have: a worker
+    cannot report `passed`, or anything the judge has not observed."""
+    if not isinstance(outcome, dict):
+        outcome = {}
+    kind = outcome.get("kind") if outcome.get("kind") in _WORKER_KINDS else "runtime_error"
+    out = {"kind": kind}
+    for field in _TEXT_FIELDS:
+        value = outcome.get(field)
+        if isinstance(value, str):
+            out[field] = value[:4000]
+    if kind == "runtime_error":
+        out.setdefault("message", f"the model failed while {fallback_where}")
+        if outcome.get("memory_limit") is True:
+            out["memory_limit"] = True
+    if kind == "crash":
+        out.setdefault("reason", f"the model crashed while {fallback_where}")
+    if kind == "compile_error":
+        out.setdefault("message", "the kernel failed to import")
+        out.setdefault("log_tail", "")
+    return out
+
+
+def _foreign(type_name):
+    """Stands in the judge for an output the worker says is not a tensor (named as it said)."""
+    name = type_name if isinstance(type_name, str) and type_name.isidentifier() else "object"
+    return type(name, (), {})()
+
+
+class Worker:
+    """One worker process and its requests. `role`: "candidate", "base" or "reference"."""
+
+    def __init__(self, job_json, role, device, findings):
+        self.role = role
+        self.device = device
+        self.findings = findings  # the judge's finding(rule, severity, message)
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        fd = child.fileno()
+        cmd = [sys.executable, "-c", f"import kernelgate_harness as h; h.worker({fd})"]
+        self.proc = subprocess.Popen(cmd, pass_fds=[fd], stdin=subprocess.DEVNULL, close_fds=True)
+        child.close()
+        self.sock = parent
+        self.judge_ms = None
+        kg_wire.send(parent, {"role": role, "job": job_json, "device": str(device)})
+        self.loaded = self.request(None, "importing and constructing the model")
+        self.extensions = self.loaded.get("extensions") if isinstance(self.loaded.get("extensions"), list) else []
+
+    # ---- the wire ------------------------------------------------------------------------------
+    def died(self, where):
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        if code < 0:
+            import signal
+
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return {"kind": "crash", "reason": f"the {self.role}'s process was killed by {name} while {where}"}
+        return {
+            "kind": "crash",
+            "reason": f"the {self.role}'s process exited with status {code} while {where}: the model's code "
+            "ended the process (os._exit, sys.exit from a thread, abort)",
+        }
+
+    def request(self, message, where, fds=()):
+        """Sends `message` (None: only read the load's reply) and returns the reply; a failure
+        the worker reports or its death raises `WorkerFailed`."""
+        try:
+            if message is not None:
+                kg_wire.send(self.sock, message, fds)
+            reply = kg_wire.recv(self.sock)
+        except (kg_wire.WireError, OSError):
+            raise WorkerFailed(self.died(where)) from None
+        for f in reply.get("findings") or []:
+            if isinstance(f, dict) and isinstance(f.get("rule"), str) and f.get("severity") in ("error", "warning", "info"):
+                self.findings(f["rule"][:80], f["severity"], str(f.get("message", ""))[:2000])
+        if reply.get("ok") is not True:
+            raise WorkerFailed(_sanitised(reply.get("outcome"), where))
+        return reply
+
+    def stop(self):
+        try:
+            kg_wire.send(self.sock, {"op": "stop"})
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.sock.close()
+
+
+class SharedSets:
+    """The input sets and output buffers every worker of a job maps: the only memory the judge
+    shares. Each set is refilled by the judge right before the call that uses it."""
+
+    def __init__(self, torch, device, sets, outputs_like):
+        self.torch = torch
+        self.alloc = kg_wire.SharedAllocator(torch, device)
+        self.fds = []
+        self.sets = []
+        self.specs = []
+        for args in sets:
+            shared, specs = [], []
+            for a in args:
+                if isinstance(a, torch.Tensor):
+                    t, fd = self.alloc.like(a)
+                    specs.append(kg_wire.tensor_spec(torch, t, self._fd(fd)))
+                    shared.append(t)
+                else:
+                    specs.append({"value": a})
+                    shared.append(a)
+            self.sets.append(shared)
+            self.specs.append(specs)
+        self.outputs = []
+        self.output_specs = []
+        for r in outputs_like:
+            t, fd = self.alloc.empty(tuple(r.shape), r.dtype)
+            self.outputs.append(t)
+            self.output_specs.append(kg_wire.tensor_spec(torch, t, self._fd(fd)))
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def _fd(self, fd):
+        if fd is None:
+            return None
+        self.fds.append(fd)
+        return len(self.fds) - 1
+
+    def bind(self, worker):
+        worker.request({"op": "bind", "sets": self.specs, "outputs": self.output_specs}, "mapping the inputs", self.fds)
+
+
+class RemoteModel:
+    """The judge's handle on a model in a worker, called like the model: `run` for a checked
+    call on the judge's inputs, `timed_call` inside `kg_timing.measure`."""
+
+    def __init__(self, worker, shared, seeds, flush):
+        self.worker = worker
+        self.shared = shared
+        self.seeds = seeds
+        self.flush = flush  # the judge's L2 flush (GPU), before every call alike
+        self.calls = 0
+        shared.bind(worker)
+
+    def _call(self, i, seed, where):
+        self.flush()
+        t0 = _perf_ns()
+        reply = self.worker.request({"op": "call", "set": i, "seed": int(seed), "where": where}, where)
+        judge_ms = (_perf_ns() - t0) / 1e6
+        return reply, judge_ms
+
+    def read_outputs(self, reply):
+        """The judge's own copies of the outputs the reply describes, taken now."""
+        torch = self.shared.torch
+        outs = []
+        meta = reply.get("outputs")
+        if not isinstance(meta, list):
+            meta = []
+        for k, m in enumerate(meta[:64]):
+            if not isinstance(m, dict) or m.get("type") != "Tensor":
+                outs.append(_foreign(m.get("type") if isinstance(m, dict) else None))
+                continue
+            if m.get("copied") is True and k < len(self.shared.outputs):
+                outs.append(self.shared.outputs[k].clone())
+                continue
+            # Not the reference's shape or dtype: a stand-in of what it said, for the checks to name.
+            dtype = getattr(torch, m.get("dtype"), None) if m.get("dtype") in kg_wire.DTYPES else None
+            shape = m.get("shape")
+            if dtype is None or not isinstance(shape, list) or not all(isinstance(s, int) and 0 <= s < 2**40 for s in shape):
+                outs.append(_foreign("tensor_of_unknown_dtype"))
+                continue
+            like = self.shared.outputs[k] if k < len(self.shared.outputs) else None
+            device = like.device if like is not None else "cpu"
+            outs.append(torch.empty(0, dtype=dtype, device=device).new_full(shape[:8], float("nan")) if dtype.is_floating_point else torch.zeros(shape[:8], dtype=dtype, device=device))
+        return outs
+
+    def run(self, args, seed, where):
+        """One checked call on `args` (the judge's tensors): written into the next input set,
+        called, and the set read back into `args` (a kernel that writes its inputs shows in the
+        judge's own comparison). Returns the judge's copies of the outputs."""
+        sets = self.shared.sets
+        i = self.calls % len(sets)
+        self.calls += 1
+        shared = sets[i]
+        torch = self.shared.torch
+        for a, b in zip(args, shared):
+            if isinstance(a, torch.Tensor):
+                if not isinstance(b, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
+                    raise WorkerFailed(
+                        {"kind": "harness_error", "message": "the problem's inputs change shape between draws: "
+                         "kernelgate's judge shares buffers of one shape per input"}
+                    )
+                b.copy_(a)
+        if shared and isinstance(shared[0], torch.Tensor) and shared[0].is_cuda:
+            torch.cuda.synchronize()
+        reply, self.worker.judge_ms = self._call(i, seed, where)
+        outs = self.read_outputs(reply)
+        for a, b in zip(args, shared):
+            if isinstance(a, torch.Tensor):
+                a.copy_(b)
+        return outs
+
+    def timed_call(self, i, timer):
+        """`kg_timing.measure`'s timed call: (ms, trailing, wall, judge_ms, reply). The inputs
+        were filled by the judge (`FreshInputs.fill`) before this."""
+        torch = self.shared.torch
+        if self.shared.sets and any(isinstance(b, torch.Tensor) and b.is_cuda for b in self.shared.sets[i]):
+            torch.cuda.synchronize()
+        reply, judge_ms = self._call(i, self.seeds[i % len(self.seeds)], "being timed")
+        ms = _finite(reply.get("ms"))
+        trailing = _finite(reply.get("trailing_sync_ms"))
+        wall = _finite(reply.get("wall_ms"))
+        return ms, trailing, wall, judge_ms, reply
+
+    def audit(self, seed):
+        """The op audit, run in the worker: an observation, never a verdict."""
+        return self.worker.request({"op": "audit", "set": 0, "seed": int(seed)}, "the op audit")
+
+
+def _finite(x):
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+    return x if x == x and abs(x) != float("inf") else float("nan")
+
+
+def _median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    if n == 0:
+        return None
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
+def clock_findings(samples, reference="reference", judged=("candidate", "base", "candidate_repeated")):
+    """The workers' own times against the judge's clock: [(rule, severity, message)]. A worker
+    cannot report a call faster than the judge waited for it, and its gap to the judge's clock
+    (the round trip, the output copy) is the reference worker's, on the same path, give or
+    take `CLOCK_SLACK_*`. A gap wider than that is time the worker spent outside its own
+    timed window (a hook after the timer, a patched timer) or a clock it rewrote."""
+    ref = [s for s in samples.get(reference, []) if s.get("judge_ms") is not None]
+    ref_gap = _median([s["judge_ms"] - s["ms"] for s in ref if s["ms"] == s["ms"]])
+    out = []
+    for name in judged:
+        series = [s for s in samples.get(name, []) if s.get("judge_ms") is not None]
+        if not series or ref_gap is None:
+            continue
+        bad = [s for s in series if not (s["ms"] == s["ms"]) or s["ms"] < 0 or s["ms"] > s["judge_ms"] + 0.01]
+        if len(bad) * 10 > len(series):
+            out.append(
+                (
+                    "clock-disagrees",
+                    "error",
+                    f"the {name}'s process reported times the judge's clock cannot have seen ({len(bad)} of "
+                    f"{len(series)} calls shorter than zero, missing or longer than the judge waited): its timer "
+                    "was tampered with",
+                )
+            )
+            continue
+        gap = _median([s["judge_ms"] - s["ms"] for s in series])
+        own = _median([s["ms"] for s in series])
+        allowed = ref_gap + CLOCK_SLACK_MS + CLOCK_SLACK_SHARE * own
+        if gap > allowed:
+            out.append(
+                (
+                    "clock-disagrees",
+                    "error",
+                    f"the judge waited {gap + own:.4f} ms per {name} call (median) but the {name}'s process "
+                    f"reported {own:.4f} ms: {gap - ref_gap:.4f} ms more than the reference's process on the "
+                    f"same path (allowed {allowed - ref_gap:.4f} ms). Work ran outside the timed window "
+                    "(a hook after the timer returns, deferred work) or the timer was rewritten",
+                )
+            )
+    return out
+
+
+__all__ = ["Worker", "SharedSets", "RemoteModel", "WorkerFailed", "clock_findings", "os"]
