@@ -9,6 +9,7 @@ mod changes;
 mod demo;
 mod eval;
 mod history;
+mod judge;
 mod lint;
 mod lint_cpp;
 mod lint_snapshots;

@@ -236,7 +236,8 @@ class _Worker:
             r.sync()
         except BaseException as e:
             return self.fail(r.runtime_error(e, "copying the outputs"))
-        del box, outs
+        box.clear()
+        del outs
         self.reply({"ok": True, "ms": ms, "trailing_sync_ms": trailing, "wall_ms": wall, "outputs": meta})
 
     def audit(self, message):

@@ -32,6 +32,8 @@ TAIL = 4000
 # The fresh draws' share of GPU memory has this ceiling: 30% of an H200 held 66 GiB of draws
 # for a 1M-element ReLU, where a few hundred draws already outlast any run of rounds.
 DRAWS_MAX_GPU_BYTES = 16 << 30
+# Verified timed calls of the candidate that also go through the precision audit (float64).
+TIMED_PRECISION_AUDITS = 2
 
 # Set by the harness when it loads this runner, each a private module: the op audit
 # (`kg_audit.py`), the job's protocol (`kg_protocol.py`), the correctness check's pure parts and
@@ -1029,6 +1031,35 @@ class Runner:
             )
         self.phase("precision_audit")
 
+    def audit_timed_precision(self, ref_model, s, inputs, refs, outs):
+        """The precision audit on a verified timed call's own content: a kernel that computes in
+        full precision only where it expects the audit (the first trials) shows here."""
+        kept = self.precision
+        exact = self.exact_set(ref_model, s, inputs, refs)
+        self.precision = kept
+        if not exact:
+            return
+        torch = self.torch
+        for k, (o, ex) in enumerate(zip(outs, exact)):
+            if ex is None or _type(o) is not self.T.Tensor or not o.is_floating_point():
+                continue
+            idx, e, ref_err, shape = ex
+            if tuple(o.shape) != shape:
+                continue
+            cand_err = kg_checks.relative_error(torch, kg_checks.flat_sample(o, idx), e)
+            if cand_err is None or ref_err is None:
+                continue
+            limit = kg_checks.precision_limit(self.job.precision, ref_err)
+            if cand_err > limit and not any(f["rule"] == "precision-downgrade" for f in self.findings):
+                self.finding(
+                    "precision-downgrade",
+                    "error",
+                    f"on a timed call's inputs, against a float64 evaluation of the reference, the candidate's relative "
+                    f"error is {cand_err:.2e} and the {self.job.precision} reference's own is {ref_err:.2e} (output {k}; "
+                    f"limit {limit:.2e}): it computes in lower precision than the problem's {self.job.precision} on the "
+                    "calls it is timed on. Compute and accumulate in the problem's precision on every call",
+                )
+
     # ---- op audit ----------------------------------------------------------------------------
     def audit_ops(self, cand, cand_mod, trials):
         """One extra, untimed call on trial 0's inputs under `kg_audit`: which ops ran, custom or
@@ -1303,7 +1334,13 @@ class Runner:
                     }
                 )
             kept[name][i] = [o for o in outs if _isinstance(o, T.Tensor)]
+            if name == "candidate" and audits_left[0] > 0:
+                audits_left[0] -= 1
+                self.audit_timed_precision(ref_model, seeds[i], fresh.materialize(token), refs, outs)
 
+        # Timed calls the judge puts through the precision audit, picked among the verified ones
+        # after each call: the worker cannot tell which.
+        audits_left = [TIMED_PRECISION_AUDITS]
         try:
             samples = self.kg_timing.measure(
                 callables, n_sets, self.timer, self.timing_cfg(), verify, fresh, ["candidate"], capture

@@ -294,6 +294,7 @@ mod tests {
                     trailing_sync_ms: 0.0,
                     wall_ms: ms,
                     verified: false,
+                    judge_ms: None,
                 }
             })
             .collect()

@@ -19,6 +19,11 @@ pub struct Sample {
     /// The output of this call was checked against the reference on the call's own content.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub verified: bool,
+    /// The judge's clock around the call, for a model in a worker: from sending the call to
+    /// reading the reply (the round trip and the output copy included). `ms` comes from the
+    /// worker and counts only where it agrees with this (`kg_judge.clock_findings`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_ms: Option<f64>,
 }
 
 /// A series of timed calls the harness reports (its key in the result's `samples`).
@@ -125,6 +130,7 @@ mod tests {
             trailing_sync_ms: t,
             wall_ms: ms + t + 0.01,
             verified: false,
+            judge_ms: None,
         }
     }
 

@@ -1,0 +1,118 @@
+//! The judge out of the candidate's reach (issue 46), end to end through the real CLI, the real
+//! job process and real torch on the CPU: a candidate that reads the harness's draws, rewrites
+//! its clock, hides its work in an interpreter hook, keeps full precision for the calls it
+//! expects to be checked, or forges the signed result, each fails; an honest kernel passes with
+//! the judge's clock in agreement. Fixtures: `tests/fixtures/eval/kernels/judge/`.
+
+use crate::common::{python, root, test_extensions_dir};
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+
+const CLOCK: &str = "eval/clock-disagrees";
+
+/// `kernelgate eval --device cpu --format json` with timing, seed 1; (exit code, JSON).
+fn eval_timed(problem: &str, kernel: &str) -> (i32, Value) {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"));
+    let fx = |rel: &str| root().join("tests/fixtures/eval").join(rel);
+    let out = Command::new(exe)
+        .env("KERNELGATE_PYTHON", python())
+        .current_dir(root())
+        .arg("eval")
+        .arg("--problem")
+        .arg(fx(problem))
+        .arg("--kernel")
+        .arg(fx(kernel))
+        .args(["--device", "cpu", "--format", "json", "--seed", "1"])
+        .arg("--extensions-dir")
+        .arg(test_extensions_dir())
+        .output()
+        .expect("run kernelgate");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON from kernelgate eval ({e}); stdout:\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), v)
+}
+
+fn finding<'v>(v: &'v Value, rule: &str) -> Option<&'v Value> {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == rule)
+}
+
+#[track_caller]
+fn assert_error_finding(code: i32, v: &Value, rule: &str) {
+    let f = finding(v, rule).unwrap_or_else(|| panic!("no {rule}: {v:#}"));
+    assert_eq!(f["severity"], "error", "{f:#}");
+    assert_eq!(code, 1, "an error finding fails the run: {v:#}");
+}
+
+#[test]
+fn a_candidate_that_serves_the_harness_draws_from_its_own_process_is_incorrect() {
+    let (code, v) = eval_timed("problems/relu.py", "kernels/judge/pool_lookup.py");
+    // The worker holds no draw before the judge fills the call's buffers: nothing to look up.
+    assert_eq!(v["outcome"]["kind"], "incorrect", "{v:#}");
+    assert_eq!(code, 1, "{v:#}");
+}
+
+#[test]
+fn a_candidate_that_rewrites_the_clock_in_its_process_disagrees_with_the_judge() {
+    let (code, v) = eval_timed("problems/relu.py", "kernels/judge/timer_patch.py");
+    assert_eq!(v["outcome"]["kind"], "passed", "the ReLU itself is right: {v:#}");
+    assert_error_finding(code, &v, CLOCK);
+    let message = finding(&v, CLOCK).unwrap()["message"].as_str().unwrap();
+    assert!(message.contains("candidate"), "{message}");
+}
+
+#[test]
+fn work_hidden_in_an_interpreter_hook_after_the_timer_shows_on_the_judges_clock() {
+    let (code, v) = eval_timed("problems/relu.py", "kernels/judge/profile_hook.py");
+    assert_eq!(v["outcome"]["kind"], "passed", "the hook fills the output: {v:#}");
+    assert_error_finding(code, &v, CLOCK);
+    // The judge's own time per call is in every timed sample of a worker.
+    let samples = v["timing"]["samples"]["candidate"].as_array().unwrap();
+    assert!(samples.iter().all(|s| s["judge_ms"].as_f64().is_some()), "{samples:#?}");
+}
+
+#[test]
+fn full_precision_only_on_the_first_calls_fails_the_audit_of_timed_calls() {
+    let (code, v) = eval_timed("problems/small_matmul.py", "kernels/judge/checked_calls.py");
+    assert_eq!(v["outcome"]["kind"], "passed", "within allclose's tolerance: {v:#}");
+    assert_error_finding(code, &v, "eval/precision-downgrade");
+    let message = finding(&v, "eval/precision-downgrade").unwrap()["message"]
+        .as_str()
+        .unwrap();
+    assert!(message.contains("timed call"), "{message}");
+}
+
+#[test]
+fn a_result_signed_with_a_key_from_the_candidates_heap_cannot_be_forged() {
+    let (code, v) = eval_timed("problems/relu.py", "kernels/judge/forged_result.py");
+    // No key in the worker: it finds nothing, ends its process, and the judge says so.
+    assert_eq!(v["outcome"]["kind"], "crash", "{v:#}");
+    let reason = v["outcome"]["reason"].as_str().unwrap();
+    assert!(reason.contains("candidate's process exited"), "{reason}");
+    assert_eq!(code, 1, "{v:#}");
+}
+
+#[test]
+fn an_honest_kernel_passes_with_the_judges_clock_in_agreement() {
+    let (code, v) = eval_timed("problems/relu.py", "kernels/honest_relu.py");
+    assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
+    assert!(finding(&v, CLOCK).is_none(), "{v:#}");
+    assert_eq!(code, 0, "{v:#}");
+    for series in ["reference", "candidate"] {
+        let samples = v["timing"]["samples"][series].as_array().unwrap();
+        assert!(
+            samples.iter().all(|s| s["judge_ms"].as_f64().unwrap() >= s["ms"].as_f64().unwrap()),
+            "{series}: {samples:#?}"
+        );
+    }
+}
