@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# The test command: sets up what the tests need (Python venv with torch, the workspace build,
-# including the harness extension) and runs every test.
+# The test command, and what CI runs (.ci/run): sets up everything the tests need (the system
+# programs they run, installed with apt-get where missing; the Python venv with torch; the
+# workspace build, including the harness extension) and runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+command -v cargo >/dev/null || { echo "error: cargo is missing: install a Rust toolchain (https://rustup.rs) and try again" >&2; exit 1; }
+# Chromium, jq, a C++ compiler, Python's venv module and headers...: found or installed before
+# anything is built; where that cannot be, one line says what is missing and how to install it.
+bash scripts/system-packages.sh
+# One build per run (CI's case): incremental state would only take disk. CARGO_INCREMENTAL=1 keeps it.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # The venv (mostly downloads) is set up while cargo compiles (CPU): about a minute and a half
 # off a fresh machine's run. Its output is shown when it is done, or when it failed.
 mkdir -p target
 bash scripts/setup-python.sh >target/setup-python.log 2>&1 &
 setup=$!
+cargo fetch --locked
 cargo build --workspace --locked
 if ! wait "$setup"; then
   cat target/setup-python.log
