@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command, and what CI runs (.ci/run): sets up everything the tests need (the system
 # programs they run, installed with apt-get where missing; the Python venv with torch; the
-# workspace build, including the harness extension) and runs every test.
+# workspace build, including the harness extension) and runs every test, then says which steps
+# failed, if any.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "error: cargo is missing: install a Rust toolchain (https://rustup.rs) and try again" >&2; exit 1; }
@@ -28,12 +29,26 @@ export KERNELGATE_PYTHON="$PWD/.venv/bin/python"
 # instead of parsing it again (about 60 s -> 24 s each on 2 cores).
 export KERNELGATE_PCH_DIR="$PWD/target/kernelgate-pch"
 target/debug/kernelgate pch
-cargo test --workspace --locked
+# Every step runs, and every test binary (--no-fail-fast), whatever failed before: one missing
+# tool costs its tests, not the rest of the report. The summary at the end names what failed.
+failed=()
+step() {
+  local name=$1
+  shift
+  "$@" || failed+=("$name (exit $?)")
+}
+step "cargo test" cargo test --workspace --locked --no-fail-fast
 # The harness's Python: lint, then its unit tests on CPU torch (the job protocol, the memory plan).
-.venv/bin/ruff check crates/harness/python
-.venv/bin/python -m unittest discover -s crates/harness/python/tests
+step "ruff" .venv/bin/ruff check crates/harness/python
+step "python unittest" .venv/bin/python -m unittest discover -s crates/harness/python/tests
 # The wheel (issue #20): built with maturin, installed into a fresh venv, kernelgate eval and pr
 # on the demo from the installed package with no cargo on PATH. KERNELGATE_SKIP_WHEEL_TEST=1 skips.
 if [ "${KERNELGATE_SKIP_WHEEL_TEST:-0}" != 1 ]; then
-  bash scripts/test-wheel.sh
+  step "wheel test" bash scripts/test-wheel.sh
 fi
+if [ ${#failed[@]} -gt 0 ]; then
+  summary=$(printf '%s, ' "${failed[@]}")
+  echo "==> scripts/test.sh: FAILED: ${summary%, }" >&2
+  exit 1
+fi
+echo "==> scripts/test.sh: every step passed"
