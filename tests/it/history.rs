@@ -227,8 +227,8 @@ fn chromium() -> Option<PathBuf> {
 fn browser(page: &Path, args: &[&str]) -> Output {
     let chromium = chromium().unwrap_or_else(|| {
         panic!(
-            "the dashboard test needs a headless Chromium: `apt-get install chromium` (`.ci/run` \
-             installs it), or point KERNELGATE_CHROMIUM at one"
+            "the dashboard test needs a headless Chromium: `apt-get install chromium` \
+             (`bash scripts/test.sh` installs it), or point KERNELGATE_CHROMIUM at one"
         )
     });
     let profile = tempfile::tempdir().unwrap();
