@@ -288,6 +288,8 @@ def clock_findings(samples, reference="reference", judged=("candidate", "base", 
     ref_gap = _median([s["judge_ms"] - s["ms"] for s in ref if s["ms"] == s["ms"]])
     out = []
     for name in judged:
+        if out:
+            break  # one finding says it; the other series only repeat it
         series = [s for s in samples.get(name, []) if s.get("judge_ms") is not None]
         if not series or ref_gap is None:
             continue

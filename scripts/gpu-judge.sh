@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# One device call for the judge (issue 46): the adversarial fixtures of tests/fixtures/eval/
+# kernels/judge/ and honest kernels through `kernelgate eval --device cuda`, then the 13-kernel
+# pull request (scripts/bench-pr.sh) through `kernelgate pr`. Everything goes to $OUT/judge.txt.
+# Usage:   OUT=dir LIMIT=540 bash scripts/gpu-judge.sh
+# Needs:   target/device/{kernelgate,libkernelgate_harness.so} (cargo build --profile device
+#          -p kernelgate -p kernelgate-harness), python3 with torch, nvcc + ninja, git.
+set -u
+OUT=${OUT:?set OUT to a directory}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+export KERNELGATE_PYTHON=python3 PYTHONUNBUFFERED=1
+B=$PWD/target/device/kernelgate
+LIMIT=${LIMIT:-540}
+S=$SECONDS
+log=$OUT/judge.txt
+{
+  echo "# scripts/gpu-judge.sh, $("$B" --version 2>/dev/null || echo 'kernelgate ?'), $(date -u +%FT%TZ)"
+  nvidia-smi -L; echo "cores $(nproc)"
+  python3 -c "import torch;print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+} >"$log" 2>&1
+ext=$OUT/ext
+mkdir -p "$ext"
+fx=tests/fixtures/eval
+# eval PROBLEM KERNEL: one line per eval: outcome, error findings, medians of ms and judge_ms.
+eval_one() {
+  local left=$((LIMIT - (SECONDS - S)))
+  [ "$left" -gt 60 ] || { echo "skipped $2 ($left s left)" >>"$log"; return; }
+  timeout 240 "$B" eval --problem "$1" --kernel "$2" --device cuda --format json --seed 1 \
+    --extensions-dir "$ext" >"$OUT/eval.json" 2>"$OUT/eval.err"
+  python3 - "$2" "$OUT/eval.json" "$OUT/eval.err" >>"$log" 2>&1 <<'PY'
+import json, statistics, sys
+name, path, err = sys.argv[1:4]
+try:
+    d = json.load(open(path))
+except Exception as e:
+    print(f"{name}: no JSON ({e}); stderr: {open(err).read()[-1500:]}")
+    sys.exit()
+o = d["outcome"]
+errors = [f["rule"] for f in d.get("findings", []) if f.get("severity") == "error"]
+line = f"{name}: {o['kind']} errors={errors} sandbox={d.get('sandbox')} device={d.get('device')}"
+s = (d.get("timing") or {}).get("samples") or {}
+for k in ("reference", "candidate"):
+    v = s.get(k) or []
+    if v:
+        ms = statistics.median(x["ms"] for x in v)
+        j = [x["judge_ms"] for x in v if x.get("judge_ms") is not None]
+        line += f" | {k} n={len(v)} ms={ms:.4f} judge_ms={statistics.median(j) if j else float('nan'):.4f}"
+vr = (d.get("timing") or {}).get("vs_reference") or {}
+if vr:
+    line += f" | speedup={vr.get('speedup')} verdict={vr.get('verdict')}"
+print(line)
+for f in d.get("findings", []):
+    if f.get("severity") == "error":
+        print("    ", f["rule"], f["message"][:400])
+if o["kind"] not in ("passed", "incorrect"):
+    print("    ", json.dumps(o)[:800])
+PY
+}
+echo "== evals (at $((SECONDS - S)) s)" >>"$log"
+for k in honest_relu.py judge/pool_lookup.py judge/timer_patch.py judge/profile_hook.py judge/forged_result.py; do
+  eval_one $fx/problems/relu.py $fx/kernels/$k
+done
+eval_one $fx/problems/small_matmul.py $fx/kernels/judge/checked_calls.py
+eval_one KernelBench/level1/3_ReLU.py kernels/level1/3_ReLU/cuda.py
+eval_one KernelBench/level1/3_ReLU.py kernels/level1/3_ReLU/triton.py
+echo "== pr: 13 bundled kernels (at $((SECONDS - S)) s)" >>"$log"
+left=$((LIMIT - (SECONDS - S)))
+OUT=$OUT/pr KERNELGATE_BIN=$B timeout "$left" bash scripts/bench-pr.sh judge >>"$log" 2>&1 || echo "   (pr exited $?)" >>"$log"
+cp "$OUT/pr/report-judge/report.json" "$OUT/pr-report.json" 2>/dev/null
+echo "== done at $((SECONDS - S)) s" >>"$log"
