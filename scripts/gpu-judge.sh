@@ -2,7 +2,8 @@
 # One device call for the judge (issue 46): the adversarial fixtures of tests/fixtures/eval/
 # kernels/judge/ and honest kernels through `kernelgate eval --device cuda`, then the 13-kernel
 # pull request (scripts/bench-pr.sh) through `kernelgate pr`. Everything goes to $OUT/judge.txt.
-# Usage:   OUT=dir LIMIT=540 bash scripts/gpu-judge.sh
+# Usage:   OUT=dir LIMIT=540 bash scripts/gpu-judge.sh   (PR=0: the evals only;
+#          KERNELGATE_BIN: another kernelgate, its harness beside it)
 # Needs:   target/device/{kernelgate,libkernelgate_harness.so} (cargo build --profile device
 #          -p kernelgate -p kernelgate-harness), python3 with torch, nvcc + ninja, git.
 set -u
@@ -10,7 +11,7 @@ OUT=${OUT:?set OUT to a directory}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 export KERNELGATE_PYTHON=python3 PYTHONUNBUFFERED=1
-B=$PWD/target/device/kernelgate
+B=${KERNELGATE_BIN:-$PWD/target/device/kernelgate}
 LIMIT=${LIMIT:-540}
 S=$SECONDS
 log=$OUT/judge.txt
@@ -64,6 +65,7 @@ done
 eval_one $fx/problems/small_matmul.py $fx/kernels/judge/checked_calls.py
 eval_one KernelBench/level1/3_ReLU.py kernels/level1/3_ReLU/cuda.py
 eval_one KernelBench/level1/3_ReLU.py kernels/level1/3_ReLU/triton.py
+[ "${PR:-1}" = 1 ] || { echo "== done at $((SECONDS - S)) s (no pr: PR=0)" >>"$log"; exit 0; }
 echo "== pr: 13 bundled kernels (at $((SECONDS - S)) s)" >>"$log"
 left=$((LIMIT - (SECONDS - S)))
 OUT=$OUT/pr KERNELGATE_BIN=$B timeout "$left" bash scripts/bench-pr.sh judge >>"$log" 2>&1 || echo "   (pr exited $?)" >>"$log"

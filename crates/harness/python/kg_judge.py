@@ -19,6 +19,9 @@ import time
 kg_wire = None  # set by the harness
 _perf_ns = time.perf_counter_ns
 
+# Findings a worker may report: what it observes in its own process (the sandbox's audit hook,
+# what the import changed in PyTorch). Every other rule is the judge's to raise.
+WORKER_RULES = ("sandbox-denied", "sandbox-incomplete", "torch-patched", "harness-hooked", "torch-settings-changed")
 # Outcomes a worker may report for its own failure; anything else it sends is its runtime error.
 _WORKER_KINDS = ("compile_error", "runtime_error", "crash")
 _TEXT_FIELDS = ("message", "reason", "log_tail", "traceback", "where")
@@ -115,9 +118,10 @@ class Worker:
             reply = kg_wire.recv(self.sock)
         except (kg_wire.WireError, OSError):
             raise WorkerFailed(self.died(where)) from None
-        for f in reply.get("findings") or []:
-            if isinstance(f, dict) and isinstance(f.get("rule"), str) and f.get("severity") in ("error", "warning", "info"):
-                self.findings(f["rule"][:80], f["severity"], str(f.get("message", ""))[:2000])
+        findings = reply.get("findings")
+        for f in findings[:100] if isinstance(findings, list) else []:
+            if isinstance(f, dict) and f.get("rule") in WORKER_RULES and f.get("severity") in ("error", "warning", "info"):
+                self.findings(f["rule"], f["severity"], str(f.get("message", ""))[:2000])
         if reply.get("ok") is not True:
             raise WorkerFailed(_sanitised(reply.get("outcome"), where))
         return reply

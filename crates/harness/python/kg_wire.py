@@ -56,8 +56,8 @@ def recv(sock, want_fds=False):
         raise WireError(f"a message of {n} bytes")
     try:
         message = json.loads(_recv_exact(sock, n, fds))
-    except ValueError as e:
-        raise WireError(f"not JSON: {e}") from None
+    except (ValueError, RecursionError) as e:
+        raise WireError(f"not JSON: {type(e).__name__}") from None
     if not isinstance(message, dict):
         raise WireError("a message that is not an object")
     return (message, fds) if want_fds else message
