@@ -1,0 +1,119 @@
+"""The judge's side of the worker boundary on CPU torch: the wire (JSON and shared memfd buffers
+across a real socket pair and a real second process), what the judge accepts from a worker's
+reply, and the clock check between the worker's reported times and the judge's.
+
+Run: .venv/bin/python -m unittest discover -s crates/harness/python/tests
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import unittest
+
+import torch
+
+from harness_modules import PYDIR, load
+
+kg_wire = load("kg_wire")
+kg_judge = load("kg_judge")
+kg_judge.kg_wire = kg_wire
+
+
+def sample(ms, judge_ms):
+    return {"ms": ms, "trailing_sync_ms": 0.0, "wall_ms": ms, "judge_ms": judge_ms}
+
+
+class Wire(unittest.TestCase):
+    def test_a_shared_buffer_written_by_another_process_is_seen_by_the_judge(self):
+        alloc = kg_wire.SharedAllocator(torch, torch.device("cpu"))
+        x, fd = alloc.like(torch.arange(12, dtype=torch.float32).view(3, 4))
+        spec = kg_wire.tensor_spec(torch, x, 0)
+        judge, worker = socket.socketpair()
+        child = textwrap.dedent(
+            f"""
+            import socket, sys, torch
+            sys.path.insert(0, {PYDIR!r})
+            sys.path.insert(0, {os.path.dirname(__file__)!r})
+            from harness_modules import load
+            w = load("kg_wire")
+            s = socket.socket(fileno={worker.fileno()})
+            msg, fds = w.recv(s, want_fds=True)
+            t = w.map_tensor(torch, msg["spec"], fds)
+            t.mul_(2)
+            w.send(s, {{"ok": True, "sum": float(t.sum())}})
+            """
+        )
+        p = subprocess.Popen([sys.executable, "-c", child], pass_fds=[worker.fileno()])
+        worker.close()
+        kg_wire.send(judge, {"spec": spec}, [fd])
+        reply = kg_wire.recv(judge)
+        p.wait(timeout=60)
+        judge.close()
+        os.close(fd)
+        self.assertEqual(reply, {"ok": True, "sum": 132.0})
+        self.assertTrue(torch.equal(x, torch.arange(12, dtype=torch.float32).view(3, 4) * 2))
+
+    def test_a_peer_that_closes_or_sends_garbage_is_a_wire_error(self):
+        a, b = socket.socketpair()
+        b.sendall(b"\x05\x00\x00\x00[[[[[")
+        with self.assertRaises(kg_wire.WireError):
+            kg_wire.recv(a)
+        b.sendall((10**9).to_bytes(4, "little"))
+        with self.assertRaises(kg_wire.WireError):
+            kg_wire.recv(a)
+        b.close()
+        with self.assertRaises(kg_wire.WireError):
+            kg_wire.recv(a)
+        a.close()
+
+
+class Replies(unittest.TestCase):
+    def test_a_worker_cannot_report_a_pass_or_fields_the_judge_did_not_observe(self):
+        out = kg_judge._sanitised({"kind": "passed", "trials": 5, "speedup": 9}, "trial 0")
+        self.assertEqual(out["kind"], "runtime_error")
+        self.assertNotIn("trials", out)
+        self.assertNotIn("speedup", out)
+        crash = kg_judge._sanitised({"kind": "crash", "reason": "x" * 10000}, "timing")
+        self.assertEqual(crash["kind"], "crash")
+        self.assertEqual(len(crash["reason"]), 4000)
+        self.assertEqual(kg_judge._sanitised("not a dict", "w")["kind"], "runtime_error")
+
+    def test_a_worker_may_report_only_what_it_observes(self):
+        self.assertIn("sandbox-denied", kg_judge.WORKER_RULES)
+        for rule in ("clock-disagrees", "precision-downgrade", "input-reuse-speedup"):
+            self.assertNotIn(rule, kg_judge.WORKER_RULES)
+
+    def test_an_output_the_worker_names_is_stood_in_for_by_its_type_name(self):
+        self.assertEqual(type(kg_judge._foreign("LazyTensor")).__name__, "LazyTensor")
+        self.assertEqual(type(kg_judge._foreign("not an identifier!")).__name__, "object")
+
+
+class Clock(unittest.TestCase):
+    def series(self, ms, gap, n=40):
+        return [sample(ms, ms + gap) for _ in range(n)]
+
+    def test_an_honest_worker_agrees_with_the_judge(self):
+        samples = {"reference": self.series(1.0, 0.05), "candidate": self.series(0.5, 0.06)}
+        self.assertEqual(kg_judge.clock_findings(samples), [])
+
+    def test_a_timer_scaled_by_a_fifth_disagrees(self):
+        # 1 ms of real work reported as 0.2 ms: the judge waited the whole millisecond.
+        samples = {"reference": self.series(1.0, 0.05), "candidate": self.series(0.2, 0.85)}
+        [(rule, severity, message)] = kg_judge.clock_findings(samples)
+        self.assertEqual((rule, severity), ("clock-disagrees", "error"))
+        self.assertIn("candidate", message)
+
+    def test_a_time_longer_than_the_judge_waited_is_impossible(self):
+        samples = {"reference": self.series(1.0, 0.05), "candidate": [sample(2.0, 1.0)] * 10}
+        [(rule, _, message)] = kg_judge.clock_findings(samples)
+        self.assertEqual(rule, "clock-disagrees")
+        self.assertIn("tampered", message)
+
+    def test_no_reference_on_the_same_path_means_no_verdict_on_the_clock(self):
+        self.assertEqual(kg_judge.clock_findings({"candidate": self.series(0.2, 0.85)}), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
