@@ -116,3 +116,47 @@ fn an_honest_kernel_passes_with_the_judges_clock_in_agreement() {
         );
     }
 }
+
+/// `kernelgate eval --device cpu --format json` without timing (correctness only), seed 1.
+fn eval_correctness(problem: &str, kernel: &str) -> (i32, Value) {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"));
+    let fx = |rel: &str| root().join("tests/fixtures/eval").join(rel);
+    let out = Command::new(exe)
+        .env("KERNELGATE_PYTHON", python())
+        .current_dir(root())
+        .arg("eval")
+        .arg("--problem")
+        .arg(fx(problem))
+        .arg("--kernel")
+        .arg(fx(kernel))
+        .args(["--device", "cpu", "--format", "json", "--seed", "1", "--no-timing"])
+        .output()
+        .expect("run kernelgate");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON from kernelgate eval ({e}); stdout:\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), v)
+}
+
+#[test]
+fn a_kernel_closer_to_the_float64_truth_than_the_reference_passes() {
+    let (_, v) = eval_correctness("problems/cancelling_shift.py", "kernels/truth/exact_identity.py");
+    assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
+    let f = finding(&v, "eval/reference-less-accurate").unwrap_or_else(|| panic!("{v:#}"));
+    assert_eq!(f["severity"], "warning", "{f:#}");
+}
+
+#[test]
+fn a_kernel_further_from_the_truth_than_the_reference_and_its_tolerance_is_incorrect() {
+    let (code, v) = eval_correctness(
+        "problems/cancelling_shift.py",
+        "kernels/truth/off_by_a_hundredth.py",
+    );
+    assert_eq!(v["outcome"]["kind"], "incorrect", "{v:#}");
+    assert!(finding(&v, "eval/reference-less-accurate").is_none(), "{v:#}");
+    assert_eq!(code, 1, "{v:#}");
+}

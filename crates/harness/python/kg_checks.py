@@ -138,6 +138,36 @@ def first_mismatch(T, torch, tol, outs, refs):
     return None
 
 
+def within_truth(T, torch, tol, outs, refs, exact):
+    """The correctness rule's second half: outputs that miss the reference pass when, element by
+    element, they are no further from the float64 result (`exact`, the reference's model run in
+    float64 on the same inputs) than the reference is, plus the tolerance:
+    |out - exact| <= |ref - exact| + tol + tol * |exact|. A reference less accurate than the
+    candidate (cuDNN's TF32 convolution against an exact fp32 kernel) then fails no one; a
+    candidate as far off as a wrong one stays wrong. Only floating outputs of the reference's
+    shape are rescued; any other miss stays a miss."""
+    if len(outs) != len(refs) or len(exact) != len(refs):
+        return False
+    for o, r, e in zip(outs, refs, exact):
+        if _type_is_tensor(T, o) and o.shape == r.shape and bool(T.allclose(o, r, atol=tol, rtol=tol)):
+            continue
+        if not (_type_is_tensor(T, o) and _type_is_tensor(T, e) and o.is_floating_point() and o.shape == r.shape == e.shape):
+            return False
+        for start in range(0, max(1, o.numel()), COMPARE_CHUNK):
+            oc = o.reshape(-1)[start : start + COMPARE_CHUNK].double()
+            rc = r.reshape(-1)[start : start + COMPARE_CHUNK].double()
+            ec = e.reshape(-1)[start : start + COMPARE_CHUNK].to(device=oc.device, dtype=torch.float64)
+            allowed = (rc - ec).abs() + tol + tol * ec.abs()
+            ok = T.isfinite(oc) & ((oc - ec).abs() <= allowed)
+            if not bool(ok.all()):
+                return False
+    return True
+
+
+def _type_is_tensor(T, x):
+    return type(x) is T.Tensor
+
+
 def mismatch_detail(T, torch, tol, k, o, r):
     """Where and by how much output `k` misses, gathered chunk by chunk."""
     n_bad, max_abs, max_rel, flat, nonfinite = 0, None, None, None, 0

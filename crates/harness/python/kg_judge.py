@@ -120,7 +120,7 @@ class Worker:
             raise WorkerFailed(self.died(where)) from None
         findings = reply.get("findings")
         for f in findings[:100] if isinstance(findings, list) else []:
-            if isinstance(f, dict) and f.get("rule") in WORKER_RULES and f.get("severity") in ("error", "warning", "info"):
+            if isinstance(f, dict) and f.get("rule") in WORKER_RULES and f.get("severity") in ("error", "warning"):
                 self.findings(f["rule"], f["severity"], str(f.get("message", ""))[:2000])
         if reply.get("ok") is not True:
             raise WorkerFailed(_sanitised(reply.get("outcome"), where))
