@@ -247,18 +247,16 @@ fn pointer_cache_switched_on_only_while_timed_is_caught_in_the_timing_loop() {
 
 #[test]
 fn cheating_only_while_timed_is_incorrect() {
-    let (code, v) = eval_timed("problems/relu.py", "kernels/phase_detect.py", &[]);
-    assert_kind(&v, code, "incorrect");
-    assert!(
-        v["outcome"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("a timed call of candidate"),
-        "{v:#}"
-    );
-    // The same kernel passes every correctness trial: only the timed-call check sees it.
-    let (code, v) = eval("problems/relu.py", "kernels/phase_detect.py");
-    assert_kind(&v, code, "passed");
+    // It tells the phases apart by the collector, which the worker keeps off for every call
+    // alike (the judge's timing needs no change in the candidate's process): it cheats on every
+    // call, correctness trials too, with timing and without.
+    for (code, v) in [
+        eval_timed("problems/relu.py", "kernels/phase_detect.py", &[]),
+        eval("problems/relu.py", "kernels/phase_detect.py"),
+    ] {
+        assert_kind(&v, code, "incorrect");
+        assert_eq!(v["outcome"]["trials"][0]["trial"], 0, "{v:#}");
+    }
 }
 
 #[test]
