@@ -9,6 +9,7 @@ mod changes;
 mod demo;
 mod eval;
 mod history;
+mod judgment;
 mod lint;
 mod lint_cpp;
 mod lint_snapshots;
