@@ -262,6 +262,19 @@ impl Git {
     pub fn show(&self, rev: &str, path: &str) -> Result<Vec<u8>, GitError> {
         self.output(&["show", &format!("{rev}:{path}")])
     }
+
+    /// The content of the file `path` at `rev`, `None` when `rev` has no file there.
+    pub fn file_at(&self, rev: &str, path: &str) -> Result<Option<Vec<u8>>, GitError> {
+        let listed = self.output(&["ls-tree", "-z", "--full-tree", rev, "--", path])?;
+        // `<mode> blob <id>\t<path>`: a blob only (a directory of that name is no file).
+        let is_blob = listed
+            .split(|b| *b == 0)
+            .any(|e| String::from_utf8_lossy(e).split_whitespace().nth(1) == Some("blob"));
+        if !is_blob {
+            return Ok(None);
+        }
+        self.show(rev, path).map(Some)
+    }
 }
 
 /// Parses `git diff --name-status -z`: `STATUS\0path\0`, or `Rnnn\0from\0to\0` for renames/copies.

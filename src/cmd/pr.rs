@@ -3,7 +3,6 @@
 use kernelgate::pr::gate::{self, Publish};
 use kernelgate::pr::shard::Shard;
 use kernelgate_github::GithubContext;
-use kernelgate_model::Config;
 use std::path::PathBuf;
 
 use crate::cli::{Cli, DeviceArg};
@@ -47,14 +46,17 @@ pub struct Args {
     /// No progress lines.
     #[arg(long, short)]
     pub quiet: bool,
+    /// The config that judges the pull request (sandbox, policy, thresholds, harness), read from
+    /// this file instead of the base commit's kernelgate.toml: the default branch's, checked out
+    /// apart from the pull request. Never the head's: its changes apply after merge.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_config: Option<PathBuf>,
     #[command(flatten)]
     pub eval: crate::cli::EvalOptions,
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     let gh = GithubContext::from_env()?;
-    let mut cfg = Config::load(&cli.repo, cli.config.as_deref())?;
-    args.eval.apply(&mut cfg)?;
     let opts = gate::Options {
         base: args.base.clone(),
         head: args.head.clone(),
@@ -67,11 +69,19 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         seed: args.seed,
         no_timing: args.no_timing,
         quiet: args.quiet,
+        config: cli.config.clone(),
+        trusted_config: args.trusted_config.clone(),
     };
+    // The judging config (the trusted side's, never the head's), then this run's own flags.
+    let mut judgment = gate::judge(&cli.repo, &gh, &opts)?;
+    args.eval.apply(&mut judgment.config)?;
     if args.plan {
-        let plan = gate::plan(&cli.repo, &cfg, &gh, &opts)?;
-        println!("{}", serde_json::to_string_pretty(&gate::plan_json(&plan))?);
+        let plan = gate::plan(&cli.repo, &judgment, &opts)?;
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&gate::plan_json(&plan, &judgment))?
+        );
         return Ok(0);
     }
-    gate::gate(&cli.repo, &cfg, &gh, &opts)
+    gate::gate(&cli.repo, &judgment, &gh, &opts)
 }

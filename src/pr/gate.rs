@@ -1,10 +1,11 @@
-//! The gate for one pull request, end to end: plan from git, lint, harness, timing against
-//! baselines, verdicts, report, publish. `kernelgate pr` parses its flags into [`Options`] and
-//! calls [`plan`] (for `--plan`) or [`gate`].
+//! The gate for one pull request, end to end: the judging config, plan from git, lint, harness,
+//! timing against baselines, verdicts, report, publish. `kernelgate pr` parses its flags into
+//! [`Options`], asks [`judge`] for the [`Judgment`] (the config that judges the pull request,
+//! never its head's: `super::judgment`), lays its own overrides over it, and calls [`plan`] (for
+//! `--plan`) or [`gate`].
 
 use anyhow::Context;
 use kernelgate_github::GithubContext;
-use kernelgate_model::Config;
 use kernelgate_report::{Report, RunInfo};
 use std::path::{Path, PathBuf};
 
@@ -12,6 +13,7 @@ use super::adapters::{HarnessEvaluator, RepoLinter};
 use super::baselines::Committed;
 use super::changes::{self, FileStatus};
 use super::evaluator::{self, Device};
+use super::judgment::{self, Judgment};
 use super::layout::Layout;
 use super::plan::Plan;
 use super::policy::{self, Acks, Policy};
@@ -50,12 +52,18 @@ pub struct Options {
     pub seed: Option<u64>,
     pub no_timing: bool,
     pub quiet: bool,
+    /// `--config`: the config file's path inside the repository (read at the base commit, and
+    /// the head's `[kernels]`); `None`: `kernelgate.toml`.
+    pub config: Option<PathBuf>,
+    /// `--trusted-config`: a config file outside the pull request's commits (the default
+    /// branch's, checked out by the workflow) that judges it instead of the base commit's.
+    pub trusted_config: Option<PathBuf>,
 }
 
-/// The plan: base and head resolved (flags, then the GitHub event, then the usual branches),
-/// changed kernels mapped by the model's rules, files on disk.
-pub fn plan(repo: &Path, cfg: &Config, gh: &GithubContext, opts: &Options) -> anyhow::Result<Plan> {
-    let layout = Layout::from_config(cfg);
+/// Base and head resolved (flags, then the GitHub event, then the usual branches) and the
+/// configuration that judges them: `--trusted-config`, else the base commit's config file, else
+/// the defaults; the head's `[kernels]` (docs/config.md).
+pub fn judge(repo: &Path, gh: &GithubContext, opts: &Options) -> anyhow::Result<Judgment> {
     let git = Git::open(repo)?;
     let base = match opts.base.clone().or_else(|| gh.base_sha.clone()) {
         Some(b) => b,
@@ -75,12 +83,27 @@ pub fn plan(repo: &Path, cfg: &Config, gh: &GithubContext, opts: &Options) -> an
         .clone()
         .or_else(|| gh.head_sha.clone())
         .unwrap_or_else(|| "HEAD".to_string());
-    let changes = changes::detect(&git, &layout, &base, &head, opts.all)?;
+    let file = judgment::config_file(git.root(), opts.config.as_deref())?;
+    Ok(judgment::resolve(
+        &git,
+        &base,
+        &head,
+        &file,
+        opts.trusted_config.as_deref(),
+    )?)
+}
+
+/// The plan: the changed kernels (found by the judgment's layout) mapped by the model's rules,
+/// files on disk.
+pub fn plan(repo: &Path, judgment: &Judgment, opts: &Options) -> anyhow::Result<Plan> {
+    let layout = Layout::from_config(&judgment.config).with_config_file(&judgment.config_file);
+    let git = Git::open(repo)?;
+    let changes = changes::detect(&git, &layout, &judgment.base, &judgment.head, opts.all)?;
     Ok(Plan::build(&git, &layout, changes, opts.shard)?)
 }
 
-/// The plan as `kernelgate pr --plan` prints it.
-pub fn plan_json(plan: &Plan) -> serde_json::Value {
+/// The plan as `kernelgate pr --plan` prints it, with where its judging config came from.
+pub fn plan_json(plan: &Plan, judgment: &Judgment) -> serde_json::Value {
     let jobs: Vec<_> = plan
         .jobs
         .iter()
@@ -98,13 +121,20 @@ pub fn plan_json(plan: &Plan) -> serde_json::Value {
         "shard": plan.shard.map(|s| s.to_string()), "jobs": jobs,
         "deleted_kernels": c.deleted_kernels, "reference_changes": c.references,
         "config_changed": c.config_changed, "results_changed": c.results,
+        "config": judgment.source, "config_changes": judgment.changes,
     })
 }
 
 /// Runs the gate and publishes its report; the exit code (0 pass or warn, 1 fail, 2 when
 /// publishing to GitHub failed).
-pub fn gate(repo: &Path, cfg: &Config, gh: &GithubContext, opts: &Options) -> anyhow::Result<i32> {
-    let plan = plan(repo, cfg, gh, opts)?;
+pub fn gate(
+    repo: &Path,
+    judgment: &Judgment,
+    gh: &GithubContext,
+    opts: &Options,
+) -> anyhow::Result<i32> {
+    let cfg = &judgment.config;
+    let plan = plan(repo, judgment, opts)?;
     let git = Git::open(repo)?;
     let say = |s: String| {
         if !opts.quiet {
@@ -114,8 +144,8 @@ pub fn gate(repo: &Path, cfg: &Config, gh: &GithubContext, opts: &Options) -> an
     let mut labels = gh.labels.clone();
     labels.extend(opts.ack_labels.iter().cloned());
     let policy = Policy::from_config(cfg, &[]);
-    let report = new_report(&plan, cfg, gh, opts, &policy, &labels);
-    announce(&plan, gh, opts, &say);
+    let report = new_report(&plan, judgment, gh, opts, &policy, &labels);
+    announce(&plan, judgment, gh, opts, &say);
 
     // Publishing: a check run `in_progress` now, completed with the report at the end. Shards
     // publish files only: `kernelgate merge` and `kernelgate publish` post the joined report.
@@ -190,12 +220,13 @@ pub fn gate(repo: &Path, cfg: &Config, gh: &GithubContext, opts: &Options) -> an
 /// The report before any kernel ran: the run, the policy, and what else the pull request changed.
 fn new_report(
     plan: &Plan,
-    cfg: &Config,
+    judgment: &Judgment,
     gh: &GithubContext,
     opts: &Options,
     policy: &Policy,
     labels: &[String],
 ) -> Report {
+    let cfg = &judgment.config;
     let acknowledged: Vec<String> = labels
         .iter()
         .filter(|l| policy.ack_labels.contains(l))
@@ -211,9 +242,12 @@ fn new_report(
         shard: opts.shard.map(|s| (s.index, s.count)),
         artifact_url: gh.run_url.clone(),
         dashboard_url: Some(cfg.history.dashboard_url.clone()).filter(|u| !u.is_empty()),
+        config: Some(judgment.source.clone()),
         ..RunInfo::default()
     });
     report.policy = policy.info(&acknowledged);
+    // The head's settings, each with the value that judged this run (docs/config.md).
+    report.config_changes = judgment.changes.clone();
     let changes = &plan.changes;
     for r in &changes.references {
         if r.status == FileStatus::Modified {
@@ -230,10 +264,10 @@ fn new_report(
                 .push(format!("reference problem {} {:?}", r.path, r.status).to_lowercase());
         }
     }
-    if changes.config_changed {
+    if changes.config_changed && judgment.changes.is_empty() {
         report.other_changes.push(format!(
-            "{} changed: policy and thresholds may differ from main",
-            Layout::from_config(cfg).config_file
+            "{} changed, but no setting differs from those that judged this run",
+            judgment.config_file
         ));
     }
     for r in &changes.results {
@@ -244,8 +278,15 @@ fn new_report(
     report
 }
 
-/// The plan's size, and a warning per edited reference problem.
-fn announce(plan: &Plan, gh: &GithubContext, opts: &Options, say: &dyn Fn(String)) {
+/// The plan's size, where its judging config came from, and a warning per edited reference
+/// problem and per judgment setting the pull request changes.
+fn announce(
+    plan: &Plan,
+    judgment: &Judgment,
+    gh: &GithubContext,
+    opts: &Options,
+    say: &dyn Fn(String),
+) {
     let short = |sha: &str| sha[..sha.len().min(10)].to_string();
     say(format!(
         "kernelgate pr: {} kernel(s) to evaluate{} ({}..{})",
@@ -256,6 +297,26 @@ fn announce(plan: &Plan, gh: &GithubContext, opts: &Options, say: &dyn Fn(String
         short(&plan.changes.merge_base),
         short(&plan.changes.head)
     ));
+    say(format!("judged with {}", judgment.source));
+    for c in &judgment.changes {
+        let line = format!(
+            "this pull request changes {} in {} ({} -> {}): it applies {}",
+            c.key,
+            judgment.config_file,
+            c.base,
+            c.head,
+            match c.applies {
+                kernelgate_report::ConfigApplies::AfterMerge =>
+                    "after merge, not to this run (judged with the base's value)",
+                kernelgate_report::ConfigApplies::ThisRun => "in this run (layout)",
+            }
+        );
+        if gh.actions {
+            println!("::warning file={}::{line}", judgment.config_file);
+        } else {
+            say(format!("warning: {line}"));
+        }
+    }
     for r in &plan.changes.references {
         let line = format!(
             "reference problem {} ({:?}) is changed by this pull request: speedups are not comparable with main",
@@ -274,7 +335,7 @@ fn announce(plan: &Plan, gh: &GithubContext, opts: &Options, say: &dyn Fn(String
 fn evaluate(
     plan: &Plan,
     git: &Git,
-    cfg: &Config,
+    cfg: &kernelgate_model::Config,
     gh: &GithubContext,
     opts: &Options,
     policy: &Policy,

@@ -42,6 +42,12 @@ impl Layout {
         }
     }
 
+    /// The config file's path in the repository, when it is not `kernelgate.toml` (`--config`).
+    pub fn with_config_file(mut self, path: &str) -> Layout {
+        self.config_file = path.to_string();
+        self
+    }
+
     pub fn config(&self) -> &Config {
         &self.config
     }

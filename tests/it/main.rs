@@ -10,6 +10,7 @@ mod demo;
 mod eval;
 mod history;
 mod judge;
+mod judgment;
 mod lint;
 mod lint_cpp;
 mod lint_snapshots;

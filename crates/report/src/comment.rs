@@ -147,6 +147,7 @@ fn assemble(
             );
         }
     }
+    config_changes(&mut s, report);
     if !report.other_changes.is_empty() {
         s.push_str("\n**Other changes in this PR:** ");
         let list: Vec<String> = report.other_changes.iter().map(|c| code(c)).collect();
@@ -616,6 +617,39 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
     s.push_str("\n</details>\n");
 }
 
+/// The pull request's changes to `kernelgate.toml`: a judgment setting applies after merge (this
+/// run was judged with the base's value), a layout setting (`[kernels]`) in this run.
+fn config_changes(s: &mut String, report: &Report) {
+    if report.config_changes.is_empty() {
+        return;
+    }
+    let judged = report
+        .run
+        .config
+        .as_ref()
+        .map_or_else(|| "the base's config".to_string(), ToString::to_string);
+    let _ = writeln!(
+        s,
+        "\n**This PR changes `kernelgate.toml`.** It was judged with {}; the PR's judgment settings apply after merge, never to its own run:\n",
+        text(&judged)
+    );
+    s.push_str("| setting | judged with | this PR | applies |\n|---|---|---|---|\n");
+    let value = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => "unset".to_string(),
+        v => code_cell(&v.to_string()),
+    };
+    for c in &report.config_changes {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            code_cell(&c.key),
+            value(&c.base),
+            value(&c.head),
+            c.applies.as_str()
+        );
+    }
+}
+
 fn run_section(s: &mut String, report: &Report) {
     let run = &report.run;
     let hw = &run.hardware;
@@ -627,6 +661,9 @@ fn run_section(s: &mut String, report: &Report) {
     };
     line("base", &run.base_sha);
     line("head", &run.head_sha);
+    if let Some(c) = &run.config {
+        line("judged with", &c.to_string());
+    }
     line("seed", &run.seed.map(|x| x.to_string()).unwrap_or_default());
     match gpu_name(&hw.gpu) {
         Some(gpu) => {

@@ -160,6 +160,14 @@ pub fn merge(reports: Vec<Report>) -> Result<Report, ReportError> {
                 out.other_changes.push(c);
             }
         }
+        for c in r.config_changes {
+            if !out.config_changes.contains(&c) {
+                out.config_changes.push(c);
+            }
+        }
+        if out.run.config.is_none() {
+            out.run.config = r.run.config;
+        }
     }
     if let Some(n) = expected {
         if shards_seen.len() as u32 != n {
@@ -243,6 +251,29 @@ mod tests {
         // A minor version with extra fields is accepted.
         let ok = r#"{"schema":"kernelgate.report/1.3","run":{},"new_field":1}"#;
         assert!(Report::from_json(ok, p).is_ok());
+    }
+
+    #[test]
+    fn merge_keeps_the_judging_config_and_its_changes_once() {
+        let judged = |mut r: Report| {
+            r.run.config = Some(ConfigSource::Trusted {
+                path: ".kernelgate-trusted/kernelgate.toml".into(),
+            });
+            r.config_changes = vec![ConfigChange {
+                key: "sandbox.enabled".into(),
+                base: true.into(),
+                head: false.into(),
+                applies: ConfigApplies::AfterMerge,
+            }];
+            r
+        };
+        let m = merge(vec![
+            judged(shard(1, 2, &["kernels/a.py"])),
+            judged(shard(2, 2, &["kernels/b.py"])),
+        ])
+        .unwrap();
+        assert_eq!(m.config_changes.len(), 1);
+        assert!(matches!(m.run.config, Some(ConfigSource::Trusted { .. })));
     }
 
     #[test]

@@ -18,9 +18,13 @@ pub struct Report {
     pub kernels: Vec<KernelRow>,
     #[serde(default)]
     pub reference_changes: Vec<ReferenceChange>,
-    /// Other changed paths worth reporting (config, committed results, ...).
+    /// Other changed paths worth reporting (committed results, deleted references, ...).
     #[serde(default)]
     pub other_changes: Vec<String>,
+    /// The settings of `kernelgate.toml` this pull request changes, each with the value this run
+    /// was judged with and the head's (docs/config.md#where-the-judging-config-comes-from).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config_changes: Vec<ConfigChange>,
     #[serde(default)]
     pub summary: Summary,
 }
@@ -35,6 +39,7 @@ impl Report {
             kernels: Vec::new(),
             reference_changes: Vec::new(),
             other_changes: Vec::new(),
+            config_changes: Vec::new(),
             summary: Summary::default(),
         }
     }
@@ -90,6 +95,9 @@ pub struct RunInfo {
     /// The published performance dashboard (`[history] dashboard_url`): problems link to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dashboard_url: Option<String>,
+    /// Where the configuration that judged this run came from (never the pull request's head).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<ConfigSource>,
 }
 
 impl RunInfo {
@@ -588,6 +596,67 @@ impl Verdict {
             Verdict::Skipped => "⏭️",
         }
     }
+}
+
+/// Where the configuration that judged a run came from: a trusted file the workflow passed
+/// (the default branch's `kernelgate.toml`), the base commit's, or the defaults when the base
+/// has none. The pull request's head never judges itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "from", rename_all = "snake_case")]
+pub enum ConfigSource {
+    /// `--trusted-config`: a file outside the pull request's commits.
+    Trusted { path: String },
+    /// The config file as committed at the base commit.
+    Base { commit: String, path: String },
+    /// The base commit has no config file: every key's default.
+    Defaults { commit: String, path: String },
+}
+
+impl std::fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let short = |c: &str| c[..c.len().min(10)].to_string();
+        match self {
+            ConfigSource::Trusted { path } => write!(f, "the trusted config {path}"),
+            ConfigSource::Base { commit, path } => {
+                write!(f, "{path} of the base commit {}", short(commit))
+            }
+            ConfigSource::Defaults { commit, path } => write!(
+                f,
+                "the defaults (the base commit {} has no {path})",
+                short(commit)
+            ),
+        }
+    }
+}
+
+/// When a pull request's change to a `kernelgate.toml` setting takes effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfigApplies {
+    /// A judgment setting (sandbox, policy, thresholds, harness, ...): this run used the base's
+    /// value; the head's applies once merged.
+    AfterMerge,
+    /// A layout setting (`[kernels]`): the head's value finds this run's kernels.
+    ThisRun,
+}
+
+impl ConfigApplies {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfigApplies::AfterMerge => "after merge",
+            ConfigApplies::ThisRun => "in this run",
+        }
+    }
+}
+
+/// One `kernelgate.toml` setting the pull request changes (`section.key`), with the value of the
+/// config that judged the run and the head's (JSON; `null` for an unset optional key).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigChange {
+    pub key: String,
+    pub base: serde_json::Value,
+    pub head: serde_json::Value,
+    pub applies: ConfigApplies,
 }
 
 /// A reference problem the PR edits, with a unified diff.

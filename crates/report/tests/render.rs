@@ -27,6 +27,7 @@ fn run() -> RunInfo {
         complete: true,
         artifact_url: None,
         dashboard_url: None,
+        config: None,
     }
 }
 
@@ -205,6 +206,67 @@ fn the_sandbox_level_is_shown_once_and_loudly_when_not_full() {
         json["run"]["sandbox"],
         "unavailable (Landlock is not enabled in this kernel)"
     );
+}
+
+#[test]
+fn the_pull_requests_config_changes_are_a_table_that_applies_after_merge() {
+    let mut r = all_passing();
+    r.run.config = Some(ConfigSource::Base {
+        commit: "b".repeat(40),
+        path: "kernelgate.toml".into(),
+    });
+    r.config_changes = vec![
+        ConfigChange {
+            key: "policy.fail_on".into(),
+            base: json!(["incorrect", "crash"]),
+            head: json!([]),
+            applies: ConfigApplies::AfterMerge,
+        },
+        ConfigChange {
+            key: "harness.python".into(),
+            base: serde_json::Value::Null,
+            head: json!("/opt/x|y/python"),
+            applies: ConfigApplies::AfterMerge,
+        },
+        ConfigChange {
+            key: "kernels.globs".into(),
+            base: json!(["kernels/**/*.py"]),
+            head: json!(["kernels/**/*.py", "more/*.py"]),
+            applies: ConfigApplies::ThisRun,
+        },
+    ];
+    let c = render_comment(&r);
+    assert!(
+        c.contains("It was judged with kernelgate.toml of the base commit bbbbbbbbbb;"),
+        "{c}"
+    );
+    assert!(
+        c.contains("| `policy.fail_on` | `[\"incorrect\",\"crash\"]` | `[]` | after merge |"),
+        "{c}"
+    );
+    // An unset key reads `unset`; a `|` in a value cannot split the row.
+    assert!(
+        c.contains("| `harness.python` | unset | `\"/opt/x\\|y/python\"` | after merge |"),
+        "{c}"
+    );
+    assert!(c.contains("| in this run |"), "{c}");
+    assert!(
+        c.contains("- **judged with:** kernelgate.toml of the base commit"),
+        "{c}"
+    );
+    // Typed in report.json, and read back.
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["config_changes"][0]["applies"], "after_merge");
+    assert_eq!(json["run"]["config"]["from"], "base");
+    let back: Report = serde_json::from_value(json).unwrap();
+    assert_eq!(back, r);
+    // Reports without them (older ones) read as none.
+    let mut old = serde_json::to_value(all_passing()).unwrap();
+    old.as_object_mut().unwrap().remove("config_changes");
+    assert!(serde_json::from_value::<Report>(old)
+        .unwrap()
+        .config_changes
+        .is_empty());
 }
 
 #[test]
