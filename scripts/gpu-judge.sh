@@ -51,8 +51,11 @@ vr = (d.get("timing") or {}).get("vs_reference") or {}
 if vr:
     line += f" | speedup={vr.get('speedup')} verdict={vr.get('verdict')}"
 print(line)
+warnings = [f["rule"] for f in d.get("findings", []) if f.get("severity") != "error"]
+if warnings:
+    print("     warnings:", warnings)
 for f in d.get("findings", []):
-    if f.get("severity") == "error":
+    if f.get("severity") == "error" or f["rule"] == "eval/worker-confinement":
         print("    ", f["rule"], f["message"][:400])
 if o["kind"] not in ("passed", "incorrect"):
     print("    ", json.dumps(o)[:800])

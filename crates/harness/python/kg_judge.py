@@ -25,6 +25,8 @@ WORKER_RULES = ("sandbox-denied", "sandbox-incomplete", "torch-patched", "harnes
 # Outcomes a worker may report for its own failure; anything else it sends is its runtime error.
 _WORKER_KINDS = ("compile_error", "runtime_error", "crash")
 _TEXT_FIELDS = ("message", "reason", "log_tail", "traceback", "where")
+# The worker's confinement levels, strongest first (`kg_worker.CONFINE_LEVELS`).
+CONFINE_LEVELS = ("full", "landlock", "none")
 
 # Worker clock against the judge's (`clock_findings`): the candidate's gap between the judge's
 # time and its own reported time may exceed the reference worker's (the same path, trusted code)
@@ -77,16 +79,38 @@ class Worker:
         self.role = role
         self.device = device
         self.findings = findings  # the judge's finding(rule, severity, message)
+        self.judge_ms = None
+        levels = list(CONFINE_LEVELS)
+        while True:
+            level = levels.pop(0)
+            self.start(job_json, level)
+            try:
+                self.request(None, "starting")
+                break
+            except WorkerFailed as failed:
+                if failed.outcome.get("where") != "cuda-start" or not levels:
+                    raise
+                self.proc.wait()
+                self.sock.close()
+                self.findings(
+                    "worker-confinement",
+                    "warning",
+                    f"CUDA did not start in the {role}'s worker confined at level {level!r} "
+                    f"({failed.outcome.get('reason', '')[:300]}); started it at {levels[0]!r}",
+                )
+        self.confinement = level
+        self.loaded = self.request(None, "importing and constructing the model")
+        self.extensions = self.loaded.get("extensions") if isinstance(self.loaded.get("extensions"), list) else []
+
+    def start(self, job_json, level):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         fd = child.fileno()
         cmd = [sys.executable, "-c", f"import kernelgate_harness as h; h.worker({fd})"]
-        self.proc = subprocess.Popen(cmd, pass_fds=[fd], stdin=subprocess.DEVNULL, close_fds=True)
+        env = dict(os.environ, KERNELGATE_WORKER_CONFINE=level)
+        self.proc = subprocess.Popen(cmd, pass_fds=[fd], stdin=subprocess.DEVNULL, close_fds=True, env=env)
         child.close()
         self.sock = parent
-        self.judge_ms = None
-        kg_wire.send(parent, {"role": role, "job": job_json, "device": str(device)})
-        self.loaded = self.request(None, "importing and constructing the model")
-        self.extensions = self.loaded.get("extensions") if isinstance(self.loaded.get("extensions"), list) else []
+        kg_wire.send(parent, {"role": self.role, "job": job_json, "device": str(self.device)})
 
     # ---- the wire ------------------------------------------------------------------------------
     def died(self, where):
@@ -244,6 +268,19 @@ class RemoteModel:
             torch.cuda.synchronize()
         reply, self.worker.judge_ms = self._call(i, seed, where)
         outs = self.read_outputs(reply)
+        # The worker's own observation (the judge sees only copies): an output that is one of
+        # the inputs it was given. Writing the input shows in the judge's comparison anyway.
+        for k, m in enumerate(reply.get("outputs") if isinstance(reply.get("outputs"), list) else []):
+            j = m.get("aliases_input") if isinstance(m, dict) else None
+            if isinstance(j, int) and not isinstance(j, bool) and 0 <= j < len(args):
+                raise WorkerFailed(
+                    {
+                        "kind": "output_aliased",
+                        "output": k,
+                        "message": f"output {k} shares memory with input {j}: compute into a new tensor "
+                        "instead of writing the input in place",
+                    }
+                )
         for a, b in zip(args, shared):
             if isinstance(a, torch.Tensor):
                 a.copy_(b)

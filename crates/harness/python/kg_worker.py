@@ -44,12 +44,22 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
+# How far a worker confines itself (`KERNELGATE_WORKER_CONFINE`, set by the judge): "full" (its
+# own Landlock domain and no capabilities), "landlock" (the domain only) or "none". The judge
+# starts a worker one level down when CUDA cannot start under a level (`kg_judge.Worker`) and
+# says so in a finding.
+CONFINE_LEVELS = ("full", "landlock", "none")
+
+
 def confine():
-    """Runs in the worker between fork and exec (the judge's `preexec_fn`): a Landlock domain
+    """Runs first in the worker, before torch or any model code is loaded: a Landlock domain
     nested in the judge's, so the kernel refuses the worker ptrace, `/proc/<judge>/mem`, `fd`
     and `environ`, signals and abstract sockets towards the judge; and no capabilities (root in
     the job's namespace would otherwise pass the judge's ptrace checks). Raises when Landlock is
     missing: the judge then reports the worker unconfined."""
+    level = os.environ.get("KERNELGATE_WORKER_CONFINE", "full")
+    if level == "none":
+        return
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
@@ -71,6 +81,8 @@ def confine():
     if libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
         raise OSError(ctypes.get_errno(), "landlock_restrict_self")
     os.close(ruleset)
+    if level != "full":
+        return
     # Capabilities last: securebits and the bounding set need CAP_SETPCAP. Where the job runs
     # without a user namespace of its own (sandbox off) and not as root, there is nothing to drop.
     libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS, 0, 0, 0)
@@ -114,7 +126,14 @@ class _Worker:
         r.T = r.capture(torch)
         dev = torch.device(self.device_name)
         if dev.type == "cuda":
-            torch.cuda.set_device(dev)
+            try:
+                torch.cuda.set_device(dev)
+                torch.empty(1, device=dev)
+            except Exception as e:
+                return self.fail({"kind": "crash", "reason": f"CUDA did not start in the worker: {e}", "where": "cuda-start"})
+        # A reply of its own, before any model code runs: the judge weakens the worker's
+        # confinement only on this one.
+        self.reply({"ok": True, "started": True})
         r.dev = dev
         self.r = r
         dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[job.precision]
@@ -228,6 +247,11 @@ class _Worker:
                     meta.append({"type": type(o).__name__})
                     continue
                 m = {"type": "Tensor", "shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", ""), "device": o.device.type}
+                overlaps = self.runner_mod.kg_checks.overlaps
+                for j, a in enumerate(args):
+                    if isinstance(a, torch.Tensor) and overlaps(r.T, o, a):
+                        m["aliases_input"] = j
+                        break
                 b = self.outputs[k] if k < len(self.outputs) else None
                 if b is not None and o.shape == b.shape and o.dtype == b.dtype and o.device.type == b.device.type:
                     b.copy_(o)
