@@ -11,6 +11,7 @@
 
 mod child;
 mod conclude;
+mod exec;
 mod extensions;
 mod hardware;
 mod job;
@@ -18,6 +19,7 @@ mod launch;
 pub mod locate;
 pub mod outcome;
 mod pch;
+mod pidns;
 pub mod protocol;
 pub mod sandbox;
 mod shown;
@@ -26,7 +28,8 @@ mod summary;
 use std::path::PathBuf;
 
 pub use child::{
-    allowed_cpus, is_secret_var, run_script, spawn_streaming, Script, ScriptEnd, StreamingScript,
+    allowed_cpus, passes_to_child, run_script, spawn_streaming, Script, ScriptEnd, StreamingScript,
+    CHILD_ENV_VAR,
 };
 use conclude::conclude;
 pub use conclude::{
