@@ -566,7 +566,7 @@ pub struct Script<'a> {
     pub memory_limit_bytes: u64,
     /// Enforce memory with `RLIMIT_AS` (CPU) or an RSS watchdog (CUDA needs a huge address space).
     pub rlimit_as: bool,
-    /// Set on top of the scrubbed environment (`CUDA_VISIBLE_DEVICES=""` to keep it off the GPU).
+    /// Set on top of the allow-listed environment (`CUDA_VISIBLE_DEVICES=""` to keep it off the GPU).
     pub env: Vec<(&'a str, &'a str)>,
 }
 

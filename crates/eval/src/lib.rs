@@ -1,8 +1,8 @@
 //! The CLI side of the harness: one job = one candidate kernel against one problem, run in a
 //! child process (the runner's Python importing the `kernelgate_harness` extension) with its
-//! own process group, time and memory limits, a scrubbed environment and an authenticated
-//! result channel. [`run_job`] never fails on a candidate: every way a candidate can go wrong
-//! is an [`Outcome`].
+//! own process group and PID namespace, time and memory limits, an allow-listed environment
+//! and an authenticated result channel. [`run_job`] never fails on a candidate: every way a
+//! candidate can go wrong is an [`Outcome`].
 //!
 //! A job's path through the crate: `job` (the [`JobSpec`] and its one builder) → `launch` (the
 //! child started: interpreter, harness, sandbox, environment) → `child` (supervision) →

@@ -783,6 +783,10 @@ mod tests {
         assert!(!p.allows_read(&checkout.join("kernel.py.bak")));
         assert!(!p.allows_read(Path::new("/root/.ssh/id_rsa")));
         assert!(!p.allows_read(Path::new("/home")));
+        // The Actions runner's credentials and work directories, other jobs' temporary files.
+        assert!(!p.allows_read(Path::new("/opt/actions-runner/.credentials")));
+        assert!(!p.allows_read(Path::new("/opt")));
+        assert!(!p.allows_read(Path::new("/tmp/another-job/secret")));
         assert!(p.allows_read(Path::new("/usr/include/stdio.h")));
         assert!(p.allows_read(Path::new("/proc/cpuinfo")));
         assert!(!p.allows_write(Path::new("/usr/lib/x.pth")));
