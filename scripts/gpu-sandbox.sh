@@ -71,9 +71,10 @@ run cpp_on_gpu_host    passed "$P/relu.py" tests/fixtures/eval/kernels/python_re
 # The escapes on this machine too (sandbox on only): each must be reported as sandbox-denied.
 SECRET_DIR=$(mktemp -d); echo "gpu-host-secret-31337" >"$SECRET_DIR/secret.txt"
 export GITHUB_TOKEN=ghs_kernelgateFakeToken0123456789
-for e in read_outside parent_environ write_pth write_checkout ptrace_parent; do
+for e in read_outside parent_environ write_pth write_checkout ptrace_parent read_opt; do
   echo "escape_$e passed+eval/sandbox-denied" >>"$OUT/expected.tsv"
-  KG_FIXTURE_PATHS="$SECRET_DIR/secret.txt:$PWD/Cargo.toml" one auto "escape_$e" "$P/relu.py" "$S/$e.py" --device cpu --no-timing
+  KERNELGATE_CHILD_ENV=KG_FIXTURE_PATHS KG_FIXTURE_PATHS="$SECRET_DIR/secret.txt:$PWD/Cargo.toml" \
+    one auto "escape_$e" "$P/relu.py" "$S/$e.py" --device cpu --no-timing
 done
 unset GITHUB_TOKEN
 rm -f "$("$KERNELGATE_PYTHON" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/kg_sandbox_escape.pth"

@@ -110,6 +110,10 @@ pub fn eval(repo: &Path, config: &Config, opts: &EvalOptions) -> anyhow::Result<
             Builds::Fresh => ExtensionsDir::PerJob,
             Builds::TorchDefault => ExtensionsDir::torch_default().unwrap_or_default(),
         },
+        // In torch's own directory the child writes only the builds its source names.
+        extension_names: kernelgate_model::read_source(&opts.kernel)
+            .ok()
+            .and_then(|src| kernelgate_lint::embedded::extension_names(&src)),
         shifted_trials: Some(opts.shifted_trials),
         progress: true,
         ..JobRequest::default()

@@ -186,6 +186,8 @@ fn secrets_never_reach_the_candidate() {
             ("GITHUB_TOKEN", "ghp_x"),
             ("MY_API_SECRET", "s"),
             ("ACTIONS_RUNTIME_TOKEN", "t"),
+            // Even when a runner names it to be passed on.
+            ("KERNELGATE_CHILD_ENV", "MY_API_SECRET"),
         ],
     );
     assert_kind(&v, code, "passed");
@@ -284,7 +286,11 @@ fn a_process_that_leaves_the_job_group_is_killed_and_fails_the_job() {
         "problems/relu.py",
         "kernels/stray_daemon.py",
         &[],
-        &[("KG_TEST_STRAY_PIDFILE", &name)],
+        &[
+            ("KG_TEST_STRAY_PIDFILE", &name),
+            // Passed on to the job's child (its environment is an allow-list).
+            ("KERNELGATE_CHILD_ENV", "KG_TEST_STRAY_PIDFILE"),
+        ],
     );
     // Its numbers are right; what it left running is not.
     assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");

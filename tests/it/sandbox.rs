@@ -1,7 +1,8 @@
 //! The sandbox around every candidate, end to end through `kernelgate eval` (real CLI, real
 //! child, real torch on the CPU): each escape fixture under `tests/fixtures/eval/kernels/sandbox/`
-//! is blocked (its side effect checked) and reported as an `eval/sandbox-denied` finding, while
-//! honest kernels (C++ through load_inline, torch.profiler) pass in the same run.
+//! is blocked (its side effect checked) and, where the runner can see it, reported as an
+//! `eval/sandbox-denied` finding, while honest kernels (C++ through load_inline,
+//! torch.profiler) pass in the same run.
 //!
 //! Needs the harness extension next to the CLI (`cargo build -p kernelgate-harness`) and a
 //! Python with torch (`KERNELGATE_PYTHON` or `.venv`).
@@ -11,13 +12,18 @@ use crate::common::{python, root, test_extensions_dir};
 use serde_json::Value;
 use std::io::Read;
 use std::net::TcpListener;
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 const FAKE_TOKEN: &str = "ghs_kernelgateFakeToken0123456789";
 const SANDBOX_RULE: &str = "eval/sandbox-denied";
+/// Longer than any honest eval of the run takes on two cores: past it, kernelgate's supervision
+/// is stuck (the run limit never fired), and the test says so instead of hanging.
+const WATCHDOG: Duration = Duration::from_secs(400);
 
 fn fixture(rel: &str) -> String {
     root()
@@ -27,33 +33,130 @@ fn fixture(rel: &str) -> String {
         .to_string()
 }
 
+/// One eval of the run: a fixture, the environment kernelgate gets (variables named `KG_*` are
+/// passed on to the job's child through `KERNELGATE_CHILD_ENV`), and how it is started.
+struct Run {
+    kernel: &'static str,
+    env: Vec<(&'static str, String)>,
+    args: Vec<String>,
+    /// `--extensions-dir` the suite's shared cache, as `pr` keeps one; `false`: a plain
+    /// `kernelgate eval`, which builds in torch's own directory (`TORCH_EXTENSIONS_DIR` in
+    /// `env`).
+    keyed: bool,
+    /// A file kernelgate inherits from its parent, open (not close-on-exec) at this number.
+    inherit: Option<(i32, PathBuf)>,
+}
+
+impl Run {
+    fn new(kernel: &'static str) -> Run {
+        Run {
+            kernel,
+            env: Vec::new(),
+            args: Vec::new(),
+            keyed: true,
+            inherit: None,
+        }
+    }
+
+    fn env(mut self, k: &'static str, v: impl Into<String>) -> Run {
+        self.env.push((k, v.into()));
+        self
+    }
+}
+
 /// `kernelgate eval --format json` on the ReLU problem, run from `checkout` with a fake workflow
-/// token in kernelgate's own environment.
-fn eval_in(checkout: &Path, kernel: &str, env: &[(&str, String)]) -> (i32, Value) {
+/// token in kernelgate's own environment; killed (and the test failed) past [`WATCHDOG`].
+fn eval_in(checkout: &Path, run: &Run) -> (i32, Value) {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"));
-    let ext = test_extensions_dir();
-    let mut cmd = Command::new(exe);
+    let mut args: Vec<std::ffi::OsString> = ["eval", "--problem", &fixture("problems/relu.py")]
+        .into_iter()
+        .map(Into::into)
+        .collect();
+    args.extend(["--kernel".into(), fixture(run.kernel).into()]);
+    for a in [
+        "--device",
+        "cpu",
+        "--seed",
+        "42",
+        "--no-timing",
+        "--format",
+        "json",
+    ] {
+        args.push(a.into());
+    }
+    args.extend(run.args.iter().map(Into::into));
+    if run.keyed {
+        args.extend(["--extensions-dir".into(), test_extensions_dir().into()]);
+    }
+    let mut cmd = match &run.inherit {
+        // The shell opens the file at `fd` and execs kernelgate with it: open across the exec.
+        Some((fd, path)) => {
+            let mut sh = Command::new("/bin/sh");
+            sh.arg("-c")
+                .arg(format!("exec \"$0\" \"$@\" {fd}>>\"$KG_TEST_INHERITED\""))
+                .arg(&exe)
+                .args(&args)
+                .env("KG_TEST_INHERITED", path);
+            sh
+        }
+        None => {
+            let mut c = Command::new(&exe);
+            c.args(&args);
+            c
+        }
+    };
     cmd.current_dir(checkout)
         .env("KERNELGATE_PYTHON", python())
         .env("GITHUB_TOKEN", FAKE_TOKEN)
         .env_remove("KERNELGATE_SANDBOX")
-        .args(["eval", "--problem", &fixture("problems/relu.py")])
-        .args(["--kernel", &fixture(kernel)])
-        .args(["--device", "cpu", "--seed", "42", "--no-timing"])
-        .args(["--format", "json", "--extensions-dir"])
-        .arg(&ext);
-    for (k, v) in env {
+        .env_remove("TORCH_EXTENSIONS_DIR");
+    let passed: Vec<&str> = run
+        .env
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| k.starts_with("KG_"))
+        .collect();
+    cmd.env("KERNELGATE_CHILD_ENV", passed.join(","));
+    for (k, v) in &run.env {
         cmd.env(k, v);
     }
-    let out = cmd.output().expect("run kernelgate");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kernelgate");
+    let read = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = r.read_to_end(&mut s);
+            String::from_utf8_lossy(&s).into_owned()
+        })
+    };
+    let stdout = read(Box::new(child.stdout.take().unwrap()));
+    let stderr = read(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + WATCHDOG;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "kernelgate eval of {} still ran after {WATCHDOG:?}: its supervision is stuck",
+                run.kernel
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
     let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
         panic!(
-            "no JSON from kernelgate eval of {kernel} ({e}); stdout:\n{stdout}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stderr)
+            "no JSON from kernelgate eval of {} ({e}); stdout:\n{stdout}\nstderr:\n{stderr}",
+            run.kernel
         )
     });
-    (out.status.code().unwrap_or(-1), v)
+    (status.code().unwrap_or(-1), v)
 }
 
 fn sandbox_findings(v: &Value) -> Vec<String> {
@@ -173,48 +276,125 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
     std::fs::create_dir_all(wrapper.parent().unwrap()).unwrap();
     std::fs::write(&wrapper, "trusted wrapper").unwrap();
 
+    // A server on a UNIX socket outside the job (docker.sock, D-Bus, an agent).
+    let sockets = tempfile::tempdir().unwrap();
+    let socket_path = sockets.path().join("agent.sock");
+    let unix_listener = UnixListener::bind(&socket_path).unwrap();
+    unix_listener.set_nonblocking(true).unwrap();
+    let unix_listening = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut received = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok((mut s, _)) = unix_listener.accept() {
+                    let mut buf = Vec::new();
+                    let _ = s.set_nonblocking(false);
+                    let _ = s.read_to_end(&mut buf);
+                    received.push(String::from_utf8_lossy(&buf).into_owned());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            received
+        })
+    };
+    // The runner's files under /opt (its `.credentials`), where this machine lets the test
+    // write there; the listing of /opt is tried in any case.
+    let opt_dir = PathBuf::from(format!(
+        "/opt/kernelgate-sandbox-test-{}",
+        std::process::id()
+    ));
+    let opt_secret = opt_dir.join(".credentials");
+    let opt_written = std::fs::create_dir_all(&opt_dir)
+        .and_then(|()| std::fs::write(&opt_secret, "opt-secret-6502"))
+        .is_ok();
+    // A file kernelgate's own parent left open across exec.
+    let inherited = outside.path().join("runner-state.log");
+    std::fs::write(&inherited, "").unwrap();
+    // The daemon's pid file, in its own directory of the shared cache (the one place outside
+    // the job it may write).
+    let pidfile_name = format!("kg-forged-daemon-{}.pid", std::process::id());
+    let daemon_source =
+        std::fs::read_to_string(fixture("kernels/sandbox/daemon_forged_tag.py")).unwrap();
+    let pidfile = kernelgate_eval::extensions_subdir(&test_extensions_dir(), &daemon_source)
+        .join(&pidfile_name);
+    let _ = std::fs::remove_file(&pidfile);
+    let _ = std::fs::remove_file(pidfile.with_extension("pid.alive"));
+    // torch's own build directory of a plain `kernelgate eval`, with another kernel's build.
+    let torch_dir = tempfile::tempdir().unwrap();
+    let victim = torch_dir.path().join("kg_victim_ext/kg_victim_ext.so");
+    std::fs::create_dir_all(victim.parent().unwrap()).unwrap();
+    std::fs::write(&victim, "trusted build").unwrap();
+
     let paths = format!("{}:{}", secret.display(), checkout_file.display());
-    let port_s = port.to_string();
-    let runs: Vec<(&str, Vec<(&str, String)>)> = vec![
-        (
-            "kernels/sandbox/read_outside.py",
-            vec![("KG_FIXTURE_PATHS", paths)],
+    let pch_dir = pch.path().display().to_string();
+    let secrets = [
+        ("DEPLOY_PAT", "kg-secret-pat"),
+        ("SENTRY_DSN", "kg-secret-dsn"),
+        ("API_JWT", "kg-secret-jwt"),
+        ("SLACK_WEBHOOK_URL", "kg-secret-webhook"),
+        ("AWS_CREDS", "kg-secret-creds"),
+        ("DB_PASS", "kg-secret-pass"),
+    ];
+    let mut env_secrets = Run::new("kernels/sandbox/env_secrets.py");
+    for (k, v) in secrets {
+        env_secrets = env_secrets.env(k, v);
+    }
+    let runs: Vec<Run> = vec![
+        Run::new("kernels/sandbox/read_outside.py").env("KG_FIXTURE_PATHS", paths),
+        Run::new("kernels/sandbox/parent_environ.py"),
+        Run::new("kernels/sandbox/tcp_connect.py").env("KG_FIXTURE_PORT", port.to_string()),
+        Run::new("kernels/sandbox/write_pth.py"),
+        Run::new("kernels/sandbox/write_checkout.py"),
+        Run::new("kernels/sandbox/ptrace_parent.py"),
+        Run::new("kernels/sandbox/widen_affinity.py"),
+        Run::new("kernels/sandbox/poison_shared_cache.py"),
+        Run::new("kernels/sandbox/poison_pch.py").env("KERNELGATE_PCH_DIR", pch_dir.clone()),
+        Run::new("kernels/sandbox/poison_bytecode.py").env("KERNELGATE_PCH_DIR", pch_dir.clone()),
+        Run::new("kernels/sandbox/poison_nvcc.py").env("KERNELGATE_PCH_DIR", pch_dir),
+        // The gate itself as the way out.
+        Run::new("kernels/sandbox/readback_symlink.py")
+            .env("KG_FIXTURE_PATHS", secret.display().to_string()),
+        Run {
+            args: vec!["--run-timeout".into(), "60".into()],
+            ..Run::new("kernels/sandbox/progress_fifo.py")
+        },
+        Run::new("kernels/sandbox/daemon_forged_tag.py")
+            .env("KG_FIXTURE_PIDFILE", pidfile_name.clone()),
+        Run::new("kernels/sandbox/unix_socket.py")
+            .env("KG_FIXTURE_SOCKET", socket_path.display().to_string()),
+        Run::new("kernels/sandbox/read_opt.py").env(
+            "KG_FIXTURE_PATHS",
+            if opt_written {
+                opt_secret.display().to_string()
+            } else {
+                String::new()
+            },
         ),
-        ("kernels/sandbox/parent_environ.py", vec![]),
-        (
-            "kernels/sandbox/tcp_connect.py",
-            vec![("KG_FIXTURE_PORT", port_s)],
-        ),
-        ("kernels/sandbox/write_pth.py", vec![]),
-        ("kernels/sandbox/write_checkout.py", vec![]),
-        ("kernels/sandbox/ptrace_parent.py", vec![]),
-        ("kernels/sandbox/widen_affinity.py", vec![]),
-        ("kernels/sandbox/poison_shared_cache.py", vec![]),
-        (
-            "kernels/sandbox/poison_pch.py",
-            vec![("KERNELGATE_PCH_DIR", pch.path().display().to_string())],
-        ),
-        (
-            "kernels/sandbox/poison_bytecode.py",
-            vec![("KERNELGATE_PCH_DIR", pch.path().display().to_string())],
-        ),
-        (
-            "kernels/sandbox/poison_nvcc.py",
-            vec![("KERNELGATE_PCH_DIR", pch.path().display().to_string())],
-        ),
-        ("kernels/honest_relu.py", vec![]),
-        ("kernels/beside/relu_with_table.py", vec![]),
-        ("kernels/sandbox/profiled_relu.py", vec![]),
+        env_secrets,
+        Run {
+            inherit: Some((9, inherited.clone())),
+            ..Run::new("kernels/sandbox/inherited_fd.py").env("KG_FIXTURE_FD", "9")
+        },
+        Run {
+            keyed: false,
+            ..Run::new("kernels/sandbox/other_builds.py").env(
+                "TORCH_EXTENSIONS_DIR",
+                torch_dir.path().display().to_string(),
+            )
+        },
+        Run::new("kernels/honest_relu.py"),
+        Run::new("kernels/beside/relu_with_table.py"),
+        Run::new("kernels/sandbox/profiled_relu.py"),
     ];
     // One run: the jobs go at once, escapes and honest kernels side by side.
     let results: Vec<(&str, i32, Value)> = std::thread::scope(|s| {
         let handles: Vec<_> = runs
             .iter()
-            .map(|(k, env)| {
+            .map(|run| {
                 let dir = checkout.path();
                 s.spawn(move || {
-                    let (code, v) = eval_in(dir, k, env);
-                    (*k, code, v)
+                    let (code, v) = eval_in(dir, run);
+                    (run.kernel, code, v)
                 })
             })
             .collect();
@@ -222,9 +402,13 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
     });
     stop.store(true, Ordering::SeqCst);
     let received = listening.join().unwrap();
+    let unix_received = unix_listening.join().unwrap();
     let pth_written = pth.exists();
     if pth_written {
         let _ = std::fs::remove_file(&pth);
+    }
+    if opt_written {
+        let _ = std::fs::remove_dir_all(&opt_dir);
     }
 
     for (kernel, code, v) in &results {
@@ -338,6 +522,107 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
                 (&wrapper, "trusted wrapper", "kg_nvcc-0123456789ab.py"),
                 &pch.path().join("nvcc/kg_nvcc-planted.py"),
             ),
+            "readback_symlink" => {
+                // Nothing of the secret anywhere in the result: not in the output tails (read
+                // through kernelgate's own descriptors: the candidate's own lines), not as the
+                // phase of the crash.
+                assert!(
+                    !v.to_string().contains("outside-secret-8086"),
+                    "the secret was copied into the result: {v:#}"
+                );
+                assert!(
+                    stdout.contains("the candidate's own stdout line")
+                        && stdout.contains("links in place"),
+                    "{v:#}"
+                );
+                let stderr = v["stderr_tail"].as_str().unwrap_or_default();
+                assert!(stderr.contains("the candidate's own stderr line"), "{v:#}");
+                assert_eq!(v["exit"]["code"], 3, "{v:#}");
+                assert_eq!(v["sandbox"], "full", "{v:#}");
+                assert_eq!(*code, 1);
+            }
+            "progress_fifo" => {
+                // The FIFO in place, the run limit fired all the same (the watchdog did not).
+                assert!(stdout.contains("FIFO in place"), "{v:#}");
+                assert_eq!(v["outcome"]["kind"], "timeout", "{v:#}");
+                assert_eq!(v["sandbox"], "full", "{v:#}");
+                assert_eq!(*code, 1);
+            }
+            "daemon_forged_tag" => {
+                let pid = std::fs::read_to_string(&pidfile)
+                    .expect("the daemon started and wrote its pid");
+                let stat = format!("/proc/{}/stat", pid.trim());
+                // Gone, or a zombie waiting for init to reap it: not running either way.
+                let running = std::fs::read_to_string(&stat).is_ok_and(|s| !s.contains(") Z "));
+                assert!(!running, "the daemon {} outlived its job", pid.trim());
+                // It would have marked itself alive 4 s after it started.
+                let started = std::fs::metadata(&pidfile).unwrap().modified().unwrap();
+                while started.elapsed().unwrap_or_default() < Duration::from_secs(5) {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                let alive = pidfile.with_extension("pid.alive");
+                assert!(
+                    !alive.exists(),
+                    "the daemon was still running 4 s after its start"
+                );
+                let _ = std::fs::remove_file(&pidfile);
+                assert!(
+                    v["findings"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|f| f["rule"] == "eval/stray-process"),
+                    "{v:#}"
+                );
+                assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
+                assert_eq!(*code, 1);
+            }
+            "unix_socket" => {
+                assert!(!stdout.contains("CONNECTED"), "{stdout}");
+                assert_blocked_and_reported(name, *code, v, "open a UNIX socket");
+            }
+            "read_opt" => {
+                assert!(!stdout.contains("LISTED"), "{stdout}");
+                assert!(!stdout.contains("opt-secret-6502"), "{stdout}");
+                assert_blocked_and_reported(name, *code, v, "list /opt");
+                if opt_written {
+                    assert_blocked_and_reported(
+                        name,
+                        *code,
+                        v,
+                        &format!("read {}", opt_secret.display()),
+                    );
+                }
+            }
+            "env_secrets" => {
+                assert!(stdout.contains("environment read:"), "{v:#}");
+                assert!(!stdout.contains("kg-secret-"), "{stdout}");
+                assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
+                assert_eq!(*code, 0, "{v:#}");
+            }
+            "inherited_fd" => {
+                assert_eq!(
+                    std::fs::read_to_string(&inherited).unwrap(),
+                    "",
+                    "the candidate wrote through kernelgate's inherited descriptor"
+                );
+                assert!(stdout.contains("blocked 9 errno 9"), "{stdout}");
+                assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
+                assert_eq!(*code, 0, "{v:#}");
+            }
+            "other_builds" => {
+                assert_eq!(
+                    std::fs::read_to_string(&victim).unwrap(),
+                    "trusted build",
+                    "the candidate replaced another extension's build"
+                );
+                assert!(!torch_dir.path().join("kg_planted_ext").exists());
+                assert!(
+                    stdout.contains("blocked") && !stdout.contains("WROTE"),
+                    "{stdout}"
+                );
+                assert_blocked_and_reported(name, *code, v, "kg_victim_ext.so");
+            }
             "honest_relu" | "profiled_relu" | "relu_with_table" => {
                 assert_eq!(v["outcome"]["kind"], "passed", "{name}: {v:#}");
                 assert_eq!(v["sandbox"], "full", "{name}: {v:#}");
@@ -351,6 +636,11 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
         received.is_empty(),
         "the listener saw a connection: {received:?}"
     );
+    assert!(
+        unix_received.is_empty(),
+        "the UNIX socket's server saw a connection: {unix_received:?}"
+    );
+    assert_eq!(results.len(), runs.len());
 }
 
 #[test]
@@ -358,8 +648,7 @@ fn switched_off_the_row_says_so_and_the_escape_is_reported_as_not_blocked() {
     let checkout = tempfile::tempdir().unwrap();
     let (code, v) = eval_in(
         checkout.path(),
-        "kernels/sandbox/write_checkout.py",
-        &[("KERNELGATE_SANDBOX", "off".into())],
+        &Run::new("kernels/sandbox/write_checkout.py").env("KERNELGATE_SANDBOX", "off"),
     );
     assert_eq!(v["sandbox"], "off", "{v:#}");
     // Unconfined, the write lands: exactly what the sandbox is for.

@@ -62,6 +62,123 @@ pub fn shared_extensions_dir() -> std::io::Result<(PathBuf, Option<tempfile::Tem
     Ok((scratch.path().to_path_buf(), Some(scratch)))
 }
 
+/// torch's own build directory as a local eval's child may use it: the folder torch builds in
+/// and the extensions of the kernel's source, the only entries of it the child may write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TorchBuilds {
+    /// `$TORCH_EXTENSIONS_DIR`, or `py<ver>_<cuda>` under torch's default root.
+    pub dir: PathBuf,
+    /// The names the kernel builds (`load_inline(name=...)`): `dir/<name>` each.
+    pub names: Vec<String>,
+}
+
+impl TorchBuilds {
+    /// The builds of a kernel in torch's directory `root` (`exact`: the folder itself, else
+    /// `py<ver>_<cuda>` under it, as torch names it for `python`), when every name it builds
+    /// is known and a plain name; `None` otherwise (the job then builds in its own directory).
+    pub(crate) fn new(
+        root: &Path,
+        exact: bool,
+        python: &Path,
+        names: Option<&[String]>,
+    ) -> Option<TorchBuilds> {
+        let names = names?;
+        if !names.iter().all(|n| is_plain_name(n)) {
+            return None;
+        }
+        let dir = if exact {
+            root.to_path_buf()
+        } else {
+            root.join(torch_build_folder(python)?)
+        };
+        Some(TorchBuilds {
+            dir,
+            names: names.to_vec(),
+        })
+    }
+
+    /// The directories the child may write: one per name.
+    pub(crate) fn writable(&self) -> Vec<PathBuf> {
+        self.names.iter().map(|n| self.dir.join(n)).collect()
+    }
+}
+
+/// A name torch can build under (a Python identifier): never a path.
+fn is_plain_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    name.len() <= 128
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// torch's build folder under its default root, `py<ver><abiflags>_<cu<ver>|cpu>`, as
+/// `torch.utils.cpp_extension._get_build_directory` names it, without importing torch: the
+/// interpreter says its version and where torch lies, torch's `version.py` its CUDA. Asked once
+/// per interpreter.
+fn torch_build_folder(python: &Path) -> Option<String> {
+    use std::collections::BTreeMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<BTreeMap<PathBuf, Option<String>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(v) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(python) {
+        return v.clone();
+    }
+    let script = "import sys, importlib.util as u\n\
+                  print(f\"py{sys.version_info.major}{sys.version_info.minor}{getattr(sys, 'abiflags', '')}\")\n\
+                  s = u.find_spec('torch')\n\
+                  print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')";
+    let mut cmd = std::process::Command::new(python);
+    cmd.args(["-c", script]).env_clear();
+    for (k, v) in std::env::vars() {
+        if crate::child::passes_to_child(&k) || k == "PYTHONPATH" {
+            cmd.env(k, v);
+        }
+    }
+    let folder = cmd
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            let out = String::from_utf8_lossy(&o.stdout).into_owned();
+            let mut lines = out.lines();
+            let py = lines.next()?.trim().to_string();
+            let torch = PathBuf::from(lines.next()?.trim());
+            let version = std::fs::read_to_string(torch.join("version.py")).ok()?;
+            Some(format!("{py}_{}", cuda_tag(&version)?))
+        });
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(python.to_path_buf(), folder.clone());
+    folder
+}
+
+/// `cu132` for a torch built with CUDA 13.2, `cpu` for one without, from its `version.py`
+/// (`cuda: Optional[str] = '13.2'`); `None` for a ROCm build (its folder's name has more
+/// parts: such a job builds in its own directory).
+fn cuda_tag(version_py: &str) -> Option<String> {
+    let value = |key: &str| -> Option<String> {
+        let line = version_py.lines().find(|l| {
+            l.strip_prefix(key)
+                .is_some_and(|r| r.starts_with([' ', ':', '=']))
+        })?;
+        Some(line.split_once('=')?.1.trim().to_string())
+    };
+    if value("hip").is_some_and(|h| h != "None") {
+        return None;
+    }
+    let cuda = value("cuda")?;
+    if cuda == "None" {
+        return Some("cpu".into());
+    }
+    let v = cuda.trim_matches(|c| c == '\'' || c == '"');
+    (!v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        .then(|| format!("cu{}", v.replace('.', "")))
+}
+
 /// One job's build directories ([`ExtensionsDir::job_dirs`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct JobDirs {
@@ -157,5 +274,39 @@ mod tests {
             assert_ne!(Some(dirs.head), dirs.base, "{mode:?}");
             assert!(!dirs.base_read_only, "{mode:?}");
         }
+    }
+
+    #[test]
+    fn sandbox_torch_builds_grant_plain_names_only_in_the_folder_torch_uses() {
+        assert_eq!(
+            cuda_tag("__version__ = '2.15.0+cu132'\ncuda: Optional[str] = '13.2'\n"),
+            Some("cu132".into())
+        );
+        assert_eq!(cuda_tag("cuda: Optional[str] = None\n"), Some("cpu".into()));
+        assert_eq!(
+            cuda_tag("cuda = '12.4'\nhip = None\n"),
+            Some("cu124".into())
+        );
+        assert_eq!(
+            cuda_tag("cuda = None\nhip: Optional[str] = '6.2.1'\n"),
+            None
+        );
+        let python = Path::new("python3");
+        let names = vec!["kg_relu".to_string(), "_x2".to_string()];
+        let b = TorchBuilds::new(Path::new("/t"), true, python, Some(&names)).unwrap();
+        assert_eq!(
+            b.writable(),
+            vec![PathBuf::from("/t/kg_relu"), PathBuf::from("/t/_x2")]
+        );
+        // A name that is a path, or names not all known: no grant in torch's directory.
+        for bad in ["../victim", "a/b", "", "1x", "x y"] {
+            let names = vec![bad.to_string()];
+            assert_eq!(
+                TorchBuilds::new(Path::new("/t"), true, python, Some(&names)),
+                None,
+                "{bad:?}"
+            );
+        }
+        assert_eq!(TorchBuilds::new(Path::new("/t"), true, python, None), None);
     }
 }

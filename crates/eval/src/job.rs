@@ -41,6 +41,11 @@ pub struct JobSpec {
     pub harness: Option<PathBuf>,
     /// Where the job's `load_inline`/`load` builds go ([`ExtensionsDir`]).
     pub extensions_dir: ExtensionsDir,
+    /// The names of the extensions the kernel builds, as its source states them
+    /// (`kernelgate_lint::embedded::extension_names`); `None`: not all known. In torch's own
+    /// directory ([`ExtensionsDir::Torch`]) the child may write only these names' build
+    /// directories; without them the job builds in its own directory.
+    pub extension_names: Option<Vec<String>>,
     /// Extra trials on signed/scaled inputs (0 to 2).
     pub shifted_trials: u32,
     /// Generate inputs directly on the GPU (fast; different random values than KernelBench's
@@ -91,6 +96,7 @@ impl JobSpec {
             python: None,
             harness: None,
             extensions_dir: ExtensionsDir::PerJob,
+            extension_names: None,
             shifted_trials: 1,
             inputs_on_device: true,
             count_flops: None,
@@ -132,6 +138,7 @@ impl JobSpec {
         spec.gpu = req.gpu;
         spec.harness = req.harness.clone();
         spec.extensions_dir = req.extensions_dir.clone();
+        spec.extension_names = req.extension_names.clone();
         if let Some(n) = req.shifted_trials {
             spec.shifted_trials = n;
         }
@@ -194,6 +201,8 @@ pub struct JobRequest {
     /// GPU index on a multi-GPU runner.
     pub gpu: Option<u32>,
     pub extensions_dir: ExtensionsDir,
+    /// The extensions the kernel builds ([`JobSpec::extension_names`]).
+    pub extension_names: Option<Vec<String>>,
     /// `None`: `[harness] memory_limit_mb`.
     pub memory_limit_mb: Option<u64>,
     /// `None`: the harness default.

@@ -4,7 +4,7 @@
 use kernelgate_model::Device;
 
 use crate::child;
-use crate::extensions::ExtensionsDir;
+use crate::extensions::{ExtensionsDir, TorchBuilds};
 use crate::hardware::nvidia_smi;
 use crate::job::JobSpec;
 use crate::locate::{find_harness, find_python, is_cpu_kernel, libcuda_present};
@@ -121,27 +121,53 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
             d.to_path_buf()
         }
     };
-    let dirs = spec.extensions_dir.job_dirs(
+    // torch's own directory: the child writes only the builds its source names; where they
+    // are not all known, it builds in its own directory instead.
+    let torch_builds = match &spec.extensions_dir {
+        ExtensionsDir::Torch { root, exact } => {
+            let builds = TorchBuilds::new(
+                &absolute(root),
+                *exact,
+                &python,
+                spec.extension_names.as_deref(),
+            );
+            if builds.is_none() {
+                eprintln!(
+                    "note: {} builds in a fresh directory, not torch's own: the names of the \
+                     extensions it builds are not all plain strings in its source (give \
+                     `load_inline` a literal `name=` to reuse torch's builds)",
+                    spec.kernel.display()
+                );
+            }
+            builds
+        }
+        _ => None,
+    };
+    let extensions_dir = match (&spec.extensions_dir, &torch_builds) {
+        (ExtensionsDir::Torch { .. }, None) => ExtensionsDir::PerJob,
+        (d, _) => d.clone(),
+    };
+    let dirs = extensions_dir.job_dirs(
         dir.path(),
         &kernel_src,
         base_src.as_deref(),
         spec.base_prebuilt,
     );
-    let ext_dir = absolute(&dirs.head);
+    let ext_dir = match &torch_builds {
+        Some(b) => b.dir.clone(),
+        None => absolute(&dirs.head),
+    };
     let base_ext_dir = dirs.base.as_deref().map(absolute);
     job.base_extensions_dir = base_ext_dir.as_ref().map(|d| d.display().to_string());
     job.base_prebuilt = dirs.base_read_only;
-    let mut env = match &spec.extensions_dir {
-        // The runner names torch's own `py<ver>_<cuda>` folder under the root.
-        ExtensionsDir::Torch { exact: false, .. } => vec![(
-            "KERNELGATE_TORCH_BUILD_ROOT".to_string(),
-            ext_dir.display().to_string(),
-        )],
-        _ => vec![(
-            "TORCH_EXTENSIONS_DIR".to_string(),
-            ext_dir.display().to_string(),
-        )],
-    };
+    let mut env = vec![(
+        "TORCH_EXTENSIONS_DIR".to_string(),
+        ext_dir.display().to_string(),
+    )];
+    if let Some(b) = &torch_builds {
+        // The runner looks for the builds of these names only (it may not list the folder).
+        env.push(("KERNELGATE_TORCH_BUILDS".into(), b.names.join(":")));
+    }
     if let Some(gpu) = spec.gpu {
         let parent = std::env::var("CUDA_VISIBLE_DEVICES").ok();
         env.push((
@@ -153,7 +179,7 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         // Keep a CPU job (and a build) off the GPU even where one exists.
         env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
     }
-    if spec.build_only || matches!(spec.extensions_dir, ExtensionsDir::Keyed(_)) {
+    if spec.build_only || matches!(extensions_dir, ExtensionsDir::Keyed(_)) {
         // The build (no GPU visible) and the eval must compile for the same architectures,
         // or the eval rebuilds what the build left. A job that builds for itself keeps the
         // environment's own list, as `python kernel.py` does, so it can load that build.
@@ -162,7 +188,7 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         }
     }
     let switch = nvcc_side_by_side(
-        &spec.extensions_dir,
+        &extensions_dir,
         std::env::var(NVCC_PARALLEL_ENV).ok().as_deref(),
     );
     env.push((NVCC_PARALLEL_ENV.into(), switch.into()));
@@ -182,9 +208,14 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
     if let Some(root) = &pch_root {
         env.push((pch::PCH_DIR_ENV.into(), root.display().to_string()));
     }
-    if spec.extensions_dir.is_shared() {
-        // It must exist to be granted to the sandboxed child.
-        let _ = std::fs::create_dir_all(&ext_dir);
+    // What is granted to the sandboxed child must exist.
+    let build_dirs: Vec<PathBuf> = match &torch_builds {
+        Some(b) => b.writable(),
+        None if extensions_dir.is_shared() => vec![ext_dir.clone()],
+        None => Vec::new(),
+    };
+    for d in &build_dirs {
+        let _ = std::fs::create_dir_all(d);
     }
     if let Some(d) = &base_ext_dir {
         // Granted to the child (read-only when prebuilt), so it must exist.
@@ -203,6 +234,7 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         sandbox: spec.sandbox,
         progress: spec.progress,
         cpus: spec.cpus.clone(),
+        keep_fds: Vec::new(),
         read_files: [
             Some(&spec.problem),
             Some(&spec.kernel),
@@ -216,10 +248,7 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         .chain(base_ext_dir.clone().filter(|_| dirs.base_read_only))
         .chain(pch_root)
         .collect(),
-        write_dirs: spec
-            .extensions_dir
-            .is_shared()
-            .then(|| ext_dir.clone())
+        write_dirs: build_dirs
             .into_iter()
             .chain(base_ext_dir.clone().filter(|_| !dirs.base_read_only))
             .collect(),
@@ -239,6 +268,10 @@ pub(crate) fn launch_error(e: child::LaunchError, python: &Path) -> EvalError {
             source,
         },
         child::LaunchError::Sandbox(e) => EvalError::Sandbox(e),
+        child::LaunchError::Exec(e) => EvalError::Spawn {
+            python: python.to_path_buf(),
+            source: std::io::Error::other(e),
+        },
     }
 }
 

@@ -1,8 +1,8 @@
 //! The CLI side of the harness: one job = one candidate kernel against one problem, run in a
 //! child process (the runner's Python importing the `kernelgate_harness` extension) with its
-//! own process group, time and memory limits, a scrubbed environment and an authenticated
-//! result channel. [`run_job`] never fails on a candidate: every way a candidate can go wrong
-//! is an [`Outcome`].
+//! own process group and PID namespace, time and memory limits, an allow-listed environment
+//! and an authenticated result channel. [`run_job`] never fails on a candidate: every way a
+//! candidate can go wrong is an [`Outcome`].
 //!
 //! A job's path through the crate: `job` (the [`JobSpec`] and its one builder) → `launch` (the
 //! child started: interpreter, harness, sandbox, environment) → `child` (supervision) →
@@ -11,6 +11,7 @@
 
 mod child;
 mod conclude;
+mod exec;
 mod extensions;
 mod hardware;
 mod job;
@@ -18,6 +19,7 @@ mod launch;
 pub mod locate;
 pub mod outcome;
 mod pch;
+mod pidns;
 pub mod protocol;
 pub mod sandbox;
 mod shown;
@@ -26,7 +28,8 @@ mod summary;
 use std::path::PathBuf;
 
 pub use child::{
-    allowed_cpus, is_secret_var, run_script, spawn_streaming, Script, ScriptEnd, StreamingScript,
+    allowed_cpus, passes_to_child, run_script, spawn_streaming, Script, ScriptEnd, StreamingScript,
+    CHILD_ENV_VAR,
 };
 use conclude::conclude;
 pub use conclude::{

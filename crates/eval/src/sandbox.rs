@@ -1,11 +1,13 @@
 //! The sandbox around every job's child (compile and run share it): Landlock confines the file
 //! system, TCP, abstract UNIX sockets and signals; a user and network namespace cuts every other
-//! socket and the child's capabilities in the host namespace; seccomp denies the syscalls that
-//! reach other processes or the kernel (ptrace, `process_vm_*`, mount, bpf, keyrings, ...).
+//! socket and the child's capabilities in the host namespace, and a PID namespace
+//! (`crate::pidns`) holds every process of the job; seccomp denies the syscalls that reach other
+//! processes or the kernel (ptrace, `process_vm_*`, mount, bpf, keyrings, ...) and UNIX sockets
+//! by path (`socket(AF_UNIX)`, which Landlock does not cover).
 //!
 //! Everything that allocates (opening the allowed paths, building the ruleset and the BPF
-//! program) happens in the parent in [`confine`]; between fork and exec the child only makes
-//! system calls.
+//! program) happens in the parent in [`Confinement::prepare`]; between fork and exec the child
+//! only makes system calls.
 
 use landlock::{
     make_bitflags, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd,
@@ -15,7 +17,6 @@ use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -98,8 +99,11 @@ pub struct Policy {
 
 /// System directories every child reads and executes from.
 /// Not `/dev`: as root a child could read raw disks there; it gets the devices it needs.
+/// Not `/opt`: the Actions runner keeps its `.credentials` and work directories there; an
+/// interpreter or CUDA toolkit installed under it is granted by its own prefix
+/// ([`interpreter_roots`], [`toolchain_roots`]).
 const SYSTEM_DIRS: &[&str] = &[
-    "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
+    "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys",
 ];
 
 /// Device nodes and directories a job writes: the null devices, shared memory (torch's
@@ -127,11 +131,7 @@ impl Policy {
     ) -> Policy {
         let mut read_exec: Vec<PathBuf> = SYSTEM_DIRS.iter().map(PathBuf::from).collect();
         read_exec.extend(interpreter_roots(python));
-        for var in ["CUDA_HOME", "CUDA_PATH"] {
-            if let Some(d) = std::env::var_os(var).filter(|d| !d.is_empty()) {
-                read_exec.push(PathBuf::from(d));
-            }
-        }
+        read_exec.extend(toolchain_roots());
         let mut read_write: Vec<PathBuf> = WRITABLE_DEVICES.iter().map(PathBuf::from).collect();
         if let Ok(entries) = std::fs::read_dir("/dev") {
             let mut nvidia: Vec<PathBuf> = entries
@@ -222,7 +222,8 @@ fn interpreter_roots(python: &Path) -> Vec<PathBuf> {
     let mut cmd = Command::new(python);
     cmd.args(["-c", script]).env_clear();
     for (k, v) in std::env::vars() {
-        if !crate::child::is_secret_var(&k) || k == "PYTHONPATH" {
+        // The import path the child will have: its environment, with PYTHONPATH.
+        if crate::child::passes_to_child(&k) || k == "PYTHONPATH" {
             cmd.env(k, v);
         }
     }
@@ -247,6 +248,53 @@ fn interpreter_roots(python: &Path) -> Vec<PathBuf> {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(python.to_path_buf(), roots.clone());
+    roots
+}
+
+/// The CUDA toolkit, the compilers and the libraries the runner points at, wherever they are
+/// installed (`/opt/nvidia/...`): the prefix of `$CUDA_HOME`/`$CUDA_PATH`, of the `nvcc` on
+/// `PATH` (what torch's `_find_cuda_home` falls back on) and of `$CC`, `$CXX` and
+/// `$CUDAHOSTCXX` when they are paths, and the directories of `$LD_LIBRARY_PATH`. Only these:
+/// never all of `/opt`.
+fn toolchain_roots() -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        if let Some(d) = std::env::var_os(var).filter(|d| !d.is_empty()) {
+            roots.push(PathBuf::from(d));
+        }
+    }
+    let prefix = |exe: &Path| -> Option<PathBuf> {
+        let real = std::fs::canonicalize(exe).ok()?;
+        // `<prefix>/bin/<tool>`: the prefix holds its headers and libraries too.
+        let bin = real.parent()?;
+        Some(if bin.file_name().is_some_and(|n| n == "bin") {
+            bin.parent()?.to_path_buf()
+        } else {
+            bin.to_path_buf()
+        })
+    };
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let nvcc = dir.join("nvcc");
+            if nvcc.is_file() {
+                roots.extend(prefix(&nvcc));
+                break;
+            }
+        }
+    }
+    // The libraries the runner's environment tells the loader to find (CUDA's, MKL's), each
+    // directory exactly as it is listed.
+    if let Some(path) = std::env::var_os("LD_LIBRARY_PATH") {
+        roots.extend(std::env::split_paths(&path).filter(|d| d.is_absolute() && d.is_dir()));
+    }
+    for var in ["CC", "CXX", "CUDAHOSTCXX"] {
+        if let Some(v) = std::env::var_os(var) {
+            let p = PathBuf::from(v);
+            if p.is_absolute() {
+                roots.extend(prefix(&p));
+            }
+        }
+    }
     roots
 }
 
@@ -315,19 +363,64 @@ fn denied_syscalls() -> impl Iterator<Item = &'static (&'static str, i64)> {
     DENIED_SYSCALLS.iter().chain(ARCH_DENIED_SYSCALLS)
 }
 
-fn seccomp_program() -> Result<BpfProgram, SandboxError> {
-    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(seccompiler::Error::Backend)?;
+/// Namespace flags a `clone` may not carry: a namespace nested in the job's would hold
+/// processes the CLI does not count as the job's (memory, strays), though they die with it.
+/// `CLONE_NEWTIME` is left out: for `clone` those bits are the exit signal.
+const NAMESPACE_FLAGS: &[u64] = &[
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+];
+
+/// The job's seccomp filters: the denied syscalls, `socket(AF_UNIX, ...)` and namespace flags
+/// of `clone` with `EPERM`; `clone3` (whose flags a filter cannot read) with `ENOSYS`, on which
+/// glibc falls back on `clone`, as under Docker's default profile. `socketpair(AF_UNIX)` stays
+/// allowed: it reaches no path, only the two ends it makes.
+fn seccomp_programs() -> Result<Vec<BpfProgram>, SandboxError> {
+    use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
+    let backend = seccompiler::Error::Backend;
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(backend)?;
     // An empty rule list matches the syscall whatever its arguments.
-    let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> =
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         denied_syscalls().map(|(_, nr)| (*nr, Vec::new())).collect();
-    let filter = SeccompFilter::new(
+    let arg_is = |index: u8, op: SeccompCmpOp, value: u64| -> Result<SeccompRule, SandboxError> {
+        let cond =
+            SeccompCondition::new(index, SeccompCmpArgLen::Qword, op, value).map_err(backend)?;
+        Ok(SeccompRule::new(vec![cond]).map_err(backend)?)
+    };
+    rules.insert(
+        libc::SYS_socket,
+        vec![arg_is(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?],
+    );
+    rules.insert(
+        libc::SYS_clone,
+        NAMESPACE_FLAGS
+            .iter()
+            .map(|&f| arg_is(0, SeccompCmpOp::MaskedEq(f), f))
+            .collect::<Result<_, _>>()?,
+    );
+    let denied = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM as u32),
         arch,
     )
-    .map_err(seccompiler::Error::Backend)?;
-    Ok(filter.try_into().map_err(seccompiler::Error::Backend)?)
+    .map_err(backend)?;
+    let no_clone3 = SeccompFilter::new(
+        [(libc::SYS_clone3, Vec::new())].into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch,
+    )
+    .map_err(backend)?;
+    Ok(vec![
+        denied.try_into().map_err(backend)?,
+        no_clone3.try_into().map_err(backend)?,
+    ])
 }
 
 /// The Landlock ABI the rules are written for (Linux 6.12+); older kernels get what they have.
@@ -412,8 +505,8 @@ impl IdMaps {
     }
 }
 
-/// Whether this process can give its children their own user and network namespace, probed
-/// once in a forked child (AppArmor or sysctls may forbid it).
+/// Whether this process can give its children their own user, network and PID namespace,
+/// probed once in a forked child (AppArmor or sysctls may forbid it).
 fn namespaces_support() -> &'static Result<(), String> {
     static SUPPORT: OnceLock<Result<(), String>> = OnceLock::new();
     SUPPORT.get_or_init(|| {
@@ -426,7 +519,25 @@ fn namespaces_support() -> &'static Result<(), String> {
             }
             if pid == 0 {
                 let code = match maps.enter() {
-                    Ok(()) => 0,
+                    Ok(()) if libc::unshare(libc::CLONE_NEWPID) != 0 => {
+                        1 + (std::io::Error::last_os_error().raw_os_error().unwrap_or(0) & 0x7f)
+                    }
+                    // The namespace's first process: its init.
+                    Ok(()) => match libc::fork() {
+                        0 => libc::_exit(0),
+                        p if p > 0 => {
+                            let mut st = 0;
+                            libc::waitpid(p, &mut st, 0);
+                            if libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0 {
+                                0
+                            } else {
+                                1 + libc::EINVAL
+                            }
+                        }
+                        _ => {
+                            1 + (std::io::Error::last_os_error().raw_os_error().unwrap_or(0) & 0x7f)
+                        }
+                    },
                     Err((_, e)) => 1 + (e & 0x7f),
                 };
                 libc::_exit(code);
@@ -445,50 +556,84 @@ fn namespaces_support() -> &'static Result<(), String> {
     })
 }
 
-/// Confines the child that `cmd` will start with `policy`: the one entry point. Everything
-/// that can fail is done here, in the parent; the child only applies it between fork and exec
-/// (a failure there fails the spawn). Returns the level the child will run at.
-pub fn confine(
-    cmd: &mut Command,
-    mode: SandboxMode,
-    policy: &Policy,
-) -> Result<SandboxLevel, SandboxError> {
-    if mode == SandboxMode::Off {
-        return Ok(SandboxLevel::Off);
+/// A job's confinement, prepared in the parent ([`Confinement::prepare`], the one entry point:
+/// everything that can fail is done there) and entered by the child between fork and exec:
+/// [`Confinement::enter_namespaces`], the PID namespace (`crate::pidns`, when
+/// [`Confinement::pid_namespace`]), then [`Confinement::restrict`].
+pub struct Confinement {
+    level: SandboxLevel,
+    namespaces: Option<IdMaps>,
+    /// The ruleset's descriptor: the child adds its own `/proc/<pid>` to it before enforcing.
+    ruleset: Option<OwnedFd>,
+    seccomp: Vec<BpfProgram>,
+}
+
+impl Confinement {
+    /// The confinement of a child under `policy`, and the level it runs at.
+    pub fn prepare(mode: SandboxMode, policy: &Policy) -> Result<Confinement, SandboxError> {
+        let none = |level| Confinement {
+            level,
+            namespaces: None,
+            ruleset: None,
+            seccomp: Vec::new(),
+        };
+        if mode == SandboxMode::Off {
+            return Ok(none(SandboxLevel::Off));
+        }
+        let seccomp = seccomp_programs();
+        let level = level_for(
+            mode,
+            landlock_support(),
+            namespaces_support(),
+            seccomp.as_ref().err().map(|e| e.to_string()),
+        )?;
+        if matches!(level, SandboxLevel::Unavailable(_)) {
+            return Ok(none(level));
+        }
+        Ok(Confinement {
+            level,
+            namespaces: namespaces_support().is_ok().then(IdMaps::current),
+            ruleset: landlock_ruleset(policy)?.into(),
+            seccomp: seccomp.unwrap_or_default(),
+        })
     }
-    let seccomp = seccomp_program();
-    let level = level_for(
-        mode,
-        landlock_support(),
-        namespaces_support(),
-        seccomp.as_ref().err().map(|e| e.to_string()),
-    )?;
-    if matches!(level, SandboxLevel::Unavailable(_)) {
-        return Ok(level);
+
+    /// The level the child runs at.
+    pub fn level(&self) -> &SandboxLevel {
+        &self.level
     }
-    let namespaces = namespaces_support().is_ok().then(IdMaps::current);
-    let seccomp = seccomp.ok();
-    // The ruleset's descriptor: the child adds its own `/proc/<pid>` to it before enforcing.
-    let ruleset: Option<OwnedFd> = landlock_ruleset(policy)?.into();
-    // SAFETY: the closure makes system calls only (unshare, open/write/close, prctl, seccomp,
-    // landlock_restrict_self); everything it uses was allocated before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            if let Some(maps) = &namespaces {
-                maps.enter()
-                    .map_err(|(_, e)| std::io::Error::from_raw_os_error(e))?;
-            }
-            if let Some(fd) = &ruleset {
-                restrict_self_with_own_proc(fd.as_raw_fd())?;
-            }
-            if let Some(p) = &seccomp {
-                seccompiler::apply_filter(p)
-                    .map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))?;
-            }
-            Ok(())
-        });
+
+    /// The child gets a PID namespace of its own (it has a user namespace to make it in).
+    pub fn pid_namespace(&self) -> bool {
+        self.namespaces.is_some()
     }
-    Ok(level)
+
+    /// Enters the user and network namespace.
+    ///
+    /// # Safety
+    /// Between fork and exec only: system calls on what the parent allocated.
+    pub unsafe fn enter_namespaces(&self) -> std::io::Result<()> {
+        if let Some(maps) = &self.namespaces {
+            maps.enter()
+                .map_err(|(_, e)| std::io::Error::from_raw_os_error(e))?;
+        }
+        Ok(())
+    }
+
+    /// Enforces Landlock and seccomp on this process, for good.
+    ///
+    /// # Safety
+    /// Between fork and exec only: system calls on what the parent allocated.
+    pub unsafe fn restrict(&self) -> std::io::Result<()> {
+        if let Some(fd) = &self.ruleset {
+            restrict_self_with_own_proc(fd.as_raw_fd())?;
+        }
+        for p in &self.seccomp {
+            seccompiler::apply_filter(p)
+                .map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))?;
+        }
+        Ok(())
+    }
 }
 
 /// Enforces the ruleset `fd` on this process after granting it read-write on its own
@@ -563,7 +708,7 @@ fn level_for(
     };
     let mut missing: Vec<String> = missing_landlock.iter().map(|s| s.to_string()).collect();
     if let Err(reason) = namespaces {
-        missing.push(format!("network namespace ({reason})"));
+        missing.push(format!("network and PID namespaces ({reason})"));
     }
     if let Some(e) = seccomp_error {
         missing.push(format!("seccomp ({e})"));
@@ -638,6 +783,10 @@ mod tests {
         assert!(!p.allows_read(&checkout.join("kernel.py.bak")));
         assert!(!p.allows_read(Path::new("/root/.ssh/id_rsa")));
         assert!(!p.allows_read(Path::new("/home")));
+        // The Actions runner's credentials and work directories, other jobs' temporary files.
+        assert!(!p.allows_read(Path::new("/opt/actions-runner/.credentials")));
+        assert!(!p.allows_read(Path::new("/opt")));
+        assert!(!p.allows_read(Path::new("/tmp/another-job/secret")));
         assert!(p.allows_read(Path::new("/usr/include/stdio.h")));
         assert!(p.allows_read(Path::new("/proc/cpuinfo")));
         assert!(!p.allows_write(Path::new("/usr/lib/x.pth")));
@@ -703,7 +852,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             level.to_string(),
-            "partial (missing: Landlock TCP rules (ABI 4), network namespace (no user namespace: EPERM))"
+            "partial (missing: Landlock TCP rules (ABI 4), network and PID namespaces (no user namespace: EPERM))"
         );
         assert_eq!(
             level_for(SandboxMode::Auto, &Ok(vec![]), &ok_ns, None).unwrap(),
@@ -721,7 +870,8 @@ mod tests {
 
     #[test]
     fn the_seccomp_program_builds_for_this_machine() {
-        let p = seccomp_program().unwrap();
-        assert!(p.len() > denied_syscalls().count());
+        let p = seccomp_programs().unwrap();
+        assert!(p[0].len() > denied_syscalls().count());
+        assert_eq!(p.len(), 2);
     }
 }

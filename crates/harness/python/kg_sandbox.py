@@ -23,7 +23,13 @@ def install(policy, report):
     blocked, just not named. `policy` is the job's `kg_protocol.Sandbox`."""
     import socket
 
-    realpath, abspath, fsdecode, sep, me = os.path.realpath, os.path.abspath, os.fsdecode, os.sep, os.getpid()
+    realpath, abspath, fsdecode, sep = os.path.realpath, os.path.abspath, os.fsdecode, os.sep
+    # The job runs in a PID namespace of its own under the host's /proc: its pid there (what
+    # /proc/self names) is not os.getpid().
+    try:
+        me = int(os.readlink("/proc/self"))
+    except (OSError, ValueError):
+        me = os.getpid()
     read_exec = tuple(policy.read_exec)
     read_write = tuple(policy.read_write)
     read_files = frozenset(policy.read_files)
@@ -33,6 +39,7 @@ def install(policy, report):
     # libc functions that reach a denied syscall under another name.
     denied |= {w for w, nr in _LIBC_WRAPPERS.items() if nr in denied}
     inet = (socket.AF_INET, socket.AF_INET6)
+    unix = getattr(socket, "AF_UNIX", None)
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     level = str(policy.level)
     verdict = "blocked by the sandbox" if level == "full" or level.startswith("partial") else f"NOT blocked (sandbox {level})"
@@ -73,6 +80,14 @@ def install(policy, report):
                 note(f"write {path} (outside the job's directory)")
             elif not writes and not readable(path) and os.path.dirname(path) not in bytecode_dirs:
                 note(f"read {path} (outside the files the job may read)")
+        elif event in ("os.listdir", "os.scandir"):
+            # Listing a directory outside (/opt, /home): what is there is the runner's.
+            if args and _isinstance(args[0], (str, bytes)):
+                path = real(fsdecode(args[0]))
+                if foreign_proc(path):
+                    note(f"list another process's {path}")
+                elif not readable(path):
+                    note(f"list {path} (outside the files the job may read)")
         elif event in ("os.mkdir", "os.rename", "os.remove", "os.rmdir", "os.symlink", "os.link", "os.truncate"):
             # Changes to the file tree: the paths changed must be writable (a link's target
             # may be anywhere: reading through it is what the sandbox judges).
@@ -83,6 +98,12 @@ def install(policy, report):
                     if not under(path, read_write):
                         note(f"{event.split('.')[1]} {path} (outside the job's directory)")
                         break
+        elif event == "socket.__new__":
+            # A UNIX socket reaches servers by path (docker.sock, D-Bus, agents); seccomp
+            # refuses its creation. The socket module's own wrappers of an existing descriptor
+            # (socketpair, accept, fromfd) raise the same event: not an attempt.
+            if args[1] == unix and not _from_socket_module(sys._getframe(1)):
+                note("open a UNIX socket (to reach a server by its path; denied by the sandbox's seccomp filter)")
         elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
             sock, address = args[0], args[-1]
             if getattr(sock, "family", None) in inet:
@@ -116,6 +137,25 @@ def install(policy, report):
     sys.addaudithook(hook)
     if "sched_setaffinity" in denied:
         _name_affinity_changes()
+
+
+# The socket module's functions that wrap a descriptor that already exists in a socket object.
+_WRAPPERS = frozenset({"socketpair", "fromfd", "accept", "dup", "_fromfd"})
+
+
+def _from_socket_module(frame):
+    """Whether the socket object is made by one of the socket module's wrappers of an existing
+    descriptor (`socket.__init__` first, then its caller)."""
+    here = _from_socket_module.__globals__
+    while frame is not None and frame.f_globals is here:
+        frame = frame.f_back
+    for _ in range(3):
+        if frame is None or frame.f_globals.get("__name__") != "socket":
+            return False
+        if frame.f_code.co_name in _WRAPPERS:
+            return True
+        frame = frame.f_back
+    return False
 
 
 # libc's wrappers, by the syscall they make.

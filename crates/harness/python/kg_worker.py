@@ -171,14 +171,17 @@ class _Worker:
                 except Exception:
                     witness = None
             root = os.environ.get("TORCH_EXTENSIONS_DIR")
-            before = runner_mod._extension_libraries(root) if root else {}
+            # In torch's own directory the sandbox lets the job see its own builds only.
+            builds = os.environ.get("KERNELGATE_TORCH_BUILDS")
+            names = None if builds is None else [n for n in builds.split(":") if n]
+            before = runner_mod._extension_libraries(root, names) if root else {}
             try:
                 loader = runner_mod._load_only() if (self.role == "base" and job.base_prebuilt) else runner_mod.contextlib.nullcontext()
                 with loader:
                     module = runner_mod._load_module(path, f"kg_{self.role}_" + job.job_id)
             except BaseException as e:
                 return self.fail(r.compile_error(e))
-            extensions = runner_mod.extension_builds(root, before) if root else []
+            extensions = runner_mod.extension_builds(root, before, names) if root else []
             cls = getattr(module, "ModelNew", None)
             if cls is None:
                 return self.fail(

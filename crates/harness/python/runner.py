@@ -83,14 +83,16 @@ def _native_threads():
         return None
 
 
-def _extension_libraries(root):
+def _extension_libraries(root, names=None):
     """The compiled extensions torch keeps under its build directory (`<root>/<name>/*.so`),
-    each with its modification time."""
+    each with its modification time; only those of `names` when given (in torch's own
+    directory the sandbox lets the job see its own builds only)."""
     found = {}
-    try:
-        names = _listdir(root)
-    except OSError:
-        return found
+    if names is None:
+        try:
+            names = _listdir(root)
+        except OSError:
+            return found
     for name in names:
         folder = os.path.join(root, name)
         try:
@@ -116,13 +118,13 @@ def _mapped_files():
         return set()
 
 
-def extension_builds(root, before):
+def extension_builds(root, before, names=None):
     """What importing a kernel did with torch's build directory: each extension it built
     (`built`, and `rebuilt` when an earlier build of that name was replaced: other sources,
     flags or torch) or loaded as an earlier run left it (`built: false`)."""
     if not root:
         return []
-    after = _extension_libraries(root)
+    after = _extension_libraries(root, names)
     loaded = _mapped_files()
     out = []
     for path in sorted(after):
@@ -230,14 +232,11 @@ class Runner:
 
         self.torch = torch
         self.torch_version = torch.__version__
-        root = os.environ.get("KERNELGATE_TORCH_BUILD_ROOT")
-        if root:
-            # torch's own folder under its build root, named as `_get_build_directory` names it,
-            # so a kernel loads what `python kernel.py` built with the same sources and flags.
-            cuda = "cpu" if torch.version.cuda is None else "cu" + torch.version.cuda.replace(".", "")
-            py = f"py{sys.version_info.major}{sys.version_info.minor}{getattr(sys, 'abiflags', '')}"
-            os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(root, f"{py}_{cuda}")
+        # torch's own folder (`py<ver>_<cuda>` under its root) is named by the CLI, which
+        # grants the builds in it (crates/eval/src/extensions.rs, `TorchBuilds`).
         self.extensions_root = os.environ.get("TORCH_EXTENSIONS_DIR")
+        builds = os.environ.get("KERNELGATE_TORCH_BUILDS")
+        self.extension_names = None if builds is None else [n for n in builds.split(":") if n]
         self.extensions = []
         # Before any candidate code: C++ builds read torch's header precompiled by kernelgate.
         self.pch = kg_pch.use(os.environ.get("KERNELGATE_PCH_DIR"), torch)

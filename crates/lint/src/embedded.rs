@@ -52,6 +52,9 @@ pub struct EmbeddedSource {
     pub parts: Vec<Part>,
     /// Names listed in `functions=[...]`; `None` when absent or not statically known.
     pub functions: Option<Vec<String>>,
+    /// The extension's name (`name=`, the first argument): torch's build directory for it is
+    /// `<extensions dir>/<name>`. `None` when not statically known.
+    pub name: Option<String>,
     /// Byte range of the build call in the `.py`.
     pub call: Range<usize>,
     pub loader: Loader,
@@ -128,6 +131,7 @@ impl EmbeddedSource {
                 file: None,
             }],
             functions: None,
+            name: None,
             call: 0..0,
             loader: Loader::Inline,
             missing_files: Vec::new(),
@@ -173,6 +177,21 @@ pub fn extract_with(
     second.final_env = Some(Rc::new(final_env));
     second.walk_module(&module.body);
     second.out
+}
+
+/// The names of the extensions `source` builds through torch (`load_inline(name=...)`,
+/// `load(name=...)`), sorted, when every one is known statically; `None` when the source does
+/// not parse or a name is made at run time. A local eval grants the candidate's process the
+/// build directories of these names only (docs/sandbox.md).
+pub fn extension_names(source: &str) -> Option<Vec<String>> {
+    let parsed = ruff_python_parser::parse_module(source).ok()?;
+    let mut names = extract(parsed.syntax(), source)
+        .into_iter()
+        .map(|e| e.name)
+        .collect::<Option<Vec<String>>>()?;
+    names.sort();
+    names.dedup();
+    Some(names)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -690,6 +709,7 @@ impl<'s> Walker<'s> {
             map: Vec::new(),
             parts: Vec::new(),
             functions: None,
+            name: None,
             call: call.range().start().to_usize()..call.range().end().to_usize(),
             loader,
             missing_files: Vec::new(),
@@ -736,6 +756,10 @@ impl<'s> Walker<'s> {
                 }
             }
         }
+        es.name = match args.find_argument_value("name", 0).map(|e| self.eval(e)) {
+            Some(Value::Str(t)) => Some(t.s),
+            _ => None,
+        };
         match loader {
             Loader::Inline => {
                 for (kw, pos, lang) in [
@@ -1093,5 +1117,18 @@ mod tests {
     fn unrelated_calls_are_ignored() {
         let py = "import torch\nx = torch.load('w.pt')\nprint('load_inline(cuda_sources=1)')\n";
         assert!(ext(py).is_empty());
+    }
+
+    #[test]
+    fn extension_names_are_known_when_literal_or_resolved_and_none_otherwise() {
+        let py = "from torch.utils.cpp_extension import load_inline, load\nNAME = 'b_ext'\nm = load_inline(name='a_ext', cpp_sources='')\nn = load_inline(NAME, cpp_sources='')\no = load(name='c_ext', sources=['k.cpp'])\n";
+        assert_eq!(
+            extension_names(py),
+            Some(vec!["a_ext".into(), "b_ext".into(), "c_ext".into()])
+        );
+        assert_eq!(extension_names("import torch\nx = 1\n"), Some(vec![]));
+        let computed = "from torch.utils.cpp_extension import load_inline\nimport os\nm = load_inline(name=os.environ['N'], cpp_sources='')\n";
+        assert_eq!(extension_names(computed), None);
+        assert_eq!(extension_names("def (:"), None);
     }
 }

@@ -109,6 +109,14 @@ try:
     open("/proc/1/environ").close()
 except OSError:
     pass
+open("/proc/self/maps").close()
+import socket
+a, b = socket.socketpair()
+a.close(); b.close()
+try:
+    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
+except OSError:
+    pass
 print(json.dumps(seen))
 """
 
@@ -116,7 +124,7 @@ print(json.dumps(seen))
 class SandboxHook(unittest.TestCase):
     def test_writes_outside_the_job_and_other_processes_are_named_and_the_rest_is_quiet(self):
         with tempfile.TemporaryDirectory() as job, tempfile.TemporaryDirectory() as elsewhere:
-            policy = {"read_exec": [sys.prefix, "/usr"], "read_files": [], "read_write": [os.path.realpath(job)],
+            policy = {"read_exec": [sys.prefix, "/usr", "/proc"], "read_files": [], "read_write": [os.path.realpath(job)],
                       "denied_syscalls": {"ptrace": 101}, "denied_from_candidate": {}, "level": "off"}
             out = subprocess.run(
                 [sys.executable, "-c", SANDBOX_CHILD, PYDIR, json.dumps(policy), job, elsewhere],
@@ -128,6 +136,10 @@ class SandboxHook(unittest.TestCase):
         self.assertTrue(any("outside.txt" in m and "NOT blocked (sandbox off)" in m for m in messages), messages)
         self.assertTrue(any("/proc/1/environ" in m for m in messages), messages)
         self.assertFalse(any("inside.txt" in m for m in messages), messages)
+        # Its own /proc entries (under the pid the host's /proc gives it) and a socketpair are
+        # quiet; a UNIX socket, which reaches servers by path, is named.
+        self.assertFalse(any("/maps" in m for m in messages), messages)
+        self.assertEqual(sum("UNIX socket" in m for m in messages), 1, messages)
 
 
 class RunnerUsesTheStageModules(unittest.TestCase):
