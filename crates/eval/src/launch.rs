@@ -121,10 +121,20 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
             d.to_path_buf()
         }
     };
+    // Builds are keyed by everything they read: an edited `.cu` or header is a new build.
+    let kernel_key = kernelgate_model::deps::build_key(&spec.kernel, &kernel_src, &spec.sources);
+    let base_key = match (&spec.base_kernel, &base_src) {
+        (Some(b), Some(src)) => Some(kernelgate_model::deps::build_key(
+            b,
+            src,
+            &spec.base_sources,
+        )),
+        _ => None,
+    };
     let dirs = spec.extensions_dir.job_dirs(
         dir.path(),
-        &kernel_src,
-        base_src.as_deref(),
+        &kernel_key,
+        base_key.as_deref(),
         spec.base_prebuilt,
     );
     let ext_dir = absolute(&dirs.head);
@@ -212,6 +222,13 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         .flatten()
         .map(|p| abs(p))
         .chain(kernel_dir(&abs(&spec.kernel)))
+        // The files its build reads (a `.cu` under `csrc/`, a shared header), and its base's.
+        .chain(
+            spec.sources
+                .iter()
+                .chain(&spec.base_sources)
+                .map(|p| abs(p)),
+        )
         // A prebuilt base's directory is read, never written: later jobs load that build.
         .chain(base_ext_dir.clone().filter(|_| dirs.base_read_only))
         .chain(pch_root)
