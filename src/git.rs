@@ -265,8 +265,20 @@ impl Git {
 
     /// The files of commit `rev` as a [`SourceTree`], for the dependency sets of its kernels
     /// (`kernelgate_model::deps`): one listing, and one `git cat-file --batch` for every read.
+    /// Only regular files count: a symbolic link (which could name any file of the machine,
+    /// and the set's files are granted to the sandboxed child) or a submodule is no source.
     pub fn tree(&self, rev: &str) -> Result<GitTree<'_>, GitError> {
-        let files = self.ls_files(rev)?.into_iter().collect();
+        let out = self.output(&["ls-tree", "-r", "-z", "--full-tree", rev])?;
+        let files = out
+            .split(|b| *b == 0)
+            .filter_map(|entry| {
+                // `<mode> <type> <object>\t<path>`
+                let entry = String::from_utf8_lossy(entry);
+                let (meta, path) = entry.split_once('\t')?;
+                let regular = meta.starts_with("100644 blob") || meta.starts_with("100755 blob");
+                regular.then(|| path.to_string())
+            })
+            .collect();
         Ok(GitTree {
             git: self,
             rev: rev.to_string(),

@@ -394,3 +394,29 @@ fn a_cpp_only_edit_is_built_and_timed_at_head_and_at_base() {
         "{comment}"
     );
 }
+
+/// A committed symbolic link is no source: it could name any file of the runner, and the set's
+/// files are granted to the sandboxed child. The kernel that names it is still re-evaluated.
+#[test]
+fn a_linked_source_is_re_evaluated_but_never_part_of_the_set() {
+    let dir = repo();
+    let d = dir.path();
+    let cpp = d.join("kernels/level1/1_relu_small/sib_relu.cpp");
+    std::fs::remove_file(&cpp).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", &cpp).unwrap();
+    commit(d, "link");
+    let jobs = planned(d);
+    let job = &jobs["kernels/level1/1_relu_small/sib.py"];
+    assert_eq!(
+        strings(&job["changed_sources"]),
+        ["kernels/level1/1_relu_small/sib_relu.cpp"]
+    );
+    assert!(strings(&job["sources"]).is_empty(), "{job}");
+    let git_repo = Git::open(d).unwrap();
+    let layout = Layout::default();
+    let cs = detect(&git_repo, &layout, "main", "HEAD", false).unwrap();
+    let plan = Plan::build(&git_repo, &layout, cs, None).unwrap();
+    assert!(plan.jobs[0].sources.is_empty());
+    // Its base built from the regular file it had on main.
+    assert_eq!(plan.jobs[0].base_sources.len(), 1);
+}

@@ -222,11 +222,13 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         .flatten()
         .map(|p| abs(p))
         .chain(kernel_dir(&abs(&spec.kernel)))
-        // The files its build reads (a `.cu` under `csrc/`, a shared header), and its base's.
+        // The files its build reads (a `.cu` under `csrc/`, a shared header), and its base's:
+        // regular files only (a link would grant whatever it names).
         .chain(
             spec.sources
                 .iter()
                 .chain(&spec.base_sources)
+                .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()))
                 .map(|p| abs(p)),
         )
         // A prebuilt base's directory is read, never written: later jobs load that build.
