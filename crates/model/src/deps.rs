@@ -284,11 +284,8 @@ pub fn resolve(tree: &dyn SourceTree, kernel: &str, source: &str) -> Dependencie
         for (quoted, name) in c_includes(&text) {
             let candidates = include_candidates(quoted, parent(&file), &name, &include_dirs);
             match candidates.iter().find(|c| tree.is_file(c)) {
-                Some(found) => {
-                    if !files.contains(found) {
-                        queue.push_back(found.clone());
-                    }
-                }
+                Some(found) if !files.contains(found) => queue.push_back(found.clone()),
+                Some(_) => {}
                 None if quoted => missing.extend(candidates),
                 None => {}
             }
@@ -440,9 +437,7 @@ fn parent(path: &str) -> &str {
 }
 
 fn join(dir: &str, rel: &str) -> String {
-    if is_absolute(rel) {
-        rel.to_string()
-    } else if dir.is_empty() {
+    if is_absolute(rel) || dir.is_empty() {
         rel.to_string()
     } else {
         format!("{dir}/{rel}")
@@ -689,8 +684,11 @@ struct Uses<'s> {
     /// `#include` lines of strings written in the `.py` (inline C++).
     inline_includes: Vec<(bool, String)>,
     /// Every `cpp_extension.load(...)` call: its range and each named file's value and range.
-    loads: Vec<(Range<usize>, Vec<(Val, Range<usize>)>)>,
+    loads: Vec<Load>,
 }
+
+/// One `cpp_extension.load(...)` call: its range, and each named file's value and range.
+type Load = (Range<usize>, Vec<(Val, Range<usize>)>);
 
 impl<'s> Uses<'s> {
     fn new(kernel: &str, source: &'s str, body: &[Stmt]) -> Uses<'s> {
