@@ -574,6 +574,7 @@ fn time_kernel(
     let request = JobRequest {
         problem_label: Some(p.key.clone()),
         kernel_label: Some(k.path.display().to_string()),
+        sources: kernelgate_model::deps::sources_on_disk(t.repo, &kpath),
         precision: Some(k.precision),
         seed: Some(42),
         extensions_dir: kernelgate_eval::ExtensionsDir::Keyed(extensions.to_path_buf()),

@@ -275,6 +275,129 @@ impl Git {
         }
         self.show(rev, path).map(Some)
     }
+
+    /// The files of commit `rev` as a [`SourceTree`], for the dependency sets of its kernels
+    /// (`kernelgate_model::deps`): one listing, and one `git cat-file --batch` for every read.
+    /// Only regular files count: a symbolic link (which could name any file of the machine,
+    /// and the set's files are granted to the sandboxed child) or a submodule is no source.
+    pub fn tree(&self, rev: &str) -> Result<GitTree<'_>, GitError> {
+        let out = self.output(&["ls-tree", "-r", "-z", "--full-tree", rev])?;
+        let files = out
+            .split(|b| *b == 0)
+            .filter_map(|entry| {
+                // `<mode> <type> <object>\t<path>`
+                let entry = String::from_utf8_lossy(entry);
+                let (meta, path) = entry.split_once('\t')?;
+                let regular = meta.starts_with("100644 blob") || meta.starts_with("100755 blob");
+                regular.then(|| path.to_string())
+            })
+            .collect();
+        Ok(GitTree {
+            git: self,
+            rev: rev.to_string(),
+            files,
+            reader: std::cell::RefCell::new(None),
+        })
+    }
+}
+
+/// The files of one commit, read through one long-lived `git cat-file --batch`.
+pub struct GitTree<'g> {
+    git: &'g Git,
+    rev: String,
+    files: std::collections::BTreeSet<String>,
+    reader: std::cell::RefCell<Option<CatFile>>,
+}
+
+struct CatFile {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Drop for CatFile {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl CatFile {
+    fn start(dir: &Path) -> std::io::Result<CatFile> {
+        use std::process::Stdio;
+        let mut child = Command::new("git")
+            .args(["--no-pager", "cat-file", "--batch"])
+            .current_dir(dir)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let stdin = child.stdin.take().ok_or(std::io::ErrorKind::BrokenPipe)?;
+        let stdout = child.stdout.take().ok_or(std::io::ErrorKind::BrokenPipe)?;
+        Ok(CatFile {
+            child,
+            stdin,
+            stdout: std::io::BufReader::new(stdout),
+        })
+    }
+
+    /// `<sha> blob <size>\n<bytes>\n`, or `<name> missing\n`.
+    fn read(&mut self, object: &str) -> std::io::Result<Option<Vec<u8>>> {
+        use std::io::{BufRead, Read, Write};
+        writeln!(self.stdin, "{object}")?;
+        self.stdin.flush()?;
+        let mut header = String::new();
+        self.stdout.read_line(&mut header)?;
+        let mut fields = header.split_whitespace();
+        let (_, kind, size) = (fields.next(), fields.next(), fields.next());
+        let Some(size) = size.and_then(|s| s.parse::<usize>().ok()) else {
+            return Ok(None);
+        };
+        let mut bytes = vec![0; size + 1];
+        self.stdout.read_exact(&mut bytes)?;
+        bytes.pop();
+        Ok((kind == Some("blob")).then_some(bytes))
+    }
+}
+
+impl kernelgate_model::SourceTree for GitTree<'_> {
+    fn is_file(&self, path: &str) -> bool {
+        self.files.contains(path)
+    }
+
+    fn read(&self, path: &str) -> Option<Vec<u8>> {
+        if !self.files.contains(path) || path.contains('\n') {
+            return None;
+        }
+        let mut reader = self.reader.borrow_mut();
+        if reader.is_none() {
+            *reader = CatFile::start(self.git.root()).ok();
+        }
+        let object = format!("{}:{path}", self.rev);
+        match reader.as_mut()?.read(&object) {
+            Ok(bytes) => bytes,
+            Err(_) => {
+                // A broken pipe: the next read starts a fresh reader; this one asks git alone.
+                *reader = None;
+                self.git.show(&self.rev, path).ok()
+            }
+        }
+    }
+
+    fn list_dir(&self, dir: &str) -> Vec<String> {
+        let prefix = if dir.is_empty() {
+            String::new()
+        } else {
+            format!("{dir}/")
+        };
+        self.files
+            .range(prefix.clone()..)
+            .take_while(|f| f.starts_with(&prefix))
+            .filter(|f| !f[prefix.len()..].contains('/'))
+            .cloned()
+            .collect()
+    }
 }
 
 /// Parses `git diff --name-status -z`: `STATUS\0path\0`, or `Rnnn\0from\0to\0` for renames/copies.

@@ -95,6 +95,13 @@ pub fn eval(repo: &Path, config: &Config, opts: &EvalOptions) -> anyhow::Result<
     let request = JobRequest {
         problem_label: Some(problem_label),
         base_kernel: opts.base_kernel.clone(),
+        // What the kernel's build reads besides itself: read by the child, keying its build.
+        sources: kernelgate_model::deps::sources_on_disk(repo, &opts.kernel),
+        base_sources: opts
+            .base_kernel
+            .as_deref()
+            .map(|b| kernelgate_model::deps::sources_on_disk(repo, b))
+            .unwrap_or_default(),
         device: opts.device,
         // --precision, else the kernel's mapping (when it chose the problem), else the config.
         precision: opts.precision.or(mapped_precision),

@@ -68,6 +68,9 @@ pub fn lint(repo: &Path, config: &Config, opts: &RepoLintOptions) -> anyhow::Res
             backend: t.backend,
             severity_overrides: overrides.clone(),
             problem_source: t.problem_source,
+            // The files a kernel loads are read inside the repository.
+            root: Some(repo.to_path_buf()),
+            ..LintOptions::default()
         };
         // An unreadable or non-UTF-8 file is one KG000 finding on its own row; an error here is
         // the configuration's (an unknown rule code).
@@ -79,6 +82,17 @@ pub fn lint(repo: &Path, config: &Config, opts: &RepoLintOptions) -> anyhow::Res
                 .unwrap_or_else(|| "kernelgate.toml".into());
             anyhow::anyhow!("{at}: {e}")
         })?;
+        // Findings in a file the kernel loads (`relu.cu`) quote that file.
+        for f in &found {
+            if f.file != t.shown && !run.sources.contains_key(&f.file) {
+                let text = [Path::new(&f.file).to_path_buf(), repo.join(&f.file)]
+                    .iter()
+                    .find_map(|p| std::fs::read_to_string(p).ok());
+                if let Some(text) = text {
+                    run.sources.insert(f.file.clone(), text);
+                }
+            }
+        }
         run.findings.append(&mut found);
         if let Some(source) = source {
             run.sources.insert(t.shown.clone(), source);

@@ -37,12 +37,25 @@ impl Linter for RepoLinter {
                 .problem_file
                 .as_ref()
                 .and_then(|p| std::fs::read_to_string(p).ok()),
+            // The files it loads are read inside the checkout (or the plan's copy of head),
+            // and named as the repository names them.
+            root: checkout_root(&job.kernel_file, job.path()),
+            ..LintOptions::default()
         };
         // The file on disk, not the plan's lossy copy: unreadable or not UTF-8 is KG000.
         kernelgate_lint::lint_path(job.path(), &job.kernel_file, &opts)
             .map(|(findings, _)| findings)
             .map_err(|e| e.to_string())
     }
+}
+
+/// The root of the tree `file` lies in, when it is `rel` (a repository path) below it.
+fn checkout_root(file: &std::path::Path, rel: &str) -> Option<PathBuf> {
+    let mut root = file.to_path_buf();
+    for _ in std::path::Path::new(rel).components() {
+        root = root.parent()?.to_path_buf();
+    }
+    file.ends_with(rel).then_some(root)
 }
 
 /// `kernelgate_eval::run_job`: correctness, then timing of reference vs candidate and base vs head.
@@ -99,6 +112,8 @@ impl HarnessEvaluator {
             problem_label: Some(job.problem().to_string()),
             kernel_label: Some(job.path().to_string()),
             base_kernel: job.base_file.clone(),
+            sources: job.sources.clone(),
+            base_sources: job.base_sources.clone(),
             base_prebuilt: self
                 .bases_built
                 .lock()
@@ -287,6 +302,8 @@ impl HarnessEvaluator {
         };
         let mut request = self.request(job, Device::Cpu, Stage::Build);
         request.kernel_label = Some(format!("{} (base)", job.path()));
+        // The base builds from the files it had at the merge base.
+        request.sources = job.base_sources.clone();
         if let Ok(spec) = self.spec(job, base, &request) {
             kernelgate_eval::run_job(&spec);
         }

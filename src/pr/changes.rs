@@ -1,6 +1,7 @@
 //! Change detection: from a base and a head commit to the kernels a pull request asks us to
 //! evaluate, plus everything else a reviewer must know (edited references, config, results).
 
+use kernelgate_model::deps::{self, Dependencies, Touch};
 use kernelgate_model::KernelMapper;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -10,15 +11,19 @@ use super::layout::Layout;
 use crate::git::{Git, GitError, RawChange};
 
 /// Why a kernel is in the plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum KernelStatus {
     Added,
     Modified,
     Renamed,
+    /// The kernel's `.py` did not change but a file of its dependency set did (a `.cu` it
+    /// loads, a header one of those includes): [`KernelChange::changed_sources`] says which.
+    SourcesChanged,
     /// The kernel did not change but its reference problem did.
     ProblemChanged,
     /// Not changed; evaluated because of `--all`.
+    #[default]
     Unchanged,
 }
 
@@ -28,13 +33,14 @@ impl KernelStatus {
             KernelStatus::Added => "added",
             KernelStatus::Modified => "modified",
             KernelStatus::Renamed => "renamed",
+            KernelStatus::SourcesChanged => "sources changed",
             KernelStatus::ProblemChanged => "problem changed",
             KernelStatus::Unchanged => "unchanged",
         }
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 pub struct KernelChange {
     /// Path at head.
     pub path: String,
@@ -48,6 +54,14 @@ pub struct KernelChange {
     pub problem_changed: bool,
     /// Why the kernel cannot be evaluated (unmapped or unknown problem), with the fix.
     pub mapping_error: Option<String>,
+    /// Files of the kernel's dependency set, besides the `.py` itself, that the pull request
+    /// changed (at head or at the base): what brought the kernel into the plan when its `.py`
+    /// did not change.
+    pub changed_sources: Vec<String>,
+    /// The kernel's dependency set at head (`kernelgate_model::deps`).
+    pub sources: Dependencies,
+    /// The base version's dependency set at the merge base, when there is a base version.
+    pub base_sources: Option<Dependencies>,
 }
 
 impl KernelChange {
@@ -62,9 +76,8 @@ impl KernelChange {
             path: path.to_string(),
             problem,
             status: KernelStatus::Added,
-            base_path: None,
-            problem_changed: false,
             mapping_error,
+            ..KernelChange::default()
         }
     }
 }
@@ -104,6 +117,18 @@ pub struct ChangeSet {
 }
 
 impl ChangeSet {
+    /// Whether `kernelgate pr` has anything to judge: a kernel to evaluate (its `.py`, a file it
+    /// is built from, or its problem changed), a deleted kernel, a reference problem, the
+    /// config or the committed results. The workflow's "did a kernel change" asks this
+    /// (`kernelgate kernels --changed`), so a `.cu` kept under `csrc/` starts the gate.
+    pub fn needs_gate(&self) -> bool {
+        !self.kernels.is_empty()
+            || !self.deleted_kernels.is_empty()
+            || !self.references.is_empty()
+            || self.config_changed
+            || !self.results.is_empty()
+    }
+
     /// Problems whose committed baselines are invalid because the reference changed.
     pub fn invalid_baselines(&self) -> BTreeSet<&str> {
         self.references
@@ -134,9 +159,13 @@ pub fn detect(
     let mut config_changed = false;
     let mut results = Vec::new();
 
-    let source_at_head = |path: &str| {
-        String::from_utf8_lossy(&git.show(&head_sha, path).unwrap_or_default()).into_owned()
+    let head_tree = git.tree(&head_sha)?;
+    let base_tree = git.tree(&merge_base)?;
+    let text = |tree: &crate::git::GitTree<'_>, path: &str| {
+        use kernelgate_model::SourceTree;
+        String::from_utf8_lossy(&tree.read(path).unwrap_or_default()).into_owned()
     };
+    let source_at_head = |path: &str| text(&head_tree, path);
     let problems = layout.problems(head_files.iter().map(String::as_str));
     let mapper = layout.mapper(&problems);
     let kernel = |path: &str, status: KernelStatus, base_path: Option<String>| {
@@ -236,6 +265,55 @@ pub fn detect(
             }
         }
     }
+    // Kernels whose dependency set (at head, or at the base) the diff touches: a `.cu` they
+    // load, a header one of those includes, or, for a set that could not be resolved, any file
+    // under the kernel's directory.
+    let changed: BTreeSet<&str> = raw.iter().flat_map(changed_paths).collect();
+    for path in head_files.iter().filter(|p| layout.is_kernel(p)) {
+        let base_path = match kernels.get(path) {
+            Some(k) => k.base_path.clone(),
+            None => Some(path.clone()).filter(|p| base_tree_has(&base_tree, p)),
+        };
+        let head_deps = deps::resolve(&head_tree, path, &source_at_head(path));
+        let base_deps = base_path
+            .as_deref()
+            .map(|bp| deps::resolve(&base_tree, bp, &text(&base_tree, bp)));
+        let own = [Some(path.as_str()), base_path.as_deref()];
+        let touched: Vec<String> = changed
+            .iter()
+            .filter(|c| !own.contains(&Some(**c)))
+            .filter(|c| {
+                head_deps.touch(c).is_some()
+                    || base_deps
+                        .as_ref()
+                        .is_some_and(|b| b.touch(c) == Some(Touch::Listed))
+            })
+            .map(|c| c.to_string())
+            .collect();
+        if !touched.is_empty() && !kernels.contains_key(path) {
+            let k = kernel(path, KernelStatus::SourcesChanged, base_path.clone());
+            kernels.insert(path.clone(), k);
+        }
+        if let Some(k) = kernels.get_mut(path) {
+            if !touched.is_empty()
+                && matches!(
+                    k.status,
+                    KernelStatus::ProblemChanged | KernelStatus::Unchanged
+                )
+            {
+                // Its code changed: timed against its base version too.
+                k.status = KernelStatus::SourcesChanged;
+                k.base_path = base_path;
+            }
+            k.changed_sources = touched;
+            k.base_sources = match &k.base_path {
+                Some(bp) if Some(bp) == base_deps.as_ref().map(|b| &b.kernel) => base_deps,
+                Some(bp) => Some(deps::resolve(&base_tree, bp, &text(&base_tree, bp))),
+                None => None,
+            };
+            k.sources = head_deps;
+        }
+    }
     for k in kernels.values_mut() {
         k.problem_changed = k
             .problem
@@ -256,6 +334,27 @@ pub fn detect(
         config_changed,
         results,
     })
+}
+
+/// Whether `path` is a file of the merge base's tree.
+fn base_tree_has(tree: &crate::git::GitTree<'_>, path: &str) -> bool {
+    use kernelgate_model::SourceTree;
+    tree.is_file(path)
+}
+
+/// Every path a change names: both sides of a rename or copy.
+fn changed_paths(change: &RawChange) -> Vec<&str> {
+    match change {
+        RawChange::Added(p)
+        | RawChange::Modified(p)
+        | RawChange::Other(p)
+        | RawChange::Deleted(p) => {
+            vec![p]
+        }
+        RawChange::Renamed { from, to, .. } => vec![from, to],
+        // A copy keeps its source as it was.
+        RawChange::Copied { to, .. } => vec![to],
+    }
 }
 
 fn reference_paths(change: &RawChange) -> Vec<(&str, FileStatus)> {

@@ -112,6 +112,8 @@ pub fn plan_json(plan: &Plan, judgment: &Judgment) -> serde_json::Value {
                 "path": j.path(), "problem": j.change.problem, "status": j.change.status,
                 "base_path": j.change.base_path, "problem_changed": j.change.problem_changed,
                 "mapping_error": j.change.mapping_error, "backend": j.backend, "precision": j.precision,
+                "changed_sources": j.change.changed_sources, "sources": j.change.sources.files,
+                "unresolved_sources": j.change.sources.reasons(),
             })
         })
         .collect();

@@ -23,6 +23,11 @@ pub struct Job {
     pub precision: Precision,
     /// Head source of the kernel (allow directives, annotations).
     pub source: String,
+    /// The files of the kernel's dependency set besides the `.py` (`kernelgate_model::deps`),
+    /// on disk beside [`Job::kernel_file`] as in the repository: its build reads them.
+    pub sources: Vec<PathBuf>,
+    /// The same for [`Job::base_file`], materialised at the merge base.
+    pub base_sources: Vec<PathBuf>,
 }
 
 impl Job {
@@ -70,6 +75,12 @@ impl Plan {
                 }
             };
             let kernel_file = head_file(&change.path)?;
+            let sources = change
+                .sources
+                .files
+                .iter()
+                .map(|f| head_file(f))
+                .collect::<Result<Vec<_>, _>>()?;
             let bytes = std::fs::read(&kernel_file).unwrap_or_default();
             // `None`: unreadable or not UTF-8, the linter's KG000.
             let text = std::str::from_utf8(&bytes)
@@ -80,14 +91,19 @@ impl Plan {
                 Some(p) => Some(head_file(&layout.problem_path(p))?),
                 None => None,
             };
+            let base_dir = files.path().join("base");
             let base_file = match &change.base_path {
-                Some(bp) => Some(materialize(
-                    git,
-                    &changes.merge_base,
-                    bp,
-                    &files.path().join("base"),
-                )?),
+                Some(bp) => Some(materialize(git, &changes.merge_base, bp, &base_dir)?),
                 None => None,
+            };
+            // The base version builds from the files it had at the merge base.
+            let base_sources = match (&base_file, &change.base_sources) {
+                (Some(_), Some(deps)) => deps
+                    .files
+                    .iter()
+                    .map(|f| materialize(git, &changes.merge_base, f, &base_dir))
+                    .collect::<Result<Vec<_>, _>>()?,
+                _ => Vec::new(),
             };
             let mut change = change;
             let (backend, precision) = properties(&mut change, text, layout);
@@ -99,6 +115,8 @@ impl Plan {
                 backend,
                 precision,
                 source,
+                sources,
+                base_sources,
             });
         }
         Ok(Plan {

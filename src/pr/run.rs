@@ -290,6 +290,7 @@ fn initial_row(job: &Job) -> KernelRow {
         KernelStatus::Renamed => Change::Renamed {
             from: job.change.base_path.clone().unwrap_or_default(),
         },
+        KernelStatus::SourcesChanged => Change::SourcesChanged,
         KernelStatus::ProblemChanged => Change::ProblemChanged,
         KernelStatus::Unchanged => Change::Unchanged,
     };
@@ -302,6 +303,8 @@ fn initial_row(job: &Job) -> KernelRow {
         OutcomeSummary::new(OutcomeKind::NotRun, ""),
     );
     row.annotate_line = model_new_line(&job.source);
+    row.changed_sources = job.change.changed_sources.clone();
+    row.unresolved_sources = job.change.sources.reasons();
     row
 }
 
@@ -462,8 +465,7 @@ mod pipeline_tests {
                 problem: Some("level1/3_ReLU".into()),
                 status,
                 base_path: (status == KernelStatus::Modified).then(|| path.to_string()),
-                problem_changed: false,
-                mapping_error: None,
+                ..KernelChange::default()
             },
             kernel_file: PathBuf::from(path),
             problem_file: Some(PathBuf::from("KernelBench/level1/3_ReLU.py")),
@@ -471,6 +473,8 @@ mod pipeline_tests {
             backend: Backend::Cpp,
             precision: Precision::Fp32,
             source: format!("import torch\n{source}\nclass ModelNew:\n    pass\n"),
+            sources: Vec::new(),
+            base_sources: Vec::new(),
         }
     }
 

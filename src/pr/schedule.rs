@@ -470,9 +470,7 @@ mod tests {
                 path: path.to_string(),
                 problem: Some("level1/3_ReLU".into()),
                 status: KernelStatus::Added,
-                base_path: None,
-                problem_changed: false,
-                mapping_error: None,
+                ..KernelChange::default()
             },
             kernel_file: PathBuf::from(path),
             problem_file: Some(PathBuf::from("KernelBench/level1/3_ReLU.py")),
@@ -480,6 +478,8 @@ mod tests {
             backend,
             precision: Precision::Fp32,
             source: String::new(),
+            sources: Vec::new(),
+            base_sources: Vec::new(),
         }
     }
 

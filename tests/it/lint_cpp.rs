@@ -89,10 +89,11 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
             "hack_l2_persist.py",
             vec![e("KG607", 18, 10), e("KG607", 19, 10), e("KG607", 20, 5)],
         ),
-        // Three cuBLAS uses in the .cu file, each reported at its `sources=` entry.
+        // Three cuBLAS uses in the .cu file `hack_load_files.py` loads, each reported at its
+        // own line of the .cu.
         (
-            "hack_load_files.py",
-            vec![e("KG602", 6, 40), e("KG602", 6, 40), e("KG602", 6, 40)],
+            "hack_load_files_kernel.cu",
+            vec![e("KG602", 13, 5), e("KG602", 14, 5), e("KG602", 16, 5)],
         ),
         (
             "hack_no_kernel.py",
@@ -286,17 +287,27 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
     ] {
         assert_eq!(found.get(honest), None, "{honest} must be clean");
     }
-    // A file read through load(sources=...) says where in the .cu the finding is.
-    let msg = json["findings"]
+    // A file read through load(sources=...) is named by the finding, beside the `.py`.
+    let cu = json["findings"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|f| f["file"].as_str().unwrap().ends_with("hack_load_files.py"))
-        .unwrap()["message"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(msg.ends_with("(hack_load_files_kernel.cu:13:5)"), "{msg}");
+        .find(|f| f["file"].as_str().unwrap().ends_with(".cu"))
+        .unwrap();
+    assert_eq!(
+        (
+            cu["file"].as_str(),
+            cu["line"].as_u64(),
+            cu["column"].as_u64()
+        ),
+        (
+            Some("tests/fixtures/lint/cpp/hack_load_files_kernel.cu"),
+            Some(13),
+            Some(5)
+        ),
+        "{cu}"
+    );
+    assert!(!found.contains_key("hack_load_files.py"), "{found:?}");
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod protocol;
 mod publish;
 mod sandbox;
 mod sarif;
+mod sources;
 mod timing;
 mod timing_integrity;
 mod ux;

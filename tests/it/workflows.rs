@@ -397,14 +397,23 @@ fn the_publish_stage_never_runs_pull_request_code() {
             let r = step["with"]["ref"].as_str().unwrap_or("");
             assert!(!r.contains("head"), "checks out the PR head: {r}");
         }
+        // The action runs only kernelgate's own commands: `kernels` reads the fetched commits
+        // as data (nothing checked out or run), `publish` the report.
+        if step["uses"].as_str() == Some("./") {
+            let command = step["with"]["command"].as_str();
+            assert!(
+                matches!(command, Some("kernels" | "publish")),
+                "{command:?}"
+            );
+        }
     }
     let publish = job["steps"]
         .as_vec()
         .unwrap()
         .iter()
-        .find(|s| s["uses"].as_str() == Some("./"))
+        .find(|s| s["with"]["command"].as_str() == Some("publish"))
         .unwrap();
-    assert_eq!(publish["with"]["command"].as_str(), Some("publish"));
+    assert_eq!(publish["uses"].as_str(), Some("./"));
     // A fork controls the artifact: before publishing, the report's PR and commit are checked
     // against the run that produced it.
     let steps = job["steps"].as_vec().unwrap();
@@ -416,7 +425,7 @@ fn the_publish_stage_never_runs_pull_request_code() {
         .expect("no step checks the report against workflow_run.head_sha");
     let publish_at = steps
         .iter()
-        .position(|s| s["uses"].as_str() == Some("./"))
+        .position(|s| s["with"]["command"].as_str() == Some("publish"))
         .unwrap();
     assert!(verify < publish_at, "the check must run before publishing");
 }
@@ -1999,7 +2008,7 @@ fn a_forks_own_run_is_published_unverified_with_the_same_check_name() {
     let steps = wf["jobs"]["publish"]["steps"].as_vec().unwrap();
     let publish = steps
         .iter()
-        .find(|s| s["uses"].as_str() == Some("./"))
+        .find(|s| s["with"]["command"].as_str() == Some("publish"))
         .unwrap();
     assert_eq!(publish["with"]["unverified"].as_str(), Some("true"));
     // The same check name as the gate's own run: the workflow's one setting.
@@ -2023,41 +2032,157 @@ fn a_forks_own_run_is_published_unverified_with_the_same_check_name() {
     );
 }
 
+/// The step of `job` with this `id`.
+fn step_with_id<'y>(job: &'y Yaml, id: &str) -> &'y Yaml {
+    job["steps"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"].as_str() == Some(id))
+        .unwrap_or_else(|| panic!("no step with id {id}"))
+}
+
+/// Runs a `run:` step in `dir` (a git repository) with the machine's PATH and `env`.
+fn run_step_in(step: &Yaml, dir: &Path, env: &[(&str, &str)]) -> (i32, String, String) {
+    let output = dir.join(".github_output");
+    std::fs::write(&output, "").unwrap();
+    let out = Command::new("bash")
+        .args([
+            "--noprofile",
+            "--norc",
+            "-eo",
+            "pipefail",
+            "-c",
+            step["run"].as_str().unwrap(),
+        ])
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap())
+        .env("HOME", dir)
+        .env("GITHUB_OUTPUT", &output)
+        .envs(env.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+        .output()
+        .unwrap();
+    let text = read(&output);
+    std::fs::remove_file(&output).unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        text,
+    )
+}
+
 #[test]
 fn a_pull_request_that_changes_no_kernel_gets_a_passing_check() {
+    use crate::common::{git, write};
     let gate = load(&root().join(".github/workflows/kernelgate.yml"));
     assert!(
         gate["on"]["pull_request"]["paths"].is_badvalue(),
         "a path filter leaves a required check waiting"
     );
-    let changes = &gate["jobs"]["changes"]["steps"][0];
+    let changes = &gate["jobs"]["changes"];
+    let decide = step_with_id(changes, "files");
     let publish = load(&root().join(".github/workflows/kernelgate-publish.yml"));
-    let find = &publish["jobs"]["publish"]["steps"][0];
+    let job = &publish["jobs"]["publish"];
     assert_eq!(
-        changes["env"]["KERNEL_PATHS"].as_str(),
-        find["env"]["KERNEL_PATHS"].as_str(),
+        decide["run"].as_str(),
+        step_with_id(job, "files")["run"].as_str(),
         "both workflows decide alike"
     );
+    // Each asks kernelgate, installed by the action, which kernels the pull request changes.
+    for (job, install) in [(changes, None), (job, Some("binary"))] {
+        let kg = step_with_id(job, "kg");
+        assert_eq!(kg["uses"].as_str(), Some("./"));
+        assert_eq!(kg["with"]["command"].as_str(), Some("kernels"));
+        assert_eq!(kg["with"]["install"].as_str(), install);
+        assert!(kg["with"]["args"]
+            .as_str()
+            .unwrap()
+            .starts_with("--changed "));
+        assert!(step_with_id(job, "files")["run"]
+            .as_str()
+            .unwrap()
+            .contains("kernels --changed \"$BASE\" --head \"$HEAD\" --format json"));
+    }
+    let checkout = &changes["steps"][0];
+    assert_eq!(checkout["with"]["fetch-depth"].as_i64(), Some(0));
+    assert_eq!(
+        checkout["with"]["persist-credentials"].as_bool(),
+        Some(false)
+    );
+
+    // The decision, run on real commits with the real binary: a change to a file a kernel is
+    // built from (a .cu under csrc/) starts the gate; a file no kernel reads does not.
     let dir = tempfile::tempdir().unwrap();
-    let path = fake_gh(dir.path());
-    let paths = changes["env"]["KERNEL_PATHS"].as_str().unwrap();
-    for (files, kernels) in [
-        ("README.md\ndocs/x.md\n", "false"),
-        ("docs/kernels/x.md\n", "false"),
-        ("README.md\nkernels/19_ReLU.py\n", "true"),
-        ("KernelBench/level1/1.py\n", "true"),
-        ("kernelgate.toml\n", "true"),
+    let d = dir.path();
+    git(d, &["init", "-q", "-b", "main"]);
+    write(
+        d,
+        "KernelBench/level1/1_A.py",
+        "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n",
+    );
+    write(
+        d,
+        "kernels/level1/1_A/k.py",
+        "from pathlib import Path\nfrom torch.utils.cpp_extension import load\nROOT = Path(__file__).resolve().parent.parent.parent.parent\next = load(name='a', sources=[str(ROOT / 'csrc' / 'a.cu')])\n",
+    );
+    write(d, "csrc/a.cu", "__global__ void k() {}\n");
+    write(d, "csrc/unused.cu", "__global__ void u() {}\n");
+    write(d, "README.md", "kernels\n");
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "base"]);
+    let base = git(d, &["rev-parse", "HEAD"]);
+    let bin = env!("CARGO_BIN_EXE_kernelgate");
+    for (file, kernels) in [
+        ("README.md", "false"),
+        ("docs/kernels/x.md", "false"),
+        ("csrc/unused.cu", "false"),
+        ("csrc/a.cu", "true"),
+        ("kernels/level1/1_A/k.py", "true"),
+        ("kernels/level1/2_B.py", "true"),
+        ("KernelBench/level1/1_A.py", "true"),
+        ("kernelgate.toml", "true"),
+        (".github/workflows/kernelgate.yml", "true"),
     ] {
-        std::fs::write(dir.path().join("files"), files).unwrap();
-        let (code, log, out) = run_workflow_step(
-            changes,
-            dir.path(),
-            &path,
-            &[("PR", "7"), ("KERNEL_PATHS", paths), ("GH_TOKEN", "t")],
+        git(d, &["checkout", "-q", "-B", "pr", &base]);
+        let old = std::fs::read_to_string(d.join(file)).unwrap_or_default();
+        write(d, file, &format!("{old}\n# edited\n"));
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "edit"]);
+        let head = git(d, &["rev-parse", "HEAD"]);
+        let (code, log, out) = run_step_in(
+            decide,
+            d,
+            &[("KG_BIN", bin), ("BASE", &base), ("HEAD", &head)],
         );
         assert_eq!(code, 0, "{log}");
-        assert_eq!(out.trim(), format!("kernels={kernels}"), "{files:?}");
+        assert_eq!(out.trim(), format!("kernels={kernels}"), "{file}: {log}");
+        if file == "csrc/a.cu" {
+            assert!(
+                log.contains("kernels/level1/1_A/k.py: sources_changed csrc/a.cu"),
+                "{log}"
+            );
+        }
     }
+    // Not a pull request (a dispatch): the gate runs.
+    let (code, log, out) = run_step_in(decide, d, &[("KG_BIN", bin), ("BASE", ""), ("HEAD", "")]);
+    assert_eq!((code, out.trim()), (0, "kernels=true"), "{log}");
+    // A base that is not in the clone: the gate runs, and says why.
+    let (code, log, out) = run_step_in(
+        decide,
+        d,
+        &[
+            ("KG_BIN", bin),
+            ("BASE", "0123456789abcdef0123456789abcdef01234567"),
+            ("HEAD", "HEAD"),
+        ],
+    );
+    assert_eq!((code, out.trim()), (0, "kernels=true"), "{log}");
+
     let no_kernel = &gate["jobs"]["no-kernel"];
     assert!(no_kernel["if"]
         .as_str()
@@ -2443,7 +2568,8 @@ fn the_check_name_is_one_setting_in_every_workflow() {
         for (job_name, job) in wf["jobs"].as_hash().unwrap() {
             for step in job["steps"].as_vec().into_iter().flatten() {
                 let local = step["uses"].as_str().is_some_and(|u| u.starts_with("./"));
-                let publishes = step["with"]["publish"].as_str() != Some("files");
+                // `files` and `none` publish nothing (the `kernels` steps of the `changes` jobs).
+                let publishes = !matches!(step["with"]["publish"].as_str(), Some("files" | "none"));
                 if local && publishes {
                     assert_eq!(
                         step["with"]["check-name"].as_str(),

@@ -9,7 +9,7 @@ pub enum ExtensionsDir {
     /// A fresh directory in the job's own temporary directory: nothing is kept or reused.
     #[default]
     PerJob,
-    /// A shared root with one subdirectory per kernel source ([`extensions_subdir`]): `pr` and
+    /// A shared root with one subdirectory per build key ([`extensions_subdir`]): `pr` and
     /// `baseline`, whose build stage and eval meet there; two kernels never share a build, and
     /// the base version of an edited kernel finds the build it had as a head.
     Keyed(PathBuf),
@@ -195,22 +195,24 @@ pub(crate) struct JobDirs {
 
 impl ExtensionsDir {
     /// The build directories of one job; `job_dir` is the job's own temporary directory,
-    /// `base_prebuilt` says a build job built the base ahead ([`crate::JobSpec::base_prebuilt`]).
+    /// `kernel_key` and `base_key` the builds' keys (`kernelgate_model::deps::build_key`: the
+    /// kernel's source, and the files of its dependency set when it has any), `base_prebuilt`
+    /// says a build job built the base ahead ([`crate::JobSpec::base_prebuilt`]).
     pub(crate) fn job_dirs(
         &self,
         job_dir: &Path,
-        kernel_src: &str,
-        base_src: Option<&str>,
+        kernel_key: &str,
+        base_key: Option<&str>,
         base_prebuilt: bool,
     ) -> JobDirs {
         let head = match self {
-            ExtensionsDir::Keyed(root) => extensions_subdir(root, kernel_src),
+            ExtensionsDir::Keyed(root) => extensions_subdir(root, kernel_key),
             ExtensionsDir::Torch { root, .. } => root.clone(),
             ExtensionsDir::PerJob => job_dir.join("torch_extensions"),
         };
         let base_read_only =
-            base_src.is_some() && base_prebuilt && matches!(self, ExtensionsDir::Keyed(_));
-        let base = base_src.map(|src| match self {
+            base_key.is_some() && base_prebuilt && matches!(self, ExtensionsDir::Keyed(_));
+        let base = base_key.map(|src| match self {
             // The directory it had as a head: the build stage's, or a cached one from an
             // earlier run. One the eval would build in itself stays the job's own: the
             // candidate's process could write there, and later jobs would load it.
@@ -231,14 +233,16 @@ impl ExtensionsDir {
     }
 }
 
-/// The job's own torch extensions directory under the shared cache: one per kernel source, so
-/// builds of different kernels never share sources or a `.so` (a parallel build of one could
-/// otherwise replace another's library between its build and its load), the prebuild and the
-/// eval of one kernel find the same build, and an edited kernel's base version (the source it
-/// had as a head) finds its build.
-pub fn extensions_subdir(root: &Path, kernel_src: &str) -> PathBuf {
+/// The job's own torch extensions directory under the shared cache: one per build key
+/// (`kernelgate_model::deps::build_key`: the kernel's source, plus the path and contents of
+/// every file of its dependency set), so builds of different kernels never share sources or a
+/// `.so` (a parallel build of one could otherwise replace another's library between its build
+/// and its load), an edited `.cu` or header is a build of its own, the prebuild and the eval of
+/// one kernel find the same build, and an edited kernel's base version (the files it had as a
+/// head) finds its build. A kernel without dependencies is keyed by its source alone.
+pub fn extensions_subdir(root: &Path, key: &str) -> PathBuf {
     use sha2::{Digest, Sha256};
-    root.join(hex::encode(&Sha256::digest(kernel_src.as_bytes())[..8]))
+    root.join(hex::encode(&Sha256::digest(key.as_bytes())[..8]))
 }
 
 #[cfg(test)]

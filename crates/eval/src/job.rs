@@ -18,6 +18,11 @@ pub struct JobSpec {
     pub kernel: PathBuf,
     /// The PR's base version of the kernel, timed against the head for the regression check.
     pub base_kernel: Option<PathBuf>,
+    /// The files the kernel's build reads besides itself (`kernelgate_model::deps`: sources it
+    /// loads, headers they include): the child may read them, and its build is keyed by them.
+    pub sources: Vec<PathBuf>,
+    /// The same for [`JobSpec::base_kernel`].
+    pub base_sources: Vec<PathBuf>,
     /// Names used in the result (e.g. `level1/19_ReLU` and a repo-relative kernel path).
     pub problem_label: Option<String>,
     pub kernel_label: Option<String>,
@@ -82,6 +87,8 @@ impl JobSpec {
             problem: problem.into(),
             kernel: kernel.into(),
             base_kernel: None,
+            sources: Vec::new(),
+            base_sources: Vec::new(),
             problem_label: None,
             kernel_label: None,
             device: Device::Auto,
@@ -145,11 +152,13 @@ impl JobSpec {
         spec.inputs_on_device = !req.host_inputs;
         spec.progress = req.progress;
         spec.cpus = req.cpus.clone();
+        spec.sources = req.sources.clone();
         match req.stage {
             Stage::Eval => {
                 spec.timing = (!req.no_timing).then(|| cfg.timing.clone());
                 spec.audit = !req.no_audit;
                 spec.base_kernel = req.base_kernel.clone();
+                spec.base_sources = req.base_sources.clone();
                 spec.base_prebuilt = spec.base_kernel.is_some() && req.base_prebuilt;
             }
             // Only the import: what the eval that follows loads.
@@ -185,6 +194,10 @@ pub struct JobRequest {
     pub kernel_label: Option<String>,
     /// The PR's base version of the kernel (eval stage only).
     pub base_kernel: Option<PathBuf>,
+    /// The kernel's dependency set besides itself ([`JobSpec::sources`]).
+    pub sources: Vec<PathBuf>,
+    /// The base kernel's ([`JobSpec::base_sources`]; eval stage only).
+    pub base_sources: Vec<PathBuf>,
     /// The base was built ahead into the keyed cache ([`JobSpec::base_prebuilt`]).
     pub base_prebuilt: bool,
     /// `None`: `[defaults] device`.

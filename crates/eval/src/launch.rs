@@ -121,6 +121,16 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
             d.to_path_buf()
         }
     };
+    // Builds are keyed by everything they read: an edited `.cu` or header is a new build.
+    let kernel_key = kernelgate_model::deps::build_key(&spec.kernel, &kernel_src, &spec.sources);
+    let base_key = match (&spec.base_kernel, &base_src) {
+        (Some(b), Some(src)) => Some(kernelgate_model::deps::build_key(
+            b,
+            src,
+            &spec.base_sources,
+        )),
+        _ => None,
+    };
     // torch's own directory: the child writes only the builds its source names; where they
     // are not all known, it builds in its own directory instead.
     let torch_builds = match &spec.extensions_dir {
@@ -149,8 +159,8 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
     };
     let dirs = extensions_dir.job_dirs(
         dir.path(),
-        &kernel_src,
-        base_src.as_deref(),
+        &kernel_key,
+        base_key.as_deref(),
         spec.base_prebuilt,
     );
     let ext_dir = match &torch_builds {
@@ -244,6 +254,15 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         .flatten()
         .map(|p| abs(p))
         .chain(kernel_dir(&abs(&spec.kernel)))
+        // The files its build reads (a `.cu` under `csrc/`, a shared header), and its base's:
+        // regular files only (a link would grant whatever it names).
+        .chain(
+            spec.sources
+                .iter()
+                .chain(&spec.base_sources)
+                .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()))
+                .map(|p| abs(p)),
+        )
         // A prebuilt base's directory is read, never written: later jobs load that build.
         .chain(base_ext_dir.clone().filter(|_| dirs.base_read_only))
         .chain(pch_root)

@@ -41,6 +41,135 @@ pub struct Part {
     pub range: Range<usize>,
     /// The file it was read from (`load(sources=...)`), relative to the `.py` as written.
     pub file: Option<PathBuf>,
+    /// That file as findings name it (`kernels/level1/19_ReLU/relu.cu`, `csrc/relu.cu`): the
+    /// `.py`'s shown directory joined with [`Part::file`].
+    pub shown: Option<String>,
+    /// A local header of the kernel's dependency set, included by its sources (not compiled
+    /// on its own): it may hold kernels other kernels use, so it never decides that a kernel
+    /// is a decoy or that the CUDA has none.
+    pub header: bool,
+}
+
+/// Where the files an extension is built from are read: the kernel's directory on disk, inside
+/// a root never left (the repository's), and how findings name them.
+#[derive(Debug, Clone)]
+pub struct FileSource {
+    /// The kernel's directory on disk.
+    pub dir: PathBuf,
+    /// Files are read from inside this tree only (a path out of it, or a link, is not read).
+    pub root: PathBuf,
+    /// The kernel's directory as findings show it (`kernels/level1/19_ReLU`; `""`: none).
+    pub shown_dir: String,
+    /// The kernel file's name (its dependency set is resolved from it).
+    pub kernel_name: String,
+}
+
+impl FileSource {
+    /// A source tree rooted at the kernel's own directory, shown by bare names (tests, tools).
+    pub fn beside(dir: &Path) -> FileSource {
+        FileSource {
+            dir: dir.to_path_buf(),
+            root: dir.to_path_buf(),
+            shown_dir: String::new(),
+            kernel_name: "kernel.py".into(),
+        }
+    }
+
+    /// The kernel's directory relative to the root (`/` separators), when it lies inside it.
+    fn dir_in_root(&self) -> Option<String> {
+        let rel = self.dir.strip_prefix(&self.root).ok()?;
+        Some(rel.to_string_lossy().replace('\\', "/"))
+    }
+
+    /// The repository path of `rel` (relative to the kernel's directory), inside the root.
+    fn in_root(&self, rel: &str) -> Option<String> {
+        let dir = self.dir_in_root()?;
+        kernelgate_model::deps::normalize(&if dir.is_empty() {
+            rel.to_string()
+        } else {
+            format!("{dir}/{rel}")
+        })
+    }
+
+    /// How findings name `rel`.
+    fn shown(&self, rel: &str) -> String {
+        fold(&if self.shown_dir.is_empty() {
+            rel.to_string()
+        } else {
+            format!("{}/{rel}", self.shown_dir)
+        })
+    }
+
+    /// The text of `rel` (relative to the kernel's directory), read inside the root.
+    fn read(&self, rel: &str) -> Option<String> {
+        let path = self.in_root(rel)?;
+        let tree = kernelgate_model::DiskTree::new(&self.root);
+        use kernelgate_model::SourceTree;
+        String::from_utf8(tree.read(&path)?).ok()
+    }
+
+    /// The local headers of the kernel's dependency set (`kernelgate_model::deps`), relative to
+    /// its directory, with their text: what its sources include, transitively.
+    fn headers(&self, source: &str, loaded: &[String]) -> Vec<(String, String)> {
+        let Some(dir) = self.dir_in_root() else {
+            return Vec::new();
+        };
+        let kernel = if dir.is_empty() {
+            self.kernel_name.clone()
+        } else {
+            format!("{dir}/{}", self.kernel_name)
+        };
+        let tree = kernelgate_model::DiskTree::new(&self.root);
+        let deps = kernelgate_model::deps::resolve(&tree, &kernel, source);
+        let loaded: Vec<String> = loaded.iter().filter_map(|l| self.in_root(l)).collect();
+        deps.files
+            .iter()
+            .filter(|f| is_header(f) && !loaded.contains(f))
+            .filter_map(|f| {
+                use kernelgate_model::SourceTree;
+                let text = String::from_utf8(tree.read(f)?).ok()?;
+                Some((relative(&dir, f), text))
+            })
+            .collect()
+    }
+}
+
+fn is_header(path: &str) -> bool {
+    let ext = path.rsplit_once('.').map_or("", |(_, e)| e);
+    matches!(
+        ext.to_ascii_lowercase().as_str(),
+        "h" | "hh" | "hpp" | "hxx" | "cuh" | "inl" | "inc" | "ipp" | "tcc"
+    )
+}
+
+/// `a/./b/../c` → `a/c`, keeping leading `..` and a leading `/`.
+fn fold(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." if parts.last().is_some_and(|l| *l != "..") => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    let joined = parts.join("/");
+    if path.starts_with('/') {
+        format!("/{joined}")
+    } else {
+        joined
+    }
+}
+
+/// Repository path `to` relative to repository directory `from`.
+fn relative(from: &str, to: &str) -> String {
+    let f: Vec<&str> = from.split('/').filter(|s| !s.is_empty()).collect();
+    let t: Vec<&str> = to.split('/').filter(|s| !s.is_empty()).collect();
+    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<&str> = vec![".."; f.len() - common];
+    parts.extend(&t[common..]);
+    parts.join("/")
 }
 
 /// All the C++/CUDA sources of one extension build call, concatenated (each part ends with a
@@ -89,9 +218,26 @@ impl EmbeddedSource {
         }
     }
 
-    /// True when any part is CUDA (`cuda_sources=` or a `.cu` file).
+    /// True when any compiled part is CUDA (`cuda_sources=` or a `.cu` file; not a header).
     pub fn has_cuda(&self) -> bool {
-        self.parts.iter().any(|p| p.lang == Lang::Cuda)
+        self.parts.iter().any(|p| p.lang == Lang::Cuda && !p.header)
+    }
+
+    /// True when text offset `offset` lies in a header of the dependency set.
+    pub fn in_header(&self, offset: usize) -> bool {
+        self.part_at(offset).is_some_and(|p| p.header)
+    }
+
+    /// Where text offset `offset` is when it was read from a file: the file as findings name it
+    /// and the 1-based line and column in it; `None` for text written in the `.py`.
+    pub fn file_position(&self, offset: usize) -> Option<(String, u32, u32)> {
+        let part = self.part_at(offset)?;
+        let shown = part.shown.clone()?;
+        let before = &self.text[part.range.start..offset.min(part.range.end)];
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let col = before[line_start..].chars().count() + 1;
+        Some((shown, line as u32, col as u32))
     }
 
     /// The part holding text offset `offset`.
@@ -129,6 +275,8 @@ impl EmbeddedSource {
                 lang: Lang::Cuda,
                 range: 0..text.len(),
                 file: None,
+                shown: None,
+                header: false,
             }],
             functions: None,
             name: None,
@@ -147,36 +295,81 @@ pub fn extract(module: &ModModule, source: &str) -> Vec<EmbeddedSource> {
 }
 
 /// Like [`extract`], reading the files named in `load(sources=[...])` relative to `base_dir`
-/// (the directory of the `.py`).
+/// (the directory of the `.py`), inside it.
 pub fn extract_in(
     module: &ModModule,
     source: &str,
     base_dir: Option<&Path>,
 ) -> Vec<EmbeddedSource> {
+    let files = base_dir.map(FileSource::beside);
     extract_with(
         module,
         &ImportAliases::collect(&module.body),
         source,
-        base_dir,
+        files.as_ref(),
     )
 }
 
-/// [`extract_in`] with the file's import table from its semantic model.
+/// [`extract_in`] with the file's import table from its semantic model, and its files read as
+/// `files` says. The paths `load(sources=...)` names are resolved by the kernel's dependency
+/// analysis (`kernelgate_model::deps`): `_here`, `Path(__file__).parent / "k.cu"` and the other
+/// forms it knows; the local headers those files include are appended to the first extension
+/// that reads files (or the first extension) as header parts.
 pub fn extract_with(
     module: &ModModule,
     aliases: &ImportAliases,
     source: &str,
-    base_dir: Option<&Path>,
+    files: Option<&FileSource>,
 ) -> Vec<EmbeddedSource> {
     // Pass 1: the module-level names as they stand once the module has run; function bodies
     // run later and see these.
-    let mut first = Walker::new(source, aliases, base_dir, false);
+    let mut first = Walker::new(source, aliases, files, false);
     first.walk_module(&module.body);
     let final_env = first.env;
-    let mut second = Walker::new(source, aliases, base_dir, true);
+    let mut second = Walker::new(source, aliases, files, true);
     second.final_env = Some(Rc::new(final_env));
+    second.loaded = kernelgate_model::deps::loaded_files(module, source);
     second.walk_module(&module.body);
-    second.out
+    let mut out = second.out;
+    if let Some(files) = files {
+        let loaded: Vec<String> = out
+            .iter()
+            .flat_map(|e| e.parts.iter())
+            .filter_map(|p| p.file.as_ref().map(|f| f.to_string_lossy().into_owned()))
+            .collect();
+        let headers = files.headers(source, &loaded);
+        let target = out
+            .iter()
+            .position(|e| e.loader == Loader::Files)
+            .or((!out.is_empty()).then_some(0));
+        if let (Some(k), false) = (target, headers.is_empty()) {
+            let es = &mut out[k];
+            let at = es.call.start;
+            let mut text = Text {
+                s: std::mem::take(&mut es.text),
+                map: std::mem::take(&mut es.map),
+            };
+            for (rel, content) in headers {
+                let start = text.s.len();
+                text.push_fixed(&content, at);
+                text.push_fixed("\n", at);
+                es.parts.push(Part {
+                    lang: if rel.ends_with(".cuh") {
+                        Lang::Cuda
+                    } else {
+                        Lang::Cpp
+                    },
+                    range: start..text.s.len(),
+                    shown: Some(files.shown(&rel)),
+                    file: Some(PathBuf::from(rel)),
+                    header: true,
+                });
+            }
+            es.text = text.s;
+            es.map = text.map;
+        }
+    }
+    out
 }
 
 /// The names of the extensions `source` builds through torch (`load_inline(name=...)`,
@@ -374,7 +567,9 @@ fn loader_of(call: &ast::ExprCall, aliases: &ImportAliases) -> Option<Loader> {
 struct Walker<'s> {
     source: &'s str,
     aliases: &'s ImportAliases,
-    base_dir: Option<&'s Path>,
+    files: Option<&'s FileSource>,
+    /// The files every `load(sources=...)` names (`kernelgate_model::deps::loaded_files`).
+    loaded: Vec<kernelgate_model::deps::LoadedFile>,
     collect: bool,
     /// Names bound in the scope being walked.
     env: HashMap<String, Value>,
@@ -393,13 +588,14 @@ impl<'s> Walker<'s> {
     fn new(
         source: &'s str,
         aliases: &'s ImportAliases,
-        base_dir: Option<&'s Path>,
+        files: Option<&'s FileSource>,
         collect: bool,
     ) -> Self {
         Walker {
             source,
             aliases,
-            base_dir,
+            files,
+            loaded: Vec::new(),
             collect,
             env: HashMap::default(),
             outer: Vec::new(),
@@ -543,7 +739,7 @@ impl<'s> Walker<'s> {
         if let Expr::Name(n) = c.func.as_ref() {
             if let Some((params, body)) = self.templates.get(n.id.as_str()) {
                 // A source template: its returned expression with the arguments bound.
-                let mut w = Walker::new(self.source, self.aliases, self.base_dir, false);
+                let mut w = Walker::new(self.source, self.aliases, self.files, false);
                 w.outer = match &self.final_env {
                     Some(f) => vec![f.clone()],
                     None => {
@@ -652,6 +848,24 @@ impl<'s> Walker<'s> {
         }
     }
 
+    /// The `.py` range a finding about a named file points at: a string literal's text
+    /// (inside its quotes), else the expression.
+    fn name_range(&self, expr: Range<usize>) -> Range<usize> {
+        let written = &self.source[expr.clone()];
+        let prefix = written
+            .find(['"', '\''])
+            .filter(|&q| written[..q].chars().all(|c| c.is_ascii_alphabetic()));
+        match prefix {
+            Some(q) => {
+                let quote = &written[q..q + 1];
+                let start = expr.start + q + 1;
+                let end = written[q + 1..].find(quote).map_or(expr.end, |k| start + k);
+                start..end.max(start + 1)
+            }
+            None => expr,
+        }
+    }
+
     /// `str.format`: `{{`/`}}` are braces; `{}`, `{0}`, `{name}` take the argument's text when it
     /// is known, else [`PLACEHOLDER`].
     fn format(&self, base: &Text, c: &ast::ExprCall) -> Text {
@@ -721,7 +935,8 @@ impl<'s> Walker<'s> {
                          es: &mut EmbeddedSource,
                          t: &Text,
                          lang: Lang,
-                         file: Option<PathBuf>| {
+                         file: Option<PathBuf>,
+                         shown: Option<String>| {
             let start = text.s.len();
             text.append(t);
             let nl_at = t.map.last().copied().unwrap_or(es.call.start as u32) as usize;
@@ -730,6 +945,8 @@ impl<'s> Walker<'s> {
                 lang,
                 range: start..text.s.len(),
                 file,
+                shown,
+                header: false,
             });
         };
         let strings = |v: Value| -> Vec<Text> {
@@ -778,7 +995,7 @@ impl<'s> Walker<'s> {
                             es.unresolved.push(r.start().to_usize()..r.end().to_usize());
                         }
                         for t in strings(v) {
-                            push_part(&mut text, &mut es, &t, lang, None);
+                            push_part(&mut text, &mut es, &t, lang, None, None);
                         }
                     }
                 }
@@ -790,26 +1007,37 @@ impl<'s> Walker<'s> {
                 }
             }
             Loader::Files => {
-                if let Some(e) = args.find_argument_value("sources", 1) {
-                    for t in strings(self.eval(e)) {
-                        let at = t.map.first().copied().unwrap_or(es.call.start as u32) as usize;
-                        let rel = PathBuf::from(&t.s);
-                        let lang = match rel.extension().and_then(|x| x.to_str()) {
-                            Some("cu" | "cuh") => Lang::Cuda,
-                            _ => Lang::Cpp,
-                        };
-                        let path = match self.base_dir {
-                            Some(d) if rel.is_relative() => d.join(&rel),
-                            _ => rel.clone(),
-                        };
-                        match (self.base_dir, std::fs::read_to_string(&path)) {
-                            (Some(_), Ok(content)) => {
-                                let mut ft = Text::default();
-                                ft.push_fixed(&content, at);
-                                push_part(&mut text, &mut es, &ft, lang, Some(rel));
-                            }
-                            _ => es.missing_files.push((rel, at..at + t.s.len().max(1))),
+                // The paths as the dependency analysis resolves them (`_here`, `__file__`,
+                // pathlib), read inside the repository only.
+                let named: Vec<(String, Range<usize>)> = self
+                    .loaded
+                    .iter()
+                    .filter(|l| l.call == es.call)
+                    .filter_map(|l| Some((l.path.clone()?, self.name_range(l.expr.clone()))))
+                    .collect();
+                for (rel, name) in named {
+                    let at = name.start;
+                    let lang = match rel.rsplit_once('.').map(|(_, x)| x) {
+                        Some("cu" | "cuh") => Lang::Cuda,
+                        _ => Lang::Cpp,
+                    };
+                    match self
+                        .files
+                        .and_then(|f| Some((f.read(&rel)?, f.shown(&rel))))
+                    {
+                        Some((content, shown)) => {
+                            let mut ft = Text::default();
+                            ft.push_fixed(&content, at);
+                            push_part(
+                                &mut text,
+                                &mut es,
+                                &ft,
+                                lang,
+                                Some(PathBuf::from(&rel)),
+                                Some(shown),
+                            );
                         }
+                        None => es.missing_files.push((PathBuf::from(&rel), name)),
                     }
                 }
             }

@@ -79,6 +79,13 @@ pub struct LintOptions {
     /// The source of the reference problem the kernel solves, when its mapping resolves:
     /// `get_init_inputs()` decides which constructor branches are dead.
     pub problem_source: Option<String>,
+    /// The kernel's directory on disk, where the files it loads are found (`lint_path` sets it;
+    /// `None`: the directory of the shown path).
+    pub dir: Option<std::path::PathBuf>,
+    /// The repository's root on disk: the files a kernel is built from (`load(sources=...)`,
+    /// the headers they include) are read from inside it only, and findings in them name them
+    /// by their path from the shown kernel's directory. `None`: the kernel's directory.
+    pub root: Option<std::path::PathBuf>,
 }
 
 /// Torch-op findings: PyTorch doing (part of) the work. They block only when the forward path
@@ -132,8 +139,12 @@ pub fn lint_path(
     path: &std::path::Path,
     opts: &LintOptions,
 ) -> Result<(Vec<Finding>, Option<String>), LintError> {
+    let mut opts = opts.clone();
+    if opts.dir.is_none() {
+        opts.dir = path.parent().map(std::path::Path::to_path_buf);
+    }
     match kernelgate_model::read_source(path) {
-        Ok(source) => Ok((lint_file(shown, &source, opts)?, Some(source))),
+        Ok(source) => Ok((lint_file(shown, &source, &opts)?, Some(source))),
         Err(e) => Ok((vec![unreadable_finding(shown, &e)], None)),
     }
 }
@@ -199,10 +210,41 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
             }
         }
     }
-    // Embedded C++/CUDA (load_inline / load(sources=...) files next to the .py) and Triton.
-    let base_dir = std::path::Path::new(path).parent();
+    // Embedded C++/CUDA (load_inline, and the files load(sources=...) names with the headers
+    // they include, read inside the repository) and Triton.
+    let shown = std::path::Path::new(path);
+    let real = |p: std::path::PathBuf| std::fs::canonicalize(&p).unwrap_or(p);
+    let files = opts
+        .dir
+        .clone()
+        .or_else(|| shown.parent().map(std::path::Path::to_path_buf))
+        .map(|d| {
+            if d.as_os_str().is_empty() {
+                std::path::PathBuf::from(".")
+            } else {
+                d
+            }
+        })
+        .map(real)
+        .map(|dir| embedded::FileSource {
+            root: opts
+                .root
+                .clone()
+                .map(real)
+                .filter(|r| dir.starts_with(r))
+                .unwrap_or_else(|| dir.clone()),
+            dir,
+            shown_dir: shown
+                .parent()
+                .map(|p| p.to_string_lossy().replace('\\', "/"))
+                .unwrap_or_default(),
+            kernel_name: shown
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        });
     let mut working: Vec<String> = Vec::new();
-    for ext in embedded::extract_with(module, &model.imports, source, base_dir) {
+    for ext in embedded::extract_with(module, &model.imports, source, files.as_ref()) {
         let out = cpp::check_full(&ext, &ctx, &py_args);
         raws.extend(out.findings);
         working.extend(out.working_exports);
@@ -270,6 +312,19 @@ fn finish(ctx: &Context, raws: Vec<RawFinding>, opts: &LintOptions) -> Vec<Findi
                 Some(SeverityOrOff::Warning) => Severity::Warning,
                 None => r.severity.unwrap_or(meta.severity),
             };
+            if let Some(at) = r.file_at {
+                // In a file the kernel loads (`relu.cu`): its own line and column.
+                return Some(Finding {
+                    file: at.file,
+                    line: at.line,
+                    column: at.column,
+                    end_line: at.line,
+                    end_column: at.end_column.max(at.column + 1),
+                    rule: meta.code.to_string(),
+                    severity,
+                    message: r.message,
+                });
+            }
             let (line, column) = ctx.line_col(r.range.start);
             // The end is inclusive (the last character, as editors show it, like the model's
             // `Finding` says); an empty range still covers one character.
@@ -295,7 +350,16 @@ fn finish(ctx: &Context, raws: Vec<RawFinding>, opts: &LintOptions) -> Vec<Findi
             })
         })
         .collect();
-    out.sort_by(|a, b| (a.line, a.column, &a.rule).cmp(&(b.line, b.column, &b.rule)));
+    // The kernel's own findings first, then each loaded file's, by position.
+    out.sort_by(|a, b| {
+        (a.file != ctx.path, &a.file, a.line, a.column, &a.rule).cmp(&(
+            b.file != ctx.path,
+            &b.file,
+            b.line,
+            b.column,
+            &b.rule,
+        ))
+    });
     out.dedup();
     out
 }

@@ -73,6 +73,22 @@ pub struct RawFinding {
     /// A severity decided by the analysis (a joined side stream is a warning); `None`: the
     /// rule's default. `kernelgate.toml` overrides win over both.
     pub severity: Option<Severity>,
+    /// Where the finding is when it lies in a file the kernel loads (a `.cu`, a header): the
+    /// finding names that file and line; `range` stays where the `.py` names the file, for
+    /// suppressions.
+    pub file_at: Option<FileAt>,
+}
+
+/// A position in a file the kernel loads, as findings name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileAt {
+    /// The file as shown (`kernels/level1/19_ReLU/relu.cu`).
+    pub file: String,
+    /// 1-based.
+    pub line: u32,
+    pub column: u32,
+    /// The column just past the finding's end on that line.
+    pub end_column: u32,
 }
 
 impl RawFinding {
@@ -82,7 +98,14 @@ impl RawFinding {
             range,
             message: message.into(),
             severity: None,
+            file_at: None,
         }
+    }
+
+    /// The same finding placed in a loaded file.
+    pub fn at(mut self, file_at: Option<FileAt>) -> Self {
+        self.file_at = file_at;
+        self
     }
 
     /// The same finding as a warning.

@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod config;
 pub mod dataset;
+pub mod deps;
 pub mod directive;
 pub mod finding;
 pub mod hash;
@@ -20,6 +21,7 @@ pub use audit::{
 };
 pub use config::{Condition, Config, ConfigError, Device, L2Mode, LintConfig, LintLevel};
 pub use dataset::{DatasetError, DatasetSpec};
+pub use deps::{Dependencies, DiskTree, SourceTree};
 pub use finding::{Finding, Severity};
 pub use kernel::{
     backend_of, discover, kernel_properties, Kernel, KernelError, KernelMapper, KernelSelector,

@@ -373,10 +373,24 @@ fn row_cells(report: &Report, r: &KernelRow) -> RowCells {
         Some(url) => format!("[{}]({url})", code_cell(&r.path)),
         None => code_cell(&r.path),
     };
-    let change = match &r.change {
+    let mut change = match &r.change {
         Change::Modified | Change::Unchanged => String::new(),
         c => format!("<br><sub>{}</sub>", cell(&c.label())),
     };
+    if !r.changed_sources.is_empty() {
+        // The changed files that brought the kernel in (a `.cu` it loads, a shared header).
+        let shown: Vec<String> = r
+            .changed_sources
+            .iter()
+            .take(3)
+            .map(|f| code_cell(f))
+            .collect();
+        let more = match r.changed_sources.len() {
+            n if n > 3 => format!(" and {} more", n - 3),
+            _ => String::new(),
+        };
+        let _ = write!(change, "<br><sub>via {}{more}</sub>", shown.join(", "));
+    }
     let flags: Vec<String> = r.flags.iter().map(|f| code_cell(f.code.as_str())).collect();
     let mut flag_cell = flags.join(" ");
     // The linter's findings and the run's own (runtime checks, timing integrity) apart: a timing
@@ -513,6 +527,7 @@ fn has_details(report: &Report, r: &KernelRow) -> bool {
         .is_some_and(|a| a.left_to_pytorch().next().is_some())
         || !r.findings.is_empty()
         || !r.reasons.is_empty()
+        || !r.unresolved_sources.is_empty()
         || is_failure(r.outcome.kind)
         || r.outcome.log_tail.is_some()
         || !r.flags.is_empty()
@@ -540,6 +555,9 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
     if let Some(note) = r.history.as_ref().and_then(|h| h.base_note(threshold)) {
         let _ = writeln!(s, "- {}", text(&note));
     }
+    for why in &r.unresolved_sources {
+        let _ = writeln!(s, "- sources: {}", text(why));
+    }
     if !r.outcome.message.is_empty() && !said(&r.outcome.message) {
         let kind = r.outcome.kind.as_str().replace('_', " ");
         if r.outcome.message.starts_with(&kind) || r.outcome.message.starts_with("not run") {
@@ -555,9 +573,15 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
     {
         let place = if !f.is_runtime() {
             let file = if f.file.is_empty() { &r.path } else { &f.file };
+            // A finding in a source the kernel loads (`relu.cu`) names that file.
+            let name = if *file == r.path {
+                String::new()
+            } else {
+                format!("{} ", code(file))
+            };
             match link(report, file, Some(f.line)) {
-                Some(url) => format!("[L{}]({url})", f.line),
-                None => format!("L{}", f.line),
+                Some(url) => format!("{name}[L{}]({url})", f.line),
+                None => format!("{name}L{}", f.line),
             }
         } else {
             "runtime".into()

@@ -160,6 +160,9 @@ pub enum Change {
     Unchanged,
     /// The kernel is unchanged but its reference problem changed.
     ProblemChanged,
+    /// The kernel's `.py` is unchanged but a file it is built from changed
+    /// ([`KernelRow::changed_sources`]).
+    SourcesChanged,
 }
 
 impl Change {
@@ -171,6 +174,7 @@ impl Change {
             Change::Deleted => "deleted".into(),
             Change::Unchanged => "unchanged".into(),
             Change::ProblemChanged => "problem changed".into(),
+            Change::SourcesChanged => "sources changed".into(),
         }
     }
 }
@@ -250,6 +254,14 @@ pub struct KernelRow {
     /// Where this kernel's wall time went; `None` when it was not evaluated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_spent: Option<TimeSpent>,
+    /// The changed files of the kernel's dependency set (a `.cu` it loads, a header those
+    /// include) that brought it into the plan, besides its own `.py`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_sources: Vec<String>,
+    /// Why the kernel's dependency set is incomplete (a source path not known statically): it
+    /// is then re-evaluated on any change under its directory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unresolved_sources: Vec<String>,
 }
 
 /// A row's kernel in the default branch's history (docs/history.md).
@@ -367,6 +379,8 @@ impl KernelRow {
             precision_audit: None,
             reference_check: None,
             history: None,
+            changed_sources: Vec::new(),
+            unresolved_sources: Vec::new(),
         }
     }
 

@@ -1029,3 +1029,47 @@ fn comment_of_a_forks_unverified_run() {
     );
     insta::assert_snapshot!(c);
 }
+
+#[test]
+fn a_kernel_brought_in_by_its_sources_says_which_and_a_cu_finding_names_its_file() {
+    let mut row = passing("19_ReLU", 1.8);
+    row.change = Change::SourcesChanged;
+    row.changed_sources = vec!["csrc/relu.cu".into(), "include/common.cuh".into()];
+    row.unresolved_sources = vec!["kernels/19_ReLU.py:7: the path in `load(sources=...)` (`[pick()]`) is not known statically, so any change under `kernels/` re-evaluates this kernel; help: build it from a literal or `__file__`".into()];
+    row.findings.push(Finding {
+        file: "csrc/relu.cu".into(),
+        line: 13,
+        column: 5,
+        end_line: 13,
+        end_column: 19,
+        rule: "KG602".into(),
+        severity: Severity::Warning,
+        message: "`cublasSscal` calls a vendor library".into(),
+    });
+    let comment = render_comment(&report(vec![row.clone()]));
+    assert!(
+        comment.contains("sources changed")
+            && comment.contains("via `csrc/relu.cu`, `include/common.cuh`"),
+        "{comment}"
+    );
+    assert!(
+        comment.contains("sources: kernels/19\\_ReLU.py:7"),
+        "{comment}"
+    );
+    // The finding names the .cu file and links its line.
+    assert!(
+        comment.contains("`csrc/relu.cu` [L13](https://github.com/acme/kernels/blob/")
+            && comment.contains("/csrc/relu.cu#L13)"),
+        "{comment}"
+    );
+    // Four changed files: three shown, the rest counted.
+    row.changed_sources = (1..=4).map(|i| format!("csrc/k{i}.cu")).collect();
+    let comment = render_comment(&report(vec![row]));
+    assert!(comment.contains("`csrc/k3.cu` and 1 more"), "{comment}");
+    // The fields round-trip through report.json.
+    let json = serde_json::to_string(&report(vec![passing("1_A", 1.0)])).unwrap();
+    assert!(
+        !json.contains("changed_sources"),
+        "absent when empty: {json}"
+    );
+}

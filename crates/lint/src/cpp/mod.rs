@@ -102,23 +102,41 @@ pub fn check_full(
         if code == Rule::KG610 && ctx.precision != Precision::Fp32 {
             continue;
         }
+        // A shared header may define kernels that other kernels launch: not this one's decoys.
+        if matches!(code, Rule::KG611 | Rule::KG612) && src.in_header(range.start) {
+            continue;
+        }
         let py = src.py_range(range.clone());
-        // One finding per rule and line; text read from a file keeps its own lines.
-        let loc = src.file_location(range.start);
-        let file_line = loc
-            .rsplit_once(':')
-            .map_or(String::new(), |(l, _)| l.to_string());
+        // One finding per rule and line; text read from a file keeps its own lines, and the
+        // finding names that file and line.
+        let at = src.file_position(range.start).map(|(file, line, column)| {
+            let len = src
+                .text
+                .get(range.clone())
+                .and_then(|t| t.lines().next())
+                .map_or(1, |l| l.chars().count().max(1)) as u32;
+            crate::rule::FileAt {
+                file,
+                line,
+                column,
+                end_column: column + len,
+            }
+        });
+        let file_line = at
+            .as_ref()
+            .map_or(String::new(), |a| format!("{}:{}", a.file, a.line));
         if !seen.insert((code, ctx.lines.line_of(py.start), file_line)) {
             continue;
         }
         if code == Rule::KG603 && joined.iter().any(|j| j.contains(&range.start)) {
             raws.push(
-                RawFinding::new(code, py, format!("{msg}{loc}; it is joined back into the caller's stream with events (`cudaEventRecord` + `cudaStreamWaitEvent`), so a warning: the runtime leak check decides"))
-                    .warning(),
+                RawFinding::new(code, py, format!("{msg}; it is joined back into the caller's stream with events (`cudaEventRecord` + `cudaStreamWaitEvent`), so a warning: the runtime leak check decides"))
+                    .warning()
+                    .at(at),
             );
             continue;
         }
-        let raw = RawFinding::new(code, py, format!("{msg}{loc}"));
+        let raw = RawFinding::new(code, py, msg).at(at);
         raws.push(if k >= soft_from { raw.warning() } else { raw });
     }
     CppOutput {
