@@ -160,3 +160,12 @@ fn a_kernel_further_from_the_truth_than_the_reference_and_its_tolerance_is_incor
     assert!(finding(&v, "eval/reference-less-accurate").is_none(), "{v:#}");
     assert_eq!(code, 1, "{v:#}");
 }
+
+#[test]
+fn the_candidates_process_cannot_read_or_signal_the_judge() {
+    let (_, v) = eval_correctness("problems/relu.py", "kernels/judge/judge_memory.py");
+    let out = v["stdout_tail"].as_str().unwrap();
+    assert!(out.contains("JUDGE-UNREACHABLE"), "the attempts ran and were all refused: {out}\n{v:#}");
+    assert!(!out.contains("JUDGE-REACHED"), "{out}");
+    assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
+}

@@ -30,6 +30,8 @@ _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_SET_SECUREBITS = 28
+_SYS_CAPSET = 126
+_CAPABILITY_VERSION_3 = 0x20080522
 # SECBIT_NOROOT | _LOCKED, SECBIT_NO_SETUID_FIXUP | _LOCKED, SECBIT_KEEP_CAPS_LOCKED,
 # SECBIT_NO_CAP_AMBIENT_RAISE | _LOCKED: root in this namespace gains nothing on exec.
 _SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
@@ -88,6 +90,11 @@ def confine():
     libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS, 0, 0, 0)
     for cap in range(64):
         libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    # And the sets it holds now: effective, permitted and inheritable emptied (capset, v3).
+    header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    if libc.syscall(_SYS_CAPSET, ctypes.byref(header), ctypes.byref(data)) < 0:
+        raise OSError(ctypes.get_errno(), "capset")
 
 
 class _Worker:
