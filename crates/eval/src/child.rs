@@ -58,6 +58,14 @@ pub struct Launch<'a> {
     /// every other descriptor but 0, 1 and 2 is closed in the child. They must stay open until
     /// [`spawn`] returns; the caller then closes its own copies. At most [`exec::MAX_KEPT`].
     pub keep_fds: Vec<BorrowedFd<'a>>,
+    /// The job may use the GPU: the layers not yet proven under the CUDA driver stay off
+    /// ([`Confinement::prepare`]).
+    pub gpu: bool,
+    /// Workers the harness starts beside its judge: Landlock is then the child's own to
+    /// enforce, one ruleset for the judge and one per worker ([`Confinement::defer_landlock`]),
+    /// kept as descriptors after `keep_fds` and named in `KERNELGATE_LANDLOCK_FDS`. 0: the
+    /// child is confined here, before its exec.
+    pub judge_workers: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -193,6 +201,10 @@ const SECRET_WORDS: &[&str] = &[
 /// Set in the workflow's environment only: a pull request cannot change it.
 pub const CHILD_ENV_VAR: &str = "KERNELGATE_CHILD_ENV";
 
+/// The descriptors of the Landlock rulesets a child enforces itself ([`Launch::judge_workers`]):
+/// the judge's first, then one per worker.
+pub const LANDLOCK_FDS_ENV: &str = "KERNELGATE_LANDLOCK_FDS";
+
 /// Whether a variable of kernelgate's environment passes to a child: an allow-list of names and
 /// prefixes ([`PASSED_NAMES`], [`PASSED_PREFIXES`], the names in [`CHILD_ENV_VAR`]), never a
 /// name with a secret's word in it. Everything else (the runner's and CI's variables, tokens,
@@ -271,12 +283,28 @@ pub fn spawn(launch: Launch<'_>) -> Result<Spawned, LaunchError> {
     let write_dirs: Vec<&Path> = launch.write_dirs.iter().map(PathBuf::as_path).collect();
     let policy =
         sandbox::Policy::for_job(launch.python, launch.harness, dir, &read_files, &write_dirs);
-    let confinement = Confinement::prepare(launch.sandbox, &policy)?;
+    let mut confinement = Confinement::prepare(launch.sandbox, &policy, launch.gpu)?;
     let level = confinement.level().clone();
+    let rulesets = if launch.judge_workers > 0 {
+        confinement.defer_landlock(&policy, launch.judge_workers)?
+    } else {
+        Vec::new()
+    };
+    if !rulesets.is_empty() {
+        let first = 3 + launch.keep_fds.len();
+        let fds: Vec<String> = (first..first + rulesets.len()).map(|n| n.to_string()).collect();
+        cmd.env(LANDLOCK_FDS_ENV, fds.join(","));
+    }
     // The runner's audit hook reports against the same lists the kernel enforces.
     job.sandbox = Some(policy.grant(&level));
-    let keep: Vec<RawFd> = launch.keep_fds.iter().map(|fd| fd.as_raw_fd()).collect();
+    let keep: Vec<RawFd> = launch
+        .keep_fds
+        .iter()
+        .map(|fd| fd.as_raw_fd())
+        .chain(rulesets.iter().map(|fd| fd.as_raw_fd()))
+        .collect();
     let (child, init) = spawn_confined(cmd, confinement, &keep)?;
+    drop(rulesets);
     let pgid = child.id() as i32;
     Ok(Spawned {
         child: Some(child),
@@ -1408,7 +1436,7 @@ mod tests {
             .stdout(File::create(dir.join("out")).unwrap())
             .stderr(File::create(dir.join("err")).unwrap());
         let policy = sandbox::Policy::for_job(&python, Path::new("/bin/true"), dir, &[], &[]);
-        let confinement = Confinement::prepare(SandboxMode::Required, &policy).unwrap();
+        let confinement = Confinement::prepare(SandboxMode::Required, &policy, false).unwrap();
         assert!(confinement.pid_namespace());
         let (child, init) = spawn_confined(cmd, confinement, keep).unwrap();
         (child, init.expect("a PID namespace"))

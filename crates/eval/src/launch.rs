@@ -245,6 +245,8 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         progress: spec.progress,
         cpus: spec.cpus.clone(),
         keep_fds: Vec::new(),
+        gpu: may_use_gpu,
+        judge_workers: judge_workers(&spec),
         read_files: [
             Some(&spec.problem),
             Some(&spec.kernel),
@@ -355,6 +357,17 @@ fn visible_device(parent: Option<&str>, index: u32) -> String {
         })
         .map(str::to_string)
         .unwrap_or_else(|| index.to_string())
+}
+
+/// The workers the harness's judge starts for a job: the candidate's, and with timing the
+/// reference's and the base version's. A build job has none (it only compiles, and is confined
+/// before its exec).
+fn judge_workers(spec: &JobSpec) -> usize {
+    if spec.build_only {
+        return 0;
+    }
+    let timed = spec.timing.is_some();
+    1 + usize::from(timed) + usize::from(timed && spec.base_kernel.is_some())
 }
 
 #[cfg(test)]

@@ -380,7 +380,10 @@ const NAMESPACE_FLAGS: &[u64] = &[
 /// of `clone` with `EPERM`; `clone3` (whose flags a filter cannot read) with `ENOSYS`, on which
 /// glibc falls back on `clone`, as under Docker's default profile. `socketpair(AF_UNIX)` stays
 /// allowed: it reaches no path, only the two ends it makes.
-fn seccomp_programs() -> Result<Vec<BpfProgram>, SandboxError> {
+///
+/// A job that may use the GPU keeps `socket(AF_UNIX)`: the CUDA driver's start-up has not been
+/// proven without it (docs/sandbox.md).
+fn seccomp_programs(gpu: bool) -> Result<Vec<BpfProgram>, SandboxError> {
     use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
     let backend = seccompiler::Error::Backend;
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(backend)?;
@@ -392,10 +395,12 @@ fn seccomp_programs() -> Result<Vec<BpfProgram>, SandboxError> {
             SeccompCondition::new(index, SeccompCmpArgLen::Qword, op, value).map_err(backend)?;
         Ok(SeccompRule::new(vec![cond]).map_err(backend)?)
     };
-    rules.insert(
-        libc::SYS_socket,
-        vec![arg_is(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?],
-    );
+    if !gpu {
+        rules.insert(
+            libc::SYS_socket,
+            vec![arg_is(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?],
+        );
+    }
     rules.insert(
         libc::SYS_clone,
         NAMESPACE_FLAGS
@@ -566,21 +571,29 @@ pub struct Confinement {
     /// The ruleset's descriptor: the child adds its own `/proc/<pid>` to it before enforcing.
     ruleset: Option<OwnedFd>,
     seccomp: Vec<BpfProgram>,
+    /// A PID namespace of its own: not for a job that may use the GPU, whose driver builds
+    /// `/proc/<pid>` paths from the pid it sees, which a namespace makes another process's.
+    pid_namespace: bool,
 }
 
 impl Confinement {
     /// The confinement of a child under `policy`, and the level it runs at.
-    pub fn prepare(mode: SandboxMode, policy: &Policy) -> Result<Confinement, SandboxError> {
+    pub fn prepare(
+        mode: SandboxMode,
+        policy: &Policy,
+        gpu: bool,
+    ) -> Result<Confinement, SandboxError> {
         let none = |level| Confinement {
             level,
             namespaces: None,
             ruleset: None,
             seccomp: Vec::new(),
+            pid_namespace: false,
         };
         if mode == SandboxMode::Off {
             return Ok(none(SandboxLevel::Off));
         }
-        let seccomp = seccomp_programs();
+        let seccomp = seccomp_programs(gpu);
         let level = level_for(
             mode,
             landlock_support(),
@@ -595,7 +608,30 @@ impl Confinement {
             namespaces: namespaces_support().is_ok().then(IdMaps::current),
             ruleset: landlock_ruleset(policy)?.into(),
             seccomp: seccomp.unwrap_or_default(),
+            pid_namespace: !gpu,
         })
+    }
+
+    /// Leaves Landlock to the child's own processes: the harness's judge and the workers it
+    /// starts each enforce a ruleset of their own (`kernelgate_harness`), so a worker is not
+    /// nested in the judge's domain (where it could not write its own `/proc/<pid>`, which the
+    /// CUDA driver does, nor be kept from the judge by Landlock's scoping: sibling domains are).
+    /// Returns the rulesets, the judge's first, then `workers` more; none without Landlock.
+    pub fn defer_landlock(
+        &mut self,
+        policy: &Policy,
+        workers: usize,
+    ) -> Result<Vec<OwnedFd>, SandboxError> {
+        let Some(own) = self.ruleset.take() else {
+            return Ok(Vec::new());
+        };
+        let mut fds = vec![own];
+        for _ in 0..workers {
+            if let Some(fd) = Option::<OwnedFd>::from(landlock_ruleset(policy)?) {
+                fds.push(fd);
+            }
+        }
+        Ok(fds)
     }
 
     /// The level the child runs at.
@@ -605,7 +641,7 @@ impl Confinement {
 
     /// The child gets a PID namespace of its own (it has a user namespace to make it in).
     pub fn pid_namespace(&self) -> bool {
-        self.namespaces.is_some()
+        self.namespaces.is_some() && self.pid_namespace
     }
 
     /// Enters the user and network namespace.
@@ -870,7 +906,7 @@ mod tests {
 
     #[test]
     fn the_seccomp_program_builds_for_this_machine() {
-        let p = seccomp_programs().unwrap();
+        let p = seccomp_programs(false).unwrap();
         assert!(p[0].len() > denied_syscalls().count());
         assert_eq!(p.len(), 2);
     }

@@ -25,8 +25,6 @@ WORKER_RULES = ("sandbox-denied", "sandbox-incomplete", "torch-patched", "harnes
 # Outcomes a worker may report for its own failure; anything else it sends is its runtime error.
 _WORKER_KINDS = ("compile_error", "runtime_error", "crash")
 _TEXT_FIELDS = ("message", "reason", "log_tail", "traceback", "where")
-# The worker's confinement levels, strongest first (`kg_worker.CONFINE_LEVELS`).
-CONFINE_LEVELS = ("full", "landlock", "none")
 
 # Worker clock against the judge's (`clock_findings`): the candidate's gap between the judge's
 # time and its own reported time may exceed the reference worker's (the same path, trusted code)
@@ -75,42 +73,20 @@ def _foreign(type_name):
 class Worker:
     """One worker process and its requests. `role`: "candidate", "base" or "reference"."""
 
-    def __init__(self, job_json, role, device, findings):
+    def __init__(self, job_json, role, device, findings, started=None):
+        """A worker for `role`: one `prestart` started (`started`, a (process, socket) pair),
+        or a new one, confined below the judge (its own Landlock domain nested in the judge's,
+        where the judge itself was not confined by its own ruleset: the sandbox off, a kernel
+        without Landlock)."""
         self.role = role
         self.device = device
         self.findings = findings  # the judge's finding(rule, severity, message)
         self.judge_ms = None
-        levels = list(CONFINE_LEVELS)
-        while True:
-            level = levels.pop(0)
-            self.start(job_json, level)
-            try:
-                self.request(None, "starting")
-                break
-            except WorkerFailed as failed:
-                if failed.outcome.get("where") != "cuda-start" or not levels:
-                    raise
-                self.proc.wait()
-                self.sock.close()
-                self.findings(
-                    "worker-confinement",
-                    "warning",
-                    f"CUDA did not start in the {role}'s worker confined at level {level!r} "
-                    f"({failed.outcome.get('reason', '')[:300]}); started it at {levels[0]!r}",
-                )
-        self.confinement = level
+        self.proc, self.sock = started if started is not None else _spawn(None)
+        kg_wire.send(self.sock, {"role": role, "job": job_json, "device": str(device)})
+        self.request(None, "starting")
         self.loaded = self.request(None, "importing and constructing the model")
         self.extensions = self.loaded.get("extensions") if isinstance(self.loaded.get("extensions"), list) else []
-
-    def start(self, job_json, level):
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        fd = child.fileno()
-        cmd = [sys.executable, "-c", f"import kernelgate_harness as h; h.worker({fd})"]
-        env = dict(os.environ, KERNELGATE_WORKER_CONFINE=level)
-        self.proc = subprocess.Popen(cmd, pass_fds=[fd], stdin=subprocess.DEVNULL, close_fds=True, env=env)
-        child.close()
-        self.sock = parent
-        kg_wire.send(parent, {"role": self.role, "job": job_json, "device": str(self.device)})
 
     # ---- the wire ------------------------------------------------------------------------------
     def died(self, where):
@@ -160,6 +136,30 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.sock.close()
+
+
+def _spawn(ruleset_fd):
+    """A worker process and the judge's end of its socket pair. With `ruleset_fd`, the worker
+    enforces that Landlock ruleset first thing (`kernelgate_harness.worker`)."""
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    fd = child.fileno()
+    keep = [fd]
+    env = dict(os.environ)
+    env.pop("KERNELGATE_LANDLOCK_FDS", None)
+    if ruleset_fd is not None:
+        keep.append(ruleset_fd)
+        env["KERNELGATE_WORKER_RULESET"] = str(ruleset_fd)
+    cmd = [sys.executable, "-c", f"import kernelgate_harness as h; h.worker({fd})"]
+    proc = subprocess.Popen(cmd, pass_fds=keep, stdin=subprocess.DEVNULL, close_fds=True, env=env)
+    child.close()
+    return proc, parent
+
+
+def prestart(ruleset_fds):
+    """The job's workers, started before the judge confines itself (one per ruleset the CLI
+    gave for them), waiting for their role: a list of (process, socket) pairs, which the runner
+    hands out in the order it needs workers."""
+    return [_spawn(fd) for fd in ruleset_fds]
 
 
 class SharedSets:
@@ -363,4 +363,4 @@ def clock_findings(samples, reference="reference", judged=("candidate", "base", 
     return out
 
 
-__all__ = ["Worker", "SharedSets", "RemoteModel", "WorkerFailed", "clock_findings", "os"]
+__all__ = ["Worker", "SharedSets", "RemoteModel", "WorkerFailed", "clock_findings", "prestart"]

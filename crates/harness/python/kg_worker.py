@@ -46,25 +46,19 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-# How far a worker confines itself (`KERNELGATE_WORKER_CONFINE`, set by the judge): "full" (its
-# own Landlock domain and no capabilities), "landlock" (the domain only) or "none". The judge
-# starts a worker one level down when CUDA cannot start under a level (`kg_judge.Worker`) and
-# says so in a finding.
-CONFINE_LEVELS = ("full", "landlock", "none")
-
-
 def confine():
     """Runs first in the worker, before torch or any model code is loaded: a Landlock domain
     nested in the judge's, so the kernel refuses the worker ptrace, `/proc/<judge>/mem`, `fd`
     and `environ`, signals and abstract sockets towards the judge; and no capabilities (root in
     the job's namespace would otherwise pass the judge's ptrace checks). Raises when Landlock is
     missing: the judge then reports the worker unconfined."""
-    level = os.environ.get("KERNELGATE_WORKER_CONFINE", "full")
-    if level == "none":
-        return
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if os.environ.get("KERNELGATE_WORKER_RULESET"):
+        # The job's own ruleset, enforced by `kernelgate_harness.worker` already: a domain beside
+        # the judge's. What is left is the capabilities.
+        return _drop_capabilities(libc)
     abi = libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_RULESET_VERSION))
     if abi < 1:
         raise OSError(ctypes.get_errno(), "Landlock is not available")
@@ -83,8 +77,10 @@ def confine():
     if libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
         raise OSError(ctypes.get_errno(), "landlock_restrict_self")
     os.close(ruleset)
-    if level != "full":
-        return
+    _drop_capabilities(libc)
+
+
+def _drop_capabilities(libc):
     # Capabilities last: securebits and the bounding set need CAP_SETPCAP. Where the job runs
     # without a user namespace of its own (sandbox off) and not as root, there is nothing to drop.
     libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS, 0, 0, 0)

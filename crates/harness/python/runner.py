@@ -49,6 +49,9 @@ kg_pch = None
 kg_nvcc = None
 kg_wire = None
 kg_judge = None
+# Workers the harness started before this process confined itself (`kg_judge.prestart`): (process,
+# socket) pairs, handed out in the order workers are needed.
+PRESTARTED = []
 
 
 class _Stop(Exception):
@@ -385,7 +388,8 @@ class Runner:
     def start_worker(self, role, where):
         """A worker for `role`'s code, bound to the shared buffers: a `kg_judge.RemoteModel`."""
         try:
-            worker = kg_judge.Worker(self.job_json, role, self.dev, self.finding)
+            started = PRESTARTED.pop(0) if PRESTARTED else None
+            worker = kg_judge.Worker(self.job_json, role, self.dev, self.finding, started)
             self.workers.append(worker)
             flush = self.flush_l2
             return kg_judge.RemoteModel(worker, self.shared, self.shared_seeds, flush)
@@ -1518,6 +1522,10 @@ def run(job_json, kg_timing=None, timer=None):
         }
     for worker in getattr(runner, "workers", None) or []:
         worker.stop()
+    while PRESTARTED:
+        proc, sock = PRESTARTED.pop()
+        sock.close()
+        proc.kill()
     if outcome.get("kind") == "harness_error" and not runner.candidate_started:
         outcome["kind"] = "infrastructure"
     if outcome.get("kind") == "passed":

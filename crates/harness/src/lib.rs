@@ -65,6 +65,17 @@ fn main(py: Python<'_>) -> PyResult<()> {
     unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
     }
+    // Where the CLI left Landlock to the job's own processes (`KERNELGATE_LANDLOCK_FDS`), the
+    // workers start first, while this process is unconfined and has one thread, each to
+    // enforce a ruleset of its own; then this one enforces its own. Sibling domains: neither can
+    // reach the other, and each may write its own /proc/<pid> (the CUDA driver does).
+    let prestarted = match prestart_and_confine(py) {
+        Ok(p) => p,
+        Err(message) => {
+            eprintln!("kernelgate harness: {message}");
+            std::process::exit(5);
+        }
+    };
     // Warm up before the job arrives: a child started ahead of its turn (`pr` starts the next
     // job's process while the GPU is busy) spends its import time while it waits. Trusted code
     // only: no candidate file is known yet.
@@ -89,7 +100,12 @@ fn main(py: Python<'_>) -> PyResult<()> {
     let payload = match warm {
         // No candidate code has run: the machine's or kernelgate's failure.
         Err(message) => error_json("infrastructure", &message),
-        Ok(runner) => match drive_runner(py, &runner, job) {
+        Ok(runner) => match runner
+            .runner
+            .setattr("PRESTARTED", prestarted)
+            .map_err(|e| py_error_text(py, &e))
+            .and_then(|()| drive_runner(py, &runner, job))
+        {
             Ok(json) => json,
             Err(message) => error_json("harness_error", &message),
         },
@@ -115,6 +131,94 @@ fn main(py: Python<'_>) -> PyResult<()> {
     std::process::exit(code);
 }
 
+/// The descriptors of `KERNELGATE_LANDLOCK_FDS` (the judge's ruleset, then one per worker).
+fn landlock_fds() -> Vec<i32> {
+    std::env::var("KERNELGATE_LANDLOCK_FDS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// Starts the job's workers (`kg_judge.prestart`, one per worker ruleset) and enforces the
+/// judge's own ruleset. Returns the started workers (a Python list, empty without rulesets).
+fn prestart_and_confine(py: Python<'_>) -> Result<Py<PyAny>, String> {
+    let fds = landlock_fds();
+    let Some((own, workers)) = fds.split_first() else {
+        return Ok(pyo3::types::PyList::empty(py).into_any().unbind());
+    };
+    let text = |e: PyErr| py_error_text(py, &e);
+    let wire = load_private_module(py, "kg_wire", KG_WIRE_SRC).map_err(text)?;
+    let judge = load_private_module(py, "kg_judge", KG_JUDGE_SRC).map_err(text)?;
+    judge.setattr("kg_wire", wire).map_err(text)?;
+    let started = judge
+        .call_method1("prestart", (workers.to_vec(),))
+        .map_err(|e| format!("starting the workers: {}", py_error_text(py, &e)))?;
+    for fd in workers {
+        // SAFETY: the CLI's descriptors, handed to the workers above; this process's copies.
+        unsafe { libc::close(*fd) };
+    }
+    landlock_restrict_with_own_proc(*own)
+        .map_err(|e| format!("enforcing the sandbox's Landlock ruleset: {e}"))?;
+    // SAFETY: the judge's ruleset, enforced.
+    unsafe { libc::close(*own) };
+    Ok(started.unbind())
+}
+
+/// Enforces the Landlock ruleset `fd` on this process after granting it read-write on its own
+/// `/proc/<pid>` (the CUDA driver writes there during `cuInit`: error 304 without it). The same
+/// step as `kernelgate_eval::sandbox`'s between fork and exec, for the processes of a job that
+/// confine themselves (the judge and its workers). Call it while the process has one thread:
+/// Landlock confines the calling thread and those it starts afterwards.
+fn landlock_restrict_with_own_proc(fd: i32) -> std::io::Result<()> {
+    #[repr(C, packed)]
+    struct PathBeneathAttr {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+    // WRITE_FILE | READ_FILE | READ_DIR, and TRUNCATE (ABI 3).
+    const OWN_PROC_ACCESS: u64 = (1 << 1) | (1 << 2) | (1 << 3);
+    const TRUNCATE: u64 = 1 << 14;
+    // SAFETY: plain system calls on a constant C string and a stack value.
+    unsafe {
+        let proc_fd = libc::open(
+            c"/proc/self".as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if proc_fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let add = |access: u64| {
+            let attr = PathBeneathAttr {
+                allowed_access: access,
+                parent_fd: proc_fd,
+            };
+            libc::syscall(
+                libc::SYS_landlock_add_rule,
+                fd,
+                LANDLOCK_RULE_PATH_BENEATH,
+                &attr as *const PathBeneathAttr,
+                0,
+            )
+        };
+        let mut added = add(OWN_PROC_ACCESS | TRUNCATE);
+        if added != 0 {
+            added = add(OWN_PROC_ACCESS);
+        }
+        libc::close(proc_fd);
+        if added != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// `kernelgate_harness.worker(fd)`: the worker process the judge starts for a model's code
 /// (`kg_judge.Worker`), serving the judge on the socket `fd`. Confined first (its own Landlock
 /// domain, no capabilities), before torch or any model code is loaded; exits the process.
@@ -124,6 +228,18 @@ fn worker(py: Python<'_>, fd: i32) -> PyResult<()> {
         return Err(pyo3::exceptions::PyRuntimeError::new_err(
             "kernelgate_harness.worker() runs once per process",
         ));
+    }
+    // Its own ruleset first, while it has one thread and no model code exists.
+    if let Some(fd) = std::env::var("KERNELGATE_WORKER_RULESET")
+        .ok()
+        .and_then(|v| v.trim().parse::<i32>().ok())
+    {
+        if let Err(e) = landlock_restrict_with_own_proc(fd) {
+            eprintln!("kernelgate worker: enforcing its Landlock ruleset failed ({e}): the worker cannot start");
+            std::process::exit(4);
+        }
+        // SAFETY: the ruleset, enforced.
+        unsafe { libc::close(fd) };
     }
     let wire = load_private_module(py, "kg_wire", KG_WIRE_SRC)?;
     let worker = load_private_module(py, "kg_worker", KG_WORKER_SRC)?;
