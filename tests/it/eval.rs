@@ -225,10 +225,12 @@ fn in_place_returning_the_input_is_output_aliased() {
 
 #[test]
 fn pointer_keyed_static_cache_is_output_aliased() {
+    // The judge refills one shared buffer per call: the second trial's input has the first
+    // one's pointer and new content, and the cached output (copied out by the worker) is stale.
     let (code, v) = eval("problems/relu.py", "kernels/ptr_cache.py");
-    assert_kind(&v, code, "output_aliased");
+    assert_kind(&v, code, "incorrect");
     assert_eq!(
-        v["outcome"]["trial"], 1,
+        v["outcome"]["trials"][0]["trial"], 1,
         "the second trial reuses the first one's input pointer: {v:#}"
     );
 }

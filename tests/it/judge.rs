@@ -64,7 +64,7 @@ fn a_candidate_that_serves_the_harness_draws_from_its_own_process_is_incorrect()
 
 #[test]
 fn a_candidate_that_rewrites_the_clock_in_its_process_disagrees_with_the_judge() {
-    let (code, v) = eval_timed("problems/relu.py", "kernels/judge/timer_patch.py");
+    let (code, v) = eval_timed("problems/relu_large.py", "kernels/judge/timer_patch.py");
     assert_eq!(v["outcome"]["kind"], "passed", "the ReLU itself is right: {v:#}");
     assert_error_finding(code, &v, CLOCK);
     let message = finding(&v, CLOCK).unwrap()["message"].as_str().unwrap();
@@ -73,7 +73,7 @@ fn a_candidate_that_rewrites_the_clock_in_its_process_disagrees_with_the_judge()
 
 #[test]
 fn work_hidden_in_an_interpreter_hook_after_the_timer_shows_on_the_judges_clock() {
-    let (code, v) = eval_timed("problems/relu.py", "kernels/judge/profile_hook.py");
+    let (code, v) = eval_timed("problems/relu_large.py", "kernels/judge/profile_hook.py");
     assert_eq!(v["outcome"]["kind"], "passed", "the hook fills the output: {v:#}");
     assert_error_finding(code, &v, CLOCK);
     // The judge's own time per call is in every timed sample of a worker.

@@ -1401,7 +1401,7 @@ class Runner:
             raise _Stop(failed.outcome)
         except BaseException as e:
             raise _Stop(self.runtime_error(e, "timing"))
-        for rule, severity, message in kg_judge.clock_findings(samples):
+        for rule, severity, message in kg_judge.clock_findings(samples, self.dev.type):
             self.finding(rule, severity, message)
         if not fresh.intact():
             raise _Stop(

@@ -102,6 +102,11 @@ class Clock(unittest.TestCase):
         # 1 ms of real work reported as 0.2 ms: the judge waited the whole millisecond.
         samples = {"reference": self.series(1.0, 0.05), "candidate": self.series(0.2, 0.85)}
         [(rule, severity, message)] = kg_judge.clock_findings(samples)
+        # On the CPU the slack is wider: the same 0.8 ms is within it for a 0.2 ms call...
+        self.assertEqual(kg_judge.clock_findings(samples, "cpu"), [])
+        # ...and 5 ms hidden behind a 1 ms call is not.
+        cpu = {"reference": self.series(5.0, 0.2), "candidate": self.series(1.0, 4.2)}
+        self.assertEqual([f[0] for f in kg_judge.clock_findings(cpu, "cpu")], ["clock-disagrees"])
         self.assertEqual((rule, severity), ("clock-disagrees", "error"))
         self.assertIn("candidate", message)
 
