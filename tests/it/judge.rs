@@ -65,7 +65,10 @@ fn a_candidate_that_serves_the_harness_draws_from_its_own_process_is_incorrect()
 #[test]
 fn a_candidate_that_rewrites_the_clock_in_its_process_disagrees_with_the_judge() {
     let (code, v) = eval_timed("problems/relu.py", "kernels/judge/timer_patch.py");
-    assert_eq!(v["outcome"]["kind"], "passed", "the ReLU itself is right: {v:#}");
+    assert_eq!(
+        v["outcome"]["kind"], "passed",
+        "the ReLU itself is right: {v:#}"
+    );
     assert_error_finding(code, &v, CLOCK);
     let message = finding(&v, CLOCK).unwrap()["message"].as_str().unwrap();
     assert!(message.contains("candidate"), "{message}");
@@ -74,17 +77,26 @@ fn a_candidate_that_rewrites_the_clock_in_its_process_disagrees_with_the_judge()
 #[test]
 fn work_hidden_in_an_interpreter_hook_after_the_timer_shows_on_the_judges_clock() {
     let (code, v) = eval_timed("problems/relu.py", "kernels/judge/profile_hook.py");
-    assert_eq!(v["outcome"]["kind"], "passed", "the hook fills the output: {v:#}");
+    assert_eq!(
+        v["outcome"]["kind"], "passed",
+        "the hook fills the output: {v:#}"
+    );
     assert_error_finding(code, &v, CLOCK);
     // The judge's own time per call is in every timed sample of a worker.
     let samples = v["timing"]["samples"]["candidate"].as_array().unwrap();
-    assert!(samples.iter().all(|s| s["judge_ms"].as_f64().is_some()), "{samples:#?}");
+    assert!(
+        samples.iter().all(|s| s["judge_ms"].as_f64().is_some()),
+        "{samples:#?}"
+    );
 }
 
 #[test]
 fn full_precision_only_on_the_first_calls_fails_the_audit_of_timed_calls() {
     let (code, v) = eval_timed("problems/small_matmul.py", "kernels/judge/checked_calls.py");
-    assert_eq!(v["outcome"]["kind"], "passed", "within allclose's tolerance: {v:#}");
+    assert_eq!(
+        v["outcome"]["kind"], "passed",
+        "within allclose's tolerance: {v:#}"
+    );
     assert_error_finding(code, &v, "eval/precision-downgrade");
     let message = finding(&v, "eval/precision-downgrade").unwrap()["message"]
         .as_str()
@@ -111,7 +123,9 @@ fn an_honest_kernel_passes_with_the_judges_clock_in_agreement() {
     for series in ["reference", "candidate"] {
         let samples = v["timing"]["samples"][series].as_array().unwrap();
         assert!(
-            samples.iter().all(|s| s["judge_ms"].as_f64().unwrap() >= s["ms"].as_f64().unwrap()),
+            samples
+                .iter()
+                .all(|s| s["judge_ms"].as_f64().unwrap() >= s["ms"].as_f64().unwrap()),
             "{series}: {samples:#?}"
         );
     }

@@ -90,6 +90,19 @@ impl RawFinding {
         self.severity = Some(Severity::Warning);
         self
     }
+
+    /// The same finding as a warning because what it claims is not proven: the analysis could
+    /// not resolve every path (`why` says which), so the runtime checks decide.
+    pub fn unproven(mut self, why: &str) -> Self {
+        self.severity = Some(Severity::Warning);
+        self.message.push_str(&unproven_note(why));
+        self
+    }
+}
+
+/// What an unproven finding's message ends with: why the claim is not proven, and who decides.
+pub fn unproven_note(why: &str) -> String {
+    format!(" (a warning, not proven: {why}; the runtime checks decide)")
 }
 
 /// Start offsets of every line, for offset -> line/column in O(log n).

@@ -118,7 +118,7 @@ fn kernels<'a>(module: &'a ModModule, aliases: &ImportAliases) -> Vec<Kernel<'a>
 
 /// Runs the Triton rules on a candidate.
 pub fn check_triton(module: &ModModule, ctx: &Context) -> Vec<RawFinding> {
-    let model = SemanticModel::build(module, None, ctx.precision);
+    let model = SemanticModel::build(module, None, ctx.precision, ctx.source);
     check_triton_full(&model, ctx).findings
 }
 
@@ -127,6 +127,9 @@ pub fn check_triton(module: &ModModule, ctx: &Context) -> Vec<RawFinding> {
 pub struct TritonOutput {
     pub findings: Vec<RawFinding>,
     pub working_kernel_launched: bool,
+    /// The file defines a Triton kernel that can do work (it may store), launched or not:
+    /// custom code a call the analysis could not resolve may reach.
+    pub has_working_kernel: bool,
 }
 
 /// [`check_triton`] with what the torch-op rules need to know.
@@ -146,6 +149,7 @@ pub fn check_triton_full(model: &SemanticModel, ctx: &Context) -> TritonOutput {
         return TritonOutput {
             findings: out,
             working_kernel_launched: false,
+            has_working_kernel: false,
         };
     }
     if find_class(module, "ModelNew").is_some() {
@@ -166,14 +170,20 @@ pub fn check_triton_full(model: &SemanticModel, ctx: &Context) -> TritonOutput {
                 live.insert(k.name.clone());
             }
             if !reached && reported.insert(&k.name) {
-                out.push(RawFinding::new(
+                let finding = RawFinding::new(
                     Rule::KG620,
                     k.at.clone(),
                     format!(
                         "Triton kernel `{}` is never launched from code reachable from `ModelNew.forward` (or only on a dead branch): a kernel that does not run does no work",
                         k.name
                     ),
-                ));
+                );
+                // "Never launched" is proven only when every call on the forward path resolved.
+                out.push(match r.unresolved.why() {
+                    Some(why) => finding
+                        .unproven(&format!("{why}, so the kernel may be launched through it")),
+                    None => finding,
+                });
             }
         }
     }
@@ -217,36 +227,123 @@ pub fn check_triton_full(model: &SemanticModel, ctx: &Context) -> TritonOutput {
         let mut lines = HashSet::default();
         // A reduced dtype handed to a kernel as a launch argument (`DT=tl.bfloat16`, or a
         // module-level name bound to one) is a cast inside the kernel.
+        // Proven to run: a launch in code `forward` reaches, outside branches the problem
+        // never takes (and off branches of tests the analysis cannot decide), or a cast in a
+        // kernel such a launch runs, outside the kernel's own branches (`if OUT_F16:` on a
+        // constexpr the launch sets from the input's dtype).
+        let reach = &model.reach;
+        let has_model = find_class(module, "ModelNew").is_some();
+        let launch_why = |at: usize| -> Option<String> {
+            if !has_model {
+                return None;
+            }
+            if !reach.functions.iter().any(|(f, _)| {
+                (f.range().start().to_usize()..f.range().end().to_usize()).contains(&at)
+            }) {
+                return Some("the launch is in code `forward` is not proven to reach".to_string());
+            }
+            model.branches.undecided_tests(at).last().map(|t| {
+                let test: String = ctx.source[t.clone()].split_whitespace().collect::<Vec<_>>().join(" ");
+                format!("the launch is on a branch of `{test}`, which the analysis cannot decide for this problem")
+            })
+        };
         for (range, what, kernel) in std::mem::take(&mut l.hits) {
             if lines.insert(ctx.lines.line_of(range.start)) {
-                out.push(RawFinding::new(
+                let why = launch_why(range.start);
+                let finding = RawFinding::new(
                     Rule::KG621,
                     range,
                     format!("`{what}` is passed to Triton kernel `{kernel}`: it computes in reduced precision on an fp32 problem"),
-                ));
+                );
+                out.push(match why {
+                    Some(why) => finding.unproven(&format!("{why}, so it is not proven to run")),
+                    None => finding,
+                });
             }
         }
-        for k in ks.iter().filter_map(|k| k.def) {
+        for k in ks.iter() {
+            let Some(def) = k.def else { continue };
             let mut p = PrecisionFinder {
                 aliases,
                 hits: Vec::new(),
             };
-            p.visit_body(&k.body);
+            p.visit_body(&def.body);
+            let branches = kernel_branches(&def.body);
             for (range, what) in p.hits {
                 if lines.insert(ctx.lines.line_of(range.start)) {
-                    out.push(RawFinding::new(
+                    let why = if has_model && !live.contains(&k.name) {
+                        Some(format!(
+                            "`{}` is not proven to be launched from `forward`",
+                            k.name
+                        ))
+                    } else {
+                        branches
+                            .iter()
+                            .rfind(|(body, _)| body.contains(&range.start))
+                            .map(|(_, test)| {
+                                let test: String = ctx.source[test.clone()].split_whitespace().collect::<Vec<_>>().join(" ");
+                                format!("it is on the kernel's branch of `{test}` (a constexpr the analysis does not evaluate)")
+                            })
+                    };
+                    let finding = RawFinding::new(
                         Rule::KG621,
                         range,
                         format!("`{what}` in Triton kernel `{}` computes in reduced precision on an fp32 problem", k.name),
-                    ));
+                    );
+                    out.push(match why {
+                        Some(why) => finding.unproven(&format!(
+                            "{why}, so it is not proven to run on this fp32 problem"
+                        )),
+                        None => finding,
+                    });
                 }
             }
         }
     }
+    let has_working_kernel = ks
+        .iter()
+        .any(|k| k.def.is_some_and(|d| may_store(&d.body, &names)) && !empty.contains(&k.name));
     TritonOutput {
         findings: out,
         working_kernel_launched,
+        has_working_kernel,
     }
+}
+
+/// The bodies of the branches inside a kernel (`if`/`elif`/`else`, `a if c else b`), each
+/// with the test that chooses it: the kernel runs them only for some launches.
+fn kernel_branches(body: &[Stmt]) -> Vec<(Range<usize>, Range<usize>)> {
+    struct B(Vec<(Range<usize>, Range<usize>)>);
+    fn r(n: &impl Ranged) -> Range<usize> {
+        n.range().start().to_usize()..n.range().end().to_usize()
+    }
+    impl<'a> Visitor<'a> for B {
+        fn visit_stmt(&mut self, stmt: &'a Stmt) {
+            if let Stmt::If(i) = stmt {
+                let test = r(i.test.as_ref());
+                if let (Some(a), Some(b)) = (i.body.first(), i.body.last()) {
+                    self.0.push((r(a).start..r(b).end, test.clone()));
+                }
+                for c in &i.elif_else_clauses {
+                    let t = c.test.as_ref().map_or(test.clone(), r);
+                    if let (Some(a), Some(b)) = (c.body.first(), c.body.last()) {
+                        self.0.push((r(a).start..r(b).end, t));
+                    }
+                }
+            }
+            visitor::walk_stmt(self, stmt);
+        }
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            if let Expr::If(t) = expr {
+                self.0.push((r(t.body.as_ref()), r(t.test.as_ref())));
+                self.0.push((r(t.orelse.as_ref()), r(t.test.as_ref())));
+            }
+            visitor::walk_expr(self, expr);
+        }
+    }
+    let mut b = B(Vec::new());
+    b.visit_body(body);
+    b.0
 }
 
 /// `self.<attr> = kernel` somewhere in ModelNew: a launch through `self.<attr>[grid]` counts.
@@ -361,6 +458,19 @@ impl<'a> Visitor<'a> for LaunchDtypes<'_> {
             let kernel = match c.func.as_ref() {
                 Expr::Subscript(s) => match s.value.as_ref() {
                     Expr::Name(n) if self.kernels.contains(n.id.as_str()) => Some(n.id.to_string()),
+                    // `wrap_triton(kernel)[grid](...)` (`torch.library.triton_op`'s launch).
+                    Expr::Call(w)
+                        if qualname(&w.func, self.aliases).is_some_and(|q| {
+                            q.ends_with("wrap_triton") || q.ends_with("capture_triton")
+                        }) =>
+                    {
+                        match w.arguments.args.first() {
+                            Some(Expr::Name(n)) if self.kernels.contains(n.id.as_str()) => {
+                                Some(n.id.to_string())
+                            }
+                            _ => None,
+                        }
+                    }
                     _ => None,
                 },
                 _ => None,

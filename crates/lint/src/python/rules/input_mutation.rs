@@ -5,6 +5,27 @@ use super::*;
 use crate::rule::RuleMeta;
 use kernelgate_model::Severity::Error;
 
+impl Checker<'_, '_> {
+    /// The KG407 finding for `msg` at `r`: an error where the write is proven to run, a warning
+    /// on a branch whose test the analysis cannot decide for this problem (`if
+    /// self.conv.bias is not None:` with the bias inside a kept layer): the runtime check of the
+    /// inputs decides.
+    pub(super) fn input_mutation_finding(
+        &self,
+        r: std::ops::Range<usize>,
+        msg: String,
+    ) -> RawFinding {
+        let start = r.start;
+        let finding = RawFinding::new(Rule::KG407, r, msg);
+        match self.undecided_test(start, |_| true) {
+            Some(test) => finding.unproven(&format!(
+                "it is on a branch of `{test}`, which the analysis cannot decide for this problem, so it is not proven to run"
+            )),
+            None => finding,
+        }
+    }
+}
+
 impl<'a> LiveVisitor<'_, 'a, '_> {
     /// Every KG407 finding is raised here.
     pub(super) fn mutation(&mut self, r: std::ops::Range<usize>, input: &str, how: &str) {

@@ -33,33 +33,26 @@ impl<'a, 'c> Checker<'a, 'c> {
 }
 
 impl<'a, 'c> Checker<'a, 'c> {
-    /// Branches of reachable functions that the problem's facts prove dead.
-    pub(super) fn dead_branches(&self) -> Vec<std::ops::Range<usize>> {
-        self.model
-            .reach
-            .functions
-            .iter()
-            .flat_map(|(f, owner)| {
-                let scope = crate::python::consts::Scope {
-                    facts: &self.model.facts,
-                    self_is_model: crate::python::consts::is_model_method(*owner, self.module),
-                };
-                crate::python::consts::dead_ranges(&f.body, scope)
-            })
-            .collect()
-    }
-
     /// The KG501 finding for `msg` at `r`, unless it lies on a branch the problem never takes
-    /// (`if x.dtype == torch.float16:` on an fp32 problem): that conversion never runs.
+    /// (`if x.dtype == torch.float16:` on an fp32 problem): that conversion never runs. On a
+    /// branch of a dtype test the analysis cannot decide (the input was rebound, the test goes
+    /// through a helper) it is not proven to run for this problem's dtype: a warning.
     pub(super) fn downgrade_finding(
         &self,
         r: std::ops::Range<usize>,
         msg: String,
     ) -> Option<RawFinding> {
-        if self.dead.iter().any(|d| d.contains(&r.start)) {
+        if self.model.branches.is_dead(r.start) {
             return None;
         }
-        Some(RawFinding::new(Rule::KG501, r, msg))
+        let start = r.start;
+        let finding = RawFinding::new(Rule::KG501, r, msg);
+        Some(match self.undecided_test(start, dtype_test) {
+            Some(test) => finding.unproven(&format!(
+                "it is on a branch of `{test}`, a dtype test the analysis cannot decide, so it is not proven to run on this fp32 problem"
+            )),
+            None => finding,
+        })
     }
 
     pub(super) fn precision_downgrade(
@@ -240,6 +233,24 @@ impl<'a, 'c> Checker<'a, 'c> {
             }
         }
     }
+}
+
+/// A test that looks at a dtype (`x.dtype == torch.float16`, `x.is_floating_point()`,
+/// `x.element_size() == 2`).
+pub(super) fn dtype_test(test: &str) -> bool {
+    [
+        "dtype",
+        "half",
+        "float16",
+        "bfloat16",
+        "is_floating_point",
+        "element_size",
+        "itemsize",
+        "scalar_type",
+        "float32",
+    ]
+    .iter()
+    .any(|k| test.contains(k))
 }
 
 // ---------------------------------------------------------------- registry entries

@@ -84,11 +84,18 @@ impl<'a, 'c> Checker<'a, 'c> {
         });
         if let Some(call) = dead {
             let shown = self.text(call.func.as_ref());
-            self.push(
+            let finding = RawFinding::new(
                 Rule::KG702,
                 range(call.func.as_ref()),
                 format!("`forward` never launches the custom kernel: its only call (`{shown}`) is in a branch the problem never takes, so the kernel is a decoy and the speedup can only come from PyTorch"),
             );
+            // "Never" is proven only when every call on the forward path resolved.
+            self.out.push(match model.reach.unresolved.why() {
+                Some(why) => {
+                    finding.unproven(&format!("{why}, so the kernel may be launched through it"))
+                }
+                None => finding,
+            });
         }
     }
 
