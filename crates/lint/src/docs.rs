@@ -7,8 +7,8 @@ use crate::rule::RuleMeta;
 /// One rule as a markdown section.
 pub fn rule_markdown(r: &RuleMeta) -> String {
     format!(
-        "## {} `{}` ({})\n\n**{}.** {}\n\nBad:\n\n```python\n{}\n```\n\nGood:\n\n```python\n{}\n```\n\n",
-        r.code, r.name, r.severity, r.summary, r.doc, r.bad, r.good
+        "## {} `{}` ({})\n\n**{}.** {}\n\n- **Error:** {}.\n- **Warning:** {}.\n\nBad:\n\n```python\n{}\n```\n\nGood:\n\n```python\n{}\n```\n\n",
+        r.code, r.name, r.severity, r.summary, r.doc, r.error_when, r.warn_when, r.bad, r.good
     )
 }
 
@@ -36,7 +36,8 @@ pub fn markdown() -> String {
          does follow: functions, methods and classes of the file, `apply` of a Function in the file, \
          values bound to names and attributes (transitively), containers whose elements resolve, and \
          `torch.ops.<ns>.<op>` to the file's own `torch.library` registration (`custom_op`, \
-         `triton_op`, `define`/`impl`, `Library.impl`).\n\
+         `triton_op`, `define`/`impl`, `Library.impl`). Each rule below says what makes it an error \
+         and what leaves it a warning.\n\
          - **Partial replacement warns.** The torch-op rules (KG101, KG102, KG104, KG601) are warnings \
          when `forward` also provably runs custom code that does work: an extension function that \
          launches a non-decoy kernel (or, in CPU C++, stores into tensor data) and whose result is used, \

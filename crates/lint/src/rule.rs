@@ -19,6 +19,10 @@ pub struct RuleMeta {
     pub severity: Severity,
     /// One line, used as the SARIF short description and the `rule --all` table.
     pub summary: &'static str,
+    /// What makes a finding of this rule an error: what the analysis must prove.
+    pub error_when: &'static str,
+    /// What leaves it a warning: what the analysis could not prove (the runtime checks decide).
+    pub warn_when: &'static str,
     /// One paragraph: what the rule catches, why it matters, how to fix it.
     pub doc: &'static str,
     /// A short Python example the rule flags.
