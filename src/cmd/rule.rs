@@ -49,12 +49,14 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<i32> {
 fn text(r: &RuleMeta) -> String {
     let indent = |s: &str| s.lines().map(|l| format!("    {l}\n")).collect::<String>();
     format!(
-        "{} ({}) [{}]\n\n{}\n\n{}\n\nBad:\n{}\nGood:\n{}",
+        "{} ({}) [{}]\n\n{}\n\n{}\n\nError: {}.\nWarning: {}.\n\nBad:\n{}\nGood:\n{}",
         r.code,
         r.name,
         r.severity,
         r.summary,
         r.doc,
+        r.error_when,
+        r.warn_when,
         indent(r.bad),
         indent(r.good)
     )

@@ -200,7 +200,13 @@ fn judge_outcome(j: &mut Judgement<'_>, row: &KernelRow) {
             j.raise(condition, format!("{}: {msg}", kind.as_str()));
         }
     }
-    for f in row.findings.iter().filter(|f| f.is_runtime()) {
+    // What the run observed about the problem is no kernel's verdict (the report keeps it
+    // once per problem: `Report::take_problem_observations`).
+    for f in row
+        .findings
+        .iter()
+        .filter(|f| f.is_runtime() && !f.is_about_problem())
+    {
         let condition = if f.severity == Severity::Error {
             Condition::Incorrect
         } else {
@@ -284,7 +290,7 @@ fn raise_flags(row: &mut KernelRow, policy: &Policy) {
 fn judge_flags(j: &mut Judgement<'_>, row: &KernelRow, acks: &Acks, source: &str) {
     let allows = acknowledgements(source);
     let label = acks.labels.iter().find(|l| j.policy.ack_labels.contains(l));
-    for flag in &row.flags {
+    for flag in row.flags.iter().filter(|f| !f.code.about_problem()) {
         let condition = flag.code;
         if Condition::ACKNOWLEDGEABLE.contains(&condition) {
             if let Some(ack) = allows.iter().find(|a| a.condition == condition) {

@@ -172,18 +172,19 @@ impl Pipeline<'_> {
         eval: Evaluation,
         invalid: &std::collections::BTreeSet<&str>,
     ) {
-        let row = &mut report.kernels[i];
         let run_key = eval.run_key.clone();
         let facts = eval.facts.clone();
         apply(
-            row,
+            &mut report.kernels[i],
             eval,
             job,
             self.baselines,
             invalid.contains(job.problem()),
             self.policy.regression_threshold * 100.0,
         );
-        policy::judge(row, self.policy, &self.acks, &job.source);
+        // What the run observed about the problem is reported once, for the problem.
+        report.take_problem_observations(i);
+        policy::judge(&mut report.kernels[i], self.policy, &self.acks, &job.source);
         let hw = &mut report.run.hardware;
         // The first GPU job names the hardware; a CPU job only until one arrives.
         if let Some(d) = &facts.device {
@@ -1044,7 +1045,7 @@ mod pipeline_tests {
     }
 
     #[test]
-    fn reference_changed_rows_warn_and_invalidate_the_baseline() {
+    fn a_changed_reference_warns_the_run_once_and_invalidates_the_baseline() {
         let fake = Fake::new(vec![]);
         let mut j = job("k/a.py", KernelStatus::ProblemChanged, "");
         j.change.problem_changed = true;
@@ -1055,15 +1056,85 @@ mod pipeline_tests {
             .run(&plan, Report::new(Default::default()))
             .unwrap();
         let r = row(&report, "k/a.py");
-        assert_eq!(r.verdict, Verdict::Warn);
         assert_eq!(
             r.vs_baseline.as_ref().unwrap().verdict,
             ComparisonVerdict::Invalid
         );
+        // The edit is the problem's, reported once for it: the run warns, the row does not.
         assert!(r
             .flags
             .iter()
-            .any(|f| f.code == Condition::ReferenceChanged));
+            .all(|f| f.code != Condition::ReferenceChanged));
+        assert_ne!(r.verdict, Verdict::Warn, "{:?}", r.reasons);
+        let o = &report.problem_observations;
+        assert_eq!(o.len(), 1, "{o:?}");
+        assert_eq!(o[0].code, "reference_changed");
+        assert_eq!(o[0].kernels, vec!["k/a.py".to_string()]);
+        assert_eq!(report.summary.verdict, Verdict::Warn);
+    }
+
+    #[test]
+    fn what_the_runs_observe_about_their_problem_is_reported_once_and_warns_no_row() {
+        let trivial = |path: &str| {
+            let mut e = correct(2.0);
+            e.findings.push(Finding::runtime(
+                path,
+                "eval/trivial-output-passes",
+                Severity::Warning,
+                "an all-zeros output already passes this problem's tolerance (0.0001): correctness here proves little",
+            ));
+            e
+        };
+        let mut kernel_warning = trivial("k/c.py");
+        kernel_warning.findings.push(Finding::runtime(
+            "k/c.py",
+            "eval/nondeterministic",
+            Severity::Warning,
+            "two calls on the same inputs gave different (within-tolerance) results",
+        ));
+        let fake = Fake::new(vec![
+            ("k/a.py", trivial("k/a.py")),
+            ("k/b.py", trivial("k/b.py")),
+            ("k/c.py", kernel_warning),
+        ]);
+        let jobs = ["k/a.py", "k/b.py", "k/c.py"]
+            .iter()
+            .map(|p| job(p, KernelStatus::Added, ""))
+            .collect();
+        let plan = Plan::from_jobs(changes(), jobs).unwrap();
+        let policy = Policy::default();
+        let out = tempfile::tempdir().unwrap();
+        let report = pipeline(&fake, &policy, &[], vec![Device::Cpu], out.path())
+            .run(&plan, Report::new(Default::default()))
+            .unwrap();
+        // Nothing in a kernel can change the problem's inputs: no row warns for them.
+        for p in ["k/a.py", "k/b.py"] {
+            let r = row(&report, p);
+            assert_eq!(r.verdict, Verdict::Pass, "{p}: {:?}", r.reasons);
+            assert!(r.findings.iter().all(|f| !f.is_about_problem()), "{p}");
+        }
+        // What is about the kernel still is its verdict.
+        let c = row(&report, "k/c.py");
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(
+            c.reasons.iter().all(|r| !r.contains("trivial-output")),
+            "{:?}",
+            c.reasons
+        );
+        // Once, for the problem, with every kernel that saw it.
+        let o = &report.problem_observations;
+        assert_eq!(o.len(), 1, "{o:?}");
+        assert_eq!(
+            (o[0].problem.as_str(), o[0].code.as_str()),
+            ("level1/3_ReLU", "eval/trivial-output-passes")
+        );
+        assert_eq!(o[0].kernels, vec!["k/a.py", "k/b.py", "k/c.py"]);
+        assert_eq!(report.summary.verdict, Verdict::Warn, "k/c.py warns");
+        // The files written say so too.
+        let written = Report::read(&out.path().join("report.json")).unwrap();
+        assert_eq!(written.problem_observations, report.problem_observations);
+        let comment = std::fs::read_to_string(out.path().join("comment.md")).unwrap();
+        assert_eq!(comment.matches("all-zeros output").count(), 1, "{comment}");
     }
 
     #[test]

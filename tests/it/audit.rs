@@ -352,7 +352,8 @@ fn no_hack_the_linter_leaves_to_the_runtime_passes_the_gate_clean() {
                     row.findings.iter().any(|x| {
                         x.severity == Severity::Warning
                             && kernelgate_lint::TORCH_OP_RULES.contains(&x.rule.as_str())
-                            && x.message.contains("partial replacement")
+                            && (x.message.contains("partial replacement")
+                                || x.message.contains("not proven"))
                     }),
                     "{f}: no torch-op warning: {:?}",
                     row.findings

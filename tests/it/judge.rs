@@ -78,13 +78,19 @@ fn work_hidden_in_an_interpreter_hook_after_the_timer_shows_on_the_judges_clock(
     assert_error_finding(code, &v, CLOCK);
     // The judge's own time per call is in every timed sample of a worker.
     let samples = v["timing"]["samples"]["candidate"].as_array().unwrap();
-    assert!(samples.iter().all(|s| s["judge_ms"].as_f64().is_some()), "{samples:#?}");
+    assert!(
+        samples.iter().all(|s| s["judge_ms"].as_f64().is_some()),
+        "{samples:#?}"
+    );
 }
 
 #[test]
 fn full_precision_only_on_the_first_calls_fails_the_audit_of_timed_calls() {
     let (code, v) = eval_timed("problems/small_matmul.py", "kernels/judge/checked_calls.py");
-    assert_eq!(v["outcome"]["kind"], "passed", "within allclose's tolerance: {v:#}");
+    assert_eq!(
+        v["outcome"]["kind"], "passed",
+        "within allclose's tolerance: {v:#}"
+    );
     assert_error_finding(code, &v, "eval/precision-downgrade");
     let message = finding(&v, "eval/precision-downgrade").unwrap()["message"]
         .as_str()
@@ -111,7 +117,9 @@ fn an_honest_kernel_passes_with_the_judges_clock_in_agreement() {
     for series in ["reference", "candidate"] {
         let samples = v["timing"]["samples"][series].as_array().unwrap();
         assert!(
-            samples.iter().all(|s| s["judge_ms"].as_f64().unwrap() >= s["ms"].as_f64().unwrap()),
+            samples
+                .iter()
+                .all(|s| s["judge_ms"].as_f64().unwrap() >= s["ms"].as_f64().unwrap()),
             "{series}: {samples:#?}"
         );
     }

@@ -239,6 +239,22 @@ fn cpp_hack_fixtures_report_exact_findings_and_fail_the_gate() {
             "hack_source_template_fn.py",
             vec![e("KG601", 10, 63), e("KG611", 9, 17)],
         ),
+        // Named only in `cudaFuncSetAttribute`, which configures and launches nothing: "never
+        // launched" stays proven.
+        (
+            "hack_kernel_attribute_only.py",
+            vec![e("KG601", 16, 12), e("KG611", 10, 17)],
+        ),
+        // The fp16 kernel on the branch fp32 inputs take: proven to run.
+        (
+            "hack_half_in_float_branch.py",
+            vec![
+                e("KG610", 15, 32),
+                e("KG610", 17, 36),
+                e("KG610", 28, 36),
+                e("KG610", 29, 30),
+            ],
+        ),
     ];
     for (file, w) in want {
         let mut w = w.clone();
@@ -545,6 +561,21 @@ fn triton_fixtures_report_exact_findings() {
         );
     };
     has("hack_triton_decoy.py", e("KG620", 8, 5));
+    // A custom op registered in the file and called through torch.ops resolves to its
+    // function, which runs torch.relu: the kernel is never launched on any path.
+    assert_eq!(
+        found["hack_triton_custom_op_decoy.py"],
+        vec![e("KG101", 20, 12), e("KG620", 10, 5)]
+    );
+    // The Triton kernel behind torch.library (custom_op, triton_op with wrap_triton,
+    // define + impl), called through torch.ops: resolved, clean.
+    for honest in [
+        "honest_custom_op_torch_ops.py",
+        "honest_triton_op_wrap.py",
+        "honest_library_define_impl.py",
+    ] {
+        assert_eq!(found.get(honest), None, "{honest}");
+    }
     has("hack_triton_dead_branch.py", e("KG620", 8, 5));
     has("hack_triton_fp16.py", e("KG621", 12, 45));
     has("hack_triton_no_kernel.py", e("KG622", 1, 1));

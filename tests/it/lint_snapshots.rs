@@ -13,7 +13,7 @@ use kernelgate_model::Config;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-const FAMILIES: &[&str] = &["hacks", "cpp", "triton", "partial", "honest"];
+const FAMILIES: &[&str] = &["hacks", "cpp", "triton", "partial", "honest", "unproven"];
 
 fn fixtures(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)

@@ -11,7 +11,8 @@ call records what really ran and how long it took:
 
 Each piece of work is classified as *custom* (the candidate's extension, Triton, inline CUDA,
 custom ops), *pytorch* (ATen native), *vendor* (cuBLAS, cuDNN, cuFFT, CUTLASS, launched by
-PyTorch or by the candidate) or *ineffective* (an extension call that returned a copy of its
+PyTorch or by the candidate; by kernel name, unless the candidate's own code defines the kernel:
+`Auditor.own_kernel`) or *ineffective* (an extension call that returned a copy of its
 input, wrote nothing, or whose result never reaches the forward's output: a decoy's work).
 
 Time: on CUDA the GPU time of the kernels; on the CPU the CPU time of the (single) thread: each
@@ -34,6 +35,7 @@ _BuiltinFn = types.BuiltinFunctionType
 _ModuleType = types.ModuleType
 _isinstance = isinstance
 _type = type
+_open = open
 _prefixes = tuple(p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix} if p)
 
 # Operator namespaces that are PyTorch's own; any other namespace is a custom op.
@@ -81,6 +83,48 @@ def _short(name):
     return name
 
 
+# A vendor library's API, as the candidate's extension binary names it when it calls the library
+# (an import or a string): an extension that calls the library may launch its kernels.
+VENDOR_API = {"cuBLAS": b"cublas", "cuDNN": b"cudnn", "cuFFT": b"cufft", "cuSPARSE": b"cusparse", "cuRAND": b"curand"}
+# The most of an extension binary read to attribute kernels by code (bytes).
+BINARY_LIMIT = 512 << 20
+
+
+def _kernel_ident(kernel):
+    """The function's own name in a GPU kernel's name as the profiler shows it: demangled
+    (`void ns::sgemm_tiled<128>(float const*, ...)` -> `sgemm_tiled`) or mangled
+    (`_Z11sgemm_tiledPKfS0_Pfi` -> `sgemm_tiled`); None when there is none."""
+    k = kernel.strip().replace("(anonymous namespace)::", "")
+    if k.startswith("_Z"):
+        i = 2
+        if k[i:i + 1] == "N":
+            i += 1
+        ident = None
+        while i < len(k) and k[i].isdigit():
+            j = i
+            while j < len(k) and k[j].isdigit():
+                j += 1
+            n = int(k[i:j])
+            ident = k[j:j + n]
+            i = j + n
+            if k[i:i + 1] == "I":  # template arguments: the name before them is the function's
+                break
+        return ident or None
+    head = k.split("(", 1)[0]
+    # Drop template arguments (balanced), then the return type and namespaces.
+    out, depth = [], 0
+    for c in head:
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(c)
+    name = "".join(out).strip().split()[-1:] or [""]
+    ident = name[0].split("::")[-1]
+    return ident if ident.replace("_", "a").isalnum() and not ident[:1].isdigit() else None
+
+
 def _vendor(kernel, ops):
     low = kernel.lower()
     for pat, lib in VENDOR_KERNELS:
@@ -116,6 +160,10 @@ class Auditor:
         # preempts the audit at random, and wall time would charge that to whatever was running.
         self.clock = _perf if self.cuda else _thread_time
         self.ext_modules = set()  # names of the candidate's compiled extension modules
+        self.ext_binaries = []  # their files (.so): what the candidate's own code is
+        self.triton_names = set()  # names of the candidate's Triton kernels
+        self._own = {}  # kernel identifier -> defined in the candidate's code (cache)
+        self._binary_bytes = None
         self.stack = []  # extension calls in progress
         self.calls = []  # finished extension calls
         self.ops = {}  # (label, class, by_extension) -> [ms, calls]  (CPU time accounting)
@@ -181,11 +229,19 @@ class Auditor:
                 if "torch_extensions" in f or "kernelgate" in f:
                     mods.append(m)
                     self.ext_modules.add(m.__name__)
+        for d in holders:
+            for v in list(d.values()):
+                name = _triton_name(v)
+                if name:
+                    self.triton_names.add(name)
         seen = set()
         for m in mods:
             if id(m) in seen:
                 continue
             seen.add(id(m))
+            f = getattr(m, "__file__", None)
+            if _isinstance(f, str) and f not in self.ext_binaries:
+                self.ext_binaries.append(f)
             for k, v in list(vars(m).items()):
                 if self.is_ext_fn(v):
                     self.patch(m.__dict__, k, v, lambda d, k, v: setattr(m, k, v))
@@ -610,6 +666,44 @@ class Auditor:
             self.classify(e.name, us, [], verdict, add)
         return entries
 
+    # ---- attribution by code -------------------------------------------------------------------
+    def binary_bytes(self):
+        """The candidate's extension binaries, read once."""
+        if self._binary_bytes is None:
+            blobs = []
+            for f in self.ext_binaries:
+                try:
+                    with _open(f, "rb") as fh:
+                        blobs.append(fh.read(BINARY_LIMIT))
+                except Exception:
+                    continue
+            self._binary_bytes = blobs
+        return self._binary_bytes
+
+    def own_kernel(self, kernel, lib, launched_by_candidate):
+        """True when a kernel a vendor library's name pattern matched is the candidate's own code:
+        a Triton kernel of the candidate's, or a kernel its extension binary defines (the
+        function's length-prefixed name, as the C++ ABI mangles it, is in the binary), launched
+        by the candidate's code, from a binary that does not call that library (then a kernel
+        of the library's own could match). CUTLASS's kernels are templates the extension
+        instantiates: they stay CUTLASS's."""
+        if lib == "CUTLASS" or "cutlass" in kernel.lower():
+            return False
+        ident = _kernel_ident(kernel)
+        if not ident:
+            return False
+        if ident in self.triton_names:
+            return True
+        if not launched_by_candidate:
+            return False
+        key = (ident, lib)
+        if key not in self._own:
+            blobs = self.binary_bytes()
+            api = VENDOR_API.get(lib)
+            mangled = b"%d%s" % (len(ident), ident.encode())
+            self._own[key] = bool(blobs) and any(mangled in b for b in blobs) and not (api and any(api in b.lower() for b in blobs))
+        return self._own[key]
+
     def classify(self, kernel, us, chain, verdict, add):
         ext = next((i for i, n in enumerate(chain) if n.startswith("kg_ext::")), None)
         aten = [i for i, n in enumerate(chain) if n.startswith("aten::")]
@@ -635,6 +729,9 @@ class Auditor:
                 return  # an output or accumulator being set up in Python: glue
             aten_here, ops, label = [], [], None  # the extension's own set-up
         lib = _vendor(kernel, ops)
+        # A name is not a library: the candidate's own kernel named `sgemm_...` is its own code.
+        if lib is not None and not aten_here and self.own_kernel(kernel, lib, by is not None or bool(customs)):
+            lib = None
         low = kernel.lower()
         if lib is not None:
             add(label or by or kernel[:60], "vendor", lib, by, us)
@@ -649,6 +746,21 @@ class Auditor:
                 name = kernel[:80]
             ineffective = call_id is not None and verdict.get(call_id) is not None
             add(name, "ineffective" if ineffective else "custom", None, None, us)
+
+
+def _triton_name(v):
+    """The kernel name of a Triton `@jit` function (through `@autotune`/`@heuristics`), else None."""
+    for _ in range(4):
+        mod = getattr(_type(v), "__module__", "") or ""
+        if not mod.startswith("triton"):
+            return None
+        fn = getattr(v, "fn", None)
+        if fn is None:
+            return None
+        if _isinstance(fn, types.FunctionType):
+            return getattr(fn, "__name__", None)
+        v = fn
+    return None
 
 
 def gpu_profiler(torch):

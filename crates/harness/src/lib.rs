@@ -256,17 +256,19 @@ fn worker(py: Python<'_>, fd: i32) -> PyResult<()> {
             eprintln!("kernelgate worker: {message}");
             5
         }
-        Ok(Runner { runner, timing }) => {
-            match worker.call_method1("serve", (fd, runner, timing)) {
-                Ok(v) => v.extract::<i32>().unwrap_or(0),
-                Err(e) => {
-                    eprintln!("kernelgate worker: {}", py_error_text(py, &e));
-                    6
-                }
+        Ok(Runner { runner, timing }) => match worker.call_method1("serve", (fd, runner, timing)) {
+            Ok(v) => v.extract::<i32>().unwrap_or(0),
+            Err(e) => {
+                eprintln!("kernelgate worker: {}", py_error_text(py, &e));
+                6
             }
-        }
+        },
     };
-    let _ = py.run(c"import sys\nsys.stdout.flush()\nsys.stderr.flush()", None, None);
+    let _ = py.run(
+        c"import sys\nsys.stdout.flush()\nsys.stderr.flush()",
+        None,
+        None,
+    );
     std::process::exit(code);
 }
 

@@ -7,8 +7,8 @@ use crate::rule::RuleMeta;
 /// One rule as a markdown section.
 pub fn rule_markdown(r: &RuleMeta) -> String {
     format!(
-        "## {} `{}` ({})\n\n**{}.** {}\n\nBad:\n\n```python\n{}\n```\n\nGood:\n\n```python\n{}\n```\n\n",
-        r.code, r.name, r.severity, r.summary, r.doc, r.bad, r.good
+        "## {} `{}` ({})\n\n**{}.** {}\n\n- **Error:** {}.\n- **Warning:** {}.\n\nBad:\n\n```python\n{}\n```\n\nGood:\n\n```python\n{}\n```\n\n",
+        r.code, r.name, r.severity, r.summary, r.doc, r.error_when, r.warn_when, r.bad, r.good
     )
 }
 
@@ -25,6 +25,19 @@ pub fn markdown() -> String {
          side streams that escape the timer, precision downgrades that run), or PyTorch doing the work \
          with no custom code on the forward path (KG702, or only a decoy: a kernel never launched, \
          launched on an empty grid, storing nothing, or an extension call whose result is thrown away).\n\n\
+         - **\"Never\" needs every path.** A rule that claims something never happens (a kernel is \
+         never launched, `forward` never reaches custom code) or that code runs (a branch is live for \
+         this problem, a reduced-precision path runs on fp32) is an error only when the analysis \
+         resolved every path. Calls it cannot follow on the forward path (a callable returned by a \
+         call, taken from a container, passed in as a parameter, bound to an alias, behind an unknown \
+         decorator, `apply` of a Function defined elsewhere, a `torch.ops` op registered outside \
+         Python), a kernel C++ hands on as a value, and branches whose test it cannot decide leave \
+         the finding a warning that says what was not proven; the runtime checks decide. Calls it \
+         does follow: functions, methods and classes of the file, `apply` of a Function in the file, \
+         values bound to names and attributes (transitively), containers whose elements resolve, and \
+         `torch.ops.<ns>.<op>` to the file's own `torch.library` registration (`custom_op`, \
+         `triton_op`, `define`/`impl`, `Library.impl`). Each rule below says what makes it an error \
+         and what leaves it a warning.\n\
          - **Partial replacement warns.** The torch-op rules (KG101, KG102, KG104, KG601) are warnings \
          when `forward` also provably runs custom code that does work: an extension function that \
          launches a non-decoy kernel (or, in CPU C++, stores into tensor data) and whose result is used, \

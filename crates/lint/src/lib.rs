@@ -181,8 +181,12 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
         .as_deref()
         .and_then(|p| ruff_python_parser::parse_module(p).ok());
     // Built once: every pass below reads the same names, imports, reachability and facts.
-    let model =
-        python::SemanticModel::build(module, problem.as_ref().map(|p| p.syntax()), precision);
+    let model = python::SemanticModel::build(
+        module,
+        problem.as_ref().map(|p| p.syntax()),
+        precision,
+        source,
+    );
     let py = python::check_full(&model, &ctx);
     let mut raws = py.findings;
     // What `forward` passes each extension function, over all its live call sites.
@@ -244,10 +248,12 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
                 .unwrap_or_default(),
         });
     let mut working: Vec<String> = Vec::new();
+    let mut maybe_working: Vec<(String, String)> = Vec::new();
     for ext in embedded::extract_with(module, &model.imports, source, files.as_ref()) {
         let out = cpp::check_full(&ext, &ctx, &py_args);
         raws.extend(out.findings);
         working.extend(out.working_exports);
+        maybe_working.extend(out.maybe_working_exports);
     }
     let tr = triton::check_triton_full(&model, &ctx);
     raws.extend(tr.findings);
@@ -263,15 +269,24 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
             tr.working_kernel_launched
                 .then(|| "a Triton kernel".to_string())
         });
+    let torch_ops = |r: &RawFinding| {
+        TORCH_OP_RULES.contains(&r.code.code()) && r.severity.is_none() && !audit_blind(&r.message)
+    };
     if let Some(what) = custom {
-        for r in raws.iter_mut() {
-            if TORCH_OP_RULES.contains(&r.code.code())
-                && r.severity.is_none()
-                && !audit_blind(&r.message)
-            {
-                r.severity = Some(Severity::Warning);
-                r.message.push_str(&format!(" (a warning: forward also runs {what}, so this is partial replacement; the runtime op audit measures how much PyTorch still does)"));
-            }
+        for r in raws.iter_mut().filter(|r| torch_ops(r)) {
+            r.severity = Some(Severity::Warning);
+            r.message.push_str(&format!(" (a warning: forward also runs {what}, so this is partial replacement; the runtime op audit measures how much PyTorch still does)"));
+        }
+    } else if let Some(why) = custom_not_excluded(
+        &model,
+        &py.ext_calls,
+        &working,
+        &maybe_working,
+        tr.has_working_kernel,
+    ) {
+        // "No custom code runs" is an error only when every path resolved.
+        for r in raws.iter_mut().filter(|r| torch_ops(r)) {
+            *r = r.clone().unproven(&why);
         }
     }
     let sup = suppress::Suppressions::collect(parsed.tokens(), source);
@@ -279,6 +294,31 @@ pub fn lint_file(path: &str, source: &str, opts: &LintOptions) -> Result<Vec<Fin
     raws.extend(sup.problems.iter().cloned());
     raws.retain(|r| !sup.allows(r.code.code(), ctx.lines.line_of(r.range.start)));
     Ok(finish(&ctx, raws, opts))
+}
+
+/// Why "`forward` runs no custom code" is not proven, when it is not: `forward` calls an
+/// extension function that may launch a working kernel through a path the C++ analysis does not
+/// follow, or a call on the forward path did not resolve while the file has custom code that
+/// could do work (a working or maybe-working extension function, a Triton kernel that stores).
+fn custom_not_excluded(
+    model: &python::SemanticModel,
+    ext_calls: &[python::ExtCall],
+    working: &[String],
+    maybe_working: &[(String, String)],
+    triton_kernel: bool,
+) -> Option<String> {
+    let handed_on = ext_calls.iter().filter(|c| c.result_used).find_map(|c| {
+        maybe_working
+            .iter()
+            .find(|(name, _)| *name == c.name)
+            .map(|(name, why)| format!("`forward` calls the extension function `{name}`, and {why}, so custom code may run"))
+    });
+    if handed_on.is_some() {
+        return handed_on;
+    }
+    let has_custom = !working.is_empty() || !maybe_working.is_empty() || triton_kernel;
+    let why = model.reach.unresolved.why()?;
+    has_custom.then(|| format!("{why}, so the file's custom code may run through it"))
 }
 
 /// Torch-op findings the runtime op audit cannot judge, so they stay errors: a compiler

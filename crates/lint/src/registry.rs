@@ -129,6 +129,8 @@ mod tests {
             assert!(
                 !r.summary.is_empty()
                     && !r.doc.is_empty()
+                    && !r.error_when.is_empty()
+                    && !r.warn_when.is_empty()
                     && !r.bad.is_empty()
                     && !r.good.is_empty(),
                 "{}",

@@ -19,6 +19,10 @@ pub struct RuleMeta {
     pub severity: Severity,
     /// One line, used as the SARIF short description and the `rule --all` table.
     pub summary: &'static str,
+    /// What makes a finding of this rule an error: what the analysis must prove.
+    pub error_when: &'static str,
+    /// What leaves it a warning: what the analysis could not prove (the runtime checks decide).
+    pub warn_when: &'static str,
     /// One paragraph: what the rule catches, why it matters, how to fix it.
     pub doc: &'static str,
     /// A short Python example the rule flags.
@@ -113,6 +117,19 @@ impl RawFinding {
         self.severity = Some(Severity::Warning);
         self
     }
+
+    /// The same finding as a warning because what it claims is not proven: the analysis could
+    /// not resolve every path (`why` says which), so the runtime checks decide.
+    pub fn unproven(mut self, why: &str) -> Self {
+        self.severity = Some(Severity::Warning);
+        self.message.push_str(&unproven_note(why));
+        self
+    }
+}
+
+/// What an unproven finding's message ends with: why the claim is not proven, and who decides.
+pub fn unproven_note(why: &str) -> String {
+    format!(" (a warning, not proven: {why}; the runtime checks decide)")
 }
 
 /// Start offsets of every line, for offset -> line/column in O(log n).

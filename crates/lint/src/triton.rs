@@ -20,6 +20,8 @@ pub(crate) const KG620: RuleMeta = RuleMeta {
     name: "triton-decoy-kernel",
     severity: Error,
     summary: "A Triton kernel is never launched from ModelNew's code path",
+    error_when: "the kernel is never launched and every call on the forward path resolved (`torch.ops` calls are followed to the file's own `torch.library` registrations), or it is launched on an empty grid, or it never stores",
+    warn_when: "a call on the forward path did not resolve (a `torch.ops` op registered outside Python, a container, a wrapper's result, a callback...): the kernel may be launched through it; the runtime op audit decides",
     doc: "A `@triton.jit`/`@triton.autotune` kernel (under any alias) is defined but not launched (`kernel[grid](...)`) from code reachable from `ModelNew.forward`, or only on a dead branch such as `if False:`, or is launched on an empty grid (`kernel[(0,)]`), or never stores (no `tl.store`, atomic or jit helper that could). The kernel makes the file look custom while PyTorch does the work. Launch it from `forward` (directly or through helpers).",
     bad: "@triton.jit\ndef relu_kernel(...): ...\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)",
     good: "class ModelNew(nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n        relu_kernel[grid](x, y, x.numel(), BLOCK=1024)\n        return y",
@@ -30,6 +32,8 @@ pub(crate) const KG621: RuleMeta = RuleMeta {
     name: "triton-precision-downgrade",
     severity: Error,
     summary: "A Triton kernel computes in fp16/bf16/TF32 on an fp32 problem",
+    error_when: "the cast is in a kernel `forward` launches, outside the kernel's own branches, or the reduced dtype is passed on a launch the forward path reaches off undecided branches",
+    warn_when: "the cast is on a branch inside the kernel (a constexpr the analysis does not evaluate), in a kernel not proven to be launched, or on a launch not proven to run; the runtime checks decide",
     doc: "Inside a Triton kernel, values are cast to `tl.float16`/`tl.bfloat16`/fp8, or `tl.dot` is asked for TF32 (`allow_tf32=True`, `input_precision=\"tf32\"`), or a reduced dtype is passed to the kernel as a launch argument (`DT=tl.bfloat16`, or a module-level name bound to one), on an fp32 problem. It is faster but answers a different problem. Silent on fp16 and bf16 problems.",
     bad: "x = tl.load(x_ptr + offs, mask=mask).to(tl.float16)",
     good: "x = tl.load(x_ptr + offs, mask=mask)",
@@ -40,6 +44,8 @@ pub(crate) const KG622: RuleMeta = RuleMeta {
     name: "triton-no-kernel",
     severity: Error,
     summary: "The backend is Triton but no `@triton.jit` kernel exists",
+    error_when: "whenever the backend is Triton and no `@triton.jit` kernel exists",
+    warn_when: "never from its own analysis (`[lint] severity` can lower it per repository)",
     doc: "The kernel's backend is Triton (from its mapping or `--backend triton`) but the file defines no `@triton.jit` function, so no Triton kernel can run. Write the kernel, or declare the right backend.",
     bad: "# kernelgate: backend=triton\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)",
     good: "@triton.jit\ndef relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr): ...",
@@ -118,7 +124,7 @@ fn kernels<'a>(module: &'a ModModule, aliases: &ImportAliases) -> Vec<Kernel<'a>
 
 /// Runs the Triton rules on a candidate.
 pub fn check_triton(module: &ModModule, ctx: &Context) -> Vec<RawFinding> {
-    let model = SemanticModel::build(module, None, ctx.precision);
+    let model = SemanticModel::build(module, None, ctx.precision, ctx.source);
     check_triton_full(&model, ctx).findings
 }
 
@@ -127,6 +133,9 @@ pub fn check_triton(module: &ModModule, ctx: &Context) -> Vec<RawFinding> {
 pub struct TritonOutput {
     pub findings: Vec<RawFinding>,
     pub working_kernel_launched: bool,
+    /// The file defines a Triton kernel that can do work (it may store), launched or not:
+    /// custom code a call the analysis could not resolve may reach.
+    pub has_working_kernel: bool,
 }
 
 /// [`check_triton`] with what the torch-op rules need to know.
@@ -146,6 +155,7 @@ pub fn check_triton_full(model: &SemanticModel, ctx: &Context) -> TritonOutput {
         return TritonOutput {
             findings: out,
             working_kernel_launched: false,
+            has_working_kernel: false,
         };
     }
     if find_class(module, "ModelNew").is_some() {
@@ -166,14 +176,20 @@ pub fn check_triton_full(model: &SemanticModel, ctx: &Context) -> TritonOutput {
                 live.insert(k.name.clone());
             }
             if !reached && reported.insert(&k.name) {
-                out.push(RawFinding::new(
+                let finding = RawFinding::new(
                     Rule::KG620,
                     k.at.clone(),
                     format!(
                         "Triton kernel `{}` is never launched from code reachable from `ModelNew.forward` (or only on a dead branch): a kernel that does not run does no work",
                         k.name
                     ),
-                ));
+                );
+                // "Never launched" is proven only when every call on the forward path resolved.
+                out.push(match r.unresolved.why() {
+                    Some(why) => finding
+                        .unproven(&format!("{why}, so the kernel may be launched through it")),
+                    None => finding,
+                });
             }
         }
     }
@@ -217,36 +233,123 @@ pub fn check_triton_full(model: &SemanticModel, ctx: &Context) -> TritonOutput {
         let mut lines = HashSet::default();
         // A reduced dtype handed to a kernel as a launch argument (`DT=tl.bfloat16`, or a
         // module-level name bound to one) is a cast inside the kernel.
+        // Proven to run: a launch in code `forward` reaches, outside branches the problem
+        // never takes (and off branches of tests the analysis cannot decide), or a cast in a
+        // kernel such a launch runs, outside the kernel's own branches (`if OUT_F16:` on a
+        // constexpr the launch sets from the input's dtype).
+        let reach = &model.reach;
+        let has_model = find_class(module, "ModelNew").is_some();
+        let launch_why = |at: usize| -> Option<String> {
+            if !has_model {
+                return None;
+            }
+            if !reach.functions.iter().any(|(f, _)| {
+                (f.range().start().to_usize()..f.range().end().to_usize()).contains(&at)
+            }) {
+                return Some("the launch is in code `forward` is not proven to reach".to_string());
+            }
+            model.branches.undecided_tests(at).last().map(|t| {
+                let test: String = ctx.source[t.clone()].split_whitespace().collect::<Vec<_>>().join(" ");
+                format!("the launch is on a branch of `{test}`, which the analysis cannot decide for this problem")
+            })
+        };
         for (range, what, kernel) in std::mem::take(&mut l.hits) {
             if lines.insert(ctx.lines.line_of(range.start)) {
-                out.push(RawFinding::new(
+                let why = launch_why(range.start);
+                let finding = RawFinding::new(
                     Rule::KG621,
                     range,
                     format!("`{what}` is passed to Triton kernel `{kernel}`: it computes in reduced precision on an fp32 problem"),
-                ));
+                );
+                out.push(match why {
+                    Some(why) => finding.unproven(&format!("{why}, so it is not proven to run")),
+                    None => finding,
+                });
             }
         }
-        for k in ks.iter().filter_map(|k| k.def) {
+        for k in ks.iter() {
+            let Some(def) = k.def else { continue };
             let mut p = PrecisionFinder {
                 aliases,
                 hits: Vec::new(),
             };
-            p.visit_body(&k.body);
+            p.visit_body(&def.body);
+            let branches = kernel_branches(&def.body);
             for (range, what) in p.hits {
                 if lines.insert(ctx.lines.line_of(range.start)) {
-                    out.push(RawFinding::new(
+                    let why = if has_model && !live.contains(&k.name) {
+                        Some(format!(
+                            "`{}` is not proven to be launched from `forward`",
+                            k.name
+                        ))
+                    } else {
+                        branches
+                            .iter()
+                            .rfind(|(body, _)| body.contains(&range.start))
+                            .map(|(_, test)| {
+                                let test: String = ctx.source[test.clone()].split_whitespace().collect::<Vec<_>>().join(" ");
+                                format!("it is on the kernel's branch of `{test}` (a constexpr the analysis does not evaluate)")
+                            })
+                    };
+                    let finding = RawFinding::new(
                         Rule::KG621,
                         range,
                         format!("`{what}` in Triton kernel `{}` computes in reduced precision on an fp32 problem", k.name),
-                    ));
+                    );
+                    out.push(match why {
+                        Some(why) => finding.unproven(&format!(
+                            "{why}, so it is not proven to run on this fp32 problem"
+                        )),
+                        None => finding,
+                    });
                 }
             }
         }
     }
+    let has_working_kernel = ks
+        .iter()
+        .any(|k| k.def.is_some_and(|d| may_store(&d.body, &names)) && !empty.contains(&k.name));
     TritonOutput {
         findings: out,
         working_kernel_launched,
+        has_working_kernel,
     }
+}
+
+/// The bodies of the branches inside a kernel (`if`/`elif`/`else`, `a if c else b`), each
+/// with the test that chooses it: the kernel runs them only for some launches.
+fn kernel_branches(body: &[Stmt]) -> Vec<(Range<usize>, Range<usize>)> {
+    struct B(Vec<(Range<usize>, Range<usize>)>);
+    fn r(n: &impl Ranged) -> Range<usize> {
+        n.range().start().to_usize()..n.range().end().to_usize()
+    }
+    impl<'a> Visitor<'a> for B {
+        fn visit_stmt(&mut self, stmt: &'a Stmt) {
+            if let Stmt::If(i) = stmt {
+                let test = r(i.test.as_ref());
+                if let (Some(a), Some(b)) = (i.body.first(), i.body.last()) {
+                    self.0.push((r(a).start..r(b).end, test.clone()));
+                }
+                for c in &i.elif_else_clauses {
+                    let t = c.test.as_ref().map_or(test.clone(), r);
+                    if let (Some(a), Some(b)) = (c.body.first(), c.body.last()) {
+                        self.0.push((r(a).start..r(b).end, t));
+                    }
+                }
+            }
+            visitor::walk_stmt(self, stmt);
+        }
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            if let Expr::If(t) = expr {
+                self.0.push((r(t.body.as_ref()), r(t.test.as_ref())));
+                self.0.push((r(t.orelse.as_ref()), r(t.test.as_ref())));
+            }
+            visitor::walk_expr(self, expr);
+        }
+    }
+    let mut b = B(Vec::new());
+    b.visit_body(body);
+    b.0
 }
 
 /// `self.<attr> = kernel` somewhere in ModelNew: a launch through `self.<attr>[grid]` counts.
@@ -361,6 +464,19 @@ impl<'a> Visitor<'a> for LaunchDtypes<'_> {
             let kernel = match c.func.as_ref() {
                 Expr::Subscript(s) => match s.value.as_ref() {
                     Expr::Name(n) if self.kernels.contains(n.id.as_str()) => Some(n.id.to_string()),
+                    // `wrap_triton(kernel)[grid](...)` (`torch.library.triton_op`'s launch).
+                    Expr::Call(w)
+                        if qualname(&w.func, self.aliases).is_some_and(|q| {
+                            q.ends_with("wrap_triton") || q.ends_with("capture_triton")
+                        }) =>
+                    {
+                        match w.arguments.args.first() {
+                            Some(Expr::Name(n)) if self.kernels.contains(n.id.as_str()) => {
+                                Some(n.id.to_string())
+                            }
+                            _ => None,
+                        }
+                    }
                     _ => None,
                 },
                 _ => None,

@@ -359,6 +359,15 @@ impl Condition {
     pub const ACKNOWLEDGEABLE: [Condition; 2] =
         [Condition::ExcessiveSpeedup, Condition::ImplausibleTime];
 
+    /// Observations about the problem rather than the kernel: nothing in a kernel can change
+    /// them, so they are reported once per problem and are no kernel's verdict (a changed
+    /// reference still keeps the run from a silent pass).
+    pub const ABOUT_PROBLEM: [Condition; 1] = [Condition::ReferenceChanged];
+
+    pub fn about_problem(self) -> bool {
+        Condition::ABOUT_PROBLEM.contains(&self)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Condition::LintError => "lint_error",

@@ -41,10 +41,21 @@ pub struct Finding {
     pub message: String,
 }
 
+/// The runtime checks whose findings are about the problem, not the kernel: its inputs let a
+/// trivial output pass (`eval/trivial-output-passes`), its inputs and outputs do not fit the
+/// harness's memory budget on this machine (`eval/memory-budget`). Nothing in a kernel can
+/// change them: they are reported once per problem and are no kernel's verdict.
+pub const PROBLEM_RUNTIME_RULES: [&str; 2] = ["eval/trivial-output-passes", "eval/memory-budget"];
+
 impl Finding {
     /// A finding of the run (runtime checks, timing integrity), not the linter's: it has no line.
     pub fn is_runtime(&self) -> bool {
         self.line == 0
+    }
+
+    /// A runtime finding about the problem rather than the kernel ([`PROBLEM_RUNTIME_RULES`]).
+    pub fn is_about_problem(&self) -> bool {
+        self.is_runtime() && PROBLEM_RUNTIME_RULES.contains(&self.rule.as_str())
     }
 
     /// A finding of the run, not of a line (runtime checks, timing integrity): line 0, which

@@ -22,7 +22,7 @@ pub use audit::{
 pub use config::{Condition, Config, ConfigError, Device, L2Mode, LintConfig, LintLevel};
 pub use dataset::{DatasetError, DatasetSpec};
 pub use deps::{Dependencies, DiskTree, SourceTree};
-pub use finding::{Finding, Severity};
+pub use finding::{Finding, Severity, PROBLEM_RUNTIME_RULES};
 pub use kernel::{
     backend_of, discover, kernel_properties, Kernel, KernelError, KernelMapper, KernelSelector,
     MappedBy,

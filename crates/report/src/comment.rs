@@ -12,7 +12,7 @@ use crate::schema::{
     Change, ComparisonSummary, ComparisonVerdict, Interval, KernelRow, OutcomeKind, Report,
     TimedOn, Verdict,
 };
-use kernelgate_model::RanOn;
+use kernelgate_model::{RanOn, Severity};
 use std::fmt::Write;
 
 /// Hidden marker by which the comment is found again and updated in place.
@@ -108,6 +108,7 @@ fn assemble(
         s.push_str("> [!WARNING]\n> This run did not finish: the results below cover only the kernels evaluated so far.\n\n");
     }
     reference_banner(&mut s, report);
+    problem_observations(&mut s, report);
     if !report.run.sandbox.is_empty() && !report.run.fully_sandboxed() {
         let levels: Vec<String> = report.run.sandbox.iter().map(ToString::to_string).collect();
         let _ = writeln!(
@@ -193,7 +194,14 @@ pub(crate) fn headline(report: &Report) -> String {
             format!("{} kernel(s) passed, {} skipped", s.passed, s.skipped)
         }
         Verdict::Pass => format!("all {} kernel(s) passed", s.passed),
-        Verdict::Warn if s.warned == 0 && !report.reference_changes.is_empty() => {
+        Verdict::Warn
+            if s.warned == 0
+                && (!report.reference_changes.is_empty()
+                    || report
+                        .problem_observations
+                        .iter()
+                        .any(|o| o.warns_the_run())) =>
+        {
             format!(
                 "{} kernel(s) passed, but reference problems changed: review before merging",
                 s.passed
@@ -246,6 +254,43 @@ fn reference_banner(s: &mut String, report: &Report) {
         }
         s.push_str("```\n\n</details>\n\n");
     }
+}
+
+/// What the runs observed about their problems, once per problem: no kernel's verdict.
+fn problem_observations(s: &mut String, report: &Report) {
+    if report.problem_observations.is_empty() {
+        return;
+    }
+    s.push_str(
+        "#### Observations about the problems
+
+",
+    );
+    s.push_str(
+        "_About a problem, not a kernel: nothing in a kernel can change them, so no kernel's row \
+         is judged by them._
+
+",
+    );
+    for o in &report.problem_observations {
+        let seen = match o.kernels.len() {
+            0 => String::new(),
+            1 => format!("; seen by {}", code(&o.kernels[0])),
+            n => format!("; seen by {n} kernels"),
+        };
+        let icon = match o.severity {
+            Severity::Error => "❌",
+            Severity::Warning => "⚠️",
+        };
+        let _ = writeln!(
+            s,
+            "- {} {icon} {} ({}{seen})",
+            problem_cell(report, &o.problem),
+            cell(&o.message),
+            code(&o.code)
+        );
+    }
+    s.push('\n');
 }
 
 fn totals(s: &mut String, report: &Report) {

@@ -155,6 +155,9 @@ pub fn merge(reports: Vec<Report>) -> Result<Report, ReportError> {
                 out.reference_changes.push(c);
             }
         }
+        for o in r.problem_observations {
+            out.observe(o);
+        }
         for c in r.other_changes {
             if !out.other_changes.contains(&c) {
                 out.other_changes.push(c);

@@ -18,6 +18,9 @@ pub struct Report {
     pub kernels: Vec<KernelRow>,
     #[serde(default)]
     pub reference_changes: Vec<ReferenceChange>,
+    /// Observations about problems rather than kernels, once per problem: no kernel's verdict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problem_observations: Vec<ProblemObservation>,
     /// Other changed paths worth reporting (committed results, deleted references, ...).
     #[serde(default)]
     pub other_changes: Vec<String>,
@@ -29,6 +32,32 @@ pub struct Report {
     pub summary: Summary,
 }
 
+/// What a run observed about a problem rather than a kernel (docs/policy.md): its inputs let a
+/// trivial output pass, its data does not fit the harness's memory budget, the pull request
+/// edits it. Nothing in a kernel can change it, so it is reported once per problem, in a
+/// section of its own, and is no kernel's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProblemObservation {
+    /// Problem key, e.g. `level1/19_ReLU`.
+    pub problem: String,
+    /// A runtime check's rule (`eval/trivial-output-passes`) or a policy condition
+    /// (`reference_changed`).
+    pub code: String,
+    pub severity: Severity,
+    pub message: String,
+    /// The kernels whose runs observed it, in the order they did.
+    #[serde(default)]
+    pub kernels: Vec<String>,
+}
+
+impl ProblemObservation {
+    /// A changed reference keeps the run from a silent pass (a policy condition that always
+    /// warns); the runtime checks' observations change no verdict.
+    pub fn warns_the_run(&self) -> bool {
+        kernelgate_model::Condition::parse(&self.code).is_some_and(|c| c.always_warns())
+    }
+}
+
 impl Report {
     /// An empty report for a run; `summary` is recomputed by [`Report::finalize`].
     pub fn new(run: RunInfo) -> Self {
@@ -38,6 +67,7 @@ impl Report {
             policy: PolicyInfo::default(),
             kernels: Vec::new(),
             reference_changes: Vec::new(),
+            problem_observations: Vec::new(),
             other_changes: Vec::new(),
             config_changes: Vec::new(),
             summary: Summary::default(),
@@ -47,9 +77,67 @@ impl Report {
     /// Recompute the summary from the rows (call before writing).
     pub fn finalize(&mut self) {
         self.summary = Summary::compute(&self.kernels);
-        if !self.reference_changes.is_empty() && self.summary.verdict == Verdict::Pass {
+        let changed = !self.reference_changes.is_empty()
+            || self
+                .problem_observations
+                .iter()
+                .any(ProblemObservation::warns_the_run);
+        if changed && self.summary.verdict == Verdict::Pass {
             // A changed reference makes every speedup suspect: never a silent pass.
             self.summary.verdict = Verdict::Warn;
+        }
+    }
+
+    /// Moves what row `i` observed about its problem rather than itself (the runtime checks'
+    /// [`kernelgate_model::PROBLEM_RUNTIME_RULES`] findings, flags of conditions
+    /// [`kernelgate_model::Condition::about_problem`]) into [`Report::problem_observations`],
+    /// once per problem: the row keeps only what is about the kernel.
+    pub fn take_problem_observations(&mut self, i: usize) {
+        let Some(row) = self.kernels.get_mut(i) else {
+            return;
+        };
+        let mut taken: Vec<(String, Severity, String)> = Vec::new();
+        row.findings.retain(|f| {
+            let about = f.is_about_problem();
+            if about {
+                taken.push((f.rule.clone(), f.severity, f.message.clone()));
+            }
+            !about
+        });
+        row.flags.retain(|f| {
+            let about = f.code.about_problem();
+            if about {
+                taken.push((f.code.as_str().to_string(), f.severity, f.message.clone()));
+            }
+            !about
+        });
+        let (problem, path) = (row.problem.clone(), row.path.clone());
+        for (code, severity, message) in taken {
+            self.observe(ProblemObservation {
+                problem: problem.clone(),
+                code,
+                severity,
+                message,
+                kernels: vec![path.clone()],
+            });
+        }
+    }
+
+    /// Records an observation about a problem, merging it with the same one seen before.
+    pub fn observe(&mut self, o: ProblemObservation) {
+        match self
+            .problem_observations
+            .iter_mut()
+            .find(|p| p.problem == o.problem && p.code == o.code && p.message == o.message)
+        {
+            Some(p) => {
+                for k in o.kernels {
+                    if !p.kernels.contains(&k) {
+                        p.kernels.push(k);
+                    }
+                }
+            }
+            None => self.problem_observations.push(o),
         }
     }
 }
@@ -870,6 +958,77 @@ mod tests {
         assert_eq!(s.verdict, Verdict::Pass);
         assert_eq!(s.geomean_speedup, None);
         assert_eq!(s.fast_1, 0.0);
+    }
+
+    #[test]
+    fn problem_observations_leave_the_rows_once_per_problem_and_merge_across_shards() {
+        let observed = |path: &str, extra: &str| {
+            let mut r = row(path, OutcomeKind::Correct, Some(2.0), Verdict::Pass);
+            r.findings.push(Finding::runtime(
+                path,
+                "eval/trivial-output-passes",
+                Severity::Warning,
+                "an all-zeros output already passes",
+            ));
+            r.findings.push(Finding::runtime(
+                path,
+                extra,
+                Severity::Warning,
+                "about the kernel",
+            ));
+            r
+        };
+        let mut a = Report::new(RunInfo::default());
+        a.kernels.push(observed("a.py", "eval/nondeterministic"));
+        a.kernels.push(observed("b.py", "eval/shifted-inputs"));
+        a.take_problem_observations(0);
+        a.take_problem_observations(1);
+        a.take_problem_observations(7); // no such row: nothing
+        assert_eq!(a.problem_observations.len(), 1);
+        assert_eq!(a.problem_observations[0].kernels, vec!["a.py", "b.py"]);
+        for k in &a.kernels {
+            assert_eq!(k.findings.len(), 1, "the kernel's own finding stays");
+            assert!(!k.findings[0].is_about_problem());
+        }
+        // A runtime observation changes no verdict; a changed reference keeps the run at warn.
+        a.finalize();
+        assert_eq!(a.summary.verdict, Verdict::Pass);
+        let mut b = Report::new(RunInfo::default());
+        let mut c = row("c.py", OutcomeKind::Correct, Some(2.0), Verdict::Pass);
+        c.flags.push(Flag {
+            code: kernelgate_model::Condition::ReferenceChanged,
+            severity: Severity::Warning,
+            message: "this pull request edits the reference problem".into(),
+        });
+        c.findings.push(Finding::runtime(
+            "c.py",
+            "eval/trivial-output-passes",
+            Severity::Warning,
+            "an all-zeros output already passes",
+        ));
+        b.kernels.push(c);
+        b.take_problem_observations(0);
+        assert!(b.kernels[0].flags.is_empty());
+        let merged = crate::merge(vec![a, b]).unwrap();
+        let codes: Vec<(&str, Vec<String>)> = merged
+            .problem_observations
+            .iter()
+            .map(|o| (o.code.as_str(), o.kernels.clone()))
+            .collect();
+        assert_eq!(
+            codes,
+            vec![
+                (
+                    "eval/trivial-output-passes",
+                    vec!["a.py".into(), "b.py".into(), "c.py".into()]
+                ),
+                ("reference_changed", vec!["c.py".into()]),
+            ]
+        );
+        assert_eq!(merged.summary.verdict, Verdict::Warn);
+        // Written without the section, read back without it.
+        let v = serde_json::to_value(Report::new(RunInfo::default())).unwrap();
+        assert!(v.get("problem_observations").is_none());
     }
 
     #[test]

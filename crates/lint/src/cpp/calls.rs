@@ -28,8 +28,10 @@ impl<'t> Analyzer<'t> {
         self.record_param_passes(&kernel, node);
         if let Some(i) = self.cur {
             self.funcs[i].launches.insert(kernel.clone());
-            if self.half_depth == 0 {
+            if self.half_depth == 0 && self.dtype_tests.is_empty() {
                 self.funcs[i].full_launches.insert(kernel.clone());
+            } else if self.half_depth == 0 {
+                self.funcs[i].maybe_launches.insert(kernel.clone());
             }
             if let Some(al) = node.field("arguments") {
                 let mut c = al.walk();

@@ -102,6 +102,8 @@ impl<'t> Analyzer<'t> {
             param_passes: Vec::new(),
             has_asm: false,
             full_launches: HashSet::default(),
+            maybe_launches: HashSet::default(),
+            value_refs: HashSet::default(),
             stores_tensor_data: false,
             ret_stream: None,
             half_params,

@@ -47,6 +47,16 @@ pub struct CppOutput {
     /// Python names of exported functions that launch a kernel that does work (not a decoy),
     /// or, in CPU C++, store into a tensor's data themselves.
     pub working_exports: Vec<String>,
+    /// Python names of exported functions that may launch a working kernel through a path the
+    /// analysis does not follow (the kernel handed on as a value), with why.
+    pub maybe_working_exports: Vec<(String, String)>,
+}
+
+/// Which exported functions provably do work, and which may.
+#[derive(Debug, Default)]
+pub(in crate::cpp) struct Exports {
+    pub(in crate::cpp) working: Vec<String>,
+    pub(in crate::cpp) maybe: Vec<(String, String)>,
 }
 
 /// [`check`] knowing, per Python name of an exported function, what `forward` passes it
@@ -67,12 +77,14 @@ pub fn check_full(
         return CppOutput {
             findings: raws,
             working_exports: Vec::new(),
+            maybe_working_exports: Vec::new(),
         };
     }
     let Some(tree) = parse(&src.text) else {
         return CppOutput {
             findings: raws,
             working_exports: Vec::new(),
+            maybe_working_exports: Vec::new(),
         };
     };
     let mut a = Analyzer::new(&src.text, ctx.precision);
@@ -80,7 +92,7 @@ pub fn check_full(
     a.py_args = py_args;
     a.created_streams = rules::concurrency::created_streams(tree.root_node(), &src.text);
     a.visit(tree.root_node());
-    let working_exports = a.finish(src);
+    let exports = a.finish(src);
     // Side streams joined back into the caller's stream before the function returns: nothing
     // escapes the timer, so a warning (the runtime leak check decides).
     let joined: Vec<Range<usize>> = a
@@ -141,7 +153,8 @@ pub fn check_full(
     }
     CppOutput {
         findings: raws,
-        working_exports,
+        working_exports: exports.working,
+        maybe_working_exports: exports.maybe,
     }
 }
 
@@ -170,6 +183,9 @@ struct Analyzer<'t> {
     /// Inside a branch only half/bf16 inputs take (`if (x.scalar_type() == at::kHalf)`) on an
     /// fp32 problem: reduced-precision code there never runs.
     half_depth: u32,
+    /// The tests of the enclosing branches that look at the dtype but that the analysis cannot
+    /// decide (`if (is_half(x))`, `if (a || b)`): code there is not proven to run on fp32.
+    dtype_tests: Vec<String>,
     /// `m.def("py_name", &cpp_name)`: Python name -> C++ function.
     pybind_names: Vec<(String, String)>,
     /// What `forward` passes each exported function (by Python name).
@@ -226,6 +242,7 @@ impl<'t> Analyzer<'t> {
             backend: None,
             cursors: Vec::new(),
             half_depth: 0,
+            dtype_tests: Vec::new(),
             pybind_names: Vec::new(),
             py_args: &NO_ARGS,
             created_streams: HashSet::default(),
@@ -253,12 +270,31 @@ impl<'t> Analyzer<'t> {
         if code == Rule::KG610 && (self.precision != Precision::Fp32 || self.half_depth > 0) {
             return;
         }
+        if code == Rule::KG610 {
+            if let Some(test) = self.dtype_tests.last() {
+                let why = format!("it is on a branch of `{test}`, a dtype test the analysis cannot decide, so it is not proven to run on this fp32 problem");
+                self.unproven(code, range, msg, &why);
+                return;
+            }
+        }
         self.findings.push((code, range, msg));
     }
 
-    pub(in crate::cpp) fn finish(&mut self, src: &EmbeddedSource) -> Vec<String> {
+    /// A finding whose claim the analysis could not prove: reported as a warning, saying why.
+    pub(in crate::cpp) fn unproven(
+        &mut self,
+        code: Rule,
+        range: Range<usize>,
+        msg: String,
+        why: &str,
+    ) {
+        let msg = format!("{msg}{}", crate::rule::unproven_note(why));
+        self.soft_findings.push((code, range, msg));
+    }
+
+    pub(in crate::cpp) fn finish(&mut self, src: &EmbeddedSource) -> Exports {
         self.judge_pending_streams();
-        self.drop_half_only_precision();
+        self.judge_precision_reach();
         self.drop_half_overloads();
         self.returned_inputs();
         self.input_writes();

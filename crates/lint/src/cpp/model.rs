@@ -49,8 +49,15 @@ pub(in crate::cpp) struct Func {
     pub(in crate::cpp) param_passes: Vec<(String, usize, usize)>,
     /// Inline assembly (may store anything).
     pub(in crate::cpp) has_asm: bool,
-    /// Kernels launched outside a branch only half/bf16 inputs take (see `half_depth`).
+    /// Kernels launched outside a branch only half/bf16 inputs take (see `half_depth`) and
+    /// outside a dtype test the analysis cannot decide (see `dtype_tests`).
     pub(in crate::cpp) full_launches: HashSet<String>,
+    /// Kernels launched on a branch of a dtype test the analysis cannot decide.
+    pub(in crate::cpp) maybe_launches: HashSet<String>,
+    /// Names used as values in the body (a kernel handed to a launcher, cast to a pointer for
+    /// `cudaLaunchKernel`, captured by a lambda): a launch the analysis does not follow.
+    /// Arguments of calls that only configure a kernel (`cudaFuncSetAttribute`) are not here.
+    pub(in crate::cpp) value_refs: HashSet<String>,
     /// Host code stores into a tensor's data itself (CPU C++: `out_p[i] = ...`).
     pub(in crate::cpp) stores_tensor_data: bool,
     /// The stream its returns give (`return at::cuda::getCurrentCUDAStream();`), merged over

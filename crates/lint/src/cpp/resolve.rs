@@ -54,6 +54,32 @@ impl<'t> Analyzer<'t> {
         }
     }
 
+    /// An argument of a call that configures or queries a kernel without launching it
+    /// (`cudaFuncSetAttribute(k, ...)`, `cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k,
+    /// ...)`), through casts and `&`.
+    pub(in crate::cpp) fn configuring_argument(&self, node: Node<'t>) -> bool {
+        let mut n = node;
+        while let Some(p) = n.parent() {
+            match p.kind_fast() {
+                "cast_expression" | "parenthesized_expression" | "pointer_expression" => n = p,
+                "argument_list" => {
+                    let callee = p
+                        .parent()
+                        .filter(|c| c.kind_fast() == "call_expression")
+                        .and_then(|c| c.field("function"))
+                        .map(|f| self.t(f))
+                        .unwrap_or("");
+                    let callee = callee.rsplit("::").next().unwrap_or(callee);
+                    return ["cudaFunc", "cudaOccupancy", "cuFunc", "cuOccupancy"]
+                        .iter()
+                        .any(|c| callee.starts_with(c));
+                }
+                _ => return false,
+            }
+        }
+        false
+    }
+
     pub(in crate::cpp) fn name(&mut self, node: Node<'t>, kind: NameKind) {
         // Plain names are slices of the text; only qualified names are assembled.
         let owned;
@@ -77,10 +103,14 @@ impl<'t> Analyzer<'t> {
             self.library_registration(node, q);
         }
         if node.kind_fast() == "identifier" {
+            let configures = kind == NameKind::Value && self.configuring_argument(node);
             if let Some(i) = self.cur {
                 let f = &mut self.funcs[i];
                 if let Some(k) = f.params.iter().position(|p| p.name == q) {
                     f.param_uses[k] += 1;
+                }
+                if kind == NameKind::Value && !configures {
+                    f.value_refs.insert(q.to_string());
                 }
             }
             if self.macros.contains_key(q) {

@@ -169,7 +169,62 @@ impl<'t> Analyzer<'t> {
             }
             return false;
         }
+        // A test on the dtype the analysis cannot decide (`if (is_half(x))`, `if (a == kHalf ||
+        // a == kBFloat16)`): neither branch is proven to run on an fp32 problem.
+        let undecided = match node.field("condition") {
+            Some(c) if self.precision == Precision::Fp32 && self.dtype_condition(c) => Some(c),
+            _ => None,
+        };
+        if let Some(c) = undecided {
+            self.visit(c);
+            let test: String = self.t(c).split_whitespace().collect::<Vec<_>>().join(" ");
+            let test = test
+                .strip_prefix('(')
+                .and_then(|t| t.strip_suffix(')'))
+                .unwrap_or(&test)
+                .to_string();
+            self.dtype_tests.push(test);
+            for field in ["consequence", "alternative"] {
+                if let Some(b) = node.field(field) {
+                    self.visit(b);
+                }
+            }
+            self.dtype_tests.pop();
+            return false;
+        }
         true
+    }
+
+    /// A condition that looks at the dtype: its text (bool locals read through) names one, or
+    /// it calls a function of the source whose body does (`is_half(x)`).
+    pub(in crate::cpp) fn dtype_condition(&self, cond: Node<'t>) -> bool {
+        let text = self.condition_text(cond, 0);
+        if rules::precision::dtype_text(&text) {
+            return true;
+        }
+        // `name(` in the condition: a helper defined earlier in the source.
+        let bytes = text.as_bytes();
+        let mut start = None;
+        for (i, &b) in bytes.iter().enumerate() {
+            let ident = b.is_ascii_alphanumeric() || b == b'_';
+            match (ident, start) {
+                (true, None) => start = Some(i),
+                (false, Some(s)) => {
+                    if b == b'(' {
+                        let name = &text[s..i];
+                        if self.funcs.iter().any(|f| {
+                            f.name == name
+                                && rules::precision::dtype_text(&self.text[f.range.clone()])
+                        }) {
+                            return true;
+                        }
+                    }
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        false
     }
 
     /// Which branches of an `if` on this condition fp32 inputs never take: (the consequence,

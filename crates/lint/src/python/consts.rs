@@ -685,6 +685,118 @@ pub fn dead_ranges(body: &[Stmt], scope: Scope) -> Vec<std::ops::Range<usize>> {
     d.out
 }
 
+/// What the problem decides about the branches of the code `forward` reaches: the bodies it
+/// proves are never taken, and those whose test it cannot decide. A finding on an undecided
+/// branch claims that code runs without proof.
+#[derive(Debug, Default, Clone)]
+pub struct Branches {
+    /// Bodies never taken (and code after a statement that always returns).
+    pub dead: Vec<std::ops::Range<usize>>,
+    /// Bodies of `if`/`elif`/`else` clauses whose test is not decided, with the range of the
+    /// test that leaves them open (for an `else`, the last test before it).
+    pub undecided: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>,
+}
+
+impl Branches {
+    /// Over the live code of `functions` (each with the class it belongs to).
+    pub fn build<'a>(
+        module: &ModModule,
+        functions: &[(
+            &'a ruff_python_ast::StmtFunctionDef,
+            Option<&'a ruff_python_ast::StmtClassDef>,
+        )],
+        facts: &BranchFacts,
+    ) -> Self {
+        let mut out = Branches::default();
+        for (f, owner) in functions {
+            let scope = Scope {
+                facts,
+                self_is_model: is_model_method(*owner, module),
+            };
+            out.dead.extend(dead_ranges(&f.body, scope));
+            out.undecided.extend(undecided_ranges(&f.body, scope));
+        }
+        out
+    }
+
+    /// Is `offset` on a branch the problem never takes?
+    pub fn is_dead(&self, offset: usize) -> bool {
+        self.dead.iter().any(|d| d.contains(&offset))
+    }
+
+    /// The tests (innermost last) of the undecided branches `offset` lies on.
+    pub fn undecided_tests(&self, offset: usize) -> Vec<std::ops::Range<usize>> {
+        let mut tests: Vec<(usize, std::ops::Range<usize>)> = self
+            .undecided
+            .iter()
+            .filter(|(body, _)| body.contains(&offset))
+            .map(|(body, test)| (body.start, test.clone()))
+            .collect();
+        tests.sort_by_key(|(start, _)| *start);
+        tests.into_iter().map(|(_, t)| t).collect()
+    }
+}
+
+/// Byte ranges of the `if`/`elif`/`else` bodies in `body` (nested blocks included) whose test
+/// the scope does not decide, each with the test's range. A clause after one that is certainly
+/// taken is dead, not undecided.
+pub fn undecided_ranges(
+    body: &[Stmt],
+    scope: Scope,
+) -> Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> {
+    struct U<'f> {
+        scope: Scope<'f>,
+        out: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>,
+    }
+    fn span(body: &[Stmt]) -> Option<std::ops::Range<usize>> {
+        use ruff_text_size::Ranged;
+        Some(usize::from(body.first()?.start())..usize::from(body.last()?.end()))
+    }
+    fn of(e: &Expr) -> std::ops::Range<usize> {
+        use ruff_text_size::Ranged;
+        usize::from(e.start())..usize::from(e.end())
+    }
+    impl<'a> Visitor<'a> for U<'_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if let Stmt::If(i) = s {
+                let mut clauses: Vec<(Option<&Expr>, &[Stmt])> =
+                    vec![(Some(i.test.as_ref()), i.body.as_slice())];
+                for c in &i.elif_else_clauses {
+                    clauses.push((c.test.as_ref(), c.body.as_slice()));
+                }
+                // The test that leaves the clause open: its own, or for an `else` the last
+                // undecided one before it.
+                let mut open: Option<std::ops::Range<usize>> = None;
+                for (test, body) in clauses {
+                    let truth = test.map_or(Some(true), |t| self.scope.truth(t));
+                    match (truth, test) {
+                        (Some(false), _) => continue,
+                        (None, Some(t)) => {
+                            open = Some(of(t));
+                            self.out.extend(span(body).map(|b| (b, of(t))));
+                        }
+                        (Some(true), _) => {
+                            // Taken whenever the earlier undecided tests are false.
+                            if let Some(t) = &open {
+                                self.out.extend(span(body).map(|b| (b, t.clone())));
+                            }
+                            break;
+                        }
+                        (None, None) => {}
+                    }
+                }
+            }
+            visitor::walk_stmt(self, s);
+        }
+    }
+    let mut u = U {
+        scope,
+        out: Vec::new(),
+    };
+    u.visit_body(body);
+    u.out
+}
+
 /// The function a method is, for scoping: `self` is the `ModelNew` instance only in methods
 /// of `ModelNew` (or the module-level bases it inherits them from).
 pub fn is_model_method(owner: Option<&ruff_python_ast::StmtClassDef>, module: &ModModule) -> bool {

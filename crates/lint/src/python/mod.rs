@@ -3,6 +3,7 @@
 pub mod consts;
 pub mod names;
 pub mod reach;
+pub mod resolve;
 pub mod rules;
 pub mod semantic;
 pub mod tables;
@@ -13,7 +14,7 @@ pub use semantic::SemanticModel;
 
 /// Run every Python rule on a parsed module (without the reference problem's facts).
 pub fn check(module: &ModModule, ctx: &Context) -> Vec<RawFinding> {
-    let model = SemanticModel::build(module, None, ctx.precision);
+    let model = SemanticModel::build(module, None, ctx.precision, ctx.source);
     rules::check_full(&model, ctx).findings
 }
 

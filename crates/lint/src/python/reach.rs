@@ -11,8 +11,15 @@
 //! function exported by `load_inline(functions=[...])` is "launched" from Python, and `names`
 //! every name loaded in live code (a Triton kernel launched as `kernel[grid](...)` is a load of
 //! `kernel`). `walk_live` visits a body with the same dead-branch rules.
+//!
+//! Values are followed through the names and attributes they are bound to (`self.act = relu`
+//! with `relu = _Fn.apply` makes `_Fn` live), and `torch.ops.<ns>.<op>(...)` to the functions
+//! the file registers for the op. Every live call whose callee the walk cannot name is recorded
+//! in `unresolved` ([`super::resolve`]): rules that claim something never happens consult it.
 
 use super::consts::{is_model_method, BranchFacts, Scope};
+use super::names::Names;
+use super::resolve::{module_values, LibraryOps, Resolver, Unresolved};
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{Expr, ExprCall, ModModule, Stmt, StmtClassDef, StmtFunctionDef};
 use rustc_hash::FxHashSet as HashSet;
@@ -35,6 +42,9 @@ pub struct Reachability<'a> {
     /// `ModelNew.forward` is replaced (`ModelNew.forward = f`, `self.forward = self._fast`):
     /// its own body may never run. Still walked for findings; not evidence of custom work.
     pub forward_replaced: bool,
+    /// Live calls whose callee the walk could not follow (see [`super::resolve`]): a rule that
+    /// claims something never happens is proven only when this is empty.
+    pub unresolved: Unresolved,
 }
 
 impl Reachability<'_> {
@@ -189,6 +199,19 @@ pub fn reachable(module: &ModModule) -> Reachability<'_> {
 
 /// [`reachable`] with the problem's facts deciding branches too.
 pub fn reachable_with<'a>(module: &'a ModModule, facts: &BranchFacts) -> Reachability<'a> {
+    let names = Names::build(module);
+    reachable_in(module, facts, &names, None)
+}
+
+/// [`reachable_with`] with the file's names (to follow `torch.ops` calls to the file's own
+/// registrations and to judge which calls resolve) and its source (to show unresolved callees).
+pub fn reachable_in<'a>(
+    module: &'a ModModule,
+    facts: &BranchFacts,
+    names: &Names,
+    source: Option<&str>,
+) -> Reachability<'a> {
+    let ops = LibraryOps::collect(module, names);
     let mut r = Reachability::default();
     let Some(model_new) = find_class(module, "ModelNew") else {
         return r;
@@ -295,6 +318,19 @@ pub fn reachable_with<'a>(module: &'a ModModule, facts: &BranchFacts) -> Reachab
                 r.called_attrs.insert(a.attr.to_string());
             }
         }
+        let mut resolver = Resolver::new(module, names, &ops, f, owner);
+        resolver.source = source;
+        for call in &c.calls {
+            // `torch.ops.<ns>.<op>(...)`: the functions the file registers for it run.
+            if let Some(op) = LibraryOps::op_of(names, &call.func) {
+                for target in ops.targets(&op) {
+                    queue.push((target, None));
+                }
+            }
+            if let Some(u) = resolver.unresolved(call) {
+                r.unresolved.push(u);
+            }
+        }
         r.calls.extend(c.calls);
         // self.<attr>: a method of the owner, or an instance of a module-level class.
         // Names a live value was built from: `self.post = _finish`, `STAGES = {"post": _epilogue}`,
@@ -310,18 +346,21 @@ pub fn reachable_with<'a>(module: &'a ModModule, facts: &BranchFacts) -> Reachab
                 }
             }
         }
-        for name in &c.names {
-            if values_done.insert(name.clone()) {
-                for value in module_values(module, name) {
-                    names_in(module, value, &mut value_names);
-                }
-            }
-        }
-        for name in c.names.iter().chain(value_names.iter()) {
-            if let Some(func) = find_function(module, name) {
+        // Names through the values bound to them, transitively: `self.act = relu` with
+        // `relu = _Fn.apply` makes `_Fn` live.
+        let mut pending: Vec<String> = c.names.iter().chain(value_names.iter()).cloned().collect();
+        while let Some(name) = pending.pop() {
+            if let Some(func) = find_function(module, &name) {
                 queue.push((func, None));
             }
-            enqueue_class(module, name, &mut queue, &mut classes_done);
+            enqueue_class(module, &name, &mut queue, &mut classes_done);
+            if values_done.insert(name.clone()) {
+                let mut more = BTreeSet::new();
+                for value in module_values(module, &name) {
+                    names_in(module, value, &mut more);
+                }
+                pending.extend(more);
+            }
         }
         r.names.extend(c.names);
         r.self_attrs.extend(c.self_attrs);
@@ -348,7 +387,7 @@ fn enqueue_class<'a>(
 }
 
 /// Values assigned to `self.<attr>` in any method of `class`, or to `<attr>` in its body.
-fn self_attr_values<'a>(class: &'a StmtClassDef, attr: &str) -> Vec<&'a Expr> {
+pub(super) fn self_attr_values<'a>(class: &'a StmtClassDef, attr: &str) -> Vec<&'a Expr> {
     struct Finder<'s, 'a> {
         attr: &'s str,
         out: Vec<&'a Expr>,
@@ -394,24 +433,6 @@ fn self_attr_values<'a>(class: &'a StmtClassDef, attr: &str) -> Vec<&'a Expr> {
         }
     }
     f.out
-}
-
-/// Values assigned to the module-level name `name`.
-fn module_values<'a>(module: &'a ModModule, name: &str) -> Vec<&'a Expr> {
-    module
-        .body
-        .iter()
-        .filter_map(|s| match s {
-            Stmt::Assign(a)
-                if a.targets
-                    .iter()
-                    .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == name)) =>
-            {
-                Some(a.value.as_ref())
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 /// Names a stored value can call later: names used as values (`fn` in `partial(fn)`, the

@@ -2,9 +2,9 @@
 //! handed to every pass (the Python rules, the Triton rules, the extraction of embedded
 //! C++/CUDA), so no pass resolves names or walks reachability a second time.
 
-use super::consts::BranchFacts;
+use super::consts::{BranchFacts, Branches};
 use super::names::Names;
-use super::reach::{reachable_with, Reachability};
+use super::reach::{reachable_in, Reachability};
 use kernelgate_model::Precision;
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{Expr, ModModule, Stmt};
@@ -21,18 +21,30 @@ pub struct SemanticModel<'a> {
     /// What the problem decides about branches (literal constants, `__init__` arguments,
     /// precision).
     pub facts: BranchFacts,
-    /// Code reachable from `ModelNew.forward`, with `facts` deciding branches.
+    /// Code reachable from `ModelNew.forward`, with `facts` deciding branches; its
+    /// `unresolved` calls are what the analysis could not follow.
     pub reach: Reachability<'a>,
+    /// The branches of that code the facts prove dead, and those they leave undecided.
+    pub branches: Branches,
 }
 
 impl<'a> SemanticModel<'a> {
-    /// `problem` is the reference problem's module when the kernel's mapping resolves.
-    pub fn build(module: &'a ModModule, problem: Option<&ModModule>, precision: Precision) -> Self {
+    /// `problem` is the reference problem's module when the kernel's mapping resolves;
+    /// `source` is the candidate's text (unresolved callees are shown as written).
+    pub fn build(
+        module: &'a ModModule,
+        problem: Option<&ModModule>,
+        precision: Precision,
+        source: &str,
+    ) -> Self {
         let facts = BranchFacts::build(module, problem, precision);
-        let reach = reachable_with(module, &facts);
+        let names = Names::build(module);
+        let reach = reachable_in(module, &facts, &names, Some(source));
+        let branches = Branches::build(module, &reach.functions, &facts);
         SemanticModel {
             module,
-            names: Names::build(module),
+            names,
+            branches,
             imports: ImportAliases::collect(&module.body),
             facts,
             reach,

@@ -14,14 +14,23 @@ impl<'t> Analyzer<'t> {
         self.flag(Rule::KG610, range, msg);
     }
 
-    /// Reduced-precision findings inside kernels and device functions that only branches for
-    /// half/bf16 inputs launch: fp32 inputs never run them.
-    pub(in crate::cpp) fn drop_half_only_precision(&mut self) {
+    /// Reduced-precision findings by whether the code they are in is proven to run on fp32:
+    /// kernels and device functions launched (or called) from host code outside any dtype test
+    /// keep their errors; those launched only on a branch of a dtype test the analysis cannot
+    /// decide, or reached from no host code at all, become warnings; those only branches for
+    /// half/bf16 inputs launch are dropped (fp32 inputs never run them).
+    pub(in crate::cpp) fn judge_precision_reach(&mut self) {
         let mut by_name: HashMap<&str, Vec<usize>> = HashMap::default();
         for (i, f) in self.funcs.iter().enumerate() {
             by_name.entry(f.name.as_str()).or_default().push(i);
         }
-        let reach = |full_only: bool| -> Vec<bool> {
+        #[derive(Clone, Copy, PartialEq)]
+        enum Edges {
+            Full,
+            Maybe,
+            All,
+        }
+        let reach = |edges: Edges| -> Vec<bool> {
             let mut seen = vec![false; self.funcs.len()];
             let mut queue: Vec<usize> = (0..self.funcs.len())
                 .filter(|&i| self.funcs[i].kind == FuncKind::Host)
@@ -31,28 +40,54 @@ impl<'t> Analyzer<'t> {
                     continue;
                 }
                 let f = &self.funcs[i];
-                let launches = if full_only {
-                    &f.full_launches
-                } else {
-                    &f.launches
+                let launches: Vec<&String> = match edges {
+                    Edges::Full => f.full_launches.iter().collect(),
+                    Edges::Maybe => f.full_launches.iter().chain(&f.maybe_launches).collect(),
+                    Edges::All => f.launches.iter().collect(),
                 };
-                for n in launches.iter().chain(f.calls.iter()) {
+                for n in launches.into_iter().chain(f.calls.iter()) {
                     queue.extend(by_name.get(n.as_str()).into_iter().flatten().copied());
                 }
             }
             seen
         };
-        let (all, full) = (reach(false), reach(true));
-        let half_only: Vec<Range<usize>> = (0..self.funcs.len())
-            .filter(|&i| all[i] && !full[i] && self.funcs[i].kind != FuncKind::Host)
-            .map(|i| self.funcs[i].range.clone())
-            .collect();
-        if half_only.is_empty() {
+        let (all, maybe, full) = (reach(Edges::All), reach(Edges::Maybe), reach(Edges::Full));
+        // (range of the function, what to do with its findings)
+        let mut verdicts: Vec<(Range<usize>, Option<String>)> = Vec::new();
+        for (i, f) in self.funcs.iter().enumerate() {
+            if f.kind == FuncKind::Host || full[i] {
+                continue;
+            }
+            let why = if maybe[i] {
+                Some(format!("it is in `{}`, launched only on a branch of a dtype test the analysis cannot decide, so it is not proven to run on this fp32 problem", f.name))
+            } else if all[i] {
+                None // launched only on branches half/bf16 inputs take
+            } else {
+                Some(format!(
+                    "it is in `{}`, which no host code is proven to launch or call",
+                    f.name
+                ))
+            };
+            verdicts.push((f.range.clone(), why));
+        }
+        if verdicts.is_empty() {
             return;
         }
-        self.findings.retain(|(code, r, _)| {
-            *code != Rule::KG610 || !half_only.iter().any(|h| h.contains(&r.start))
-        });
+        let mut kept = Vec::new();
+        for (code, r, msg) in std::mem::take(&mut self.findings) {
+            let verdict = (code == Rule::KG610)
+                .then(|| verdicts.iter().find(|(f, _)| f.contains(&r.start)))
+                .flatten();
+            match verdict {
+                None => kept.push((code, r, msg)),
+                Some((_, None)) => {}
+                Some((_, Some(why))) => {
+                    let why = why.clone();
+                    self.unproven(code, r, msg, &why);
+                }
+            }
+        }
+        self.findings = kept;
     }
 }
 
@@ -94,6 +129,33 @@ pub(in crate::cpp) fn half_only_test(cond: &str) -> bool {
                         .iter()
                         .any(|h| part.contains(h))))
         })
+}
+
+/// Text that looks at a dtype: `scalar_type()`, `dtype()`, `element_size()`, `is_same`,
+/// `sizeof(scalar_t)`, a half/bf16/fp32 dtype constant or half type name (not a variable
+/// named `half`, as in a tree reduction).
+pub(in crate::cpp) fn dtype_text(t: &str) -> bool {
+    [
+        "scalar_type",
+        "dtype",
+        "element_size",
+        "itemsize",
+        "is_same",
+        "sizeof(scalar_t",
+        "sizeof(T)",
+        "is_floating_point",
+        "ScalarType",
+        "kFloat",
+        "kHalf",
+        "kBFloat16",
+        "__half",
+        "half2",
+        "Half",
+        "BFloat16",
+        "bfloat16",
+    ]
+    .iter()
+    .any(|k| t.contains(k))
 }
 
 /// A half/bf16 dtype constant (`at::kHalf`, `torch::kBFloat16`, `at::ScalarType::Half`).
@@ -421,6 +483,8 @@ pub(crate) const KG610: RuleMeta = RuleMeta {
     name: "cpp-precision-downgrade",
     severity: Error,
     summary: "CUDA code computes in fp16/bf16/TF32 on an fp32 problem",
+    error_when: "reduced precision in code proven to run on fp32: host code, and kernels or device functions launched or called from host code off every dtype test the analysis cannot decide",
+    warn_when: "it is on a branch of a dtype test the analysis cannot decide (a helper predicate, `kHalf || kBFloat16`, an element size), or in a kernel only such branches launch, or in code no host function is proven to launch or call; the runtime checks decide. Branches only half inputs take raise nothing",
     doc: "On an fp32 problem the CUDA uses reduced-precision types or conversions (`__half`, `half2`, `__float2half`, `__nv_bfloat16`, fp8 types such as `__nv_fp8_e4m3`, `wmma` fragments and `wmma::precision::tf32`, TF32 conversions, `.half()`, `at::kHalf`), inline PTX with TF32, fp16, bf16, fp8 or integer operand types (`mma.sync`/`wmma`/`wgmma` with `.tf32`, `.f16`, `.bf16`, `.e4m3`, `.s8`; `cvt.rna.tf32.f32`), read after joining adjacent string literals and the macros between them (`\"mma.sync.aligned\" SHAPE \".row.col.f32.t\" \"f32...\"` is one mnemonic), rounds fp32 bits to TF32 or bf16 by hand (`__float_as_uint(v) & 0xffffe000`), or asks cuBLAS/cuDNN for reduced precision (`CUBLAS_TF32_TENSOR_OP_MATH`, `cublasSetMathMode` with anything but the default or pedantic mode, `CUBLAS_COMPUTE_32F_FAST_TF32`, `CUDA_R_16F`). It is faster but answers a different problem. Silent on fp16 and bf16 problems, on `#include <mma.h>` or `<cuda_fp16.h>` alone, and on half/bf16 code fp32 inputs never reach: the branch of a dtype test (`if (x.scalar_type() == at::kHalf)`, also through a bool local, the `else` of `== at::kFloat`, `case at::kHalf:` in a switch on the dtype) and the kernels only that branch launches, explicit specialisations for half types (`template <> struct Acc<at::Half>`), and overloads for half types next to an fp32 overload of the same function (`store(at::Half*, float)` beside `store(float*, float)`: fp32 arguments pick the fp32 one), as under `AT_DISPATCH_FLOATING_TYPES_AND_HALF`. Compute in fp32.",
     bad: "__half h = __float2half(x[i]);",
     good: "float v = x[i];",

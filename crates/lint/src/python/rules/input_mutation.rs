@@ -5,6 +5,27 @@ use super::*;
 use crate::rule::RuleMeta;
 use kernelgate_model::Severity::Error;
 
+impl Checker<'_, '_> {
+    /// The KG407 finding for `msg` at `r`: an error where the write is proven to run, a warning
+    /// on a branch whose test the analysis cannot decide for this problem (`if
+    /// self.conv.bias is not None:` with the bias inside a kept layer): the runtime check of the
+    /// inputs decides.
+    pub(super) fn input_mutation_finding(
+        &self,
+        r: std::ops::Range<usize>,
+        msg: String,
+    ) -> RawFinding {
+        let start = r.start;
+        let finding = RawFinding::new(Rule::KG407, r, msg);
+        match self.undecided_test(start, |_| true) {
+            Some(test) => finding.unproven(&format!(
+                "it is on a branch of `{test}`, which the analysis cannot decide for this problem, so it is not proven to run"
+            )),
+            None => finding,
+        }
+    }
+}
+
 impl<'a> LiveVisitor<'_, 'a, '_> {
     /// Every KG407 finding is raised here.
     pub(super) fn mutation(&mut self, r: std::ops::Range<usize>, input: &str, how: &str) {
@@ -86,6 +107,8 @@ pub(crate) const KG407: RuleMeta = RuleMeta {
     name: "input-mutation",
     severity: Error,
     summary: "ModelNew.forward writes into one of its inputs",
+    error_when: "the write into an input (or returning it) is on a path proven to run: off every branch whose test the analysis cannot decide for this problem",
+    warn_when: "the write is on a branch whose test the analysis cannot decide (`if self.conv.bias is not None:` with the bias inside a kept layer): not proven to run; the harness's input check decides. Branches the problem never takes raise nothing",
     doc: "Code on the forward path modifies an input tensor or a view of one: an in-place method (`x.zero_()`, `x.copy_(out)`, `x.fill_(0)`, `x.add_(1)`), an item assignment (`x[...] = v`), `x.data = ...` or an augmented assignment (`x += y`), or `forward` returns an input or a view of it after calling a kernel (`ext.relu_(x); return x`). A mutated input can make a later reference run agree with a wrong answer, or hand the harness its own buffer back. Allocate an output (`torch.empty_like(x)`) and write there.",
     bad: "def forward(self, x):\n    out = ext.relu(x)\n    x.copy_(out)\n    return x",
     good: "def forward(self, x):\n    return ext.relu(x)",

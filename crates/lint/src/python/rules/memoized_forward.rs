@@ -113,6 +113,8 @@ pub(crate) const KG406: RuleMeta = RuleMeta {
     name: "memoized-forward",
     severity: Warning,
     summary: "A function on the forward path is memoised",
+    error_when: "never by default (a warning rule)",
+    warn_when: "always: memoisation is a signal for review; the cache rules (KG401) catch results kept by input",
     doc: "`functools.cache`/`lru_cache` on a function reachable from `ModelNew.forward` that calls other code of the file (so kernelgate cannot tell whether it returns outputs) returns stored results when called with the same (hashable) arguments; tensors hash by identity, so repeated inputs return stale outputs. Memoising `forward` or a function that launches kernels is an output cache (KG401); memoising a kernel build or a pure configuration helper is fine. Memoise only on dtypes, shapes of configuration or kernel parameters, and say so in a suppression.",
     bad: "@functools.lru_cache(None)\ndef plan(self, n):\n    return self._tiles(n)",
     good: "@functools.lru_cache(None)\ndef build(dtype):\n    return load_inline(name=f\"k_{dtype}\", cpp_sources=src, functions=[\"run\"])",

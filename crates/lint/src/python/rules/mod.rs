@@ -67,8 +67,6 @@ pub struct Checker<'a, 'c> {
     pub out: Vec<RawFinding>,
     /// Extension calls in live code.
     ext_calls: Vec<super::ExtCall>,
-    /// Branches of reachable functions that the problem's facts prove dead.
-    dead: Vec<std::ops::Range<usize>>,
     /// Reachable functions that join side streams back into the current stream before they
     /// return (`current_stream().wait_stream(s)`, `.wait_event(e)`, `torch.cuda.synchronize()`).
     joined: Vec<std::ops::Range<usize>>,
@@ -92,11 +90,9 @@ impl<'a, 'c> Checker<'a, 'c> {
             ref_names: reference_names(module),
             out: Vec::new(),
             ext_calls: Vec::new(),
-            dead: Vec::new(),
             joined: Vec::new(),
             no_switch: HashMap::default(),
         };
-        c.dead = c.dead_branches();
         c.joined = c.joining_functions();
         c.no_switch = c.current_stream_switches();
         c.env_names = c.module_env_names();
@@ -114,17 +110,36 @@ impl<'a, 'c> Checker<'a, 'c> {
         }
     }
 
-    /// Every finding goes through here. Two rules decide their severity by where they fire,
-    /// in their own module: a precision downgrade on a dead branch is no finding, a side
-    /// stream joined back is a warning.
+    /// Every finding goes through here. Three rules decide their severity by where they fire,
+    /// in their own module: a precision downgrade on a dead branch is no finding and on a
+    /// branch of an undecided dtype test a warning, an input written on an undecided branch a
+    /// warning, a side stream joined back a warning.
     fn push(&mut self, code: Rule, r: std::ops::Range<usize>, msg: impl Into<String>) {
         let msg = msg.into();
         let finding = match code {
             Rule::KG501 => self.downgrade_finding(r, msg),
+            Rule::KG407 => Some(self.input_mutation_finding(r, msg)),
             Rule::KG403 => self.side_stream_finding(r, msg),
             _ => Some(RawFinding::new(code, r, msg)),
         };
         self.out.extend(finding);
+    }
+
+    /// The innermost test, as written, of an undecided branch `offset` lies on that `which`
+    /// accepts (see [`crate::python::consts::Branches`]): the code there is not proven to run.
+    fn undecided_test(&self, offset: usize, which: impl Fn(&str) -> bool) -> Option<String> {
+        self.model
+            .branches
+            .undecided_tests(offset)
+            .into_iter()
+            .rev()
+            .map(|t| {
+                self.ctx.source[t]
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .find(|t| which(t))
     }
 
     fn text(&self, node: &impl Ranged) -> &'c str {

@@ -33,33 +33,26 @@ impl<'a, 'c> Checker<'a, 'c> {
 }
 
 impl<'a, 'c> Checker<'a, 'c> {
-    /// Branches of reachable functions that the problem's facts prove dead.
-    pub(super) fn dead_branches(&self) -> Vec<std::ops::Range<usize>> {
-        self.model
-            .reach
-            .functions
-            .iter()
-            .flat_map(|(f, owner)| {
-                let scope = crate::python::consts::Scope {
-                    facts: &self.model.facts,
-                    self_is_model: crate::python::consts::is_model_method(*owner, self.module),
-                };
-                crate::python::consts::dead_ranges(&f.body, scope)
-            })
-            .collect()
-    }
-
     /// The KG501 finding for `msg` at `r`, unless it lies on a branch the problem never takes
-    /// (`if x.dtype == torch.float16:` on an fp32 problem): that conversion never runs.
+    /// (`if x.dtype == torch.float16:` on an fp32 problem): that conversion never runs. On a
+    /// branch of a dtype test the analysis cannot decide (the input was rebound, the test goes
+    /// through a helper) it is not proven to run for this problem's dtype: a warning.
     pub(super) fn downgrade_finding(
         &self,
         r: std::ops::Range<usize>,
         msg: String,
     ) -> Option<RawFinding> {
-        if self.dead.iter().any(|d| d.contains(&r.start)) {
+        if self.model.branches.is_dead(r.start) {
             return None;
         }
-        Some(RawFinding::new(Rule::KG501, r, msg))
+        let start = r.start;
+        let finding = RawFinding::new(Rule::KG501, r, msg);
+        Some(match self.undecided_test(start, dtype_test) {
+            Some(test) => finding.unproven(&format!(
+                "it is on a branch of `{test}`, a dtype test the analysis cannot decide, so it is not proven to run on this fp32 problem"
+            )),
+            None => finding,
+        })
     }
 
     pub(super) fn precision_downgrade(
@@ -242,6 +235,24 @@ impl<'a, 'c> Checker<'a, 'c> {
     }
 }
 
+/// A test that looks at a dtype (`x.dtype == torch.float16`, `x.is_floating_point()`,
+/// `x.element_size() == 2`).
+pub(super) fn dtype_test(test: &str) -> bool {
+    [
+        "dtype",
+        "half",
+        "float16",
+        "bfloat16",
+        "is_floating_point",
+        "element_size",
+        "itemsize",
+        "scalar_type",
+        "float32",
+    ]
+    .iter()
+    .any(|k| test.contains(k))
+}
+
 // ---------------------------------------------------------------- registry entries
 
 pub(crate) const KG501: RuleMeta = RuleMeta {
@@ -249,6 +260,8 @@ pub(crate) const KG501: RuleMeta = RuleMeta {
     name: "precision-downgrade",
     severity: Error,
     summary: "An fp32 problem is computed in fp16/bf16",
+    error_when: "the conversion runs on an fp32 problem: at module level, in a function, or on the forward path off any undecided dtype test",
+    warn_when: "it is on a branch of a dtype test the analysis cannot decide (the input was rebound, the test goes through a helper): not proven to run for fp32; the runtime checks decide. Dead branches and fp16/bf16 problems raise nothing",
     doc: "On an fp32 problem the candidate converts tensors to half precision (`.half()`, `.bfloat16()`, `.to(torch.float16)`, `.type(\"torch.cuda.HalfTensor\")`, fp8 dtypes, `dtype=torch.bfloat16`, `cast_inputs=`, `torch.autocast`, `torch.set_default_dtype(torch.float16)`). Lower precision is faster but answers a different problem; the tolerance is set for fp32. Silent on fp16 and bf16 problems.",
     bad: "def forward(self, x):\n    return ext.run(x.half()).float()",
     good: "def forward(self, x):\n    return ext.run(x)  # fp32 kernel",
@@ -259,6 +272,8 @@ pub(crate) const KG502: RuleMeta = RuleMeta {
     name: "tf32-enabled",
     severity: Error,
     summary: "TF32 or reduced-precision matmul is switched on for an fp32 problem",
+    error_when: "whenever TF32 or reduced-precision matmul is switched on for an fp32 problem",
+    warn_when: "never from its own analysis (`[lint] severity` can lower it per repository)",
     doc: "`torch.backends.cuda.matmul.allow_tf32 = True`, `torch.backends.cudnn.allow_tf32 = True`, `allow_fp16_reduced_precision_reduction` , `torch.backends.cudnn.flags(allow_tf32=True)`, `torch.set_float32_matmul_precision(\"high\"|\"medium\")` or a TF32 override in the environment (`TORCH_ALLOW_TF32_CUBLAS_OVERRIDE`, `NVIDIA_TF32_OVERRIDE`) make fp32 matmuls run in TF32 — for the reference too, which changes the baseline. Silent on fp16 and bf16 problems.",
     bad: "torch.backends.cuda.matmul.allow_tf32 = True",
     good: "# keep full fp32 precision",

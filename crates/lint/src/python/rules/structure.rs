@@ -84,11 +84,18 @@ impl<'a, 'c> Checker<'a, 'c> {
         });
         if let Some(call) = dead {
             let shown = self.text(call.func.as_ref());
-            self.push(
+            let finding = RawFinding::new(
                 Rule::KG702,
                 range(call.func.as_ref()),
                 format!("`forward` never launches the custom kernel: its only call (`{shown}`) is in a branch the problem never takes, so the kernel is a decoy and the speedup can only come from PyTorch"),
             );
+            // "Never" is proven only when every call on the forward path resolved.
+            self.out.push(match model.reach.unresolved.why() {
+                Some(why) => {
+                    finding.unproven(&format!("{why}, so the kernel may be launched through it"))
+                }
+                None => finding,
+            });
         }
     }
 
@@ -197,6 +204,8 @@ pub(crate) const KG701: RuleMeta = RuleMeta {
     name: "changed-work",
     severity: Warning,
     summary: "The candidate redefines get_inputs, get_init_inputs or size constants",
+    error_when: "never by default (a warning rule)",
+    warn_when: "always: the reference's inputs are used anyway",
     doc: "The candidate defines `get_inputs`/`get_init_inputs` or module-level size constants (`batch_size`, `dim`, `M`, ...). kernelgate always uses the reference's inputs, but a candidate that reads its own smaller sizes may do less work than the problem asks. Remove them and take sizes from the input tensors.",
     bad: "batch_size = 16\ndef get_inputs():\n    return [torch.randn(batch_size, 16)]",
     good: "def forward(self, x):\n    n = x.numel()",
@@ -207,6 +216,8 @@ pub(crate) const KG702: RuleMeta = RuleMeta {
     name: "no-custom-kernel",
     severity: Error,
     summary: "No custom kernel is built or launched",
+    error_when: "the file has no custom kernel (for its backend), or `forward`'s only extension calls are on branches the problem never takes and every call on the forward path resolved",
+    warn_when: "the extension calls are on dead branches but a call on the forward path did not resolve: the kernel may be launched through it; the runtime op audit decides",
     doc: "The candidate has no kernel of its own: no `load_inline`/`cpp_extension.load`, no `@triton.jit`, no CUTLASS/CuTe, TileLang or ThunderKittens kernel — or none for the declared backend (a Triton backend without a `@triton.jit` kernel is reported once, as KG622) — or `forward` provably never launches it: its only extension calls are in branches the problem never takes (`if self.use_custom:` when `__init__` or `get_init_inputs()` makes it `False`). Without a kernel the speedup can only come from PyTorch, and the torch ops `forward` runs instead are errors too.",
     bad: "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x.clamp_min(0)",
     good: "ext = load_inline(name='relu', cpp_sources=src, cuda_sources=cuda_src, functions=['relu'])",
@@ -217,6 +228,8 @@ pub(crate) const KG703: RuleMeta = RuleMeta {
     name: "missing-modelnew",
     severity: Error,
     summary: "There is no `class ModelNew`",
+    error_when: "whenever there is no `class ModelNew`",
+    warn_when: "never from its own analysis (`[lint] severity` can lower it per repository)",
     doc: "A candidate must define `class ModelNew` at module level with the reference's constructor and `forward` signature; the harness imports it by that name.",
     bad: "class FastModel(nn.Module): ...",
     good: "class ModelNew(nn.Module): ...",
