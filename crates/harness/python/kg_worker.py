@@ -235,11 +235,13 @@ class _Worker:
         model = self.model
 
         def forward():
-            with torch.no_grad():
-                r.set_seed(seed)
+            with no_grad():
                 box.append(model(*args))
 
+        no_grad = torch.no_grad
         try:
+            # Outside the timed window, as the judge's own calls of the reference were.
+            r.set_seed(seed)
             ms, trailing, wall = self.timer.time(forward)
         except BaseException as e:
             if isinstance(e, SystemExit):
