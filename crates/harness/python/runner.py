@@ -389,7 +389,9 @@ class Runner:
         """A worker for `role`'s code, bound to the shared buffers: a `kg_judge.RemoteModel`."""
         try:
             started = PRESTARTED.pop(0) if PRESTARTED else None
-            worker = kg_judge.Worker(self.job_json, role, self.dev, self.finding, started)
+            sandbox = self.job.sandbox
+            nested = sandbox is not None and str(sandbox.level) != "off"
+            worker = kg_judge.Worker(self.job_json, role, self.dev, self.finding, started, nested)
             self.workers.append(worker)
             flush = self.flush_l2
             return kg_judge.RemoteModel(worker, self.shared, self.shared_seeds, flush)
@@ -1524,8 +1526,7 @@ def run(job_json, kg_timing=None, timer=None):
         worker.stop()
     while PRESTARTED:
         proc, sock = PRESTARTED.pop()
-        sock.close()
-        proc.kill()
+        sock.close()  # an idle worker ends when its pair closes
     if outcome.get("kind") == "harness_error" and not runner.candidate_started:
         outcome["kind"] = "infrastructure"
     if outcome.get("kind") == "passed":
