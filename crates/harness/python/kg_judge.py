@@ -156,7 +156,7 @@ def _spawn(ruleset_fd, nested=True):
     """A worker process and the judge's end of its socket pair. With `ruleset_fd`, the worker
     enforces that Landlock ruleset first thing (`kernelgate_harness.worker`); without, it makes
     a Landlock domain of its own nested in the judge's, unless `nested` is false (the sandbox
-    switched off: the worker is then kept from the judge by its capabilities alone)."""
+    switched off, for debugging: nothing confines the job, the worker included)."""
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     fd = child.fileno()
     keep = [fd]
