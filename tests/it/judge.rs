@@ -65,7 +65,10 @@ fn a_candidate_that_serves_the_harness_draws_from_its_own_process_is_incorrect()
 #[test]
 fn a_candidate_that_rewrites_the_clock_in_its_process_disagrees_with_the_judge() {
     let (code, v) = eval_timed("problems/relu_large.py", "kernels/judge/timer_patch.py");
-    assert_eq!(v["outcome"]["kind"], "passed", "the ReLU itself is right: {v:#}");
+    assert_eq!(
+        v["outcome"]["kind"], "passed",
+        "the ReLU itself is right: {v:#}"
+    );
     assert_error_finding(code, &v, CLOCK);
     let message = finding(&v, CLOCK).unwrap()["message"].as_str().unwrap();
     assert!(message.contains("candidate"), "{message}");
@@ -74,7 +77,10 @@ fn a_candidate_that_rewrites_the_clock_in_its_process_disagrees_with_the_judge()
 #[test]
 fn work_hidden_in_an_interpreter_hook_after_the_timer_shows_on_the_judges_clock() {
     let (code, v) = eval_timed("problems/relu_large.py", "kernels/judge/profile_hook.py");
-    assert_eq!(v["outcome"]["kind"], "passed", "the hook fills the output: {v:#}");
+    assert_eq!(
+        v["outcome"]["kind"], "passed",
+        "the hook fills the output: {v:#}"
+    );
     assert_error_finding(code, &v, CLOCK);
     // The judge's own time per call is in every timed sample of a worker.
     let samples = v["timing"]["samples"]["candidate"].as_array().unwrap();
@@ -137,7 +143,15 @@ fn eval_correctness(problem: &str, kernel: &str) -> (i32, Value) {
         .arg(fx(problem))
         .arg("--kernel")
         .arg(fx(kernel))
-        .args(["--device", "cpu", "--format", "json", "--seed", "1", "--no-timing"])
+        .args([
+            "--device",
+            "cpu",
+            "--format",
+            "json",
+            "--seed",
+            "1",
+            "--no-timing",
+        ])
         .output()
         .expect("run kernelgate");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -152,7 +166,10 @@ fn eval_correctness(problem: &str, kernel: &str) -> (i32, Value) {
 
 #[test]
 fn a_kernel_closer_to_the_float64_truth_than_the_reference_passes() {
-    let (_, v) = eval_correctness("problems/cancelling_shift.py", "kernels/truth/exact_identity.py");
+    let (_, v) = eval_correctness(
+        "problems/cancelling_shift.py",
+        "kernels/truth/exact_identity.py",
+    );
     assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
     let f = finding(&v, "eval/reference-less-accurate").unwrap_or_else(|| panic!("{v:#}"));
     assert_eq!(f["severity"], "warning", "{f:#}");
@@ -165,7 +182,10 @@ fn a_kernel_further_from_the_truth_than_the_reference_and_its_tolerance_is_incor
         "kernels/truth/off_by_a_hundredth.py",
     );
     assert_eq!(v["outcome"]["kind"], "incorrect", "{v:#}");
-    assert!(finding(&v, "eval/reference-less-accurate").is_none(), "{v:#}");
+    assert!(
+        finding(&v, "eval/reference-less-accurate").is_none(),
+        "{v:#}"
+    );
     assert_eq!(code, 1, "{v:#}");
 }
 
@@ -173,7 +193,10 @@ fn a_kernel_further_from_the_truth_than_the_reference_and_its_tolerance_is_incor
 fn the_candidates_process_cannot_read_or_signal_the_judge() {
     let (_, v) = eval_correctness("problems/relu.py", "kernels/judge/judge_memory.py");
     let out = v["stdout_tail"].as_str().unwrap();
-    assert!(out.contains("JUDGE-UNREACHABLE"), "the attempts ran and were all refused: {out}\n{v:#}");
+    assert!(
+        out.contains("JUDGE-UNREACHABLE"),
+        "the attempts ran and were all refused: {out}\n{v:#}"
+    );
     assert!(!out.contains("JUDGE-REACHED"), "{out}");
     assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
 }

@@ -537,7 +537,15 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
                 );
                 let stderr = v["stderr_tail"].as_str().unwrap_or_default();
                 assert!(stderr.contains("the candidate's own stderr line"), "{v:#}");
-                assert_eq!(v["exit"]["code"], 3, "{v:#}");
+                // The candidate's process ended with status 3: the judge says so.
+                assert_eq!(v["outcome"]["kind"], "crash", "{v:#}");
+                assert!(
+                    v["outcome"]["reason"]
+                        .as_str()
+                        .unwrap()
+                        .contains("status 3"),
+                    "{v:#}"
+                );
                 assert_eq!(v["sandbox"], "full", "{v:#}");
                 assert_eq!(*code, 1);
             }

@@ -109,8 +109,11 @@ fn a_ring_of_eight_results_that_survives_one_set_refresh_is_input_reuse() {
 
 #[test]
 fn wrapping_the_reference_op_at_import_is_reference_tampering() {
+    // The reference is timed in a worker of its own, which never imports the candidate: the
+    // wrapper slows nothing the judge times, and the candidate's worker names the patch.
     let (code, v) = eval_timed("problems/relu.py", "kernels/slows_reference_op.py");
-    assert_caught(code, &v, TAMPERED, "slower once the candidate was imported");
+    assert!(finding(&v, TAMPERED).is_none(), "{v:#}");
+    assert_caught(code, &v, "eval/torch-patched", "torch.relu");
     assert!(series_len(&v, "reference_before_import") >= 10, "{v:#}");
     assert!(finding(&v, INPUT_REUSE).is_none(), "{v:#}");
 }
@@ -190,15 +193,9 @@ fn assert_hooked(code: i32, v: &Value, says: &str) {
 fn a_global_aten_callback_that_finishes_timed_calls_later_is_caught() {
     let (code, v) = eval_timed("problems/relu.py", "kernels/aten_callback_deferred.py");
     assert_hooked(code, &v, "global RecordFunction callback");
-    // The timed outputs were copied by the harness before any ATen op: still unwritten.
+    // Its worker keeps the collector off for every call, so it defers from the first trial on;
+    // the worker takes each output with the timer's copy, before any ATen op: still unwritten.
     assert_eq!(v["outcome"]["kind"], "incorrect", "{v:#}");
-    assert!(
-        v["outcome"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("while being timed"),
-        "{v:#}"
-    );
 }
 
 #[test]

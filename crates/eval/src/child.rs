@@ -292,7 +292,9 @@ pub fn spawn(launch: Launch<'_>) -> Result<Spawned, LaunchError> {
     };
     if !rulesets.is_empty() {
         let first = 3 + launch.keep_fds.len();
-        let fds: Vec<String> = (first..first + rulesets.len()).map(|n| n.to_string()).collect();
+        let fds: Vec<String> = (first..first + rulesets.len())
+            .map(|n| n.to_string())
+            .collect();
         cmd.env(LANDLOCK_FDS_ENV, fds.join(","));
     }
     // The runner's audit hook reports against the same lists the kernel enforces.

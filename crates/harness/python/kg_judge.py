@@ -163,6 +163,10 @@ def _spawn(ruleset_fd, nested=True):
     env = dict(os.environ)
     env.pop("KERNELGATE_LANDLOCK_FDS", None)
     env["KERNELGATE_WORKER_NESTED"] = "1" if nested else "0"
+    # OpenMP threads that spin after a parallel region take the CPUs the judge wakes up on (a pr
+    # CPU lane has few): seen as 6-7 ms of a C++ kernel's calls on the judge's clock. They
+    # sleep instead, in every worker alike.
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if ruleset_fd is not None:
         keep.append(ruleset_fd)
         env["KERNELGATE_WORKER_RULESET"] = str(ruleset_fd)
