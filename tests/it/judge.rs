@@ -62,26 +62,44 @@ fn a_candidate_that_serves_the_harness_draws_from_its_own_process_is_incorrect()
     assert_eq!(code, 1, "{v:#}");
 }
 
+/// The candidate's median time against the judge's median wait per call.
+fn candidate_medians(v: &Value) -> (f64, f64) {
+    let samples = v["timing"]["samples"]["candidate"].as_array().unwrap();
+    let median = |key: &str| {
+        let mut xs: Vec<f64> = samples.iter().map(|s| s[key].as_f64().unwrap()).collect();
+        xs.sort_by(f64::total_cmp);
+        xs[xs.len() / 2]
+    };
+    (median("ms"), median("judge_ms"))
+}
+
+/// On the CPU a disagreement is a warning (the judge's round trip there is noisy), and the
+/// judge's own figure replaces the worker's: what the worker hid is back in its time.
+#[track_caller]
+fn assert_clock_caught_on_the_cpu(code: i32, v: &Value) {
+    let f = finding(v, CLOCK).unwrap_or_else(|| panic!("no {CLOCK}: {v:#}"));
+    assert_eq!(f["severity"], "warning", "{f:#}");
+    assert!(f["message"].as_str().unwrap().contains("candidate"), "{f:#}");
+    let (ms, judge_ms) = candidate_medians(v);
+    assert!(
+        ms >= 0.5 * judge_ms,
+        "the candidate's time ({ms} ms) is the judge's ({judge_ms} ms), not its own clock's"
+    );
+    assert_eq!(code, 0, "a warning: {v:#}");
+}
+
 #[test]
 fn a_candidate_that_rewrites_the_clock_in_its_process_disagrees_with_the_judge() {
     let (code, v) = eval_timed("problems/relu_large.py", "kernels/judge/timer_patch.py");
-    assert_eq!(
-        v["outcome"]["kind"], "passed",
-        "the ReLU itself is right: {v:#}"
-    );
-    assert_error_finding(code, &v, CLOCK);
-    let message = finding(&v, CLOCK).unwrap()["message"].as_str().unwrap();
-    assert!(message.contains("candidate"), "{message}");
+    assert_eq!(v["outcome"]["kind"], "passed", "the ReLU itself is right: {v:#}");
+    assert_clock_caught_on_the_cpu(code, &v);
 }
 
 #[test]
 fn work_hidden_in_an_interpreter_hook_after_the_timer_shows_on_the_judges_clock() {
     let (code, v) = eval_timed("problems/relu_large.py", "kernels/judge/profile_hook.py");
-    assert_eq!(
-        v["outcome"]["kind"], "passed",
-        "the hook fills the output: {v:#}"
-    );
-    assert_error_finding(code, &v, CLOCK);
+    assert_eq!(v["outcome"]["kind"], "passed", "the hook fills the output: {v:#}");
+    assert_clock_caught_on_the_cpu(code, &v);
     // The judge's own time per call is in every timed sample of a worker.
     let samples = v["timing"]["samples"]["candidate"].as_array().unwrap();
     assert!(
@@ -118,7 +136,12 @@ fn a_result_signed_with_a_key_from_the_candidates_heap_cannot_be_forged() {
 fn an_honest_kernel_passes_with_the_judges_clock_in_agreement() {
     let (code, v) = eval_timed("problems/relu.py", "kernels/honest_relu.py");
     assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
-    assert!(finding(&v, CLOCK).is_none(), "{v:#}");
+    // No error (on a loaded CPU the judge's wake-ups can trail the worker's reply by a
+    // scheduling quantum: that is at most a warning there).
+    assert!(
+        finding(&v, CLOCK).is_none_or(|f| f["severity"] == "warning"),
+        "{v:#}"
+    );
     assert_eq!(code, 0, "{v:#}");
     for series in ["reference", "candidate"] {
         let samples = v["timing"]["samples"][series].as_array().unwrap();

@@ -1403,8 +1403,11 @@ class Runner:
             raise _Stop(failed.outcome)
         except BaseException as e:
             raise _Stop(self.runtime_error(e, "timing"))
-        for rule, severity, message in kg_judge.clock_findings(samples, self.dev.type):
+        clock = kg_judge.clock_findings(samples, self.dev.type)
+        for rule, severity, message in clock:
             self.finding(rule, severity, message)
+        if clock:
+            kg_judge.judge_the_times(samples)
         if not fresh.intact():
             raise _Stop(
                 {

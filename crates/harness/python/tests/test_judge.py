@@ -106,7 +106,7 @@ class Clock(unittest.TestCase):
         self.assertEqual(kg_judge.clock_findings(samples, "cpu"), [])
         # ...and 5 ms hidden behind a 1 ms call is not.
         cpu = {"reference": self.series(5.0, 0.2), "candidate": self.series(1.0, 4.2)}
-        self.assertEqual([f[0] for f in kg_judge.clock_findings(cpu, "cpu")], ["clock-disagrees"])
+        self.assertEqual([f[:2] for f in kg_judge.clock_findings(cpu, "cpu")], [("clock-disagrees", "warning")])
         self.assertEqual((rule, severity), ("clock-disagrees", "error"))
         self.assertIn("candidate", message)
 
