@@ -73,19 +73,22 @@ fn candidate_medians(v: &Value) -> (f64, f64) {
     (median("ms"), median("judge_ms"))
 }
 
-/// On the CPU a disagreement is a warning (the judge's round trip there is noisy), and the
-/// judge's own figure replaces the worker's: what the worker hid is back in its time.
+/// On the CPU the judge's clock is recorded beside every call but not judged (a loaded
+/// machine's scheduling, docs/timing.md): the samples show the judge waited far longer than the
+/// worker reported. On the GPU the same gap is the error `eval/clock-disagrees`
+/// (`kg_judge.clock_findings`, tests/test_judge.py).
 #[track_caller]
 fn assert_clock_caught_on_the_cpu(code: i32, v: &Value) {
-    let f = finding(v, CLOCK).unwrap_or_else(|| panic!("no {CLOCK}: {v:#}"));
-    assert_eq!(f["severity"], "warning", "{f:#}");
-    assert!(f["message"].as_str().unwrap().contains("candidate"), "{f:#}");
+    assert!(
+        finding(v, CLOCK).is_none_or(|f| f["severity"] != "error"),
+        "{v:#}"
+    );
     let (ms, judge_ms) = candidate_medians(v);
     assert!(
-        ms >= 0.5 * judge_ms,
-        "the candidate's time ({ms} ms) is the judge's ({judge_ms} ms), not its own clock's"
+        judge_ms > 2.0 * ms,
+        "the judge waited {judge_ms} ms a call, the worker reported {ms} ms"
     );
-    assert_eq!(code, 0, "a warning: {v:#}");
+    assert_eq!(code, 0, "{v:#}");
 }
 
 #[test]

@@ -34,10 +34,11 @@ _TEXT_FIELDS = ("message", "reason", "log_tail", "traceback", "where")
 # loaded two-core machine).
 CLOCK_SLACK_MS = {"cuda": 0.03, "cpu": 0.5}
 CLOCK_SLACK_SHARE = {"cuda": 0.25, "cpu": 0.5}
-# What a disagreement is: an error on the GPU, where the judge's round trip is steady; a warning
-# on the CPU, where an honest C++ kernel in a two-core `pr` lane was seen 2 ms a call behind on
-# the judge's clock (its worker's threads, the machine's load), beyond any slack that still
-# catches work hidden from a worker's clock.
+# What a disagreement is: an error on the GPU, where the judge's round trip is steady (and the
+# judge's figures then replace the worker's: `judge_the_times`); a warning on the CPU, where an
+# honest C++ kernel in a two-core `pr` lane was seen 2 ms a call behind on the judge's clock
+# (its worker's threads, the machine's load), beyond any slack that still catches work hidden
+# from a worker's clock, and where the judge's figure would then misjudge honest comparisons.
 CLOCK_SEVERITY = {"cuda": "error", "cpu": "warning"}
 
 
