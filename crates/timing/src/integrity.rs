@@ -180,6 +180,18 @@ fn slowdown(
 /// or a slowdown of at least [`TAMPERED_WITHOUT_EVIDENCE_RATIO`], beyond anything seen from
 /// machine state. Below it, with no such evidence, the slowdown is a warning with its numbers.
 pub fn reference_tampered(file: &str, w: &ReferenceWitness, on_gpu: bool) -> Option<Finding> {
+    let f = reference_slowdown(file, w, on_gpu)?;
+    // The reference is timed in a worker of its own that never imports the candidate: on the
+    // CPU an unproven slowdown is the machine's state (a loaded lane's processes and threads,
+    // seen up to 12x on two cores), never the candidate's doing, and the speedup already uses
+    // the reference timed alone. Only the proven one is reported there.
+    if !on_gpu && f.severity != Severity::Error {
+        return None;
+    }
+    Some(f)
+}
+
+fn reference_slowdown(file: &str, w: &ReferenceWitness, on_gpu: bool) -> Option<Finding> {
     let threshold = if on_gpu {
         REFERENCE_DRIFT_THRESHOLD_PCT
     } else {
@@ -384,13 +396,10 @@ mod tests {
         let drifted = series(&mut rng, 60, 0.014, 0.05, 0.05);
         assert!(reference_tampered("k.py", &plain(&alone, &drifted), true).is_some());
         assert!(reference_tampered("k.py", &plain(&alone, &drifted), false).is_none());
-        // On the CPU a 3.5x slowdown alone is a warning (a loaded runner's OpenMP threads did
-        // 109x to an honest reference); with the witness of a replaced op, an error.
-        let f = reference_tampered("k.py", &plain(&alone, &interleaved), false).expect("warning");
-        assert_eq!(
-            (f.rule.as_str(), f.severity),
-            (RULE_REFERENCE_SLOWER_AFTER, Severity::Warning)
-        );
+        // On the CPU a 3.5x slowdown alone is the machine's state (a loaded runner's OpenMP
+        // threads did 109x to an honest reference): nothing; with the witness of a replaced op,
+        // an error.
+        assert!(reference_tampered("k.py", &plain(&alone, &interleaved), false).is_none());
         let witnessed = ReferenceWitness {
             patched: Some("the candidate replaced `torch.relu`"),
             ..plain(&alone, &interleaved)
