@@ -112,7 +112,6 @@ fn wrapping_the_reference_op_at_import_is_reference_tampering() {
     // The reference is timed in a worker of its own, which never imports the candidate: the
     // wrapper slows nothing the judge times, and the candidate's worker names the patch.
     let (code, v) = eval_timed("problems/relu.py", "kernels/slows_reference_op.py");
-    assert!(finding(&v, TAMPERED).is_none(), "{v:#}");
     assert_caught(code, &v, "eval/torch-patched", "torch.relu");
     assert!(series_len(&v, "reference_before_import") >= 10, "{v:#}");
     assert!(finding(&v, INPUT_REUSE).is_none(), "{v:#}");
