@@ -346,7 +346,6 @@ class Runner:
         # ---- candidate: in a worker of its own --------------------------------------------------
         # The judge's PyTorch is never the candidate's: what the candidate's import does to
         # PyTorch stays in its worker (which reports it, `kg_worker`).
-        self.witness = None
         cand, cand_mod = self.load_candidate(init_inputs, seed)
 
         first_outputs = self.check_trials(cand, trials, extra, threads_py, threads_native)
@@ -354,8 +353,6 @@ class Runner:
 
         if job.timing:
             self.run_timing(ref_model, cand, base, trials)
-        # Hooks registered by the calls themselves, before the audit's profiler adds its own.
-        self.check_integrity(restore=False)
         # After timing: the profiler's CUPTI state slows later launches (seen on the H200: the
         # reference 2.1x slower after the audit, a false `timing/reference-tampered`).
         self.audit_ops(cand, cand_mod, trials)
@@ -947,22 +944,6 @@ class Runner:
         return first_outputs
 
     # ---- integrity and precision -------------------------------------------------------------
-    def check_integrity(self, restore):
-        """Compares PyTorch's state with the witness taken before the import: each finding once.
-        With `restore`, puts back global settings the import changed."""
-        w = getattr(self, "witness", None)
-        if w is None:
-            return
-        seen = {f["rule"] for f in self.findings}
-        for rule, severity, message in w.changes():
-            if rule not in seen:
-                self.finding(rule, severity, message)
-        if restore:
-            changed = w.restore_settings()
-            if changed and changed[0] not in seen:
-                self.finding(*changed)
-        self.phase("integrity")
-
     def exact_reference(self, ref_model, trial, extra):
         """The reference in float64, before any candidate code exists, on trial 0's inputs and
         on the centred shifted set: what the precision audit measures the reference's and the
