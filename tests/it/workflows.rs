@@ -3115,25 +3115,16 @@ fn every_workflow_judges_a_pull_request_by_the_default_branchs_config() {
                 vars.push((key, v.to_owned()));
             }
         } else {
-            // The fork's own run: the changes job asks the API, the gate reads the event.
-            let changes = &wf["jobs"]["changes"]["steps"][0];
-            let gh = fake_gh(gh_dir.path());
-            std::fs::write(
-                gh_dir.path().join("files"),
-                "kernelgate.toml\nkernels/level1/3_ReLU/zeros.py\n",
-            )
-            .unwrap();
-            let (code, log, out) = run_workflow_step(
-                changes,
-                gh_dir.path(),
-                &gh,
+            // The fork's own run: the changes job asks kernelgate which kernels changed (the
+            // config among them), the gate reads the event.
+            let decide = step_with_id(&wf["jobs"]["changes"], "files");
+            let (code, log, out) = run_step_in(
+                decide,
+                dir.path(),
                 &[
-                    ("PR", "7"),
-                    (
-                        "KERNEL_PATHS",
-                        changes["env"]["KERNEL_PATHS"].as_str().unwrap(),
-                    ),
-                    ("GH_TOKEN", "t"),
+                    ("KG_BIN", env!("CARGO_BIN_EXE_kernelgate")),
+                    ("BASE", &base),
+                    ("HEAD", &head),
                 ],
             );
             assert_eq!((code, out.trim()), (0, "kernels=true"), "{log}");
