@@ -94,14 +94,20 @@ fn assert_clock_caught_on_the_cpu(code: i32, v: &Value) {
 #[test]
 fn a_candidate_that_rewrites_the_clock_in_its_process_disagrees_with_the_judge() {
     let (code, v) = eval_timed("problems/relu_large.py", "kernels/judge/timer_patch.py");
-    assert_eq!(v["outcome"]["kind"], "passed", "the ReLU itself is right: {v:#}");
+    assert_eq!(
+        v["outcome"]["kind"], "passed",
+        "the ReLU itself is right: {v:#}"
+    );
     assert_clock_caught_on_the_cpu(code, &v);
 }
 
 #[test]
 fn work_hidden_in_an_interpreter_hook_after_the_timer_shows_on_the_judges_clock() {
     let (code, v) = eval_timed("problems/relu_large.py", "kernels/judge/profile_hook.py");
-    assert_eq!(v["outcome"]["kind"], "passed", "the hook fills the output: {v:#}");
+    assert_eq!(
+        v["outcome"]["kind"], "passed",
+        "the hook fills the output: {v:#}"
+    );
     assert_clock_caught_on_the_cpu(code, &v);
     // The judge's own time per call is in every timed sample of a worker.
     let samples = v["timing"]["samples"]["candidate"].as_array().unwrap();

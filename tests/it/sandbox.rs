@@ -574,7 +574,10 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
                 let marked_after = std::fs::metadata(&alive)
                     .and_then(|m| m.modified())
                     .is_ok_and(|t| t > ended);
-                assert!(!marked_after, "the daemon was still running after its job ended");
+                assert!(
+                    !marked_after,
+                    "the daemon was still running after its job ended"
+                );
                 let _ = std::fs::remove_file(&pidfile);
                 assert!(
                     v["findings"]
