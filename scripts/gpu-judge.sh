@@ -3,7 +3,8 @@
 # kernels/judge/ and honest kernels through `kernelgate eval --device cuda`, then the 13-kernel
 # pull request (scripts/bench-pr.sh) through `kernelgate pr`. Everything goes to $OUT/judge.txt.
 # Usage:   OUT=dir LIMIT=540 bash scripts/gpu-judge.sh   (PR=0: the evals only;
-#          KERNELGATE_BIN: another kernelgate, its harness beside it)
+#          KERNELGATE_BIN: another kernelgate, its harness beside it; BEFORE_BIN: a kernelgate
+#          from before the judge, whose rows of the same cheats come first, "before:")
 # Needs:   target/device/{kernelgate,libkernelgate_harness.so} (cargo build --profile device
 #          -p kernelgate -p kernelgate-harness), python3 with torch, nvcc + ninja, git.
 set -u
@@ -20,16 +21,18 @@ log=$OUT/judge.txt
   nvidia-smi -L; echo "cores $(nproc)"
   python3 -c "import torch;print('torch', torch.__version__, 'cuda', torch.version.cuda)"
 } >"$log" 2>&1
-ext=$OUT/ext
+# Builds and the last eval's raw output stay out of $OUT (only the logs come back).
+tmp=$(mktemp -d)
+ext=$tmp/ext
 mkdir -p "$ext"
 fx=tests/fixtures/eval
 # eval PROBLEM KERNEL: one line per eval: outcome, error findings, medians of ms and judge_ms.
 eval_one() {
-  local left=$((LIMIT - (SECONDS - S)))
+  local left=$((LIMIT - (SECONDS - S))) bin=${EVAL_BIN:-$B}
   [ "$left" -gt 60 ] || { echo "skipped $2 ($left s left)" >>"$log"; return; }
-  timeout 240 "$B" eval --problem "$1" --kernel "$2" --device cuda --format json --seed 1 \
-    --extensions-dir "$ext" >"$OUT/eval.json" 2>"$OUT/eval.err"
-  python3 - "$2" "$OUT/eval.json" "$OUT/eval.err" >>"$log" 2>&1 <<'PY'
+  timeout 240 "$bin" eval --problem "$1" --kernel "$2" --device "${DEVICE:-cuda}" --format json --seed 1 \
+    --extensions-dir "$ext" >"$tmp/eval.json" 2>"$tmp/eval.err"
+  python3 - "${LABEL:-}$2" "$tmp/eval.json" "$tmp/eval.err" >>"$log" 2>&1 <<'PY'
 import json, statistics, sys
 name, path, err = sys.argv[1:4]
 try:
@@ -61,16 +64,23 @@ if o["kind"] not in ("passed", "incorrect"):
     print("    ", json.dumps(o)[:800])
 PY
 }
+cheats() {
+  for k in honest_relu.py judge/pool_lookup.py judge/timer_patch.py judge/profile_hook.py judge/forged_result.py judge/judge_memory.py; do
+    eval_one $fx/problems/relu_large.py $fx/kernels/$k
+  done
+  eval_one $fx/problems/small_matmul.py $fx/kernels/judge/checked_calls.py
+}
+if [ -n "${BEFORE_BIN:-}" ]; then
+  echo "== before the judge: $("$BEFORE_BIN" --version 2>/dev/null | head -2 | tr '\n' ' ') (at $((SECONDS - S)) s)" >>"$log"
+  EVAL_BIN=$BEFORE_BIN LABEL="before: " cheats
+fi
 echo "== evals (at $((SECONDS - S)) s)" >>"$log"
-for k in honest_relu.py judge/pool_lookup.py judge/timer_patch.py judge/profile_hook.py judge/forged_result.py; do
-  eval_one $fx/problems/relu.py $fx/kernels/$k
-done
-eval_one $fx/problems/small_matmul.py $fx/kernels/judge/checked_calls.py
+cheats
 eval_one KernelBench/level1/3_ReLU.py kernels/level1/3_ReLU/cuda.py
 eval_one KernelBench/level1/3_ReLU.py kernels/level1/3_ReLU/triton.py
 [ "${PR:-1}" = 1 ] || { echo "== done at $((SECONDS - S)) s (no pr: PR=0)" >>"$log"; exit 0; }
 echo "== pr: 13 bundled kernels (at $((SECONDS - S)) s)" >>"$log"
 left=$((LIMIT - (SECONDS - S)))
-OUT=$OUT/pr KERNELGATE_BIN=$B timeout "$left" bash scripts/bench-pr.sh judge >>"$log" 2>&1 || echo "   (pr exited $?)" >>"$log"
-cp "$OUT/pr/report-judge/report.json" "$OUT/pr-report.json" 2>/dev/null
+OUT=$tmp/pr KERNELGATE_BIN=$B timeout "$left" bash scripts/bench-pr.sh judge >>"$log" 2>&1 || echo "   (pr exited $?)" >>"$log"
+cp "$tmp/pr/report-judge/report.json" "$OUT/pr-report.json" 2>/dev/null
 echo "== done at $((SECONDS - S)) s" >>"$log"

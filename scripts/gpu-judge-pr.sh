@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The judge's cheats through `kernelgate pr` (issue 46): a pull request that adds the adversarial
+# kernels of tests/fixtures/eval/kernels/judge/ and honest kernels beside them, as kernels of two
+# KernelBench-layout problems (the fixtures' large ReLU and small matmul), plus the bundled CUDA
+# and Triton ReLUs. One table per binary: each kernel's verdict, speedup and error findings, so a
+# kernelgate from before the judge (the cheats' speedups) and today's (their failures) can be
+# read side by side in one device call.
+# Usage:   OUT=dir bash scripts/gpu-judge-pr.sh LABEL BIN [LABEL BIN ...]
+# Needs:   each BIN with its harness beside it, python3 with torch, nvcc + ninja, git.
+set -u
+OUT=${OUT:?set OUT to a directory}
+mkdir -p "$OUT"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+export KERNELGATE_PYTHON=${KERNELGATE_PYTHON:-python3} PYTHONUNBUFFERED=1
+work=$(mktemp -d)
+repo=$work/repo
+fx=$root/tests/fixtures/eval
+g() { git -C "$repo" -c user.name=kg -c user.email=kg@localhost "$@"; }
+mkdir -p "$repo/KernelBench/level1"
+cp "$root/KernelBench/level1/3_ReLU.py" "$repo/KernelBench/level1/"
+cp "$fx/problems/relu_large.py" "$repo/KernelBench/level1/900_ReLULarge.py"
+cp "$fx/problems/small_matmul.py" "$repo/KernelBench/level1/901_SmallMatmul.py"
+# The fixtures are plain PyTorch: the backend they are judged as is declared once.
+printf '[dataset]\nroot = "KernelBench"\n\n[kernels]\nglobs = ["kernels/**/*.py"]\n\n[defaults]\nbackend = "%s"\n' "${BACKEND:-cuda}" >"$repo/kernelgate.toml"
+g init -q -b main
+g add -A
+g commit -qm base
+g branch -q judge-base
+k=$repo/kernels/level1
+mkdir -p "$k/900_ReLULarge" "$k/901_SmallMatmul" "$k/3_ReLU"
+cp "$fx/kernels/honest_relu.py" "$k/900_ReLULarge/honest.py"
+for f in pool_lookup timer_patch profile_hook forged_result judge_memory; do
+  cp "$fx/kernels/judge/$f.py" "$k/900_ReLULarge/$f.py"
+done
+cp "$fx/kernels/judge/checked_calls.py" "$k/901_SmallMatmul/checked_calls.py"
+cp "$root/kernels/level1/3_ReLU/cuda.py" "$root/kernels/level1/3_ReLU/triton.py" "$k/3_ReLU/"
+g add -A
+g commit -qm "the judge's cheats and honest kernels"
+
+while [ $# -ge 2 ]; do
+  label=$1 bin=$2
+  shift 2
+  log=$OUT/judge-pr-$label.txt
+  echo "# scripts/gpu-judge-pr.sh $label: $("$bin" --version 2>/dev/null | head -2 | tr '\n' ' ') $(date -u +%FT%TZ)" >"$log"
+  nvidia-smi -L >>"$log" 2>&1
+  export TORCH_EXTENSIONS_DIR=$work/ext-$label
+  t0=$SECONDS
+  timeout "${PR_LIMIT:-240}" "$bin" --repo "$repo" pr --base judge-base --head HEAD --device "${DEVICE:-cuda}" \
+    --publish files --out "$work/report-$label" >"$work/log-$label.txt" 2>&1
+  echo "exit $? after $((SECONDS - t0)) s" >>"$log"
+  cp "$work/report-$label/report.json" "$OUT/judge-pr-$label.json" 2>/dev/null
+  python3 - "$work/report-$label/report.json" "$work/log-$label.txt" >>"$log" 2>&1 <<'PY'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("no report:", e)
+    print(open(sys.argv[2]).read()[-3000:])
+    sys.exit()
+print("| kernel | verdict | outcome | speedup (lo-hi) | error findings |")
+print("|---|---|---|---|---|")
+for k in r["kernels"]:
+    s = k.get("speedup_eager") or {}
+    sp = f"{s['value']:.2f}x ({s['lo']:.2f}-{s['hi']:.2f})" if s.get("value") else "-"
+    errors = sorted({f["rule"] for f in k.get("findings", []) if f.get("severity") == "error"})
+    print(f"| {k['path'].split('/', 2)[-1]} | {k['verdict']} | {k['outcome']['kind']} | {sp} | {', '.join(errors) or '-'} |")
+print("summary:", json.dumps(r.get("summary"))[:600])
+PY
+done
