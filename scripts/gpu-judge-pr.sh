@@ -20,8 +20,23 @@ mkdir -p "$repo/KernelBench/level1"
 cp "$root/KernelBench/level1/3_ReLU.py" "$repo/KernelBench/level1/"
 cp "$fx/problems/relu_large.py" "$repo/KernelBench/level1/900_ReLULarge.py"
 cp "$fx/problems/small_matmul.py" "$repo/KernelBench/level1/901_SmallMatmul.py"
-# The fixtures are plain PyTorch: the backend they are judged as is declared once.
-printf '[dataset]\nroot = "KernelBench"\n\n[kernels]\nglobs = ["kernels/**/*.py"]\n\n[defaults]\nbackend = "%s"\n' "${BACKEND:-cuda}" >"$repo/kernelgate.toml"
+# The fixtures are plain PyTorch (their backend is declared once), and what is proven here is the
+# runtime judge: lint errors and the op audit's custom share warn instead of failing, so every
+# kernel is evaluated and the cheats meet the harness, not the linter.
+cat >"$repo/kernelgate.toml" <<EOF
+[dataset]
+root = "KernelBench"
+
+[kernels]
+globs = ["kernels/**/*.py"]
+
+[defaults]
+backend = "${BACKEND:-cuda}"
+
+[policy]
+fail_on = ["unmapped", "compile_error", "incorrect", "crash", "timeout", "escaped_work", "regression"]
+warn_on = ["lint_error", "low_custom_share", "partial_replacement", "excessive_speedup", "implausible_time"]
+EOF
 g init -q -b main
 g add -A
 g commit -qm base
@@ -43,7 +58,8 @@ while [ $# -ge 2 ]; do
   log=$OUT/judge-pr-$label.txt
   echo "# scripts/gpu-judge-pr.sh $label: $("$bin" --version 2>/dev/null | head -2 | tr '\n' ' ') $(date -u +%FT%TZ)" >"$log"
   nvidia-smi -L >>"$log" 2>&1
-  export TORCH_EXTENSIONS_DIR=$work/ext-$label
+  # One build directory for every binary: the honest kernels build once.
+  export TORCH_EXTENSIONS_DIR=$work/ext
   t0=$SECONDS
   timeout "${PR_LIMIT:-240}" "$bin" --repo "$repo" pr --base judge-base --head HEAD --device "${DEVICE:-cuda}" \
     --publish files --out "$work/report-$label" >"$work/log-$label.txt" 2>&1
@@ -57,12 +73,12 @@ except Exception as e:
     print("no report:", e)
     print(open(sys.argv[2]).read()[-3000:])
     sys.exit()
-print("| kernel | verdict | outcome | speedup (lo-hi) | error findings |")
+print("| kernel | verdict | outcome | speedup (lo-hi) | runtime error findings |")
 print("|---|---|---|---|---|")
 for k in r["kernels"]:
     s = k.get("speedup_eager") or {}
     sp = f"{s['value']:.2f}x ({s['lo']:.2f}-{s['hi']:.2f})" if s.get("value") else "-"
-    errors = sorted({f["rule"] for f in k.get("findings", []) if f.get("severity") == "error"})
+    errors = sorted({f["rule"] for f in k.get("findings", []) if f.get("severity") == "error" and not f["rule"].startswith("KG")})
     print(f"| {k['path'].split('/', 2)[-1]} | {k['verdict']} | {k['outcome']['kind']} | {sp} | {', '.join(errors) or '-'} |")
 print("summary:", json.dumps(r.get("summary"))[:600])
 PY

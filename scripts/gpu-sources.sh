@@ -19,7 +19,9 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 bin=${KERNELGATE_BIN:-$root/.device/kernelgate}
 export KERNELGATE_PYTHON=${KERNELGATE_PYTHON:-python3} PYTHONUNBUFFERED=1
 log=$OUT/sources.txt
-repo=$(mktemp -d)/repo
+# Builds, logs and report folders stay out of $OUT (only sources.txt and the reports come back).
+work=$(mktemp -d)
+repo=$work/repo
 mkdir -p "$repo"
 g() { git -C "$repo" -c user.name=kg -c user.email=kg@localhost "$@"; }
 {
@@ -104,7 +106,7 @@ g commit -qm main
 # gate BRANCH SECONDS: plan, then the gate on the GPU; one line per row from report.json.
 gate() {
   local name=$1 limit=$2
-  export TORCH_EXTENSIONS_DIR=$OUT/ext-$name
+  export TORCH_EXTENSIONS_DIR=$work/ext-$name
   rm -rf "$TORCH_EXTENSIONS_DIR"
   {
     echo "== $name: $(g log -1 --format=%s) ($(g diff --name-only main HEAD | tr '\n' ' '))"
@@ -115,10 +117,12 @@ for j in json.load(sys.stdin)["jobs"]:
   } >>"$log" 2>&1
   local t0=$SECONDS
   timeout "$limit" "$bin" --repo "$repo" pr --base main --device cuda --publish files \
-    --out "$OUT/report-$name" >"$OUT/pr-$name.log" 2>&1
-  echo "pr exited $? after $((SECONDS - t0)) s" >>"$log"
-  cp "$OUT/report-$name/report.json" "$OUT/report-$name.json" 2>/dev/null
-  python3 - "$OUT/report-$name/report.json" >>"$log" 2>&1 <<'PY'
+    --out "$work/report-$name" >"$work/pr-$name.log" 2>&1
+  local rc=$?
+  echo "pr exited $rc after $((SECONDS - t0)) s" >>"$log"
+  [ "$rc" = 0 ] || tail -20 "$work/pr-$name.log" >>"$log"
+  cp "$work/report-$name/report.json" "$OUT/sources-$name.json" 2>/dev/null
+  python3 - "$work/report-$name/report.json" >>"$log" 2>&1 <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 for k in r["kernels"]:
