@@ -28,18 +28,22 @@ _TEXT_FIELDS = ("message", "reason", "log_tail", "traceback", "where")
 
 # Worker clock against the judge's (`clock_findings`): the candidate's gap between the judge's
 # time and its own reported time may exceed the reference worker's (the same path, trusted code)
-# by this much, in ms, plus this share of the candidate's own time. On the CPU the judge and its
-# workers share a few cores with everything else on the machine, and a wake-up can wait its
-# turn: a wider slack there (seen: 0.05-0.2 ms of scheduling noise between two series on a
-# loaded two-core machine).
-CLOCK_SLACK_MS = {"cuda": 0.03, "cpu": 0.5}
-CLOCK_SLACK_SHARE = {"cuda": 0.25, "cpu": 0.5}
-# What a disagreement is: an error on the GPU, where the judge's round trip is steady (and the
-# judge's figures then replace the worker's: `judge_the_times`); a warning on the CPU, where an
-# honest C++ kernel in a two-core `pr` lane was seen 2 ms a call behind on the judge's clock
-# (its worker's threads, the machine's load), beyond any slack that still catches work hidden
-# from a worker's clock, and where the judge's figure would then misjudge honest comparisons.
-CLOCK_SEVERITY = {"cuda": "error", "cpu": "warning"}
+# by this much, in ms, plus this share of the candidate's own time.
+CLOCK_SLACK_MS = {"cuda": 0.03, "cpu": 1.0}
+CLOCK_SLACK_SHARE = {"cuda": 0.25, "cpu": 1.0}
+# Which gap of a series is compared. On the GPU the judge's round trip is steady: the median. On
+# the CPU the judge and its workers share a few cores with everything else on the machine, and a
+# wake-up can wait a time slice or more (seen on a loaded two-core machine: honest gaps of 2.5 ms
+# at the 10th percentile and 6 to 9 ms at the median, the same for the reference and the
+# candidate). Scheduling only ever adds time, so the low quantile is the path's own cost; work a
+# worker hides in every call, or in more than three calls in four, stays in it. Hiding it in
+# fewer calls than that leaves most of the calls' own times honest, and the median the verdict
+# uses with them.
+CLOCK_GAP_QUANTILE = {"cuda": 0.5, "cpu": 0.25}
+# A disagreement is an error on either device; on the GPU the judge's figures then replace the
+# worker's (`judge_the_times`), on the CPU the row fails on the finding alone (the judge's
+# per-call figures there carry the machine's scheduling).
+CLOCK_SEVERITY = {"cuda": "error", "cpu": "error"}
 
 
 class WorkerFailed(Exception):
@@ -353,6 +357,18 @@ def _median(xs):
     return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
+def _quantile(xs, q):
+    """The q-quantile of xs (nearest rank below; the median for q = 0.5), None when empty."""
+    if q == 0.5:
+        return _median(xs)
+    xs = sorted(xs)
+    return xs[int(q * (len(xs) - 1))] if xs else None
+
+
+def _quantile_name(q):
+    return "median" if q == 0.5 else f"{round(q * 100)}th percentile"
+
+
 def judge_the_times(samples, judged=("candidate", "base", "candidate_repeated"), reference="reference"):
     """Where a worker's times disagree with the judge's clock (`clock_findings`), the judge's
     own figure stands instead: each call's time becomes at least what the judge waited minus the
@@ -376,9 +392,10 @@ def clock_findings(samples, device_type="cuda", reference="reference", judged=("
     (the round trip, the output copy) is the reference worker's, on the same path, give or
     take `CLOCK_SLACK_*`. A gap wider than that is time the worker spent outside its own
     timed window (a hook after the timer, a patched timer) or a clock it rewrote."""
-    ref = [s for s in samples.get(reference, []) if s.get("judge_ms") is not None]
-    ref_gap = _median([s["judge_ms"] - s["ms"] for s in ref if s["ms"] == s["ms"]])
     kind = "cpu" if device_type == "cpu" else "cuda"
+    q = CLOCK_GAP_QUANTILE[kind]
+    ref = [s for s in samples.get(reference, []) if s.get("judge_ms") is not None]
+    ref_gap = _quantile([s["judge_ms"] - s["ms"] for s in ref if s["ms"] == s["ms"]], q)
     out = []
     for name in judged:
         if out:
@@ -398,7 +415,7 @@ def clock_findings(samples, device_type="cuda", reference="reference", judged=("
                 )
             )
             continue
-        gap = _median([s["judge_ms"] - s["ms"] for s in series])
+        gap = _quantile([s["judge_ms"] - s["ms"] for s in series], q)
         own = _median([s["ms"] for s in series])
         allowed = ref_gap + CLOCK_SLACK_MS[kind] + CLOCK_SLACK_SHARE[kind] * own
         if gap > allowed:
@@ -406,7 +423,7 @@ def clock_findings(samples, device_type="cuda", reference="reference", judged=("
                 (
                     "clock-disagrees",
                     CLOCK_SEVERITY[kind],
-                    f"the judge waited {gap + own:.4f} ms per {name} call (median) but the {name}'s process "
+                    f"the judge waited {gap + own:.4f} ms per {name} call ({_quantile_name(q)}) but the {name}'s process "
                     f"reported {own:.4f} ms: {gap - ref_gap:.4f} ms more than the reference's process on the "
                     f"same path (allowed {allowed - ref_gap:.4f} ms). Work ran outside the timed window "
                     "(a hook after the timer returns, deferred work) or the timer was rewritten",

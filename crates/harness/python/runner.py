@@ -1384,12 +1384,11 @@ class Runner:
             raise _Stop(failed.outcome)
         except BaseException as e:
             raise _Stop(self.runtime_error(e, "timing"))
-        # On the CPU the judge's clock is kept beside every call (`judge_ms`) but not judged:
-        # a loaded machine's scheduling puts honest calls milliseconds behind it (docs/timing.md).
-        clock = kg_judge.clock_findings(samples, self.dev.type) if self.dev.type == "cuda" else []
+        # The judge's clock beside every worker's (docs/timing.md, "Whose clock").
+        clock = kg_judge.clock_findings(samples, self.dev.type)
         for rule, severity, message in clock:
             self.finding(rule, severity, message)
-        if any(severity == "error" for _, severity, _ in clock):
+        if self.dev.type == "cuda" and any(severity == "error" for _, severity, _ in clock):
             kg_judge.judge_the_times(samples)
         if not fresh.intact():
             raise _Stop(
