@@ -4,7 +4,8 @@
 //! (`# kernelgate: problem=level1/19_ReLU backend=cuda precision=fp32`), then
 //! `[kernels.mapping]` globs, then the path convention (`kernels/level1/19_ReLU/<any>.py` or
 //! `kernels/level1/19_ReLU.py`). The backend comes from the directive, else from the source,
-//! else from `[defaults] backend` ([`crate::target::classify`]). The directive itself is read by [`crate::directive`].
+//! else from `[defaults] backend` ([`crate::target::classify`]). The directive itself is read
+//! by [`crate::directive`].
 
 use crate::config::Config;
 use crate::directive::{parse_directive, Directive, DirectiveError};
