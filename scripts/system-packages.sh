@@ -11,7 +11,7 @@
 # What needs what:
 #   chromium   the dashboard's browser test (tests/it/history.rs; KERNELGATE_CHROMIUM, or
 #              chromium, chromium-browser, google-chrome or google-chrome-stable on PATH)
-#   jq         the workflow tests' stand-in gh applies gh's --jq filters with it (tests/it/workflows.rs)
+#   jq         the workflow tests' stand-in gh applies gh's --jq filters with it (tests/it/workflows/mod.rs)
 #   git        the history, changes and baselines tests build repositories
 #   cc, c++    linking, and torch's C++ extension builds of the fixtures (gcc, g++)
 #   python3    with its venv module while .venv is not set up, and its headers (Python.h), which

@@ -170,8 +170,9 @@ impl Evaluator for HarnessEvaluator {
     }
 
     fn runs_on_cpu(&self, job: &Job) -> bool {
-        // The harness's own rule: a CPU-only C++ extension cannot take CUDA tensors.
-        kernelgate_eval::is_cpu_kernel(&job.source)
+        // The harness's own rule (launch.rs asks the same): a CPU-only C++ extension cannot
+        // take CUDA tensors.
+        kernelgate_model::classify(Some(job.backend), &job.source, None).runs_on_cpu
     }
 
     fn cpu_lanes(&self) -> Option<usize> {

@@ -360,7 +360,7 @@ fn evaluate(
     let cpu_kernels = plan
         .jobs
         .iter()
-        .filter(|j| kernelgate_eval::is_cpu_kernel(&j.source))
+        .filter(|j| kernelgate_model::classify(Some(j.backend), &j.source, None).runs_on_cpu)
         .count();
     let allowed = kernelgate_eval::allowed_cpus().unwrap_or_else(|| {
         (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()

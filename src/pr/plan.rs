@@ -226,8 +226,8 @@ fn properties(
     }
 }
 
-/// True when the kernel cannot run without a GPU: its backend (directive, source or
-/// `[defaults] backend`, as mapped) is a GPU one and its source is not CPU-only C++.
+/// True when the kernel cannot run without a GPU, by [`kernelgate_model::classify`] of its
+/// mapped backend (directive, source or `[defaults] backend`) and its source.
 pub fn needs_gpu(backend: Backend, source: &str) -> bool {
-    backend.needs_gpu() && !kernelgate_eval::is_cpu_kernel(source)
+    kernelgate_model::classify(Some(backend), source, None).needs_gpu()
 }

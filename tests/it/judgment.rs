@@ -5,7 +5,7 @@
 //! The head of [`loosening_repo`] switches the sandbox off, empties `fail_on`, points the
 //! harness at another Python and empties the kernel globs, and adds a kernel that returns zeros
 //! and one that reads a file outside its job. Judged by the base, both still fail, sandboxed.
-//! tests/it/workflows.rs runs the same repository through the workflows' own steps.
+//! tests/it/workflows/trusted.rs runs the same repository through the workflows' own steps.
 
 use crate::common::{git, kernelgate_in, output_text, root, write};
 

@@ -7,7 +7,7 @@ use crate::child;
 use crate::extensions::{ExtensionsDir, TorchBuilds};
 use crate::hardware::nvidia_smi;
 use crate::job::JobSpec;
-use crate::locate::{find_harness, find_python, is_cpu_kernel, libcuda_present};
+use crate::locate::{find_harness, find_python, libcuda_present};
 use crate::pch;
 use crate::protocol::{Job, JobTiming, HARNESS_PROTOCOL};
 use crate::EvalError;
@@ -62,7 +62,7 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         source,
     })?;
     let abs = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let cpu_backend = is_cpu_kernel(&kernel_src);
+    let cpu_backend = kernelgate_model::classify(None, &kernel_src, None).runs_on_cpu;
     // CPU-only C++ kernels run on the CPU even under `--device cuda` (they cannot take CUDA tensors).
     let may_use_gpu =
         spec.device != Device::Cpu && !cpu_backend && !spec.build_only && libcuda_present();

@@ -39,7 +39,7 @@ pub use extensions::{extensions_subdir, shared_extensions_dir, ExtensionsDir};
 pub use hardware::{hardware_key, nvidia_smi, Machine};
 pub use job::{runner_python, JobRequest, JobSpec, Stage};
 use launch::{start, Started};
-pub use locate::{find_harness, find_python, is_cpu_kernel, libcuda_present, HARNESS_PACKAGE};
+pub use locate::{find_harness, find_python, libcuda_present, HARNESS_PACKAGE};
 pub use outcome::{
     EvalResult, ExitInfo, ExtensionBuild, Floor, Mismatch, Outcome, Phase, ProblemWork,
     TimingResult, TrialMismatch,

@@ -149,36 +149,9 @@ pub fn libcuda_present() -> bool {
     }
 }
 
-/// True when the kernel source is C++ for the CPU only (`load_inline(cpp_sources=...)` with no
-/// CUDA or Triton): such a kernel runs on the CPU even where a GPU exists.
-pub fn is_cpu_kernel(source: &str) -> bool {
-    let gpu = [
-        "cuda_sources",
-        "__global__",
-        "triton",
-        "tl.",
-        ".cuda(",
-        "device=\"cuda\"",
-        "device='cuda'",
-    ];
-    source.contains("cpp_sources") && !gpu.iter().any(|m| source.contains(m))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_kernels_are_cpp_without_gpu_markers() {
-        assert!(is_cpu_kernel(
-            "load_inline(name='x', cpp_sources=src, functions=['f'])"
-        ));
-        assert!(!is_cpu_kernel(
-            "load_inline(name='x', cpp_sources=a, cuda_sources=b)"
-        ));
-        assert!(!is_cpu_kernel("import triton\n@triton.jit\ndef k(): pass"));
-        assert!(!is_cpu_kernel("class ModelNew: pass"));
-    }
 
     #[test]
     fn the_installed_package_directory_yields_its_extension_module() {

@@ -4,11 +4,13 @@
 //! (`# kernelgate: problem=level1/19_ReLU backend=cuda precision=fp32`), then
 //! `[kernels.mapping]` globs, then the path convention (`kernels/level1/19_ReLU/<any>.py` or
 //! `kernels/level1/19_ReLU.py`). The backend comes from the directive, else from the source,
-//! else from `[defaults] backend`. The directive itself is read by [`crate::directive`].
+//! else from `[defaults] backend` ([`crate::target::classify`]). The directive itself is read
+//! by [`crate::directive`].
 
 use crate::config::Config;
 use crate::directive::{parse_directive, Directive, DirectiveError};
 use crate::problem::{parse_file_name, parse_level_dir, LookupError, Problem, ProblemSet};
+use crate::target::classify;
 use crate::types::{Backend, Precision};
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Serialize;
@@ -119,47 +121,6 @@ impl KernelError {
     }
 }
 
-/// Backend from what the source uses; `None` when nothing is recognisable. Comments are
-/// ignored (a `#include` inside a C++ string is not a comment).
-pub fn infer_backend(source: &str) -> Option<Backend> {
-    let code = crate::hash::strip_comments(source);
-    let has = |needles: &[&str]| needles.iter().any(|n| code.contains(n));
-    if has(&["kittens.cuh", "kittens::", "import thunderkittens"]) {
-        Some(Backend::Thunderkittens)
-    } else if has(&[
-        "import tilelang",
-        "from tilelang",
-        "@T.prim_func",
-        "tilelang.jit",
-    ]) {
-        Some(Backend::Tilelang)
-    } else if has(&[
-        "cute/",
-        "cute::",
-        "cutlass/",
-        "cutlass::",
-        "import cutlass",
-        "from cutlass",
-    ]) {
-        Some(Backend::Cute)
-    } else if has(&[
-        "hip/hip_runtime",
-        "hipLaunchKernelGGL",
-        "__HIP_PLATFORM",
-        "hipStream_t",
-    ]) {
-        Some(Backend::Hip)
-    } else if has(&["triton.jit", "@jit", "triton.autotune"]) && has(&["triton"]) {
-        Some(Backend::Triton)
-    } else if has(&["cuda_sources", "__global__", "<<<", "load_inline(cuda"]) {
-        Some(Backend::Cuda)
-    } else if has(&["cpp_sources", "cpp_extension"]) {
-        Some(Backend::Cpp)
-    } else {
-        None
-    }
-}
-
 /// Problem key from the path convention: `.../level1/19_ReLU.py` or `.../level1/19_ReLU/x.py`.
 pub fn key_from_path(path: &Path) -> Option<String> {
     let parts: Vec<&str> = path
@@ -185,19 +146,6 @@ pub fn key_from_path(path: &Path) -> Option<String> {
     None
 }
 
-/// The backend of a kernel: the directive's, else what the source shows, else
-/// `[defaults] backend`; `None` when none of them says (an error for the caller, never a guess).
-pub fn backend_of(
-    directive: Option<&Directive>,
-    source: &str,
-    default: Option<Backend>,
-) -> Option<Backend> {
-    directive
-        .and_then(|d| d.backend)
-        .or_else(|| infer_backend(source))
-        .or(default)
-}
-
 /// The directive of `rel`'s source, as a [`KernelError`] when it is malformed.
 fn read_directive(rel: &Path, source: &str) -> Result<Option<Directive>, KernelError> {
     parse_directive(source).map_err(|e: DirectiveError| KernelError::BadDirective {
@@ -215,12 +163,15 @@ pub fn kernel_properties(
     cfg: &Config,
 ) -> Result<(Backend, Precision), KernelError> {
     let directive = read_directive(rel, source)?;
-    let backend =
-        backend_of(directive.as_ref(), source, cfg.defaults.backend).ok_or_else(|| {
-            KernelError::UnknownBackend {
-                path: rel.to_path_buf(),
-            }
-        })?;
+    let backend = classify(
+        directive.as_ref().and_then(|d| d.backend),
+        source,
+        cfg.defaults.backend,
+    )
+    .backend
+    .ok_or_else(|| KernelError::UnknownBackend {
+        path: rel.to_path_buf(),
+    })?;
     let precision = directive
         .and_then(|d| d.precision)
         .unwrap_or(cfg.defaults.precision);
@@ -464,30 +415,6 @@ fn glob_base(glob: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backend_inference() {
-        let cuda = "from torch.utils.cpp_extension import load_inline\nsrc = '''__global__ void k(float* x) {}'''\nm = load_inline(name='m', cpp_sources='', cuda_sources=src)\n";
-        assert_eq!(infer_backend(cuda), Some(Backend::Cuda));
-        let cpp = "from torch.utils.cpp_extension import load_inline\nm = load_inline(name='m', cpp_sources=src, functions=['f'])\n";
-        assert_eq!(infer_backend(cpp), Some(Backend::Cpp));
-        let triton = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x): pass\n";
-        assert_eq!(infer_backend(triton), Some(Backend::Triton));
-        let hip = "src = '''#include <hip/hip_runtime.h>\n__global__ void k() {}'''\nload_inline(cuda_sources=src)";
-        assert_eq!(infer_backend(hip), Some(Backend::Hip));
-        let cute = "src = '''#include <cute/tensor.hpp>\n__global__ void k() {}'''\nload_inline(cuda_sources=src)";
-        assert_eq!(infer_backend(cute), Some(Backend::Cute));
-        assert_eq!(infer_backend("import tilelang\n"), Some(Backend::Tilelang));
-        assert_eq!(
-            infer_backend("src = '#include \"kittens.cuh\"'\n"),
-            Some(Backend::Thunderkittens)
-        );
-        // Mentions in comments do not count.
-        assert_eq!(
-            infer_backend("# uses @triton.jit one day\nimport torch\n"),
-            None
-        );
-    }
 
     #[test]
     fn path_convention() {

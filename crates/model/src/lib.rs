@@ -13,6 +13,7 @@ pub mod problem;
 pub mod ran_on;
 pub mod sandbox;
 pub mod source;
+pub mod target;
 pub mod types;
 
 pub use audit::{
@@ -24,11 +25,11 @@ pub use dataset::{DatasetError, DatasetSpec};
 pub use deps::{Dependencies, DiskTree, SourceTree};
 pub use finding::{Finding, Severity, PROBLEM_RUNTIME_RULES};
 pub use kernel::{
-    backend_of, discover, kernel_properties, Kernel, KernelError, KernelMapper, KernelSelector,
-    MappedBy,
+    discover, kernel_properties, Kernel, KernelError, KernelMapper, KernelSelector, MappedBy,
 };
 pub use problem::{LookupError, Problem, ProblemError, ProblemSet};
 pub use ran_on::RanOn;
 pub use sandbox::SandboxLevel;
 pub use source::{read_source, SourceError};
+pub use target::{classify, KernelTarget};
 pub use types::{Backend, Precision};
