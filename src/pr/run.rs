@@ -324,6 +324,7 @@ fn apply(
     row.findings.extend(eval.findings);
     row.time_ms = eval.time_ms;
     row.time_ci_ms = eval.time_ci_ms;
+    row.efficiency = eval.efficiency;
     row.reference_ms = eval.reference_ms;
     row.reference_ci_ms = eval.reference_ci_ms;
     row.device = eval.run_key.as_ref().map(|k| k.key.gpu.clone());
