@@ -86,7 +86,7 @@ fn every_action_input_and_output_is_documented_and_nothing_else() {
     assert!(
         undocumented.is_empty() && unknown.is_empty(),
         "action.yml's inputs and {DOCS}'s table differ: undocumented {undocumented:?} (add a row \
-         `| \\`name\\` | default | meaning |`), documented but not in action.yml {unknown:?} \
+         for each: input, default, meaning), documented but not in action.yml {unknown:?} \
          (remove the row or add the input)"
     );
     let (undocumented, unknown) = differences(&action_keys("outputs"), &outputs);
