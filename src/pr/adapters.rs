@@ -508,6 +508,7 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
                 .map(|s| s.iter().map(|x| x.ms).collect())
                 .unwrap_or_default()
         };
+        eval.efficiency = t.efficiency;
         eval.candidate_samples_ms = series(Series::Candidate);
         eval.reference_samples_ms = series(Series::Reference);
         if let Some(c) = &t.vs_reference {

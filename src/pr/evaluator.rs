@@ -62,6 +62,8 @@ pub struct Evaluation {
     pub findings: Vec<Finding>,
     pub time_ms: Option<f64>,
     pub time_ci_ms: Option<(f64, f64)>,
+    /// The candidate against the device's limit (GPU rows with a known floor).
+    pub efficiency: Option<kernelgate_model::Efficiency>,
     pub reference_ms: Option<f64>,
     pub reference_ci_ms: Option<(f64, f64)>,
     pub compiled_ms: Option<f64>,
@@ -108,6 +110,7 @@ impl Evaluation {
             findings: Vec::new(),
             time_ms: None,
             time_ci_ms: None,
+            efficiency: None,
             reference_ms: None,
             reference_ci_ms: None,
             compiled_ms: None,

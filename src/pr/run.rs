@@ -324,6 +324,7 @@ fn apply(
     row.findings.extend(eval.findings);
     row.time_ms = eval.time_ms;
     row.time_ci_ms = eval.time_ci_ms;
+    row.efficiency = eval.efficiency;
     row.reference_ms = eval.reference_ms;
     row.reference_ci_ms = eval.reference_ci_ms;
     row.device = eval.run_key.as_ref().map(|k| k.key.gpu.clone());
@@ -688,6 +689,14 @@ mod pipeline_tests {
             verdict: ComparisonVerdict::Slower,
             against: None,
         });
+        let reached = kernelgate_model::Efficiency {
+            pct: 77.0,
+            bound: kernelgate_model::Bound::Memory,
+            achieved: 3696.0,
+            peak: 4800.0,
+            precision: kernelgate_model::Precision::Fp32,
+        };
+        regressed.efficiency = Some(reached);
         let mut small_change = correct(1.5);
         small_change.vs_base = Some(ComparisonSummary {
             ratio: 1.01,
@@ -737,6 +746,9 @@ mod pipeline_tests {
         let v = |p: &str| row(&report, p).verdict;
         assert_eq!(v("k/good.py"), Verdict::Pass);
         assert_eq!(v("k/incorrect.py"), Verdict::Fail);
+        // The eval's efficiency reaches its row as is; a row without one has none.
+        assert_eq!(row(&report, "k/regressed.py").efficiency, Some(reached));
+        assert_eq!(row(&report, "k/incorrect.py").efficiency, None);
         assert_eq!(v("k/hack.py"), Verdict::Fail);
         assert_eq!(
             row(&report, "k/hack.py").outcome.kind,

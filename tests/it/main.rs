@@ -3,6 +3,7 @@
 
 mod common;
 
+mod action_docs;
 mod agreement;
 mod audit;
 mod changes;

@@ -14,7 +14,7 @@ use crate::sandbox::{self, SandboxLevel};
 use crate::EvalError;
 
 use crate::launch::{launch_error, Started};
-use crate::summary::{physical_floor, summarise_timing};
+use crate::summary::{efficiency, physical_floor, summarise_timing};
 
 /// Runtime finding: processes of the candidate outlived its job outside the job's group.
 pub const RULE_STRAY_PROCESS: &str = "eval/stray-process";
@@ -215,9 +215,14 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
             r.bandwidth_gbs,
             l2,
         );
+        let mut reached = None;
         if let (Some(floor), Some(c)) = (&timing.floor, timing.samples.get(&Series::Candidate)) {
             let ms = kernelgate_timing::sample::event_ms(c);
             if let Ok(st) = kernelgate_timing::SeriesStats::from_samples(&ms) {
+                reached = result
+                    .work
+                    .as_ref()
+                    .and_then(|w| efficiency(floor, w, spec.precision, st.median));
                 // The excessive speedup is the policy's (it sees the row's speedup); only the floor here.
                 result
                     .findings
@@ -230,6 +235,7 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
                     ));
             }
         }
+        timing.efficiency = reached;
         result.timing = Some(timing);
     }
     if let Some(audit) = r.audit.filter(|a| !a.is_null()) {
@@ -331,6 +337,13 @@ mod tests {
         );
         assert!(r.timing.as_ref().unwrap().floor.is_some());
         assert!(below_floor(&r).is_empty(), "{:?}", r.findings);
+        // 1 ms of bytes in about 1.2 ms (the samples spread by 1.1%): 83% of the bandwidth,
+        // 4000 GB/s.
+        let e = r.timing.as_ref().unwrap().efficiency.unwrap();
+        assert_eq!(e.bound, kernelgate_model::Bound::Memory);
+        assert!((e.pct - 100.0 / 1.2).abs() < 1.0, "{e:?}");
+        assert!((e.achieved - 4000.0).abs() < 40.0, "{e:?}");
+        assert!((e.achieved / 4800.0 * 100.0 - e.pct).abs() < 1e-9, "{e:?}");
     }
 
     #[test]
@@ -360,6 +373,12 @@ mod tests {
         let floor = r.timing.as_ref().unwrap().floor.clone().unwrap();
         assert_eq!(floor.bound, "compute");
         assert!((floor.floor_ms - 1.0).abs() < 1e-9, "{floor:?}");
+        // An fp32 job's efficiency is against the CUDA cores' 67 TFLOP/s, not the floor's 989.
+        let e = r.timing.as_ref().unwrap().efficiency.unwrap();
+        assert_eq!(e.bound, kernelgate_model::Bound::Compute);
+        assert_eq!(e.peak, 67.0);
+        assert!((e.achieved - 989.0 / 0.9).abs() < 11.0, "{e:?}");
+        assert!((e.achieved / 67.0 * 100.0 - e.pct).abs() < 1e-9, "{e:?}");
         assert_eq!(below_floor(&r).len(), 1);
     }
 
@@ -381,6 +400,7 @@ mod tests {
                 L2Mode::Cold,
             );
             assert!(r.timing.as_ref().unwrap().floor.is_none(), "{device}");
+            assert!(r.timing.as_ref().unwrap().efficiency.is_none(), "{device}");
             assert!(below_floor(&r).is_empty(), "{device}: {:?}", r.findings);
         }
         let mut v: serde_json::Value =

@@ -260,6 +260,10 @@ pub struct TimingResult {
     /// GPU without datasheet numbers or when the work could not be counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub floor: Option<Floor>,
+    /// How close the candidate's median comes to the limit of its work on this GPU; `None`
+    /// wherever `floor` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efficiency: Option<kernelgate_model::Efficiency>,
     /// The reference alone before the import, between the calls and after them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference_check: Option<kernelgate_model::ReferenceCheck>,

@@ -53,6 +53,25 @@ pub fn physical_floor(
     })
 }
 
+/// The candidate's efficiency against `floor`'s device: its bandwidth (raised to the measured
+/// one, dropped in warm L2) and its peak for `precision`.
+pub fn efficiency(
+    floor: &Floor,
+    work: &ProblemWork,
+    precision: kernelgate_model::Precision,
+    time_ms: f64,
+) -> Option<kernelgate_model::Efficiency> {
+    let spec = kernelgate_timing::DeviceSpec::lookup(&floor.gpu)?;
+    kernelgate_timing::efficiency(
+        (work.input_bytes + work.output_bytes) as f64,
+        work.flops.unwrap_or(0) as f64,
+        floor.bandwidth_gbs,
+        spec.peak_tflops_for(precision),
+        precision,
+        time_ms,
+    )
+}
+
 pub(crate) fn summarise_timing(
     samples: BTreeMap<Series, Vec<kernelgate_timing::Sample>>,
     spec: &JobSpec,
@@ -119,6 +138,7 @@ pub(crate) fn summarise_timing(
         vs_reference,
         vs_base,
         floor: None,
+        efficiency: None,
         reference_check,
     }
 }

@@ -6,6 +6,7 @@ pub mod config;
 pub mod dataset;
 pub mod deps;
 pub mod directive;
+pub mod efficiency;
 pub mod finding;
 pub mod hash;
 pub mod kernel;
@@ -23,6 +24,7 @@ pub use audit::{
 pub use config::{Condition, Config, ConfigError, Device, L2Mode, LintConfig, LintLevel};
 pub use dataset::{DatasetError, DatasetSpec};
 pub use deps::{Dependencies, DiskTree, SourceTree};
+pub use efficiency::{Bound, Efficiency};
 pub use finding::{Finding, Severity, PROBLEM_RUNTIME_RULES};
 pub use kernel::{
     discover, kernel_properties, Kernel, KernelError, KernelMapper, KernelSelector, MappedBy,

@@ -379,12 +379,13 @@ fn table(s: &mut String, report: &Report, rows: &[&KernelRow]) {
 
 /// One group's table; a column no row of the group fills is left out.
 fn group_table(s: &mut String, report: &Report, rows: &[&KernelRow]) {
-    const OPTIONAL: [(&str, &str); 6] = [
+    const OPTIONAL: [(&str, &str); 7] = [
         ("Median ms", "--:"),
         ("vs eager", "--:"),
         ("vs compile", "--:"),
         ("vs base", "--:"),
         ("vs baseline", "--:"),
+        ("Efficiency", "---"),
         ("Flags", "---"),
     ];
     let cells: Vec<RowCells> = rows.iter().map(|r| row_cells(report, r)).collect();
@@ -410,7 +411,7 @@ fn group_table(s: &mut String, report: &Report, rows: &[&KernelRow]) {
 /// A row's cells: the five always shown, then the optional ones (`None`: nothing to show).
 struct RowCells {
     fixed: [String; 5],
-    optional: [Option<String>; 6],
+    optional: [Option<String>; 7],
 }
 
 fn row_cells(report: &Report, r: &KernelRow) -> RowCells {
@@ -476,6 +477,7 @@ fn row_cells(report: &Report, r: &KernelRow) -> RowCells {
             r.speedup_compile.as_ref().map(|i| speedup(Some(i))),
             r.vs_base.as_ref().map(|c| comparison(Some(c))),
             r.vs_baseline.as_ref().map(|c| comparison(Some(c))),
+            r.efficiency.as_ref().map(|e| e.label()),
             (!flag_cell.is_empty()).then_some(flag_cell),
         ],
     }
@@ -659,6 +661,9 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
     }
     if let Some(a) = r.vs_baseline.as_ref().and_then(|c| c.against.as_ref()) {
         let _ = writeln!(s, "- {}: {}", a.kind.label(), text(&a.detail));
+    }
+    if let Some(e) = &r.efficiency {
+        let _ = writeln!(s, "- efficiency: {}, {}", e.label(), e.detail());
     }
     for flag in r.flags.iter().filter(|f| !said(&f.message)) {
         let _ = writeln!(

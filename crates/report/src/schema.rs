@@ -298,6 +298,10 @@ pub struct KernelRow {
     /// Whether the times are a GPU's or the host's (`None`: not timed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timed_on: Option<TimedOn>,
+    /// How close the candidate's median comes to the device's limit for the problem's work
+    /// (bandwidth or the precision's peak); `None` on the CPU and wherever no floor is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efficiency: Option<kernelgate_model::Efficiency>,
     /// The seed of this kernel's eval: `kernelgate eval --seed` reproduces its inputs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
@@ -451,6 +455,7 @@ impl KernelRow {
             reference_ci_ms: None,
             device: None,
             timed_on: None,
+            efficiency: None,
             seed: None,
             compiled_ms: None,
             speedup_eager: None,
@@ -1064,6 +1069,32 @@ mod tests {
             serde_json::json!({"kind": "renamed", "from": "kernels/old.py"})
         );
         assert_eq!(serde_json::from_value::<Change>(j).unwrap(), c);
+    }
+
+    #[test]
+    fn efficiency_is_in_a_gpu_rows_json_and_absent_from_a_cpu_rows() {
+        let mut gpu = row("k.py", OutcomeKind::Correct, Some(1.0), Verdict::Pass);
+        gpu.efficiency = Some(kernelgate_model::Efficiency {
+            pct: 77.0,
+            bound: kernelgate_model::Bound::Memory,
+            achieved: 3696.0,
+            peak: 4800.0,
+            precision: Precision::Fp32,
+        });
+        let j = serde_json::to_value(&gpu).unwrap();
+        assert_eq!(
+            j["efficiency"],
+            serde_json::json!({"pct": 77.0, "bound": "memory", "achieved": 3696.0, "peak": 4800.0, "precision": "fp32"})
+        );
+        assert_eq!(serde_json::from_value::<KernelRow>(j).unwrap(), gpu);
+        let cpu = row("c.py", OutcomeKind::Correct, Some(1.0), Verdict::Pass);
+        let j = serde_json::to_value(&cpu).unwrap();
+        assert!(j.get("efficiency").is_none(), "{j}");
+        // Reports written before the field read without it.
+        assert_eq!(
+            serde_json::from_value::<KernelRow>(j).unwrap().efficiency,
+            None
+        );
     }
 
     #[test]

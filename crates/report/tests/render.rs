@@ -55,7 +55,26 @@ fn passing(name: &str, speedup: f64) -> KernelRow {
     r.annotate_line = Some(20);
     r.device = Some("NVIDIA H200".into());
     r.timed_on = Some(TimedOn::Gpu);
+    r.efficiency = Some(gpu_efficiency(name, speedup));
     r
+}
+
+/// An H200 fp32 row's efficiency as `kernelgate_timing::efficiency` gives it: a matmul against
+/// the CUDA cores' 67 TFLOP/s, anything else against the 4800 GB/s bandwidth.
+fn gpu_efficiency(name: &str, speedup: f64) -> kernelgate_model::Efficiency {
+    let pct = (speedup * 40.0).min(95.0);
+    let (bound, peak) = if name.contains("matmul") {
+        (kernelgate_model::Bound::Compute, 67.0)
+    } else {
+        (kernelgate_model::Bound::Memory, 4800.0)
+    };
+    kernelgate_model::Efficiency {
+        pct,
+        bound,
+        achieved: peak * pct / 100.0,
+        peak,
+        precision: Precision::Fp32,
+    }
 }
 
 fn report(rows: Vec<KernelRow>) -> Report {
@@ -84,6 +103,7 @@ fn one_incorrect() -> Report {
     bad.speedup_eager = None;
     bad.speedup_compile = None;
     bad.time_ms = None;
+    bad.efficiency = None;
     bad.vs_base = None;
     bad.verdict = Verdict::Fail;
     bad.reasons = vec!["output differs from the reference".into()];
@@ -298,6 +318,13 @@ fn comment_one_regression() {
     let c = render_comment(&one_regression());
     // 25% slower than the base, in the direction of every column: a speedup of 0.80x.
     assert!(c.contains("0.80× <sub>[0.78, 0.83]</sub> 🔴 slower"), "{c}");
+    // The regressed row's details give the rate it achieves against the limit.
+    assert!(
+        c.contains(
+            "- efficiency: 48% of memory bandwidth, 2304 GB/s of 4800 GB/s (memory-bound)\n"
+        ),
+        "{c}"
+    );
     insta::assert_snapshot!(c);
 }
 
@@ -599,6 +626,7 @@ fn contributor_view() -> Report {
     broken.speedup_eager = None;
     broken.speedup_compile = None;
     broken.time_ms = None;
+    broken.efficiency = None;
     broken.vs_base = None;
     broken.verdict = Verdict::Fail;
     broken.reasons = vec![
@@ -614,6 +642,7 @@ fn contributor_view() -> Report {
     hack.speedup_eager = None;
     hack.speedup_compile = None;
     hack.time_ms = None;
+    hack.efficiency = None;
     hack.vs_base = None;
     hack.findings = vec![Finding {
         file: "kernels/level1/4_GELU/cpp.py".into(),
@@ -637,6 +666,7 @@ fn contributor_view() -> Report {
     gpu.speedup_eager = None;
     gpu.speedup_compile = None;
     gpu.time_ms = None;
+    gpu.efficiency = None;
     gpu.vs_base = None;
     gpu.verdict = Verdict::Skipped;
     let mut r = Report::new(RunInfo {
@@ -652,6 +682,8 @@ fn contributor_view() -> Report {
     for k in &mut r.kernels {
         k.timed_on = k.time_ms.map(|_| TimedOn::Cpu);
         k.device = k.time_ms.map(|_| "AMD EPYC 9654".to_string());
+        // No floor on the host: no efficiency.
+        k.efficiency = None;
     }
     r.finalize();
     r
@@ -846,6 +878,8 @@ fn mixed_devices() -> Report {
     cpu.backend = Backend::Cpp;
     cpu.device = Some("AMD EPYC 9654".into());
     cpu.timed_on = Some(TimedOn::Cpu);
+    // No floor on the host: no efficiency.
+    cpu.efficiency = None;
     cpu.speedup_compile = None;
     cpu.compiled_ms = None;
     // A timing warning of the run: no line, not the linter's.
@@ -859,6 +893,7 @@ fn mixed_devices() -> Report {
     lint.outcome = OutcomeSummary::new(OutcomeKind::NotRun, "lint error");
     lint.verdict = Verdict::Fail;
     lint.time_ms = None;
+    lint.efficiency = None;
     lint.reference_ms = None;
     lint.speedup_eager = None;
     lint.speedup_compile = None;
@@ -908,7 +943,7 @@ fn comment_mixed_cpu_and_gpu_rows() {
         lint_row.contains("1 lint error(s), 0 lint warning(s)") && !lint_row.contains("runtime"),
         "{lint_row}"
     );
-    assert!(!c.contains('%') || !c.contains("+25"), "{c}");
+    assert!(!c.contains("+25%"), "{c}");
     // The host group has no torch.compile time: its column is dropped there, kept for the GPU.
     let cpu_table = &c[at("#### CPU")..];
     let cpu_header = cpu_table.lines().find(|l| l.starts_with("| |")).unwrap();
@@ -922,6 +957,16 @@ fn comment_mixed_cpu_and_gpu_rows() {
             .lines()
             .any(|l| l.starts_with("| |") && l.contains("vs compile")),
         "{gpu_table}"
+    );
+    // Efficiency is the GPU's alone: 72% of the bandwidth on the fast ReLU, no column on the host.
+    assert!(!cpu_header.contains("Efficiency"), "{cpu_header}");
+    let relu_row = gpu_table
+        .lines()
+        .find(|l| l.contains("3_ReLU/cuda.py`]"))
+        .unwrap_or_else(|| panic!("no GPU ReLU row in\n{gpu_table}"));
+    assert!(
+        relu_row.contains("| 72% of memory bandwidth |"),
+        "{relu_row}"
     );
     // One chart per device, on a log2 axis.
     assert_eq!(c.matches("```mermaid").count(), 2, "{c}");

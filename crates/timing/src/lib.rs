@@ -17,7 +17,9 @@ pub use baseline::{
 };
 pub use compare::{compare, mann_whitney_p, Comparison, Verdict};
 pub use integrity::{input_reuse, reference_tampered};
-pub use plausibility::{check_plausibility, floor_ms, DeviceSpec, DEFAULT_EXCESSIVE_SPEEDUP};
+pub use plausibility::{
+    check_plausibility, efficiency, floor_ms, DeviceSpec, DEFAULT_EXCESSIVE_SPEEDUP,
+};
 pub use sample::{escaped_work, Sample, Series};
 pub use stats::{median, SeriesStats};
 

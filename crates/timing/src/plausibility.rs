@@ -1,6 +1,6 @@
 //! Physical plausibility: no kernel beats the memory system or the arithmetic units.
 
-use kernelgate_model::{Finding, Severity};
+use kernelgate_model::{Bound, Efficiency, Finding, Precision, Severity};
 use serde::{Deserialize, Serialize};
 
 pub const DEFAULT_EXCESSIVE_SPEEDUP: f64 = 10.0;
@@ -24,41 +24,91 @@ pub fn floor_ms(bytes_moved: f64, flops: f64, bandwidth_gbs: f64, peak_tflops: f
     mem.max(math) * 1e3
 }
 
+/// How close `time_ms` comes to the limit of moving `bytes_moved` at `bandwidth_gbs` and doing
+/// `flops` at `peak_tflops` (the peak for `precision`, [`DeviceSpec::peak_tflops_for`]): the one
+/// computation behind every row's efficiency. `None` when no limit is known or the time is not
+/// a positive number.
+pub fn efficiency(
+    bytes_moved: f64,
+    flops: f64,
+    bandwidth_gbs: f64,
+    peak_tflops: f64,
+    precision: Precision,
+    time_ms: f64,
+) -> Option<Efficiency> {
+    let memory_ms = floor_ms(bytes_moved, 0.0, bandwidth_gbs, 0.0);
+    let compute_ms = floor_ms(0.0, flops, 0.0, peak_tflops);
+    let limit_ms = memory_ms.max(compute_ms);
+    if !(limit_ms > 0.0 && limit_ms.is_finite() && time_ms > 0.0 && time_ms.is_finite()) {
+        return None;
+    }
+    let seconds = time_ms * 1e-3;
+    let (bound, achieved, peak) = if memory_ms >= compute_ms {
+        (Bound::Memory, bytes_moved / seconds / 1e9, bandwidth_gbs)
+    } else {
+        (Bound::Compute, flops / seconds / 1e12, peak_tflops)
+    };
+    Some(Efficiency {
+        pct: limit_ms / time_ms * 100.0,
+        bound,
+        achieved,
+        peak,
+        precision,
+    })
+}
+
 /// Published peaks of a device: the floor uses the fastest path (dense bf16 tensor cores), so
 /// a precision downgrade is caught elsewhere rather than reported as an impossible time.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DeviceSpec {
     pub bandwidth_gbs: f64,
+    /// Dense fp16/bf16 tensor-core peak, TFLOP/s.
     pub peak_tflops: f64,
+    /// fp32 on CUDA cores, TFLOP/s: fp32 problems may not use TF32 tensor cores (KG502), so
+    /// this is their efficiency's peak.
+    #[serde(default)]
+    pub fp32_tflops: f64,
 }
 
 impl DeviceSpec {
     /// Datasheet numbers for GPUs seen on runners, by `torch.cuda.get_device_name()`.
     pub fn lookup(gpu_name: &str) -> Option<DeviceSpec> {
         let n = gpu_name.to_ascii_uppercase();
-        let (bw, tf) = if n.contains("H200") {
-            (4800.0, 989.0)
+        // (bandwidth GB/s, dense bf16 tensor TFLOP/s, fp32 CUDA-core TFLOP/s), SXM parts
+        // unless named.
+        let (bw, tf, fp32) = if n.contains("H200") {
+            (4800.0, 989.0, 67.0)
         } else if n.contains("H100") && n.contains("PCIE") {
-            (2000.0, 756.0)
+            (2000.0, 756.0, 51.0)
         } else if n.contains("H100") {
-            (3350.0, 989.0)
+            (3350.0, 989.0, 67.0)
         } else if n.contains("B200") {
-            (8000.0, 2250.0)
+            (8000.0, 2250.0, 75.0)
         } else if n.contains("A100") {
-            (2039.0, 312.0)
+            (2039.0, 312.0, 19.5)
         } else if n.contains("L40S") {
-            (864.0, 362.0)
+            (864.0, 362.0, 91.6)
         } else if n.contains("L4") {
-            (300.0, 121.0)
+            (300.0, 121.0, 30.3)
         } else if n.contains("A10") {
-            (600.0, 125.0)
+            (600.0, 125.0, 31.2)
         } else {
             return None;
         };
         Some(DeviceSpec {
             bandwidth_gbs: bw,
             peak_tflops: tf,
+            fp32_tflops: fp32,
         })
+    }
+
+    /// The arithmetic peak a kernel of `precision` may reach: fp32 on CUDA cores, fp16 and bf16
+    /// on tensor cores.
+    pub fn peak_tflops_for(&self, precision: Precision) -> f64 {
+        match precision {
+            Precision::Fp32 => self.fp32_tflops,
+            Precision::Fp16 | Precision::Bf16 => self.peak_tflops,
+        }
     }
 
     /// The spec with its bandwidth raised to a measured one when that is higher (never lowered:
@@ -129,6 +179,77 @@ mod tests {
         );
         assert!((f - 1.111741).abs() < 1e-5, "{f}");
         assert_eq!(floor_ms(1e9, 1e12, 0.0, 0.0), 0.0);
+    }
+
+    #[test]
+    fn efficiency_of_a_bandwidth_bound_relu() {
+        // ReLU 4096 x 393216 fp32 on an H200: 12.88 GB at 4800 GB/s is 2.684 ms; at 3.484 ms
+        // the kernel moves 3698 GB/s, 77% of the bandwidth.
+        let h200 = DeviceSpec::lookup("NVIDIA H200").unwrap();
+        let bytes = 2.0 * 4096.0 * 393216.0 * 4.0;
+        let e = efficiency(
+            bytes,
+            0.0,
+            h200.bandwidth_gbs,
+            h200.peak_tflops_for(Precision::Fp32),
+            Precision::Fp32,
+            3.484,
+        )
+        .unwrap();
+        assert_eq!(e.bound, Bound::Memory);
+        assert!((e.pct - 2.684354560 / 3.484 * 100.0).abs() < 1e-9, "{e:?}");
+        assert!((e.achieved - bytes / 3.484e-3 / 1e9).abs() < 1e-6, "{e:?}");
+        assert_eq!(e.peak, 4800.0);
+        assert_eq!(e.label(), "77% of memory bandwidth");
+    }
+
+    #[test]
+    fn efficiency_of_a_flop_bound_matmul_uses_the_precisions_peak() {
+        // 8192^3 matmul: 1.0995e12 FLOP. In bf16 at 2.2234 ms it does 494.5 TFLOP/s, half of
+        // 989; in fp32 the same time is 7.4x the CUDA-core peak of 67.
+        let h200 = DeviceSpec::lookup("NVIDIA H200").unwrap();
+        let flops = 2.0 * 8192f64.powi(3);
+        let bytes = 3.0 * 8192.0 * 8192.0 * 2.0;
+        let bf16 = efficiency(
+            bytes,
+            flops,
+            h200.bandwidth_gbs,
+            h200.peak_tflops_for(Precision::Bf16),
+            Precision::Bf16,
+            2.223482,
+        )
+        .unwrap();
+        assert_eq!(bf16.bound, Bound::Compute);
+        assert!((bf16.pct - 50.0).abs() < 1e-3, "{bf16:?}");
+        assert!((bf16.achieved - 494.5).abs() < 1e-2, "{bf16:?}");
+        assert_eq!(bf16.peak, 989.0);
+        assert_eq!(bf16.label(), "50% of bf16 peak");
+        let fp32 = efficiency(
+            bytes * 2.0,
+            flops,
+            h200.bandwidth_gbs,
+            h200.peak_tflops_for(Precision::Fp32),
+            Precision::Fp32,
+            20.0,
+        )
+        .unwrap();
+        assert_eq!(fp32.bound, Bound::Compute);
+        assert_eq!(fp32.peak, 67.0);
+        assert!((fp32.pct - flops / 67e12 * 1e3 / 20.0 * 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn no_efficiency_without_a_limit_or_a_time() {
+        // A CPU row has no bandwidth and no peak: no limit, no efficiency.
+        assert_eq!(efficiency(1e9, 1e12, 0.0, 0.0, Precision::Fp32, 1.0), None);
+        assert_eq!(
+            efficiency(1e9, 0.0, 4800.0, 989.0, Precision::Fp32, 0.0),
+            None
+        );
+        assert_eq!(
+            efficiency(1e9, 0.0, 4800.0, 989.0, Precision::Fp32, f64::NAN),
+            None
+        );
     }
 
     #[test]
