@@ -15,7 +15,10 @@ pub struct Job {
     pub change: KernelChange,
     /// Candidate file (head version).
     pub kernel_file: PathBuf,
-    /// Reference problem file (head version); `None` when the kernel is unmapped.
+    /// Reference problem file: the merge base's version where it has one (the judge runs the
+    /// reference's code, so a pull request never chooses it; a change to it is reported, and
+    /// judges after the merge), the head's for a problem the pull request adds. `None` when
+    /// the kernel is unmapped.
     pub problem_file: Option<PathBuf>,
     /// Previous version of the kernel (merge base), for the A/B regression timing.
     pub base_file: Option<PathBuf>,
@@ -87,11 +90,17 @@ impl Plan {
                 .ok()
                 .filter(|_| kernel_file.is_file());
             let source = String::from_utf8_lossy(&bytes).into_owned();
+            let base_dir = files.path().join("base");
             let problem_file = match &change.problem {
-                Some(p) => Some(head_file(&layout.problem_path(p))?),
+                Some(p) => Some(trusted_problem(
+                    git,
+                    &changes.merge_base,
+                    &layout.problem_path(p),
+                    &base_dir,
+                    head_file,
+                )?),
                 None => None,
             };
-            let base_dir = files.path().join("base");
             let base_file = match &change.base_path {
                 Some(bp) => Some(materialize(git, &changes.merge_base, bp, &base_dir)?),
                 None => None,
@@ -187,9 +196,27 @@ pub enum PlanError {
 }
 
 /// Writes `rev:path` to `dir/path` (same file name, so imports and Triton see a normal file).
+/// The problem file a job is judged by: the merge base's version where the base has the file,
+/// else (a problem new in this pull request) the head's.
+fn trusted_problem(
+    git: &Git,
+    merge_base: &str,
+    path: &str,
+    dir: &Path,
+    head_file: impl Fn(&str) -> Result<PathBuf, PlanError>,
+) -> Result<PathBuf, PlanError> {
+    match git.file_at(merge_base, path)? {
+        Some(bytes) => write_file(&dir.join(path), &bytes),
+        None => head_file(path),
+    }
+}
+
 fn materialize(git: &Git, rev: &str, path: &str, dir: &Path) -> Result<PathBuf, PlanError> {
-    let bytes = git.show(rev, path)?;
-    let dest = dir.join(path);
+    write_file(&dir.join(path), &git.show(rev, path)?)
+}
+
+fn write_file(dest: &Path, bytes: &[u8]) -> Result<PathBuf, PlanError> {
+    let dest = dest.to_path_buf();
     if let Some(parent) = dest.parent() {
         std::fs::create_dir_all(parent).map_err(|e| PlanError::Write {
             path: parent.to_path_buf(),

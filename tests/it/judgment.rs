@@ -368,3 +368,81 @@ fn the_first_pull_request_to_add_a_config_is_judged_by_the_defaults() {
     assert_eq!(change(&p, "harness.trials")["base"], 5);
     assert_eq!(change(&p, "harness.trials")["head"], 2);
 }
+
+/// The reference is the judge's, not the pull request's: a pull request that rewrites its
+/// problem to return zeros and adds a kernel that returns zeros is judged by the merge base's
+/// ReLU (incorrect), and the change is reported for review. A problem the pull request adds
+/// has no trusted version: its own judges its kernel.
+#[test]
+fn a_pull_request_is_judged_by_the_bases_reference_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, SECRET).unwrap();
+    loosening_repo(d, &secret);
+    git(d, &["checkout", "-q", "-b", "rewrite", "main"]);
+    let problem = "KernelBench/level1/3_ReLU.py";
+    let src = std::fs::read_to_string(d.join(problem)).unwrap();
+    assert!(src.contains("return torch.relu(x)"), "update this test");
+    write(
+        d,
+        problem,
+        &src.replace("return torch.relu(x)", "return torch.zeros_like(x)"),
+    );
+    write(d, ZEROS, &zeros_kernel());
+    // A new problem whose reference returns zeros, with the same kernel.
+    write(
+        d,
+        "KernelBench/level1/900_Zeros.py",
+        &src.replace("return torch.relu(x)", "return torch.zeros_like(x)"),
+    );
+    write(d, "kernels/level1/900_Zeros/zeros.py", &zeros_kernel());
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "a reference that returns zeros"]);
+    let out = d.join("kg-out");
+    let run = kernelgate(
+        d,
+        &[
+            "pr",
+            "--base",
+            "main",
+            "--publish",
+            "files",
+            "--device",
+            "cpu",
+            "--no-timing",
+            "--seed",
+            "42",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(run.status.code(), Some(1), "{}", output_text(&run));
+    let report = Report::read(&out.join("report.json")).unwrap();
+    let rows: Vec<(&str, OutcomeKind)> = report
+        .kernels
+        .iter()
+        .map(|k| (k.path.as_str(), k.outcome.kind))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (ZEROS, OutcomeKind::Incorrect),
+            ("kernels/level1/900_Zeros/zeros.py", OutcomeKind::Correct),
+        ],
+        "{:#?}",
+        report.kernels
+    );
+    let changed: Vec<&str> = report
+        .reference_changes
+        .iter()
+        .map(|c| c.path.as_str())
+        .collect();
+    assert_eq!(changed, [problem]);
+    let comment = std::fs::read_to_string(out.join("comment.md")).unwrap();
+    assert!(
+        comment.contains("This run judged the kernels by the base branch's version"),
+        "{comment}"
+    );
+}

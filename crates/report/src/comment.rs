@@ -235,7 +235,8 @@ fn reference_banner(s: &mut String, report: &Report) {
     s.push_str(&names.join(", "));
     s.push_str(
         ".\n> A changed reference changes what every kernel for it is compared against (a slower reference makes \
-         every kernel look faster); committed baselines for these problems are treated as invalid. \
+         every kernel look faster). This run judged the kernels by the base branch's version; the change judges \
+         after the merge, and committed baselines for these problems are treated as invalid. \
          Review the diff below.\n\n",
     );
     for c in &report.reference_changes {
