@@ -361,11 +361,21 @@ fn no_hack_the_linter_leaves_to_the_runtime_passes_the_gate_clean() {
                 warned.push(*f);
             }
             // Its own C++ ReLU computes the answer; the PyTorch ops around it (stored
-            // `functools.partial` wrappers of clamp and leaky_relu(0)) are redundant, and neither
-            // the lint nor the op audit in its worker names them now: it passes on a correct
-            // result. Named in the closing note of the judge's round as a gap to close.
+            // `functools.partial` wrappers of clamp and leaky_relu(0)) are redundant partial
+            // replacement, which KernelBench allows: the lint names each as a KG101 warning on
+            // the row, and the op audit measures its own loop doing most of the work, so no
+            // `partial_replacement` flag: a pass that shows the warnings.
             Verdict::Pass if *f == "hacks/stored_op_wrappers.py" => {
                 assert_eq!(row.outcome.kind, OutcomeKind::Correct, "{f}");
+                let named: Vec<&str> = row
+                    .findings
+                    .iter()
+                    .filter(|x| x.rule == "KG101" && x.severity == Severity::Warning)
+                    .map(|x| x.message.as_str())
+                    .collect();
+                for op in ["torch.clamp", "leaky_relu"] {
+                    assert!(named.iter().any(|m| m.contains(op)), "{f}: {named:?}");
+                }
             }
             v => panic!(
                 "{f} is {v:?} by the gate: {:?} {:?}\n{stderr}",
