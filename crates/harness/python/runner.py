@@ -1193,21 +1193,6 @@ class Runner:
         cfg["device"] = "cuda" if self.dev.type == "cuda" else "cpu"
         return cfg
 
-    def control_call(self, sets):
-        """A copy of the first tensor input, through `Tensor.clone` as captured before any
-        candidate code ran: timed in the same rounds as the reference, before and after the
-        import, it carries the machine's state (clocks, a busy sibling core) so the two
-        reference series are compared as ratios to it, round by round."""
-        k = next((j for j, x in enumerate(sets[0]) if _isinstance(x, self.T.Tensor)), None)
-        if k is None:
-            return None
-        clone = self.T.clone
-
-        def control(i):
-            return clone(sets[i][k])
-
-        return control
-
     def time_reference_alone(self, ref_model, trials):
         """Before any candidate code exists: gives the timed calls' buffers (the first trials'
         inputs) their fresh content (`kg_timing.FreshInputs`) and times the reference alone on
@@ -1216,7 +1201,6 @@ class Runner:
         that slows the reference's op at import shows there."""
         self.timing_inputs = None
         self.reference_alone = None
-        self.control_alone = None
         if self.kg_timing is None:
             return
         # The shared buffers the workers read: the first trials' inputs, copied.
@@ -1232,7 +1216,7 @@ class Runner:
         self.ref_remote = self.start_worker("reference", "starting the reference's worker")
         self.phase("reference_worker")
         try:
-            self.reference_alone, self.control_alone = self.time_alone(ref_model, sets, fresh)
+            self.reference_alone = self.time_alone(ref_model, sets, fresh)
         except BaseException as e:
             raise _Stop(
                 {"kind": "harness_error", "message": f"timing the reference before the candidate failed: {e!r}", "traceback": _tail(_format_exc())}
@@ -1259,8 +1243,8 @@ class Runner:
         return draws
 
     def time_alone(self, ref_model, sets, fresh):
-        """The reference and the control timed alone on the timing buffers; then the buffers'
-        original content is put back. A witness needs enough calls for a rank test, not a 1%
+        """The reference timed alone on the timing buffers; then the buffers' original content is
+        put back. A witness needs enough calls for a rank test, not a 1%
         interval: a quarter of the budget."""
         cfg = self.timing_cfg()
         budget = float(cfg["budget_s"])
@@ -1268,9 +1252,8 @@ class Runner:
         if self.timer is None:
             self.timer = self.kg_timing.make_timer(cfg)
 
-        # No control series: it would run in the judge while the reference runs in its worker,
-        # so it no longer carries the reference's machine state (a ratio of two processes'
-        # timings is noise on a loaded CPU); the reference alone, before and after, remains.
+        # No control series (a copy timed beside it): it would run in the judge while the
+        # reference runs in its worker, so it would not carry the reference's machine state.
         callables = {"reference": self.ref_remote}
         try:
             alone = self.kg_timing.measure(callables, len(sets), self.timer, cfg, None, fresh)
@@ -1278,7 +1261,7 @@ class Runner:
             raise RuntimeError(f"the reference's worker failed: {failed.outcome}")
         fresh.restore()
         self.sync()
-        return alone["reference"], alone.get("control")
+        return alone["reference"]
 
     def run_timing(self, ref_model, cand, base, trials):
         if self.kg_timing is None or getattr(self, "timing_inputs", None) is None:
@@ -1298,8 +1281,6 @@ class Runner:
         callables = {"reference": self.ref_remote, "candidate": cand if _isinstance(cand, kg_judge.RemoteModel) else caller(cand)}
         if base is not None:
             callables["base"] = base
-        if self.control_alone:
-            callables["control"] = self.control_call(sets)
 
         # Outputs of checked calls stay referenced, so the allocator cannot hand their memory out
         # again: a later output in the same memory was kept and returned by the candidate.
@@ -1343,7 +1324,7 @@ class Runner:
             return kg_checks.first_mismatch(T, self.torch, self.tol, outs, refs) is not None
 
         def verify(name, i, captured, token):
-            if name in ("reference", "control"):
+            if name == "reference":
                 return
             outs, snaps = captured
             # The reference on the call's own content, computed after the call: the candidate
@@ -1402,20 +1383,16 @@ class Runner:
             )
         if self.reference_alone:
             samples["reference_before_import"] = self.reference_alone
-        if self.control_alone:
-            samples["control_before_import"] = self.control_alone
         self.timing = samples
         self.phase("timing")
         # Alone again after the candidate's calls (GPU): a reference slower only between those
         # calls (a short, launch-bound one) is told apart from one the candidate's code slows.
         if self.reference_alone and self.dev.type == "cuda":
             try:
-                after, control_after = self.time_alone(ref_model, sets, fresh)
+                after = self.time_alone(ref_model, sets, fresh)
             except BaseException as e:
                 raise _Stop(self.runtime_error(e, "timing"))
             samples["reference_after_calls"] = after
-            if control_after:
-                samples["control_after_calls"] = control_after
             self.phase("reference_after_calls")
 
     def result(self, outcome):
