@@ -31,41 +31,23 @@ MARKERS = ("STOLEN", "WROTE", "CONNECTED", "LISTED", "=widened", "ptrace=0", TOK
 SECRETS = {"DEPLOY_PAT": "kg-secret-pat", "API_JWT": "kg-secret-jwt", "DB_PASS": "kg-secret-pass"}
 
 
-def listen_tcp(heard):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(8)
-    s.settimeout(0.5)
+def listen(sock, address, key, heard):
+    """A listener on `address` that records in `heard[key]` what a connection sent."""
+    sock.bind(address)
+    sock.listen(8)
+    sock.settimeout(0.5)
 
     def loop():
         while not heard.get("stop"):
             try:
-                c, _ = s.accept()
-                heard["tcp"] = c.recv(64)
+                c, _ = sock.accept()
+                heard[key] = c.recv(64) or b"connected"
                 c.close()
             except OSError:
                 pass
 
     threading.Thread(target=loop, daemon=True).start()
-    return s.getsockname()[1]
-
-
-def listen_unix(path, heard):
-    s = socket.socket(socket.AF_UNIX)
-    s.bind(path)
-    s.listen(8)
-    s.settimeout(0.5)
-
-    def loop():
-        while not heard.get("stop"):
-            try:
-                c, _ = s.accept()
-                heard["unix"] = c.recv(64) or b"connected"
-                c.close()
-            except OSError:
-                pass
-
-    threading.Thread(target=loop, daemon=True).start()
+    return sock.getsockname()
 
 
 def main():
@@ -87,9 +69,9 @@ def main():
     victim.write_text("trusted build")
     ext = work / "ext"
     heard = {}
-    port = listen_tcp(heard)
+    port = listen(socket.socket(), ("127.0.0.1", 0), "tcp", heard)[1]
     sock = str(work / "listener.sock")
-    listen_unix(sock, heard)
+    listen(socket.socket(socket.AF_UNIX), sock, "unix", heard)
     pth = pathlib.Path(sysconfig.get_paths()["purelib"]) / "kg_sandbox_escape.pth"
 
     S = "kernels/sandbox/"

@@ -204,16 +204,10 @@ fn kernelgate(repo: &Path, args: &[&str]) -> Output {
     cmd.output().expect("kernelgate runs")
 }
 
-#[test]
-fn a_pull_request_cannot_loosen_its_own_judgment() {
-    let dir = tempfile::tempdir().unwrap();
-    let outside = tempfile::tempdir().unwrap();
-    let secret = outside.path().join("secret.txt");
-    std::fs::write(&secret, SECRET).unwrap();
-    let (base, _) = loosening_repo(dir.path(), &secret);
-    let out = dir.path().join("kg-out");
-    let run = kernelgate(
-        dir.path(),
+/// `kernelgate pr --base main` on the CPU, correctness only, the report written to `out`.
+fn pr_against_main(repo: &Path, out: &Path) -> Output {
+    kernelgate(
+        repo,
         &[
             "pr",
             "--base",
@@ -228,7 +222,18 @@ fn a_pull_request_cannot_loosen_its_own_judgment() {
             "--out",
             out.to_str().unwrap(),
         ],
-    );
+    )
+}
+
+#[test]
+fn a_pull_request_cannot_loosen_its_own_judgment() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, SECRET).unwrap();
+    let (base, _) = loosening_repo(dir.path(), &secret);
+    let out = dir.path().join("kg-out");
+    let run = pr_against_main(dir.path(), &out);
     assert_eq!(run.status.code(), Some(1), "{}", output_text(&run));
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(
@@ -401,23 +406,7 @@ fn a_pull_request_is_judged_by_the_bases_reference_problem() {
     git(d, &["add", "-A"]);
     git(d, &["commit", "-q", "-m", "a reference that returns zeros"]);
     let out = d.join("kg-out");
-    let run = kernelgate(
-        d,
-        &[
-            "pr",
-            "--base",
-            "main",
-            "--publish",
-            "files",
-            "--device",
-            "cpu",
-            "--no-timing",
-            "--seed",
-            "42",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
+    let run = pr_against_main(d, &out);
     assert_eq!(run.status.code(), Some(1), "{}", output_text(&run));
     let report = Report::read(&out.join("report.json")).unwrap();
     let rows: Vec<(&str, OutcomeKind)> = report
