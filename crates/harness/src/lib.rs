@@ -157,66 +157,11 @@ fn prestart_and_confine(py: Python<'_>) -> Result<Py<PyAny>, String> {
         // SAFETY: the CLI's descriptors, handed to the workers above; this process's copies.
         unsafe { libc::close(*fd) };
     }
-    landlock_restrict_with_own_proc(*own)
+    kernelgate_confine::restrict_self_with_own_proc(*own)
         .map_err(|e| format!("enforcing the sandbox's Landlock ruleset: {e}"))?;
     // SAFETY: the judge's ruleset, enforced.
     unsafe { libc::close(*own) };
     Ok(started.unbind())
-}
-
-/// Enforces the Landlock ruleset `fd` on this process after granting it read-write on its own
-/// `/proc/<pid>` (the CUDA driver writes there during `cuInit`: error 304 without it). The same
-/// step as `kernelgate_eval::sandbox`'s between fork and exec, for the processes of a job that
-/// confine themselves (the judge and its workers). Call it while the process has one thread:
-/// Landlock confines the calling thread and those it starts afterwards.
-fn landlock_restrict_with_own_proc(fd: i32) -> std::io::Result<()> {
-    #[repr(C, packed)]
-    struct PathBeneathAttr {
-        allowed_access: u64,
-        parent_fd: i32,
-    }
-    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
-    // WRITE_FILE | READ_FILE | READ_DIR, and TRUNCATE (ABI 3).
-    const OWN_PROC_ACCESS: u64 = (1 << 1) | (1 << 2) | (1 << 3);
-    const TRUNCATE: u64 = 1 << 14;
-    // SAFETY: plain system calls on a constant C string and a stack value.
-    unsafe {
-        let proc_fd = libc::open(
-            c"/proc/self".as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        );
-        if proc_fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let add = |access: u64| {
-            let attr = PathBeneathAttr {
-                allowed_access: access,
-                parent_fd: proc_fd,
-            };
-            libc::syscall(
-                libc::SYS_landlock_add_rule,
-                fd,
-                LANDLOCK_RULE_PATH_BENEATH,
-                &attr as *const PathBeneathAttr,
-                0,
-            )
-        };
-        let mut added = add(OWN_PROC_ACCESS | TRUNCATE);
-        if added != 0 {
-            added = add(OWN_PROC_ACCESS);
-        }
-        libc::close(proc_fd);
-        if added != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 /// `kernelgate_harness.worker(fd)`: the worker process the judge starts for a model's code
@@ -234,7 +179,7 @@ fn worker(py: Python<'_>, fd: i32) -> PyResult<()> {
         .ok()
         .and_then(|v| v.trim().parse::<i32>().ok())
     {
-        if let Err(e) = landlock_restrict_with_own_proc(fd) {
+        if let Err(e) = kernelgate_confine::restrict_self_with_own_proc(fd) {
             eprintln!("kernelgate worker: enforcing its Landlock ruleset failed ({e}): the worker cannot start");
             std::process::exit(4);
         }
