@@ -125,8 +125,19 @@ class Clock(unittest.TestCase):
 
         honest = {"reference": noisy(2.0, 2.5), "candidate": noisy(2.5, 2.5)[5:] + self.series(2.5, 2.5, 5)}
         self.assertEqual(kg_judge.clock_findings(honest, "cpu"), [])
-        # The same noise, and 2 ms of work after the timer in every call: caught.
-        hook = {"reference": noisy(2.0, 2.5), "candidate": noisy(0.1, 4.5)}
+        # A heavier load on the candidate's calls than on the reference's (5 ms more in every
+        # call): within the reference's own scatter (6 ms between its quartiles here), which a
+        # fixed slack alone (1 ms plus the call's own 2.5) would not be.
+        loaded = {"reference": noisy(2.0, 2.5), "candidate": noisy(2.5, 7.5)}
+        self.assertEqual(kg_judge.clock_findings(loaded, "cpu"), [])
+        spread = kg_judge.CLOCK_SLACK_SPREAD["cpu"]
+        try:
+            kg_judge.CLOCK_SLACK_SPREAD["cpu"] = 0.0
+            self.assertEqual(len(kg_judge.clock_findings(loaded, "cpu")), 1)
+        finally:
+            kg_judge.CLOCK_SLACK_SPREAD["cpu"] = spread
+        # The same noise, and 10 ms of work after the timer in every call: caught.
+        hook = {"reference": noisy(2.0, 2.5), "candidate": noisy(0.1, 12.5)}
         self.assertEqual([f[:2] for f in kg_judge.clock_findings(hook, "cpu")], [("clock-disagrees", "error")])
         self.assertIn("25th percentile", kg_judge.clock_findings(hook, "cpu")[0][2])
 
