@@ -7,4 +7,3 @@ pub mod git;
 pub mod history;
 pub mod ops;
 pub mod pr;
-pub mod publish;

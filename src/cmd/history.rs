@@ -279,7 +279,7 @@ fn open_drift_issues(
     dashboard_url: Option<&str>,
 ) -> anyhow::Result<()> {
     let ctx = kernelgate_github::GithubContext::from_env()?;
-    let rt = kernelgate::publish::runtime()?;
+    let rt = kernelgate::ops::publish::runtime()?;
     rt.block_on(async {
         let publisher = kernelgate_github::Publisher::new(&ctx)?;
         for d in drifts.iter().filter(|d| d.slower()) {

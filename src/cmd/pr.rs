@@ -7,6 +7,27 @@ use std::path::PathBuf;
 
 use crate::cli::{Cli, DeviceArg};
 
+/// `--publish`: where the report goes ([`Publish`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PublishArg {
+    /// GitHub when a token and a pull request are known, else files.
+    Auto,
+    Github,
+    Files,
+    None,
+}
+
+impl From<PublishArg> for Publish {
+    fn from(p: PublishArg) -> Self {
+        match p {
+            PublishArg::Auto => Publish::Auto,
+            PublishArg::Github => Publish::Github,
+            PublishArg::Files => Publish::Files,
+            PublishArg::None => Publish::None,
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Base commit or ref. Default: the pull request's base from the GitHub event, else
@@ -26,7 +47,7 @@ pub struct Args {
     #[arg(long, default_value = "kg-out")]
     pub out: PathBuf,
     #[arg(long, value_enum, default_value = "auto")]
-    pub publish: Publish,
+    pub publish: PublishArg,
     /// Treat this label as present on the PR (e.g. `kernelgate:ack-speedup` acknowledges an
     /// excessive speedup). Repeatable; adds to the labels of the GitHub event.
     #[arg(long = "ack-label", value_name = "LABEL")]
@@ -63,7 +84,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         all: args.all,
         shard: args.shard,
         out: args.out.clone(),
-        publish: args.publish,
+        publish: args.publish.into(),
         ack_labels: args.ack_labels.clone(),
         device: args.device.map(Into::into),
         seed: args.seed,

@@ -2,12 +2,29 @@
 //! comment, job summary, step outputs) or write the same payloads as files. The second stage
 //! of the fork-safe setup: it runs with a write token and never executes PR code.
 
-use kernelgate::ops::publish::{publish, Action, PublishOptions, Published};
-use kernelgate::publish::{Mode, Options};
-use kernelgate_github::{Ending, GithubContext};
+use kernelgate::ops::publish::{publish, Action, Mode, Options, PublishOptions};
+use kernelgate_github::{Ending, GithubContext, Published};
 use std::path::PathBuf;
 
 use crate::cli::Cli;
+
+/// `--publish`: where the report goes ([`Mode`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeArg {
+    /// Through the GitHub API (needs GITHUB_TOKEN and GITHUB_REPOSITORY).
+    Github,
+    /// Write check_run.json and comment.json next to the report instead.
+    Files,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Self {
+        match m {
+            ModeArg::Github => Mode::Github,
+            ModeArg::Files => Mode::Files,
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum EndArg {
@@ -30,7 +47,7 @@ pub struct Args {
     pub out: Option<PathBuf>,
     /// Default: github when GITHUB_TOKEN is set, else files.
     #[arg(long, value_enum)]
-    pub publish: Option<Mode>,
+    pub publish: Option<ModeArg>,
     /// Complete this check run (opened earlier) instead of the one this run attempt opened.
     #[arg(long)]
     pub check_run_id: Option<u64>,
@@ -79,7 +96,7 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         Action::Report {
             report: args.report.clone().expect("clap requires --report"),
             out: args.out.clone(),
-            mode: args.publish,
+            mode: args.publish.map(Into::into),
         }
     };
     let opts = PublishOptions {
@@ -100,7 +117,8 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             "kernelgate: check run {check_run} completed as {}",
             ending.as_str()
         ),
-        Published::Report => {}
+        // A report's publishing says what it did as it goes.
+        Published::Done { .. } | Published::Superseded { .. } | Published::Written { .. } => {}
     }
     Ok(0)
 }

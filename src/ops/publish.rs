@@ -1,14 +1,176 @@
-//! `kernelgate publish` as a library operation: open a check run, end one, or send a finished
-//! report (check run, annotations, sticky comment, job summary, step outputs) to GitHub or to
-//! files. The second stage of the fork-safe setup: it runs with a write token and never executes
-//! PR code. The command parses flags into [`PublishOptions`] and prints what [`publish`] did.
+//! Publishing, in one place: a finished report to GitHub (check run, annotations, sticky
+//! comment, job summary, step outputs) or as files, for `kernelgate pr` ([`publish_report`]) and
+//! `kernelgate publish` ([`publish`]: open a check run, end one, or send a report). The second
+//! stage of the fork-safe setup runs the latter with a write token and never executes PR code.
+//! The command parses flags into [`PublishOptions`] and prints what [`publish`] did.
 
 use anyhow::Context;
-use kernelgate_github::{valid_sha, Ending, GithubContext, GithubError};
+use kernelgate_github::{valid_sha, Ending, GithubContext, GithubError, Published, Publisher};
 use kernelgate_report::Report;
 use std::path::{Path, PathBuf};
 
-use crate::publish::{make_publisher, publish_report_with, runtime, Mode, Options};
+/// Where a report goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Through the GitHub API (needs GITHUB_TOKEN and GITHUB_REPOSITORY).
+    Github,
+    /// Write check_run.json and comment.json next to the report instead.
+    Files,
+}
+
+/// How to publish: check name, the token's bot login, and whether the report is unverified.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub check_name: String,
+    pub bot_login: String,
+    pub unverified: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            check_name: kernelgate_github::CHECK_NAME.into(),
+            bot_login: kernelgate_github::ACTIONS_BOT.into(),
+            unverified: false,
+        }
+    }
+}
+
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// Inside a tokio runtime: octocrab's client spawns its worker on the current one.
+pub fn make_publisher(ctx: &GithubContext, options: &Options) -> Result<Publisher, GithubError> {
+    Ok(Publisher::new(ctx)?
+        .with_check_name(&options.check_name, ctx)
+        .with_bot_login(&options.bot_login)
+        .unverified(options.unverified))
+}
+
+/// Render the report into `out` and publish it with the default options (`kernelgate pr`).
+pub fn publish_report(
+    report: &Report,
+    out: &Path,
+    ctx: &GithubContext,
+    mode: Mode,
+    check_run_id: Option<u64>,
+) -> anyhow::Result<()> {
+    publish_report_with(report, out, ctx, mode, check_run_id, &Options::default())?;
+    Ok(())
+}
+
+/// [`publish_report`] with `options`: says what it did on stderr as it goes, and returns it.
+pub fn publish_report_with(
+    report: &Report,
+    out: &Path,
+    ctx: &GithubContext,
+    mode: Mode,
+    check_run_id: Option<u64>,
+    options: &Options,
+) -> anyhow::Result<Published> {
+    let rendered = kernelgate_report::render_all(report, out)?;
+    let published = match mode {
+        Mode::Files => {
+            let files = kernelgate_github::publish_files(report, out, &options.check_name)?;
+            for p in &files {
+                eprintln!("kernelgate: wrote {}", p.display());
+            }
+            Published::Written { files }
+        }
+        Mode::Github => {
+            check_provenance(report, ctx)?;
+            let rt = runtime()?;
+            rt.block_on(async {
+                let publisher = make_publisher(ctx, options)?;
+                let published = publisher.publish(report, check_run_id).await?;
+                match &published {
+                    Published::Done { check_run, comment } => {
+                        eprintln!(
+                            "kernelgate: check run {check_run} completed ({}{})",
+                            kernelgate_report::check_run::conclusion(report),
+                            if options.unverified { ", published as unverified" } else { "" }
+                        );
+                        if let Some(action) = comment {
+                            eprintln!("kernelgate: PR comment {action:?}");
+                        }
+                    }
+                    Published::Superseded { check_run, head } => {
+                        eprintln!(
+                            "kernelgate: the pull request's head moved to {head}; {} and the comment left alone",
+                            match check_run {
+                                Some(id) => format!("check run {id} completed as neutral"),
+                                None => "no check run was open".into(),
+                            }
+                        );
+                    }
+                    // `Publisher::publish` only completes or supersedes.
+                    Published::Opened { .. } | Published::Ended { .. } | Published::Written { .. } => {}
+                }
+                Ok::<_, GithubError>(published)
+            })?
+        }
+    };
+    if let Some(path) = &ctx.step_summary {
+        kernelgate_github::append_step_summary(path, report)?;
+    }
+    if let Some(path) = &ctx.output {
+        kernelgate_github::write_outputs(path, report, &rendered.report_json)?;
+    }
+    Ok(published)
+}
+
+/// Open the check run `in_progress` at the start of `kernelgate pr`; pass the id to
+/// [`publish_report`] at the end so the same check run is completed.
+pub fn start_check_run(ctx: &GithubContext, head_sha: &str) -> anyhow::Result<u64> {
+    let rt = runtime()?;
+    Ok(rt.block_on(async { Publisher::new(ctx)?.start_check_run(head_sha).await })?)
+}
+
+/// Complete a check run opened by [`start_check_run`] when `kernelgate pr` fails before it has
+/// a report: `cancelled`, with the error as the reason. Best effort: a failure is printed.
+pub fn abandon_check_run(ctx: &GithubContext, id: u64, reason: &str) {
+    let done = runtime().and_then(|rt| {
+        rt.block_on(async {
+            Publisher::new(ctx)?
+                .finish_check_run(id, Ending::Cancelled, reason)
+                .await
+        })
+        .map_err(anyhow::Error::from)
+    });
+    if let Err(e) = done {
+        eprintln!("warning: cannot complete check run {id}: {e}");
+    }
+}
+
+/// The report must be for this repository and, when the event names a commit, that commit.
+fn check_provenance(report: &Report, ctx: &GithubContext) -> anyhow::Result<()> {
+    if report.run.head_sha.is_empty() {
+        anyhow::bail!(
+            "the report has no head commit (`run.head_sha`); it cannot be published as a check run"
+        );
+    }
+    if !report.run.repo.is_empty() && !ctx.repo.is_empty() && report.run.repo != ctx.repo {
+        anyhow::bail!(
+            "the report is for repository `{}`, but this workflow runs in `{}`; refusing to publish it here",
+            report.run.repo,
+            ctx.repo
+        );
+    }
+    if let Some(event_head) = &ctx.head_sha {
+        if *event_head != report.run.head_sha {
+            return Err(GithubError::ShaMismatch {
+                report: report.run.head_sha.clone(),
+                event: event_head.clone(),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
 
 /// What to publish.
 #[derive(Debug, Clone)]
@@ -35,14 +197,6 @@ pub struct PublishOptions {
     /// The check run `Start` opened, to complete it rather than open another.
     pub check_run_id: Option<u64>,
     pub options: Options,
-}
-
-/// What [`publish`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Published {
-    Opened { check_run: u64, head: String },
-    Ended { check_run: u64, ending: Ending },
-    Report,
 }
 
 /// Runs the action against the workflow's context `ctx` (its head replaced by `opts.head`).
@@ -91,8 +245,7 @@ pub fn publish(mut ctx: GithubContext, opts: &PublishOptions) -> anyhow::Result<
             } else {
                 Mode::Files
             });
-            publish_report_with(&loaded, &out, &ctx, mode, opts.check_run_id, &opts.options)?;
-            Ok(Published::Report)
+            publish_report_with(&loaded, &out, &ctx, mode, opts.check_run_id, &opts.options)
         }
     }
 }

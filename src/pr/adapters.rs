@@ -219,12 +219,12 @@ impl Evaluator for HarnessEvaluator {
 
     fn evaluate(&self, job: &Job, device: Device) -> Evaluation {
         if job.problem_file.is_none() {
-            return Evaluation::failed(OutcomeKind::Skipped, "no problem file");
+            return Evaluation::skipped("no problem file");
         }
         // No GPU for this run and a kernel that needs one: neutral, decided before the harness.
         if self.skips_for_want_of_a_gpu(job, Some(device)) {
             self.discard(job, device);
-            return Evaluation::failed(OutcomeKind::Skipped, self.no_gpu_message(job));
+            return Evaluation::skipped(self.no_gpu_message(job));
         }
         self.build_base(job);
         // Held until this eval ends: the lane's CPUs are this eval's alone.
@@ -235,7 +235,7 @@ impl Evaluator for HarnessEvaluator {
         }
         let spec = match self.spec(job, &job.kernel_file, &request) {
             Ok(spec) => spec,
-            Err(e) => return Evaluation::failed(OutcomeKind::Other, e),
+            Err(e) => return Evaluation::ended(OutcomeKind::Other, e),
         };
         let prepared = {
             let mut stash = self.stash();
@@ -257,7 +257,7 @@ impl Evaluator for HarnessEvaluator {
         if on_cpu && !self.has_gpu && no_cuda {
             // torch found no CUDA (no toolkit, driver or device): the machine's limit, not the
             // candidate's failure.
-            eval = Evaluation::failed(OutcomeKind::Skipped, self.no_gpu_message(job));
+            eval = Evaluation::skipped(self.no_gpu_message(job));
         }
         self.relative_paths(job, &mut eval);
         if let Some(machine) = machine {
@@ -479,7 +479,7 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
         flags.retain(|f| f.code != Condition::EscapedWork);
     }
 
-    let mut eval = Evaluation::failed(outcome.kind, "");
+    let mut eval = Evaluation::ended(outcome.kind, "");
     eval.phases = result
         .phases
         .iter()

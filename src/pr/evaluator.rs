@@ -104,7 +104,14 @@ pub struct RunFacts {
 }
 
 impl Evaluation {
-    pub fn failed(kind: OutcomeKind, message: impl Into<String>) -> Evaluation {
+    /// A job that was not run: nothing to evaluate on this runner (`message` says why).
+    pub fn skipped(message: impl Into<String>) -> Evaluation {
+        Evaluation::ended(OutcomeKind::Skipped, message)
+    }
+
+    /// An evaluation that ended as `kind` with nothing measured: a job that could not run, or
+    /// the start of one whose measurements are filled in.
+    pub fn ended(kind: OutcomeKind, message: impl Into<String>) -> Evaluation {
         Evaluation {
             outcome: OutcomeSummary::new(kind, message),
             findings: Vec::new(),

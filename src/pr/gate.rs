@@ -20,10 +20,10 @@ use super::policy::{self, Acks, Policy};
 use super::run::{self, Pipeline, Progress};
 use super::shard::Shard;
 use crate::git::Git;
-use crate::publish;
+use crate::ops::publish;
 
 /// Where the report goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Publish {
     /// GitHub when a token and a pull request are known, else files.
     Auto,

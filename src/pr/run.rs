@@ -494,7 +494,7 @@ mod pipeline_tests {
     }
 
     fn correct(speedup: f64) -> Evaluation {
-        let mut e = Evaluation::failed(OutcomeKind::Correct, "passed 5 correctness trials");
+        let mut e = Evaluation::ended(OutcomeKind::Correct, "passed 5 correctness trials");
         e.speedup_eager = Some(Interval::new(speedup, speedup * 0.98, speedup * 1.02));
         e.time_ms = Some(1.0 / speedup);
         e.reference_ms = Some(1.0);
@@ -679,7 +679,7 @@ mod pipeline_tests {
 
     #[test]
     fn verdicts_follow_the_policy_and_a_broken_kernel_fails_only_its_row() {
-        let mut incorrect = Evaluation::failed(OutcomeKind::Incorrect, "max abs diff 0.3");
+        let mut incorrect = Evaluation::ended(OutcomeKind::Incorrect, "max abs diff 0.3");
         incorrect.facts.seed = Some(7);
         let mut regressed = correct(1.5);
         regressed.vs_base = Some(ComparisonSummary {
@@ -839,7 +839,7 @@ mod pipeline_tests {
 
     #[test]
     fn an_infrastructure_failure_is_neutral_never_the_candidates_failure() {
-        let infra = Evaluation::failed(
+        let infra = Evaluation::ended(
             OutcomeKind::Infrastructure,
             "the child process ended before the harness started",
         );
@@ -1151,7 +1151,7 @@ mod pipeline_tests {
 
     #[test]
     fn a_reference_the_pr_breaks_fails_instead_of_going_neutral() {
-        let infra = Evaluation::failed(
+        let infra = Evaluation::ended(
             OutcomeKind::Infrastructure,
             "the problem file failed to load",
         );

@@ -447,7 +447,7 @@ fn evaluate(evaluator: &dyn Evaluator, job: &Job, device: Device) -> Evaluation 
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
-            Evaluation::failed(
+            Evaluation::ended(
                 OutcomeKind::Other,
                 format!("internal error in kernelgate (please report): {msg}"),
             )
@@ -642,9 +642,9 @@ mod tests {
             self.note(&format!("end {device}"), job.path());
             match self.flaky.get(job.path()) {
                 Some(always) if *always || n == 1 => {
-                    Evaluation::failed(OutcomeKind::Infrastructure, "CUDA driver error at start-up")
+                    Evaluation::ended(OutcomeKind::Infrastructure, "CUDA driver error at start-up")
                 }
-                _ => Evaluation::failed(OutcomeKind::Correct, "passed 5 correctness trials"),
+                _ => Evaluation::ended(OutcomeKind::Correct, "passed 5 correctness trials"),
             }
         }
     }

@@ -7,11 +7,11 @@ use kernelgate_model::{Finding, RanOn, Severity};
 use kernelgate_timing::Series;
 
 use crate::child;
+use crate::error::EvalError;
 use crate::job::JobSpec;
 use crate::outcome::{EvalResult, Outcome, Phase};
 use crate::protocol::RunnerResult;
 use crate::sandbox::{self, SandboxLevel};
-use crate::EvalError;
 
 use crate::launch::{launch_error, Started};
 use crate::summary::{efficiency, physical_floor, summarise_timing};

@@ -6,7 +6,8 @@ use kernelgate_model::{Device, Precision};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::{find_python, EvalError, ExtensionsDir, SandboxMode};
+use crate::error::EvalError;
+use crate::{find_python, ExtensionsDir, SandboxMode};
 
 /// One evaluation. Commands build it with [`JobSpec::build`] from the config and a
 /// [`JobRequest`]; [`JobSpec::new`] (every field public) is for tests and tools.

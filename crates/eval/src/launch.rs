@@ -4,13 +4,13 @@
 use kernelgate_model::Device;
 
 use crate::child;
+use crate::error::EvalError;
 use crate::extensions::{ExtensionsDir, TorchBuilds};
 use crate::hardware::nvidia_smi;
 use crate::job::JobSpec;
 use crate::locate::{find_harness, find_python, libcuda_present};
 use crate::pch;
 use crate::protocol::{Job, JobTiming, HARNESS_PROTOCOL};
-use crate::EvalError;
 
 use std::path::{Path, PathBuf};
 

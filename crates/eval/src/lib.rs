@@ -11,6 +11,7 @@
 
 mod child;
 mod conclude;
+mod error;
 mod exec;
 mod extensions;
 mod hardware;
@@ -25,8 +26,6 @@ pub mod sandbox;
 mod shown;
 mod summary;
 
-use std::path::PathBuf;
-
 pub use child::{
     allowed_cpus, passes_to_child, run_script, spawn_streaming, Script, ScriptEnd, StreamingScript,
     CHILD_ENV_VAR,
@@ -35,6 +34,7 @@ use conclude::conclude;
 pub use conclude::{
     RULE_HARNESS_HOOKED, RULE_PRECISION_DOWNGRADE, RULE_STRAY_PROCESS, RULE_TORCH_PATCHED,
 };
+pub use error::EvalError;
 pub use extensions::{extensions_subdir, shared_extensions_dir, ExtensionsDir};
 pub use hardware::{hardware_key, nvidia_smi, Machine};
 pub use job::{runner_python, JobRequest, JobSpec, Stage};
@@ -49,37 +49,6 @@ pub use protocol::HARNESS_PROTOCOL;
 pub use sandbox::{SandboxLevel, SandboxMode};
 pub use shown::ShownPaths;
 pub use summary::physical_floor;
-
-/// Errors of the set-up, before any candidate runs (reported as `harness_error` by `run_job`).
-#[derive(Debug, thiserror::Error)]
-pub enum EvalError {
-    #[error(
-        "the harness extension {HARNESS_LIB} was not found (looked at {}); install it with \
-         `pip install kernelgate` into the Python that holds torch (or set KERNELGATE_PYTHON to \
-         that Python), build it with `cargo build -p kernelgate-harness` (same profile as the \
-         CLI), or point KERNELGATE_HARNESS at it",
-        looked.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-    )]
-    HarnessMissing { looked: Vec<PathBuf> },
-    #[error("{path}: cannot read the file: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot start the job's child process with {python}: {source} (set KERNELGATE_PYTHON to a Python with torch)")]
-    Spawn {
-        python: PathBuf,
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Sandbox(#[from] sandbox::SandboxError),
-    /// The candidate's file is unreadable or not UTF-8: its own compile error, never an
-    /// infrastructure outcome.
-    #[error("{0}")]
-    KernelSource(String),
-}
-
-use locate::HARNESS_LIB;
 
 /// Runs one job to an outcome. Never panics on candidate behaviour and never returns an error:
 /// set-up problems are `harness_error` outcomes with a message saying what to fix.

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::EvalError;
+use crate::error::EvalError;
 
 /// File name cargo gives the harness cdylib.
 pub const HARNESS_LIB: &str = "libkernelgate_harness.so";

@@ -17,6 +17,7 @@ use octocrab::service::middleware::retry::RetryConfig;
 use octocrab::Octocrab;
 use serde_json::{json, Value};
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -57,9 +58,15 @@ pub enum CommentAction {
     Updated(u64),
 }
 
-/// What [`Publisher::publish`] did.
+/// What publishing did: [`Publisher::publish`] completes (`Done`) or stands down
+/// (`Superseded`); `kernelgate publish` also opens and ends check runs, and writes the payloads
+/// as files without a token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Published {
+    /// The check run was opened `in_progress` on `head`.
+    Opened { check_run: u64, head: String },
+    /// The check run was completed without a report.
+    Ended { check_run: u64, ending: Ending },
     /// The check run was completed with the report; the comment, when there is a PR.
     Done {
         check_run: u64,
@@ -71,6 +78,8 @@ pub enum Published {
         check_run: Option<u64>,
         head: String,
     },
+    /// No GitHub API: the payloads were written as these files.
+    Written { files: Vec<PathBuf> },
 }
 
 /// Conclusions of a check run that ends without a report.
