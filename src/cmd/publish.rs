@@ -3,7 +3,7 @@
 //! of the fork-safe setup: it runs with a write token and never executes PR code.
 
 use kernelgate::ops::publish::{publish, Action, Mode, Options, PublishOptions};
-use kernelgate_github::{Ending, GithubContext, Published};
+use kernelgate_github::{CommentMode, Ending, GithubContext, Published};
 use std::path::PathBuf;
 
 use crate::cli::Cli;
@@ -59,6 +59,14 @@ pub struct Args {
     /// workflow's GITHUB_TOKEN is github-actions[bot], a GitHub App's is <app-slug>[bot].
     #[arg(long, env = "KERNELGATE_BOT_LOGIN", default_value = kernelgate_github::ACTIONS_BOT)]
     pub bot_login: String,
+    /// When the report gets the sticky comment on its pull request (GitHub publishing): always,
+    /// on-change (something was judged), on-regression (it does not pass) or never. A comment
+    /// the gate already wrote is updated in every mode but never.
+    #[arg(long, env = "KERNELGATE_COMMENT", default_value = "always",
+          value_parser = clap::builder::TypedValueParser::map(
+              clap::builder::PossibleValuesParser::new(CommentMode::NAMES),
+              |s: String| s.parse::<CommentMode>().expect("one of the names")))]
+    pub comment: CommentMode,
     /// The report comes from a fork's own workflow run and may be forged: a passing report is
     /// published as `neutral` ("unverified"), never `success`.
     #[arg(long)]
@@ -107,6 +115,7 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             check_name: args.check_name.clone(),
             bot_login: args.bot_login.clone(),
             unverified: args.unverified,
+            comment: args.comment,
         },
     };
     match publish(GithubContext::from_env()?, &opts)? {

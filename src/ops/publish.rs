@@ -18,12 +18,14 @@ pub enum Mode {
     Files,
 }
 
-/// How to publish: check name, the token's bot login, and whether the report is unverified.
+/// How to publish: check name, the token's bot login, whether the report is unverified, and
+/// when it gets the sticky comment.
 #[derive(Debug, Clone)]
 pub struct Options {
     pub check_name: String,
     pub bot_login: String,
     pub unverified: bool,
+    pub comment: kernelgate_github::CommentMode,
 }
 
 impl Default for Options {
@@ -32,6 +34,7 @@ impl Default for Options {
             check_name: kernelgate_github::CHECK_NAME.into(),
             bot_login: kernelgate_github::ACTIONS_BOT.into(),
             unverified: false,
+            comment: kernelgate_github::CommentMode::Always,
         }
     }
 }
@@ -48,6 +51,7 @@ pub fn make_publisher(ctx: &GithubContext, options: &Options) -> Result<Publishe
     Ok(Publisher::new(ctx)?
         .with_check_name(&options.check_name, ctx)
         .with_bot_login(&options.bot_login)
+        .with_comment_mode(options.comment)
         .unverified(options.unverified))
 }
 

@@ -8,8 +8,8 @@ mod publisher;
 pub use context::{valid_sha, GithubContext};
 pub use files::{append_output, append_step_summary, publish_files, write_outputs};
 pub use publisher::{
-    sticky_marker, CommentAction, Ending, Published, Publisher, RetryPolicy, SleepFn, ACTIONS_BOT,
-    DRIFT_LABEL, UNVERIFIED,
+    sticky_marker, CommentAction, CommentMode, Ending, Published, Publisher, RetryPolicy, SleepFn,
+    ACTIONS_BOT, DRIFT_LABEL, UNVERIFIED,
 };
 
 use std::path::PathBuf;

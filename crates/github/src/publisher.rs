@@ -58,6 +58,70 @@ pub enum CommentAction {
     Updated(u64),
 }
 
+/// When a report gets the sticky comment (the action's `comment` input). A comment this gate
+/// already wrote is updated in every mode but `Never`, so a pull request never keeps a stale
+/// verdict (a fixed failure still showing as failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CommentMode {
+    /// Every report (the default).
+    #[default]
+    Always,
+    /// Only a report with something judged: a kernel row, a changed reference problem or a
+    /// changed setting.
+    OnChange,
+    /// Only a report that does not pass (a failure or a warning to act on).
+    OnRegression,
+    /// Never: the check run, job summary and SARIF still say everything.
+    Never,
+}
+
+impl CommentMode {
+    pub const NAMES: [&'static str; 4] = ["always", "on-change", "on-regression", "never"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommentMode::Always => "always",
+            CommentMode::OnChange => "on-change",
+            CommentMode::OnRegression => "on-regression",
+            CommentMode::Never => "never",
+        }
+    }
+
+    /// Whether `report` is commented on; `existing`: this gate's comment is already there.
+    pub fn wants(self, report: &Report, existing: bool) -> bool {
+        match self {
+            CommentMode::Always => true,
+            CommentMode::Never => false,
+            CommentMode::OnChange => {
+                existing
+                    || !report.kernels.is_empty()
+                    || !report.reference_changes.is_empty()
+                    || !report.config_changes.is_empty()
+            }
+            CommentMode::OnRegression => {
+                existing || report.summary.verdict != kernelgate_report::Verdict::Pass
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for CommentMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "always" => Ok(CommentMode::Always),
+            "on-change" => Ok(CommentMode::OnChange),
+            "on-regression" => Ok(CommentMode::OnRegression),
+            "never" => Ok(CommentMode::Never),
+            other => Err(format!(
+                "unknown comment mode `{other}`: use one of {}",
+                CommentMode::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
 /// What publishing did: [`Publisher::publish`] completes (`Done`) or stands down
 /// (`Superseded`); `kernelgate publish` also opens and ends check runs, and writes the payloads
 /// as files without a token.
@@ -123,6 +187,8 @@ pub struct Publisher {
     login: Mutex<Option<String>>,
     /// A fork's own run: `success` is published as `neutral` ([`UNVERIFIED`]).
     unverified: bool,
+    /// When a report gets the sticky comment.
+    comment_mode: CommentMode,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -196,6 +262,7 @@ impl Publisher {
             bot_login: ACTIONS_BOT.into(),
             login: Mutex::new(None),
             unverified: false,
+            comment_mode: CommentMode::Always,
         })
     }
 
@@ -219,6 +286,12 @@ impl Publisher {
 
     /// The login the token posts as when it is an installation token (default
     /// `github-actions[bot]`, the workflow's `GITHUB_TOKEN`; an app's is `<slug>[bot]`).
+    /// When a report gets the sticky comment ([`CommentMode`]).
+    pub fn with_comment_mode(mut self, mode: CommentMode) -> Self {
+        self.comment_mode = mode;
+        self
+    }
+
     pub fn with_bot_login(mut self, login: &str) -> Self {
         self.bot_login = login.to_string();
         self
@@ -633,6 +706,7 @@ impl Publisher {
         };
         self.complete_check_run(id, report, &summary).await?;
         let comment = match report.run.pr_number {
+            Some(pr) if !self.comment_wanted(report, pr).await? => None,
             Some(pr) => {
                 let body = if self.unverified {
                     kernelgate_report::render_unverified_comment(report, UNVERIFIED)
@@ -647,6 +721,16 @@ impl Publisher {
             check_run: id,
             comment,
         })
+    }
+
+    /// Whether `report` gets the sticky comment on `pr` by this publisher's [`CommentMode`]:
+    /// asks GitHub for an existing comment only when the report alone does not decide.
+    async fn comment_wanted(&self, report: &Report, pr: u64) -> Result<bool, GithubError> {
+        let mode = self.comment_mode;
+        if mode.wants(report, false) || !mode.wants(report, true) {
+            return Ok(mode.wants(report, false));
+        }
+        Ok(self.find_comment(pr).await?.is_some())
     }
 
     /// End the check run of this run attempt on `head_sha` without a report (cancelled job,

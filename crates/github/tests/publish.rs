@@ -4,8 +4,8 @@
 //! the failures GitHub produces (5xx after a write, rate limits, a moved head).
 
 use kernelgate_github::{
-    sticky_marker, CommentAction, Ending, GithubContext, GithubError, Published, Publisher,
-    RetryPolicy, SleepFn, DRIFT_LABEL, UNVERIFIED,
+    sticky_marker, CommentAction, CommentMode, Ending, GithubContext, GithubError, Published,
+    Publisher, RetryPolicy, SleepFn, DRIFT_LABEL, UNVERIFIED,
 };
 use kernelgate_model::{Backend, Finding, Precision, Severity};
 use kernelgate_report::*;
@@ -1221,4 +1221,80 @@ async fn a_lost_answer_to_opening_a_drift_issue_does_not_open_a_second() {
         .unwrap();
     assert!(matches!(done, CommentAction::Created(_)), "{done:?}");
     assert_eq!(fake.state().issues.len(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// When a report gets the comment
+
+#[tokio::test]
+async fn the_comment_mode_decides_which_reports_get_the_sticky_comment() {
+    let passing = report(vec![row(1, OutcomeKind::Correct, 0, "ok")]);
+    let failing = report(vec![row(1, OutcomeKind::Incorrect, 0, "wrong")]);
+    let empty = report(vec![]);
+    assert_eq!(empty.summary.verdict, Verdict::Pass);
+    for (mode, rep, commented) in [
+        (CommentMode::Always, &empty, true),
+        (CommentMode::Never, &failing, false),
+        (CommentMode::OnChange, &empty, false),
+        (CommentMode::OnChange, &passing, true),
+        (CommentMode::OnRegression, &passing, false),
+        (CommentMode::OnRegression, &failing, true),
+    ] {
+        let (server, fake) = github().await;
+        let (p, _) = publisher(&server);
+        let published = p.with_comment_mode(mode).publish(rep, None).await.unwrap();
+        let st = fake.state();
+        // The check run is completed in every mode.
+        assert_eq!(st.check_runs.len(), 1, "{mode:?}");
+        assert_eq!(st.comments.len(), usize::from(commented), "{mode:?}");
+        match published {
+            Published::Done { comment, .. } => assert_eq!(comment.is_some(), commented, "{mode:?}"),
+            other => panic!("{mode:?}: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_comment_the_gate_already_wrote_is_updated_in_every_mode_but_never() {
+    let passing = report(vec![row(1, OutcomeKind::Correct, 0, "ok")]);
+    for (mode, updated) in [
+        (CommentMode::OnRegression, true),
+        (CommentMode::OnChange, true),
+        (CommentMode::Never, false),
+    ] {
+        let (server, fake) = github().await;
+        let (p, _) = publisher(&server);
+        // An earlier run's failure.
+        p.upsert_comment(7, &format!("{STICKY_MARKER}\nan earlier failure"))
+            .await
+            .unwrap();
+        let empty = report(vec![]);
+        let rep = if mode == CommentMode::OnChange {
+            &empty
+        } else {
+            &passing
+        };
+        p.with_comment_mode(mode).publish(rep, None).await.unwrap();
+        let st = fake.state();
+        assert_eq!(st.comments.len(), 1, "{mode:?}");
+        assert_eq!(
+            !st.comments[0].body.contains("an earlier failure"),
+            updated,
+            "{mode:?}: {}",
+            st.comments[0].body
+        );
+    }
+}
+
+#[test]
+fn comment_modes_read_as_the_action_writes_them() {
+    for name in CommentMode::NAMES {
+        let mode: CommentMode = name.parse().unwrap();
+        assert_eq!(mode.as_str(), name);
+    }
+    let err = "sometimes".parse::<CommentMode>().unwrap_err();
+    assert!(
+        err.contains("always, on-change, on-regression, never"),
+        "{err}"
+    );
 }

@@ -279,7 +279,7 @@ fn action_merges_shard_reports_then_publishes_once() {
         read(&run.dir.path().join("calls")),
         format!(
             "--repo . merge {o}/kernelgate-report-1/report.json {o}/kernelgate-report-2/report.json --out {o}\n\
-             publish --check-name kernelgate --bot-login github-actions[bot] --report {o}/report.json --publish github\n"
+             publish --check-name kernelgate --bot-login github-actions[bot] --report {o}/report.json --publish github --comment always\n"
         )
     );
 
