@@ -8,3 +8,4 @@ pub mod history;
 pub mod ops;
 pub mod pr;
 pub mod publish;
+pub mod time;

@@ -17,7 +17,7 @@ use super::judgment::{self, Judgment};
 use super::layout::Layout;
 use super::plan::Plan;
 use super::policy::{self, Acks, Policy};
-use super::run::{self, Pipeline, Progress};
+use super::run::{Pipeline, Progress};
 use super::shard::Shard;
 use crate::git::Git;
 use crate::publish;
@@ -239,7 +239,7 @@ fn new_report(
         pr_number: gh.pr_number,
         base_sha: plan.changes.base.clone(),
         head_sha: plan.changes.head.clone(),
-        started_at: run::now_rfc3339(),
+        started_at: crate::time::now_rfc3339(),
         seed: opts.seed,
         shard: opts.shard.map(|s| (s.index, s.count)),
         artifact_url: gh.run_url.clone(),
