@@ -18,6 +18,7 @@ use kernelgate_timing::{
     Lookup, Query, Sample, SeriesStats, Staleness, Variant, Work,
 };
 use serde::{Deserialize, Serialize};
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -139,6 +140,217 @@ pub fn plan(repo: &Path, cfg: &Config, set: &ProblemSet, req: &Request) -> anyho
     })
 }
 
+/// Hears a run's rows as they are timed (kernels stream, one harness run each).
+pub trait Observer {
+    fn event(&self, event: &Event<'_>);
+}
+
+impl<F: Fn(&Event<'_>)> Observer for F {
+    fn event(&self, event: &Event<'_>) {
+        self(event)
+    }
+}
+
+/// One thing a run says while it times; `Display` is its line as a terminal shows it.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// The reference child starts.
+    Timing {
+        references: usize,
+        variants: &'a [&'a str],
+        device: Device,
+        python: &'a Path,
+    },
+    /// The child ran past its limit; what it finished is kept.
+    TimedOut { limit: Duration },
+    /// The table's header, before the first row.
+    Header,
+    /// One timed series: median, its 95% CI, samples and CV, and a note.
+    Row {
+        name: &'a str,
+        variant: &'a str,
+        stats: &'a SeriesStats,
+        note: &'a str,
+    },
+    /// A reference the child could not time, as a table row.
+    ReferenceFailed {
+        problem: &'a str,
+        variant: &'a str,
+        error: &'a str,
+    },
+    /// The Python traceback of a failed reference.
+    Traceback {
+        path: &'a Path,
+        variant: &'a str,
+        traceback: &'a str,
+    },
+    /// A series without statistics, or a kernel that failed its checks.
+    Failed {
+        name: &'a str,
+        variant: &'a str,
+        error: String,
+    },
+    /// A kernel file `--kernels` cannot map to a problem.
+    Unmapped(&'a KernelError),
+    /// A kernel of another precision than this run times.
+    OtherPrecision {
+        kernel: &'a str,
+        precision: kernelgate_model::Precision,
+        timed: kernelgate_model::Precision,
+    },
+}
+
+impl fmt::Display for Event<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::Timing {
+                references,
+                variants,
+                device,
+                python,
+            } => write!(
+                f,
+                "timing {references} reference(s) x {} on {} with {} ...",
+                variants.join("+"),
+                device.as_str(),
+                python.display()
+            ),
+            Event::TimedOut { limit } => write!(
+                f,
+                "timing the references took longer than {} s: stopped; keeping the problems finished so far \
+                 (raise --timeout or select fewer problems)",
+                limit.as_secs()
+            ),
+            Event::Header => write!(
+                f,
+                "{:<32} {:<8} {:>11} {:>21} {:>5} {:>9}  NOTE",
+                "PROBLEM", "VARIANT", "MEDIAN ms", "95% CI of median", "N", "CV %"
+            ),
+            Event::Row {
+                name,
+                variant,
+                stats,
+                note,
+            } => write!(
+                f,
+                "{name:<32} {variant:<8} {:>11.4} {:>21} {:>5} {:>9.3}  {note}",
+                stats.median,
+                format!("{:.4}..{:.4}", stats.ci95_median.0, stats.ci95_median.1),
+                stats.n,
+                stats.cv_pct()
+            ),
+            Event::ReferenceFailed {
+                problem,
+                variant,
+                error,
+            } => write!(
+                f,
+                "{problem:<32} {variant:<8} {:>11} {:>21} {:>5} {:>9}  FAILED: {error}",
+                "-", "-", "-", "-"
+            ),
+            Event::Traceback {
+                path,
+                variant,
+                traceback,
+            } => write!(f, "{}: {variant} traceback:\n{traceback}", path.display()),
+            Event::Failed {
+                name,
+                variant,
+                error,
+            } => write!(f, "{name:<32} {variant:<8} FAILED: {error}"),
+            Event::Unmapped(e) => write!(f, "warning: {e}"),
+            Event::OtherPrecision {
+                kernel,
+                precision,
+                timed,
+            } => write!(
+                f,
+                "{kernel:<32} {:<8} skipped: a {precision} kernel; this run times {timed} (pass --precision {precision})",
+                "kernel"
+            ),
+        }
+    }
+}
+
+/// What a run wrote and what it did not; `Display` gives its closing lines.
+#[derive(Debug)]
+pub struct Recorded {
+    /// The hardware folder, relative to the repository when inside it.
+    pub dir: PathBuf,
+    pub key: HardwareKey,
+    /// Some series was written (the folder is unchanged otherwise).
+    pub wrote: bool,
+    /// References or kernels that failed to time.
+    pub failed: usize,
+    /// Series too noisy to be a baseline (their previous baselines are kept).
+    pub noisy: usize,
+    /// `[timing] baseline_max_cv_pct`, what `noisy` exceeded.
+    pub max_cv_pct: f64,
+    /// The reference child ran past its limit.
+    pub timed_out: bool,
+    /// Problem/variant pairs the child never reached.
+    pub missing: usize,
+    pub bandwidth_gbs: Option<f64>,
+    pub idle_sync_ms: Option<f64>,
+}
+
+impl Recorded {
+    /// Series not written: failed, too noisy or never reached.
+    pub fn not_written(&self) -> usize {
+        self.failed + self.noisy + self.missing
+    }
+
+    /// 0 when everything was timed and written, 1 when anything was not (its previous
+    /// baseline, if any, is kept).
+    pub fn exit_code(&self) -> i32 {
+        i32::from(self.not_written() > 0)
+    }
+}
+
+impl fmt::Display for Recorded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(bw) = self.bandwidth_gbs {
+            writeln!(f, "measured device copy bandwidth: {bw:.0} GB/s")?;
+        }
+        if let Some(s) = self.idle_sync_ms {
+            writeln!(f, "idle context synchronise: {:.1} us", s * 1e3)?;
+        }
+        let shown = self.dir.display();
+        if self.wrote {
+            write!(f, "wrote {shown} ({})", self.key)?;
+        } else {
+            write!(
+                f,
+                "wrote nothing: no sample was both timed and quiet enough; {shown} is unchanged"
+            )?;
+        }
+        if self.noisy > 0 {
+            write!(
+                f,
+                "\nwarning: {} sample(s) too noisy to be a baseline (robust coefficient of variation, \
+                 0.74 x IQR / median, above [timing] baseline_max_cv_pct = {}%): not written. Re-run on an idle runner \
+                 (no other jobs, fixed clocks), or raise baseline_max_cv_pct in kernelgate.toml",
+                self.noisy, self.max_cv_pct
+            )?;
+        }
+        if self.timed_out || self.missing > 0 {
+            write!(
+                f,
+                "\n{} problem/variant pair(s) not timed before the limit",
+                self.missing
+            )?;
+        }
+        if self.not_written() > 0 {
+            write!(
+                f,
+                "\n{} reference(s) or kernel(s) failed to time or were too noisy; their previous baselines, if any, are kept",
+                self.not_written()
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// Counts of one run, for its summary and exit code.
 #[derive(Debug, Default)]
 struct Tally {
@@ -160,10 +372,15 @@ struct Target<'a> {
     now: u64,
 }
 
-/// Times the selected references (and kernels) and writes their baselines; the exit code:
-/// 0 when everything was timed and written, 1 when something failed, was too noisy or was
-/// not reached before the limit (its previous baseline, if any, is kept).
-pub fn record(repo: &Path, cfg: &Config, set: &ProblemSet, req: &Request) -> anyhow::Result<i32> {
+/// Times the selected references (and kernels) and writes their baselines, telling `observer`
+/// each row as it is timed; what was written and what was not ([`Recorded::exit_code`]).
+pub fn record(
+    repo: &Path,
+    cfg: &Config,
+    set: &ProblemSet,
+    req: &Request,
+    observer: &dyn Observer,
+) -> anyhow::Result<Recorded> {
     let problems = select_problems(set, req.level, &req.problems)?;
     let variants: Vec<&str> = if req.compile_only {
         vec!["compile"]
@@ -173,7 +390,15 @@ pub fn record(repo: &Path, cfg: &Config, set: &ProblemSet, req: &Request) -> any
         vec!["eager"]
     };
     let device = req.device.unwrap_or(cfg.defaults.device);
-    let (out, timed_out) = time_references(repo, cfg, &problems, &variants, device, req.timeout)?;
+    let (out, timed_out) = time_references(
+        repo,
+        cfg,
+        &problems,
+        &variants,
+        device,
+        req.timeout,
+        observer,
+    )?;
     let key = kernelgate_eval::hardware_key(&out.machine, cfg.defaults.precision);
     let hw_dir = req
         .hardware
@@ -192,22 +417,30 @@ pub fn record(repo: &Path, cfg: &Config, set: &ProblemSet, req: &Request) -> any
             .map(|d| d.as_secs())
             .unwrap_or(0),
     };
-    let mut tally = write_references(&target, &out, &problems)?;
+    let mut tally = write_references(&target, &out, &problems, observer)?;
     if req.kernels {
-        let k = time_kernels(&target, set, &problems)?;
+        let k = time_kernels(&target, set, &problems, observer)?;
         tally.failed += k.failed;
         tally.noisy += k.noisy;
         tally.wrote |= k.wrote;
     }
-    if let Some(bw) = out.bandwidth_gbs {
-        eprintln!("measured device copy bandwidth: {bw:.0} GB/s");
-    }
-    if let Some(s) = out.idle_sync_ms {
-        eprintln!("idle context synchronise: {:.1} us", s * 1e3);
-    }
     let expected = problems.len() * variants.len();
-    let missing = expected.saturating_sub(out.results.len());
-    Ok(summarize(&target, &tally, timed_out, missing))
+    Ok(Recorded {
+        dir: target
+            .dir
+            .strip_prefix(repo)
+            .unwrap_or(&target.dir)
+            .to_path_buf(),
+        key: target.key,
+        wrote: tally.wrote,
+        failed: tally.failed,
+        noisy: tally.noisy,
+        max_cv_pct: cfg.timing.baseline_max_cv_pct,
+        timed_out,
+        missing: expected.saturating_sub(out.results.len()),
+        bandwidth_gbs: out.bandwidth_gbs,
+        idle_sync_ms: out.idle_sync_ms,
+    })
 }
 
 /// What the reference child writes (kg_timing.baseline).
@@ -269,6 +502,7 @@ fn time_references(
     variants: &[&str],
     device: Device,
     timeout: Option<Duration>,
+    observer: &dyn Observer,
 ) -> anyhow::Result<(ChildOut, bool)> {
     let python = kernelgate_eval::runner_python(cfg, repo);
     let harness = kernelgate_eval::find_harness()?;
@@ -305,13 +539,12 @@ fn time_references(
     let limit = timeout.unwrap_or(Duration::from_secs(
         120 + 60 * (problems.len() * variants.len()) as u64 + t.budget_s as u64,
     ));
-    eprintln!(
-        "timing {} reference(s) x {} on {} with {} ...",
-        problems.len(),
-        variants.join("+"),
-        device.as_str(),
-        python.display()
-    );
+    observer.event(&Event::Timing {
+        references: problems.len(),
+        variants,
+        device,
+        python: &python,
+    });
     let ended = kernelgate_eval::run_script(Script {
         python: &python,
         harness: Some(&harness),
@@ -347,11 +580,7 @@ fn time_references(
             cfg.harness.memory_limit_mb
         ),
         ScriptEnd::TimedOut => {
-            eprintln!(
-                "timing the references took longer than {} s: stopped; keeping the problems finished so far \
-                 (raise --timeout or select fewer problems)",
-                limit.as_secs()
-            );
+            observer.event(&Event::TimedOut { limit });
             true
         }
     };
@@ -363,17 +592,6 @@ fn time_references(
     })?;
     let out = serde_json::from_str(&text).context("parsing the baseline child's result")?;
     Ok((out, timed_out))
-}
-
-/// One table row: median, its 95% CI, samples and CV, and a note.
-fn row(name: &str, variant: &str, stats: &SeriesStats, note: &str) {
-    println!(
-        "{name:<32} {variant:<8} {:>11.4} {:>21} {:>5} {:>9.3}  {note}",
-        stats.median,
-        format!("{:.4}..{:.4}", stats.ci95_median.0, stats.ci95_median.1),
-        stats.n,
-        stats.cv_pct()
-    );
 }
 
 fn too_noisy_note(stats: &SeriesStats, max_cv: f64) -> Option<String> {
@@ -390,6 +608,7 @@ fn write_references(
     t: &Target<'_>,
     out: &ChildOut,
     problems: &[&Problem],
+    observer: &dyn Observer,
 ) -> anyhow::Result<Tally> {
     let kb_device = if out.device.starts_with("cuda") {
         "cuda:0".to_string()
@@ -400,10 +619,7 @@ fn write_references(
     let mut ours = BaselineFile::load_or_default(&ours_path)?;
     let mut kb_eager = KbFile::load_or_default(&t.dir.join(KB_EAGER_FILE))?;
     let mut kb_compile = KbFile::load_or_default(&t.dir.join(KB_COMPILE_FILE))?;
-    println!(
-        "{:<32} {:<8} {:>11} {:>21} {:>5} {:>9}  NOTE",
-        "PROBLEM", "VARIANT", "MEDIAN ms", "95% CI of median", "N", "CV %"
-    );
+    observer.event(&Event::Header);
     let mut tally = Tally::default();
     let (mut wrote_eager, mut wrote_compile) = (false, false);
     for r in &out.results {
@@ -417,12 +633,17 @@ fn write_references(
         };
         if let Some(e) = &r.error {
             tally.failed += 1;
-            println!(
-                "{:<32} {:<8} {:>11} {:>21} {:>5} {:>9}  FAILED: {e}",
-                p.key, r.variant, "-", "-", "-", "-"
-            );
+            observer.event(&Event::ReferenceFailed {
+                problem: &p.key,
+                variant: &r.variant,
+                error: e,
+            });
             if let Some(tb) = &r.traceback {
-                eprintln!("{}: {} traceback:\n{tb}", p.path.display(), r.variant);
+                observer.event(&Event::Traceback {
+                    path: &p.path,
+                    variant: &r.variant,
+                    traceback: tb,
+                });
             }
             continue;
         }
@@ -431,14 +652,23 @@ fn write_references(
             Ok(s) => s,
             Err(e) => {
                 tally.failed += 1;
-                println!("{:<32} {:<8} FAILED: {e}", p.key, r.variant);
+                observer.event(&Event::Failed {
+                    name: &p.key,
+                    variant: &r.variant,
+                    error: e.to_string(),
+                });
                 continue;
             }
         };
         if let Some(note) = too_noisy_note(&stats, t.cfg.timing.baseline_max_cv_pct) {
             // Too wide a spread to compare pull requests against: keep what is stored.
             tally.noisy += 1;
-            row(&p.key, &r.variant, &stats, &note);
+            observer.event(&Event::Row {
+                name: &p.key,
+                variant: &r.variant,
+                stats: &stats,
+                note: &note,
+            });
             continue;
         }
         let q = Query {
@@ -449,12 +679,12 @@ fn write_references(
             hardware: &t.key,
             l2: t.l2,
         };
-        row(
-            &p.key,
-            &r.variant,
-            &stats,
-            &stale_note(ours.lookup(&q), &ms, t),
-        );
+        observer.event(&Event::Row {
+            name: &p.key,
+            variant: &r.variant,
+            stats: &stats,
+            note: &stale_note(ours.lookup(&q), &ms, t),
+        });
         let level = format!("level{}", p.level);
         let kb = KbEntry::from_stats(&stats, &t.key.gpu, &kb_device);
         if variant == Variant::Compile {
@@ -520,10 +750,15 @@ fn stale_note(lookup: Lookup<'_>, ms: &[f64], t: &Target<'_>) -> String {
 /// Times every accepted kernel of the selected problems through the isolated harness (full
 /// correctness checks first) and records the candidate series under the reference's hardware
 /// key (or the CPU's, for CPU-only C++ kernels, as `kernelgate pr` looks them up).
-fn time_kernels(t: &Target<'_>, set: &ProblemSet, problems: &[&Problem]) -> anyhow::Result<Tally> {
+fn time_kernels(
+    t: &Target<'_>,
+    set: &ProblemSet,
+    problems: &[&Problem],
+    observer: &dyn Observer,
+) -> anyhow::Result<Tally> {
     let (kernels, errors) = kernel_plan(t.repo, t.cfg, set, problems);
     for e in &errors {
-        eprintln!("warning: {e}");
+        observer.event(&Event::Unmapped(e));
     }
     let path = t.dir.join(KERNELS_FILE);
     let mut file = BaselineFile::load_or_default(&path)?;
@@ -535,22 +770,28 @@ fn time_kernels(t: &Target<'_>, set: &ProblemSet, problems: &[&Problem]) -> anyh
         };
         let name = k.path.display().to_string();
         if k.precision != t.key.precision {
-            println!(
-                "{name:<32} {:<8} skipped: a {} kernel; this run times {} (pass --precision {})",
-                "kernel", k.precision, t.key.precision, k.precision
-            );
+            observer.event(&Event::OtherPrecision {
+                kernel: &name,
+                precision: k.precision,
+                timed: t.key.precision,
+            });
             continue;
         }
-        let Some((entry, stats)) = time_kernel(t, k, p, &extensions)? else {
+        let Some((entry, stats)) = time_kernel(t, k, p, &extensions, observer)? else {
             tally.failed += 1;
             continue;
         };
-        if let Some(note) = too_noisy_note(&stats, t.cfg.timing.baseline_max_cv_pct) {
-            row(&name, "kernel", &stats, &note);
+        let noisy = too_noisy_note(&stats, t.cfg.timing.baseline_max_cv_pct);
+        observer.event(&Event::Row {
+            name: &name,
+            variant: "kernel",
+            stats: &stats,
+            note: noisy.as_deref().unwrap_or(&p.key),
+        });
+        if noisy.is_some() {
             tally.noisy += 1;
             continue;
         }
-        row(&name, "kernel", &stats, &p.key);
         file.upsert(entry);
         tally.wrote = true;
     }
@@ -560,13 +801,14 @@ fn time_kernels(t: &Target<'_>, set: &ProblemSet, problems: &[&Problem]) -> anyh
     Ok(tally)
 }
 
-/// One kernel through the harness: its baseline entry, or `None` (said on stdout) when it
+/// One kernel through the harness: its baseline entry, or `None` (told to `observer`) when it
 /// failed its checks or gave no timing.
 fn time_kernel(
     t: &Target<'_>,
     k: &Kernel,
     p: &Problem,
     extensions: &Path,
+    observer: &dyn Observer,
 ) -> anyhow::Result<Option<(BaselineEntry, SeriesStats)>> {
     let kpath = t.repo.join(&k.path); // an absolute path stays as it is
     let source =
@@ -598,12 +840,11 @@ fn time_kernel(
     let stats = match (r.passed(), SeriesStats::from_samples(&ms)) {
         (true, Ok(st)) => st,
         _ => {
-            println!(
-                "{:<32} {:<8} FAILED: {}",
-                k.path.display(),
-                "kernel",
-                r.outcome.summary()
-            );
+            observer.event(&Event::Failed {
+                name: &k.path.display().to_string(),
+                variant: "kernel",
+                error: r.outcome.summary(),
+            });
             return Ok(None);
         }
     };
@@ -624,43 +865,97 @@ fn time_kernel(
     Ok(Some((entry, stats)))
 }
 
-/// The closing lines, and the exit code.
-fn summarize(t: &Target<'_>, tally: &Tally, timed_out: bool, missing: usize) -> i32 {
-    let shown = t
-        .dir
-        .strip_prefix(t.repo)
-        .unwrap_or(&t.dir)
-        .display()
-        .to_string();
-    if tally.wrote {
-        eprintln!("wrote {shown} ({})", t.key);
-    } else {
-        eprintln!("wrote nothing: no sample was both timed and quiet enough; {shown} is unchanged");
-    }
-    let mut failed = tally.failed;
-    if tally.noisy > 0 {
-        eprintln!(
-            "warning: {} sample(s) too noisy to be a baseline (robust coefficient of variation, \
-             0.74 x IQR / median, above [timing] baseline_max_cv_pct = {}%): not written. Re-run on an idle runner \
-             (no other jobs, fixed clocks), or raise baseline_max_cv_pct in kernelgate.toml",
-            tally.noisy, t.cfg.timing.baseline_max_cv_pct
-        );
-        failed += tally.noisy;
-    }
-    if timed_out || missing > 0 {
-        eprintln!("{missing} problem/variant pair(s) not timed before the limit");
-        failed += missing;
-    }
-    if failed > 0 {
-        eprintln!(
-            "{failed} reference(s) or kernel(s) failed to time or were too noisy; their previous baselines, if any, are kept"
-        );
-        return 1;
-    }
-    0
-}
-
 /// The checked-out commit, when `repo` is a git repository (through the one git owner).
 fn git_head(repo: &Path) -> Option<String> {
     crate::git::Git::open(repo).ok()?.resolve("HEAD").ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recorded() -> Recorded {
+        Recorded {
+            dir: PathBuf::from("results/timing/NVIDIA_H200"),
+            key: HardwareKey {
+                gpu: "NVIDIA H200".into(),
+                driver: "580.159.04".into(),
+                cuda: "13.0".into(),
+                torch: "2.11.0+cu130".into(),
+                precision: kernelgate_model::Precision::Fp32,
+            },
+            wrote: true,
+            failed: 0,
+            noisy: 0,
+            max_cv_pct: 5.0,
+            timed_out: false,
+            missing: 0,
+            bandwidth_gbs: None,
+            idle_sync_ms: None,
+        }
+    }
+
+    #[test]
+    fn a_clean_run_closes_with_what_it_wrote_and_exits_0() {
+        let r = recorded();
+        assert_eq!(r.exit_code(), 0);
+        assert_eq!(
+            r.to_string(),
+            format!("wrote results/timing/NVIDIA_H200 ({})", r.key)
+        );
+    }
+
+    #[test]
+    fn what_was_not_written_is_counted_said_last_and_exits_1() {
+        let r = Recorded {
+            wrote: false,
+            failed: 1,
+            noisy: 2,
+            timed_out: true,
+            missing: 3,
+            bandwidth_gbs: Some(3012.4),
+            idle_sync_ms: Some(0.0123),
+            ..recorded()
+        };
+        assert_eq!(r.exit_code(), 1);
+        let text = r.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 6, "{text}");
+        assert_eq!(lines[0], "measured device copy bandwidth: 3012 GB/s");
+        assert_eq!(lines[1], "idle context synchronise: 12.3 us");
+        assert!(lines[2].starts_with("wrote nothing: "), "{text}");
+        assert!(
+            lines[3].starts_with("warning: 2 sample(s) too noisy")
+                && lines[3].contains("baseline_max_cv_pct = 5%"),
+            "{text}"
+        );
+        assert_eq!(
+            lines[4],
+            "3 problem/variant pair(s) not timed before the limit"
+        );
+        assert!(lines[5].starts_with("6 reference(s) or kernel(s) failed"));
+    }
+
+    #[test]
+    fn rows_line_up_under_the_header() {
+        let stats = SeriesStats::from_samples(&[1.0, 1.0, 1.0, 1.0]).unwrap();
+        let header = Event::Header.to_string();
+        let row = Event::Row {
+            name: "level1/3_ReLU",
+            variant: "eager",
+            stats: &stats,
+            note: "new",
+        }
+        .to_string();
+        let failed = Event::ReferenceFailed {
+            problem: "level1/3_ReLU",
+            variant: "eager",
+            error: "boom",
+        }
+        .to_string();
+        // NOTE, the note and FAILED start in one column.
+        let col = header.find("NOTE").unwrap();
+        assert_eq!(row.find("new"), Some(col), "{header}\n{row}");
+        assert_eq!(failed.find("FAILED"), Some(col), "{header}\n{failed}");
+    }
 }

@@ -137,7 +137,7 @@ impl Git {
             .split_once('\0')
             .unwrap_or((text.trim(), ""));
         // UTC, so dates from committers in different zones compare and sort as text.
-        let date = crate::pr::run::rfc3339(secs.trim().parse().unwrap_or(0));
+        let date = crate::time::rfc3339(secs.trim().parse().unwrap_or(0));
         Ok(kernelgate_history::Commit {
             sha,
             date,

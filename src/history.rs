@@ -103,12 +103,8 @@ pub fn dashboard(
     rule: &DriftRule,
 ) -> anyhow::Result<(PathBuf, serde_json::Value)> {
     let records = store.query(&Filter::default())?;
-    let data = kernelgate_history::dashboard::data(
-        &records,
-        repo_name,
-        &crate::pr::run::now_rfc3339(),
-        rule,
-    );
+    let data =
+        kernelgate_history::dashboard::data(&records, repo_name, &crate::time::now_rfc3339(), rule);
     let page = kernelgate_history::dashboard::write(&data, out)
         .with_context(|| format!("cannot write the dashboard into `{}`", out.display()))?;
     Ok((page, data))

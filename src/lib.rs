@@ -7,3 +7,4 @@ pub mod git;
 pub mod history;
 pub mod ops;
 pub mod pr;
+pub mod time;

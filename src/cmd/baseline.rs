@@ -2,7 +2,7 @@
 //! this machine and write `results/timing/<HARDWARE>/` ([`kernelgate::baseline::record`]).
 
 use anyhow::Context;
-use kernelgate::baseline::{self, Request};
+use kernelgate::baseline::{self, Event, Request};
 use kernelgate_model::Config;
 use std::time::Duration;
 
@@ -66,5 +66,18 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         println!("{}", serde_json::to_string_pretty(&plan)?);
         return Ok(0);
     }
-    baseline::record(&cli.repo, &cfg, &set, &request)
+    let recorded = baseline::record(&cli.repo, &cfg, &set, &request, &print)?;
+    eprintln!("{recorded}");
+    Ok(recorded.exit_code())
+}
+
+/// The table on stdout; what happens around it on stderr.
+fn print(e: &Event<'_>) {
+    match e {
+        Event::Timing { .. }
+        | Event::TimedOut { .. }
+        | Event::Traceback { .. }
+        | Event::Unmapped(_) => eprintln!("{e}"),
+        _ => println!("{e}"),
+    }
 }

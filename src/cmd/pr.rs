@@ -1,6 +1,7 @@
 //! `kernelgate pr`: the gate for one pull request ([`kernelgate::pr::gate`]).
 
 use kernelgate::pr::gate::{self, Publish};
+use kernelgate::pr::progress::{Event, Observer};
 use kernelgate::pr::shard::Shard;
 use kernelgate_github::GithubContext;
 use std::path::PathBuf;
@@ -89,7 +90,6 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         device: args.device.map(Into::into),
         seed: args.seed,
         no_timing: args.no_timing,
-        quiet: args.quiet,
         config: cli.config.clone(),
         trusted_config: args.trusted_config.clone(),
     };
@@ -104,5 +104,37 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         );
         return Ok(0);
     }
-    gate::gate(&cli.repo, &judgment, &gh, &opts)
+    let printer = Printer {
+        quiet: args.quiet,
+        actions: gh.actions,
+    };
+    gate::gate(&cli.repo, &judgment, &gh, &opts, &printer)
+}
+
+/// Progress on stdout (each kernel's result) and stderr (builds, evals, trouble); inside GitHub
+/// Actions, annotations and one `::group::` per kernel.
+struct Printer {
+    quiet: bool,
+    actions: bool,
+}
+
+impl Observer for Printer {
+    fn event(&self, e: &Event<'_>) {
+        match e {
+            Event::Changed { file, message } if self.actions => {
+                println!("::warning file={file}::{message}")
+            }
+            // Trouble the gate goes on after is said even when quiet.
+            Event::CheckRunNotOpened(_) | Event::HistoryUnusable(_) | Event::PublishFailed(_) => {
+                eprintln!("{e}")
+            }
+            _ if self.quiet => {}
+            Event::Lanes { .. }
+            | Event::Building { .. }
+            | Event::BuildNotAhead { .. }
+            | Event::Evaluating { .. } => eprintln!("{e}"),
+            Event::Finished(f) if self.actions => println!("{}", f.actions_group()),
+            _ => println!("{e}"),
+        }
+    }
 }

@@ -2,8 +2,9 @@
 //! child process. The command parses flags into [`EvalOptions`] and prints the [`LocalEval`].
 
 use anyhow::{bail, Context};
-use kernelgate_eval::{EvalResult, ExtensionsDir, JobRequest, JobSpec};
+use kernelgate_eval::{EvalResult, ExtensionsDir, JobRequest, JobSpec, Outcome};
 use kernelgate_model::{Config, Device, Precision, ProblemSet, Severity};
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// Where the eval's extension builds go.
@@ -68,8 +69,32 @@ impl LocalEval {
     }
 }
 
-/// Runs one eval as `kernelgate.toml` in `repo` (already loaded into `config`) and `opts` ask.
-pub fn eval(repo: &Path, config: &Config, opts: &EvalOptions) -> anyhow::Result<LocalEval> {
+/// The harness is about to start (torch import, reference): the slow part begins.
+#[derive(Debug)]
+pub struct Starting<'a> {
+    pub kernel: &'a Path,
+    pub problem: &'a str,
+}
+
+impl std::fmt::Display for Starting<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "kernelgate eval: {} against {}: starting the harness (torch import, reference)...",
+            self.kernel.display(),
+            self.problem
+        )
+    }
+}
+
+/// Runs one eval as `kernelgate.toml` in `repo` (already loaded into `config`) and `opts` ask;
+/// `starting` hears when the harness starts, before the wait.
+pub fn eval(
+    repo: &Path,
+    config: &Config,
+    opts: &EvalOptions,
+    starting: impl FnOnce(&Starting<'_>),
+) -> anyhow::Result<LocalEval> {
     if !opts.kernel.is_file() {
         bail!(
             "{}: no such kernel file (give the path of a Python file defining ModelNew)",
@@ -126,11 +151,10 @@ pub fn eval(repo: &Path, config: &Config, opts: &EvalOptions) -> anyhow::Result<
         ..JobRequest::default()
     };
     let spec = JobSpec::build(config, repo, &problem, &opts.kernel, &request)?;
-    eprintln!(
-        "kernelgate eval: {} against {}: starting the harness (torch import, reference)...",
-        opts.kernel.display(),
-        spec.problem_label.as_deref().unwrap_or("?")
-    );
+    starting(&Starting {
+        kernel: &opts.kernel,
+        problem: spec.problem_label.as_deref().unwrap_or("?"),
+    });
     let mut result = kernelgate_eval::run_job(&spec);
     // `kernelgate pr` leaves the excessive-speedup flag to its policy; a lone eval has none.
     if let Some(c) = result.timing.as_ref().and_then(|t| t.vs_reference.as_ref()) {
@@ -214,4 +238,250 @@ fn needs_gpu(r: &EvalResult) -> bool {
         .as_ref()
         .is_none_or(kernelgate_model::RanOn::is_cpu);
     on_cpu && r.outcome.torch_found_no_cuda()
+}
+
+impl LocalEval {
+    /// The `--format json` document: the result's object and whether it needs a GPU.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = result_json(&self.result);
+        v["needs_gpu"] = self.needs_gpu.into();
+        v
+    }
+}
+
+/// The human table (`--format human`): one line per fact, then the sections that apply.
+impl fmt::Display for LocalEval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = &self.result;
+        if !self.needs_gpu {
+            return write_table(f, r);
+        }
+        writeln!(f, "problem  {}", r.problem)?;
+        writeln!(f, "kernel   {}", r.kernel)?;
+        writeln!(f, "device   {}", shown_device(r.device.as_ref()))?;
+        writeln!(
+            f,
+            "outcome  SKIPPED — needs a GPU: torch found no CUDA on this machine ({}); run it \
+             on a GPU machine",
+            r.outcome.summary().lines().next().unwrap_or("").trim()
+        )
+    }
+}
+
+/// The `--format json` object: the keys the issue fixes, plus seed, phases and log tails.
+fn result_json(r: &EvalResult) -> serde_json::Value {
+    serde_json::json!({
+        "problem": r.problem,
+        "kernel": r.kernel,
+        "device": r.device,
+        "outcome": r.outcome,
+        "findings": r.findings.iter().map(|f| serde_json::json!({
+            "rule": f.rule, "severity": f.severity, "message": f.message,
+        })).collect::<Vec<_>>(),
+        "timing": r.timing,
+        "floor_ms": r.timing.as_ref().and_then(|t| t.floor.as_ref()).map(|f| f.floor_ms),
+        "work": r.work,
+        "audit": r.audit,
+        "memory": r.memory,
+        "precision_audit": r.precision_audit,
+        "seed": r.seed,
+        "seed_random": r.seed_random,
+        "sandbox": r.sandbox,
+        "extensions": r.extensions,
+        "extensions_dir": r.extensions_dir,
+        "precompiled_header": r.precompiled_header,
+        "build": r.build_note(),
+        "torch": r.torch,
+        "phases": r.phases,
+        "exit": r.exit,
+        "stdout_tail": r.stdout_tail,
+        "stderr_tail": r.stderr_tail,
+    })
+}
+
+fn write_table(f: &mut fmt::Formatter<'_>, r: &EvalResult) -> fmt::Result {
+    writeln!(f, "problem  {}", r.problem)?;
+    writeln!(f, "kernel   {}", r.kernel)?;
+    writeln!(f, "device   {}", shown_device(r.device.as_ref()))?;
+    writeln!(
+        f,
+        "seed     {}{}",
+        r.seed,
+        if r.seed_random {
+            " (random; pass --seed to reproduce)"
+        } else {
+            ""
+        }
+    )?;
+    if let Some(level) = &r.sandbox {
+        writeln!(f, "sandbox  {level}")?;
+    }
+    if let Some(note) = r.build_note() {
+        writeln!(f, "build    {note}")?;
+    }
+    let failing = r
+        .findings
+        .iter()
+        .filter(|x| x.severity == Severity::Error)
+        .count();
+    let verdict = if r.passed() && failing > 0 {
+        format!("PASSED BUT {failing} FAILING FINDING(S)")
+    } else if r.passed() {
+        "PASSED".to_string()
+    } else {
+        r.outcome.kind().to_uppercase()
+    };
+    writeln!(f, "outcome  {verdict}: {}", r.outcome.summary())?;
+    match &r.outcome {
+        Outcome::CompileError { log_tail, .. } if !log_tail.is_empty() => {
+            writeln!(f, "\ncompiler log (tail):\n{}", indent(log_tail))?;
+        }
+        Outcome::RuntimeError { traceback, .. } | Outcome::Crash { traceback, .. }
+            if !traceback.is_empty() =>
+        {
+            writeln!(f, "\ntraceback (tail):\n{}", indent(traceback))?;
+        }
+        _ => {}
+    }
+    if !r.findings.is_empty() {
+        writeln!(f, "\nfindings")?;
+        for x in &r.findings {
+            writeln!(f, "  {:7} {}: {}", x.severity.as_str(), x.rule, x.message)?;
+        }
+    }
+    if let Some(a) = &r.audit {
+        writeln!(
+            f,
+            "\nop audit ({} time, {:.1} ms)",
+            match a.clock {
+                kernelgate_model::AuditClock::Gpu => "GPU",
+                kernelgate_model::AuditClock::Cpu => "CPU",
+            },
+            a.audit_ms
+        )?;
+        writeln!(
+            f,
+            "  custom share {} of {:.4} ms",
+            a.share_label(),
+            a.total_ms
+        )?;
+        for e in &a.entries {
+            let who = match (&e.library, &e.by_extension) {
+                (Some(lib), _) => format!("{} ({lib})", e.class.as_str()),
+                (None, Some(by)) => format!("{} (called by {by})", e.class.as_str()),
+                _ => e.class.as_str().to_string(),
+            };
+            writeln!(
+                f,
+                "  {:>5.1}%  {:.4} ms  {:30} {who}",
+                e.share.unwrap_or(0.0) * 100.0,
+                e.ms,
+                e.op
+            )?;
+        }
+        let ineffective = a.describe_ineffective();
+        if !ineffective.is_empty() {
+            writeln!(f, "  no effect: {ineffective}")?;
+        }
+    }
+    if let Some(t) = &r.timing {
+        writeln!(f, "\ntiming")?;
+        for (name, s) in &t.samples {
+            let ms: Vec<f64> = s.iter().map(|x| x.ms).collect();
+            if let Ok(st) = kernelgate_timing::SeriesStats::from_samples(&ms) {
+                let floor = match (&t.floor, name) {
+                    (Some(fl), kernelgate_timing::Series::Candidate) => {
+                        format!("  floor {:.4} ms", fl.floor_ms)
+                    }
+                    _ => String::new(),
+                };
+                writeln!(
+                    f,
+                    "  {name:10} median {:.4} ms  IQR {:.4} ms  n {}{floor}",
+                    st.median, st.iqr, st.n
+                )?;
+            }
+        }
+        writeln!(f, "  {}", floor_line(r))?;
+        if let Some(c) = &t.vs_reference {
+            let (s, (lo, hi)) = c.speedup();
+            writeln!(
+                f,
+                "  speedup over reference {s:.3}x (95% CI {lo:.3}-{hi:.3}), {}",
+                c.verdict.as_str()
+            )?;
+        }
+        if let Some(c) = &t.vs_base {
+            writeln!(
+                f,
+                "  against base {:+.2}% ({})",
+                c.change_pct(),
+                c.verdict.as_str()
+            )?;
+        }
+    }
+    if !r.phases.is_empty() {
+        writeln!(f, "\nphases (ms)")?;
+        for p in &r.phases {
+            writeln!(f, "  {:20} {:10.1}", p.name, p.ms)?;
+        }
+    }
+    if !r.passed() && !r.stderr_tail.trim().is_empty() {
+        writeln!(f, "\nstderr (tail):\n{}", indent(r.stderr_tail.trim_end()))?;
+    }
+    Ok(())
+}
+
+/// How the physical floor was set, or why there is none.
+fn floor_line(r: &EvalResult) -> String {
+    let work = match &r.work {
+        Some(w) => format!(
+            "{} B in, {} B out, {}",
+            w.input_bytes,
+            w.output_bytes,
+            w.flops
+                .map(|f| format!("{f} FLOP"))
+                .unwrap_or_else(|| "FLOPs not counted".into())
+        ),
+        None => "work not counted".into(),
+    };
+    match r.timing.as_ref().and_then(|t| t.floor.as_ref()) {
+        Some(f) => format!(
+            "floor {:.4} ms ({}-bound; {work}; {} at {:.0} GB/s{}, {:.0} TFLOP/s)",
+            f.floor_ms,
+            f.bound,
+            f.gpu,
+            f.bandwidth_gbs,
+            f.measured_bandwidth_gbs
+                .map(|m| format!(" (measured {m:.0})"))
+                .unwrap_or_default(),
+            f.peak_tflops
+        ),
+        None => {
+            let why = match r
+                .device
+                .as_ref()
+                .and_then(kernelgate_model::RanOn::gpu_name)
+            {
+                None => "the CPU has no datasheet bandwidth".to_string(),
+                Some(_) if r.work.is_none() => "the problem's work could not be counted".into(),
+                Some(g) if kernelgate_timing::DeviceSpec::lookup(g).is_none() => {
+                    format!("no datasheet numbers for {g}")
+                }
+                Some(_) => "a warm L2 bounds no bytes and no FLOPs were counted".into(),
+            };
+            format!("floor none: {why} ({work})")
+        }
+    }
+}
+
+fn indent(s: &str) -> String {
+    s.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn shown_device(d: Option<&kernelgate_model::RanOn>) -> String {
+    d.map_or_else(|| "-".to_string(), ToString::to_string)
 }

@@ -17,7 +17,8 @@ use super::judgment::{self, Judgment};
 use super::layout::Layout;
 use super::plan::Plan;
 use super::policy::{self, Acks, Policy};
-use super::run::{self, Pipeline, Progress};
+use super::progress::{Event, Observer};
+use super::run::Pipeline;
 use super::shard::Shard;
 use crate::git::Git;
 use crate::ops::publish;
@@ -51,7 +52,6 @@ pub struct Options {
     pub device: Option<kernelgate_model::Device>,
     pub seed: Option<u64>,
     pub no_timing: bool,
-    pub quiet: bool,
     /// `--config`: the config file's path inside the repository (read at the base commit, and
     /// the head's `[kernels]`); `None`: `kernelgate.toml`.
     pub config: Option<PathBuf>,
@@ -127,27 +127,23 @@ pub fn plan_json(plan: &Plan, judgment: &Judgment) -> serde_json::Value {
     })
 }
 
-/// Runs the gate and publishes its report; the exit code (0 pass or warn, 1 fail, 2 when
-/// publishing to GitHub failed).
+/// Runs the gate and publishes its report, telling `observer` as it goes; the exit code (0 pass
+/// or warn, 1 fail, 2 when publishing to GitHub failed).
 pub fn gate(
     repo: &Path,
     judgment: &Judgment,
     gh: &GithubContext,
     opts: &Options,
+    observer: &dyn Observer,
 ) -> anyhow::Result<i32> {
     let cfg = &judgment.config;
     let plan = plan(repo, judgment, opts)?;
     let git = Git::open(repo)?;
-    let say = |s: String| {
-        if !opts.quiet {
-            println!("{s}");
-        }
-    };
     let mut labels = gh.labels.clone();
     labels.extend(opts.ack_labels.iter().cloned());
     let policy = Policy::from_config(cfg, &[]);
     let report = new_report(&plan, judgment, gh, opts, &policy, &labels);
-    announce(&plan, judgment, gh, opts, &say);
+    announce(&plan, judgment, opts, observer);
 
     // Publishing: a check run `in_progress` now, completed with the report at the end. Shards
     // publish files only: `kernelgate merge` and `kernelgate publish` post the joined report.
@@ -163,12 +159,13 @@ pub fn gate(
         match publish::start_check_run(gh, &plan.changes.head) {
             Ok(id) => check_run_id = Some(id),
             // The gate still runs; the check run is created when the report is published.
-            Err(e) => eprintln!("warning: cannot open the check run: {e}"),
+            Err(e) => observer.event(&Event::CheckRunNotOpened(e.to_string())),
         }
     }
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("cannot create the output directory {}", opts.out.display()))?;
-    let mut report = match evaluate(&plan, &git, cfg, gh, opts, &policy, labels, report) {
+    let evaluated = evaluate(&plan, &git, cfg, opts, &policy, labels, report, observer);
+    let mut report = match evaluated {
         Ok(report) => report,
         Err(e) => {
             // Never leave the check run `in_progress`.
@@ -183,11 +180,11 @@ pub fn gate(
     let store = kernelgate_history::Store::at(repo.join(&cfg.history.store));
     match crate::history::annotate(&mut report, &store) {
         Ok(0) => {}
-        Ok(n) => say(format!(
-            "history: {n} kernel(s) compared with {}",
-            store.dir().display()
-        )),
-        Err(e) => eprintln!("warning: the history store is not usable: {e:#}"),
+        Ok(n) => observer.event(&Event::HistoryCompared {
+            kernels: n,
+            store: store.dir(),
+        }),
+        Err(e) => observer.event(&Event::HistoryUnusable(format!("{e:#}"))),
     }
 
     let published = match mode {
@@ -200,23 +197,17 @@ pub fn gate(
         }
     };
     if let Err(e) = published {
-        eprintln!("error: publishing the report failed: {e:#}");
+        observer.event(&Event::PublishFailed(format!("{e:#}")));
         if mode == Publish::Github {
             // The report is on disk, but nothing reached the PR: never look green.
             return Ok(2);
         }
     }
-    let s = &report.summary;
-    say(format!(
-        "verdict: {} ({} passed, {} warned, {} failed, {} skipped); report in {}",
-        s.verdict.as_str(),
-        s.passed,
-        s.warned,
-        s.failed,
-        s.skipped,
-        opts.out.join("report.json").display()
-    ));
-    Ok(policy::exit_code(s.verdict))
+    observer.event(&Event::Verdict {
+        summary: &report.summary,
+        report: opts.out.join("report.json"),
+    });
+    Ok(policy::exit_code(report.summary.verdict))
 }
 
 /// The report before any kernel ran: the run, the policy, and what else the pull request changed.
@@ -239,7 +230,7 @@ fn new_report(
         pr_number: gh.pr_number,
         base_sha: plan.changes.base.clone(),
         head_sha: plan.changes.head.clone(),
-        started_at: run::now_rfc3339(),
+        started_at: crate::time::now_rfc3339(),
         seed: opts.seed,
         shard: opts.shard.map(|s| (s.index, s.count)),
         artifact_url: gh.run_url.clone(),
@@ -282,26 +273,16 @@ fn new_report(
 
 /// The plan's size, where its judging config came from, and a warning per edited reference
 /// problem and per judgment setting the pull request changes.
-fn announce(
-    plan: &Plan,
-    judgment: &Judgment,
-    gh: &GithubContext,
-    opts: &Options,
-    say: &dyn Fn(String),
-) {
-    let short = |sha: &str| sha[..sha.len().min(10)].to_string();
-    say(format!(
-        "kernelgate pr: {} kernel(s) to evaluate{} ({}..{})",
-        plan.jobs.len(),
-        opts.shard
-            .map(|s| format!(" in shard {s}"))
-            .unwrap_or_default(),
-        short(&plan.changes.merge_base),
-        short(&plan.changes.head)
-    ));
-    say(format!("judged with {}", judgment.source));
+fn announce(plan: &Plan, judgment: &Judgment, opts: &Options, observer: &dyn Observer) {
+    observer.event(&Event::Planned {
+        kernels: plan.jobs.len(),
+        shard: opts.shard,
+        merge_base: &plan.changes.merge_base,
+        head: &plan.changes.head,
+    });
+    observer.event(&Event::JudgedWith(&judgment.source));
     for c in &judgment.changes {
-        let line = format!(
+        let message = format!(
             "this pull request changes {} in {} ({} -> {}): it applies {}",
             c.key,
             judgment.config_file,
@@ -313,22 +294,20 @@ fn announce(
                 kernelgate_report::ConfigApplies::ThisRun => "in this run (layout)",
             }
         );
-        if gh.actions {
-            println!("::warning file={}::{line}", judgment.config_file);
-        } else {
-            say(format!("warning: {line}"));
-        }
+        observer.event(&Event::Changed {
+            file: &judgment.config_file,
+            message,
+        });
     }
     for r in &plan.changes.references {
-        let line = format!(
+        let message = format!(
             "reference problem {} ({:?}) is changed by this pull request: speedups are not comparable with main",
             r.path, r.status
         );
-        if gh.actions {
-            println!("::warning file={}::{line}", r.path);
-        } else {
-            say(format!("warning: {line}"));
-        }
+        observer.event(&Event::Changed {
+            file: &r.path,
+            message,
+        });
     }
 }
 
@@ -338,11 +317,11 @@ fn evaluate(
     plan: &Plan,
     git: &Git,
     cfg: &kernelgate_model::Config,
-    gh: &GithubContext,
     opts: &Options,
     policy: &Policy,
     labels: Vec<String>,
     report: Report,
+    observer: &dyn Observer,
 ) -> anyhow::Result<Report> {
     let device = opts.device.unwrap_or(cfg.defaults.device);
     let devices = match device {
@@ -371,13 +350,13 @@ fn evaluate(
         .then(|| super::cores::plan(&allowed, gpus, cpu_kernels))
         .flatten();
     let build_cpus = cores.as_ref().map_or(allowed.len(), |c| c.gpu_side.len());
-    if let (Some(c), false) = (&cores, opts.quiet) {
-        eprintln!(
-            "kernelgate: {} CPU lane(s) of {} CPUs each for the {cpu_kernels} CPU kernel(s); builds and GPU evals on the other {} CPUs",
-            c.lanes.len(),
-            c.lanes[0].len(),
-            c.gpu_side.len()
-        );
+    if let Some(c) = &cores {
+        observer.event(&Event::Lanes {
+            lanes: c.lanes.len(),
+            cpus_each: c.lanes[0].len(),
+            cpu_kernels,
+            gpu_side: c.gpu_side.len(),
+        });
     }
     let evaluator = HarnessEvaluator {
         config: cfg.clone(),
@@ -419,10 +398,7 @@ fn evaluate(
         acks: Acks { labels },
         devices,
         out_dir: opts.out.clone(),
-        progress: Progress {
-            actions: gh.actions,
-            quiet: opts.quiet,
-        },
+        observer,
         on_written: None,
     };
     Ok(pipeline.run(plan, report)?)

@@ -17,6 +17,7 @@ pub mod judgment;
 pub mod layout;
 pub mod plan;
 pub mod policy;
+pub mod progress;
 pub mod run;
 pub mod schedule;
 pub mod shard;

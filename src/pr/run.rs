@@ -8,7 +8,6 @@ use kernelgate_report::{
     Report, Verdict,
 };
 use std::collections::VecDeque;
-use std::io::Write;
 use std::path::PathBuf;
 
 use super::baselines::{Committed, Live};
@@ -16,13 +15,8 @@ use super::changes::KernelStatus;
 use super::evaluator::{Device, Evaluation, Evaluator, Linter};
 use super::plan::{Job, Plan};
 use super::policy::{self, Acks, Policy};
+use super::progress::{Event as Progress, Finished, Observer};
 use super::schedule::Event;
-
-/// Progress lines on stdout, folded into `::group::` blocks inside GitHub Actions.
-pub struct Progress {
-    pub actions: bool,
-    pub quiet: bool,
-}
 
 pub struct Pipeline<'a> {
     /// Builds at once in the compile stage ahead of the GPUs.
@@ -36,7 +30,8 @@ pub struct Pipeline<'a> {
     pub devices: Vec<Device>,
     /// `report.json`, `comment.md`, `summary.md`, `results.sarif`, rewritten after every kernel.
     pub out_dir: PathBuf,
-    pub progress: Progress,
+    /// Hears each kernel's build, eval and result as they happen.
+    pub observer: &'a dyn Observer,
     /// Called with the report each time `out_dir` has been written (what a crash then leaves
     /// behind): how a test sees the writes without polling the files. `None` in the gate.
     pub on_written: Option<&'a (dyn Fn(&Report) + Sync)>,
@@ -109,7 +104,7 @@ impl Pipeline<'_> {
         for (i, row) in report.kernels.iter().enumerate().take(total) {
             if row.outcome.kind != OutcomeKind::NotRun {
                 done += 1;
-                self.print(done, total, row, jobs[i].problem(), None);
+                self.finished(done, total, row, jobs[i].problem(), None);
             }
         }
         let building = std::cell::Cell::new(0usize);
@@ -123,31 +118,32 @@ impl Pipeline<'_> {
                 match event {
                     Event::BuildStarted(i) => {
                         building.set(building.get() + 1);
-                        self.note(format!(
-                            "building {} ({})",
-                            jobs[i].path(),
-                            jobs[i].problem()
-                        ));
+                        self.observer.event(&Progress::Building {
+                            path: jobs[i].path(),
+                            problem: jobs[i].problem(),
+                        });
                     }
                     Event::Built(i, built) => {
                         building.set(building.get().saturating_sub(1));
                         if let Err(e) = built {
-                            self.note(format!(
-                                "build of {} did not finish ahead ({}); the eval builds it",
-                                jobs[i].path(),
-                                one_line(&e)
-                            ));
+                            self.observer.event(&Progress::BuildNotAhead {
+                                path: jobs[i].path(),
+                                error: one_line(&e),
+                            });
                         }
                     }
                     Event::EvalStarted(i, device) => {
-                        self.note(format!("evaluating {} on {device}", jobs[i].path()));
+                        self.observer.event(&Progress::Evaluating {
+                            path: jobs[i].path(),
+                            device,
+                        });
                     }
                     Event::Evaluated(i, device, eval, spent) => {
                         let job = &jobs[i];
                         self.absorb(&mut report, i, job, *eval, &invalid);
                         report.kernels[i].time_spent = Some(spent);
                         done += 1;
-                        self.print(done, total, &report.kernels[i], job.problem(), Some(device));
+                        self.finished(done, total, &report.kernels[i], job.problem(), Some(device));
                         report.finalize();
                         self.write(&report)?;
                     }
@@ -157,7 +153,7 @@ impl Pipeline<'_> {
         )?;
 
         report.run.complete = true;
-        report.run.finished_at = Some(now_rfc3339());
+        report.run.finished_at = Some(crate::time::now_rfc3339());
         report.finalize();
         self.write(&report)?;
         Ok(report)
@@ -222,15 +218,8 @@ impl Pipeline<'_> {
         Ok(())
     }
 
-    /// A progress line on stderr (stdout keeps the per-kernel results).
-    fn note(&self, line: String) {
-        if !self.progress.quiet {
-            eprintln!("  {line}");
-        }
-    }
-
     /// `n`: how many kernels are finished, this one included.
-    fn print(
+    fn finished(
         &self,
         n: usize,
         total: usize,
@@ -238,44 +227,13 @@ impl Pipeline<'_> {
         problem: &str,
         device: Option<Device>,
     ) {
-        if self.progress.quiet {
-            return;
-        }
-        let mut line = format!(
-            "[{}/{}] {} {} {}",
+        self.observer.event(&Progress::Finished(Finished {
             n,
             total,
-            if problem.is_empty() { "?" } else { problem },
-            row.path,
-            row.outcome.kind.as_str()
-        );
-        if let Some(s) = row.speedup_eager {
-            line.push_str(&format!(" {:.2}x", s.value));
-        }
-        line.push_str(&format!(" -> {}", row.verdict.as_str()));
-        if let Some(d) = device {
-            line.push_str(&format!(" ({d})"));
-        }
-        let mut out = std::io::stdout().lock();
-        if self.progress.actions {
-            let _ = writeln!(out, "::group::{line}");
-            for r in &row.reasons {
-                let _ = writeln!(out, "  {r}");
-            }
-            if !row.outcome.message.is_empty() {
-                let _ = writeln!(out, "  {}", row.outcome.message);
-            }
-            if let Some(tail) = &row.outcome.log_tail {
-                let _ = writeln!(out, "{tail}");
-            }
-            let _ = writeln!(out, "::endgroup::");
-        } else {
-            let _ = writeln!(out, "{line}");
-            for r in &row.reasons {
-                let _ = writeln!(out, "    {r}");
-            }
-        }
-        let _ = out.flush();
+            row,
+            problem,
+            device,
+        }));
     }
 }
 
@@ -404,48 +362,6 @@ fn model_new_line(source: &str) -> Option<u32> {
         .lines()
         .position(|l| l.trim_start().starts_with("class ModelNew"))
         .map(|i| i as u32 + 1)
-}
-
-/// UTC now as RFC 3339, seconds precision.
-pub fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    rfc3339(secs)
-}
-
-/// Seconds since the Unix epoch as RFC 3339 in UTC.
-pub fn rfc3339(secs: u64) -> String {
-    // Civil-from-days (Howard Hinnant), valid for any date after 1970.
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rfc3339_known_dates() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_709_251_199), "2024-02-29T23:59:59Z");
-    }
 }
 
 #[cfg(test)]
@@ -665,10 +581,7 @@ mod pipeline_tests {
             },
             devices,
             out_dir: out.to_path_buf(),
-            progress: Progress {
-                actions: false,
-                quiet: true,
-            },
+            observer: &crate::pr::progress::Silent,
             on_written: None,
         }
     }
@@ -910,6 +823,41 @@ mod pipeline_tests {
             .iter()
             .filter(|k| k.path.starts_with("k/"))
             .all(|k| k.verdict == Verdict::Pass));
+    }
+
+    #[test]
+    fn the_observer_hears_each_kernel_start_and_finish_in_order() {
+        use crate::pr::progress::Event as Progress;
+        let fake = Fake::new(vec![("k/a.py", correct(1.5)), ("k/b.py", correct(2.0))]);
+        let jobs = ["k/a.py", "k/b.py"]
+            .iter()
+            .map(|p| job(p, KernelStatus::Added, ""))
+            .collect();
+        let plan = Plan::from_jobs(changes(), jobs).unwrap();
+        let policy = Policy::default();
+        let out = tempfile::tempdir().unwrap();
+        let heard = Mutex::new(Vec::new());
+        let observe = |e: &Progress<'_>| {
+            let said = match e {
+                Progress::Evaluating { path, .. } => format!("start {path}"),
+                Progress::Finished(f) => format!("[{}/{}] {}", f.n, f.total, f.row.path),
+                _ => return,
+            };
+            heard.lock().unwrap().push(said);
+        };
+        let mut p = pipeline(&fake, &policy, &[], vec![Device::Cpu], out.path());
+        p.observer = &observe;
+        p.run(&plan, Report::new(Default::default())).unwrap();
+        // One device: each kernel finishes before the next starts; the deleted one is no job.
+        assert_eq!(
+            heard.into_inner().unwrap(),
+            [
+                "start k/a.py",
+                "[1/2] k/a.py",
+                "start k/b.py",
+                "[2/2] k/b.py"
+            ]
+        );
     }
 
     #[test]
