@@ -125,9 +125,10 @@ impl Observer for Printer {
                 println!("::warning file={file}::{message}")
             }
             // Trouble the gate goes on after is said even when quiet.
-            Event::CheckRunNotOpened(_) | Event::HistoryUnusable(_) | Event::PublishFailed(_) => {
-                eprintln!("{e}")
-            }
+            Event::CheckRunNotOpened(_)
+            | Event::HistoryUnusable(_)
+            | Event::PublishFailed(_)
+            | Event::Published(_) => eprintln!("{e}"),
             _ if self.quiet => {}
             Event::Lanes { .. }
             | Event::Building { .. }

@@ -3,7 +3,7 @@
 //! of the fork-safe setup: it runs with a write token and never executes PR code.
 
 use kernelgate::ops::publish::{publish, Action, Mode, Options, PublishOptions};
-use kernelgate_github::{CommentMode, Ending, GithubContext, Published};
+use kernelgate_github::{CommentMode, Ending, GithubContext};
 use std::path::PathBuf;
 
 use crate::cli::Cli;
@@ -118,16 +118,9 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             comment: args.comment,
         },
     };
-    match publish(GithubContext::from_env()?, &opts)? {
-        Published::Opened { check_run, head } => {
-            eprintln!("kernelgate: check run {check_run} opened on {head}")
-        }
-        Published::Ended { check_run, ending } => eprintln!(
-            "kernelgate: check run {check_run} completed as {}",
-            ending.as_str()
-        ),
-        // A report's publishing says what it did as it goes.
-        Published::Done { .. } | Published::Superseded { .. } | Published::Written { .. } => {}
+    let (_, lines) = publish(GithubContext::from_env()?, &opts)?;
+    for line in lines {
+        eprintln!("{line}");
     }
     Ok(0)
 }

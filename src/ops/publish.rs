@@ -62,12 +62,13 @@ pub fn publish_report(
     ctx: &GithubContext,
     mode: Mode,
     check_run_id: Option<u64>,
-) -> anyhow::Result<()> {
-    publish_report_with(report, out, ctx, mode, check_run_id, &Options::default())?;
-    Ok(())
+) -> anyhow::Result<Vec<String>> {
+    let options = Options::default();
+    let published = publish_report_with(report, out, ctx, mode, check_run_id, &options)?;
+    Ok(published_lines(&published, Some(report), &options))
 }
 
-/// [`publish_report`] with `options`: says what it did on stderr as it goes, and returns it.
+/// [`publish_report`] with `options`: what it did ([`published_lines`] says it in words).
 pub fn publish_report_with(
     report: &Report,
     out: &Path,
@@ -78,43 +79,15 @@ pub fn publish_report_with(
 ) -> anyhow::Result<Published> {
     let rendered = kernelgate_report::render_all(report, out)?;
     let published = match mode {
-        Mode::Files => {
-            let files = kernelgate_github::publish_files(report, out, &options.check_name)?;
-            for p in &files {
-                eprintln!("kernelgate: wrote {}", p.display());
-            }
-            Published::Written { files }
-        }
+        Mode::Files => Published::Written {
+            files: kernelgate_github::publish_files(report, out, &options.check_name)?,
+        },
         Mode::Github => {
             check_provenance(report, ctx)?;
             let rt = runtime()?;
             rt.block_on(async {
                 let publisher = make_publisher(ctx, options)?;
-                let published = publisher.publish(report, check_run_id).await?;
-                match &published {
-                    Published::Done { check_run, comment } => {
-                        eprintln!(
-                            "kernelgate: check run {check_run} completed ({}{})",
-                            kernelgate_report::check_run::conclusion(report),
-                            if options.unverified { ", published as unverified" } else { "" }
-                        );
-                        if let Some(action) = comment {
-                            eprintln!("kernelgate: PR comment {action:?}");
-                        }
-                    }
-                    Published::Superseded { check_run, head } => {
-                        eprintln!(
-                            "kernelgate: the pull request's head moved to {head}; {} and the comment left alone",
-                            match check_run {
-                                Some(id) => format!("check run {id} completed as neutral"),
-                                None => "no check run was open".into(),
-                            }
-                        );
-                    }
-                    // `Publisher::publish` only completes or supersedes.
-                    Published::Opened { .. } | Published::Ended { .. } | Published::Written { .. } => {}
-                }
-                Ok::<_, GithubError>(published)
+                publisher.publish(report, check_run_id).await
             })?
         }
     };
@@ -127,6 +100,52 @@ pub fn publish_report_with(
     Ok(published)
 }
 
+/// What publishing did, one line each, as the commands print it on stderr (`report`: the one
+/// published, whose conclusion a completed check run took).
+pub fn published_lines(
+    published: &Published,
+    report: Option<&Report>,
+    options: &Options,
+) -> Vec<String> {
+    match published {
+        Published::Written { files } => files
+            .iter()
+            .map(|p| format!("kernelgate: wrote {}", p.display()))
+            .collect(),
+        Published::Done { check_run, comment } => {
+            let mut lines = vec![format!(
+                "kernelgate: check run {check_run} completed ({}{})",
+                report.map_or("with its report", kernelgate_report::check_run::conclusion),
+                if options.unverified {
+                    ", published as unverified"
+                } else {
+                    ""
+                }
+            )];
+            if let Some(action) = comment {
+                lines.push(format!("kernelgate: PR comment {action:?}"));
+            }
+            lines
+        }
+        Published::Superseded { check_run, head } => vec![format!(
+            "kernelgate: the pull request's head moved to {head}; {} and the comment left alone",
+            match check_run {
+                Some(id) => format!("check run {id} completed as neutral"),
+                None => "no check run was open".into(),
+            }
+        )],
+        Published::Opened { check_run, head } => {
+            vec![format!(
+                "kernelgate: check run {check_run} opened on {head}"
+            )]
+        }
+        Published::Ended { check_run, ending } => vec![format!(
+            "kernelgate: check run {check_run} completed as {}",
+            ending.as_str()
+        )],
+    }
+}
+
 /// Open the check run `in_progress` at the start of `kernelgate pr`; pass the id to
 /// [`publish_report`] at the end so the same check run is completed.
 pub fn start_check_run(ctx: &GithubContext, head_sha: &str) -> anyhow::Result<u64> {
@@ -135,8 +154,9 @@ pub fn start_check_run(ctx: &GithubContext, head_sha: &str) -> anyhow::Result<u6
 }
 
 /// Complete a check run opened by [`start_check_run`] when `kernelgate pr` fails before it has
-/// a report: `cancelled`, with the error as the reason. Best effort: a failure is printed.
-pub fn abandon_check_run(ctx: &GithubContext, id: u64, reason: &str) {
+/// a report: `cancelled`, with the error as the reason. Best effort: a failure comes back as
+/// the warning to show.
+pub fn abandon_check_run(ctx: &GithubContext, id: u64, reason: &str) -> Option<String> {
     let done = runtime().and_then(|rt| {
         rt.block_on(async {
             Publisher::new(ctx)?
@@ -145,9 +165,8 @@ pub fn abandon_check_run(ctx: &GithubContext, id: u64, reason: &str) {
         })
         .map_err(anyhow::Error::from)
     });
-    if let Err(e) = done {
-        eprintln!("warning: cannot complete check run {id}: {e}");
-    }
+    done.err()
+        .map(|e| format!("warning: cannot complete check run {id}: {e}"))
 }
 
 /// The report must be for this repository and, when the event names a commit, that commit.
@@ -203,8 +222,23 @@ pub struct PublishOptions {
     pub options: Options,
 }
 
-/// Runs the action against the workflow's context `ctx` (its head replaced by `opts.head`).
-pub fn publish(mut ctx: GithubContext, opts: &PublishOptions) -> anyhow::Result<Published> {
+/// Runs the action against the workflow's context `ctx` (its head replaced by `opts.head`):
+/// what it did, and that in words ([`published_lines`]).
+pub fn publish(
+    ctx: GithubContext,
+    opts: &PublishOptions,
+) -> anyhow::Result<(Published, Vec<String>)> {
+    let mut report = None;
+    let published = publish_action(ctx, opts, &mut report)?;
+    let lines = published_lines(&published, report.as_ref(), &opts.options);
+    Ok((published, lines))
+}
+
+fn publish_action(
+    mut ctx: GithubContext,
+    opts: &PublishOptions,
+    report_read: &mut Option<Report>,
+) -> anyhow::Result<Published> {
     if let Some(head) = &opts.head {
         ctx.head_sha = Some(checked_sha(head)?);
     }
@@ -249,7 +283,10 @@ pub fn publish(mut ctx: GithubContext, opts: &PublishOptions) -> anyhow::Result<
             } else {
                 Mode::Files
             });
-            publish_report_with(&loaded, &out, &ctx, mode, opts.check_run_id, &opts.options)
+            let published =
+                publish_report_with(&loaded, &out, &ctx, mode, opts.check_run_id, &opts.options);
+            *report_read = Some(loaded);
+            published
         }
     }
 }

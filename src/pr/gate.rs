@@ -170,7 +170,11 @@ pub fn gate(
         Err(e) => {
             // Never leave the check run `in_progress`.
             if let Some(id) = check_run_id {
-                publish::abandon_check_run(gh, id, &format!("kernelgate failed: {e:#}"));
+                if let Some(warning) =
+                    publish::abandon_check_run(gh, id, &format!("kernelgate failed: {e:#}"))
+                {
+                    observer.event(&Event::Published(warning));
+                }
             }
             return Err(e);
         }
@@ -188,7 +192,7 @@ pub fn gate(
     }
 
     let published = match mode {
-        Publish::None => Ok(()),
+        Publish::None => Ok(Vec::new()),
         Publish::Files => {
             publish::publish_report(&report, &opts.out, gh, publish::Mode::Files, None)
         }
@@ -196,6 +200,11 @@ pub fn gate(
             publish::publish_report(&report, &opts.out, gh, publish::Mode::Github, check_run_id)
         }
     };
+    if let Ok(lines) = &published {
+        for line in lines {
+            observer.event(&Event::Published(line.clone()));
+        }
+    }
     if let Err(e) = published {
         observer.event(&Event::PublishFailed(format!("{e:#}")));
         if mode == Publish::Github {

@@ -76,6 +76,8 @@ pub enum Event<'a> {
     },
     HistoryUnusable(String),
     PublishFailed(String),
+    /// What publishing the report did (a line of [`crate::ops::publish::published_lines`]).
+    Published(String),
     /// The run's verdict and where its report is.
     Verdict {
         summary: &'a Summary,
@@ -194,6 +196,7 @@ impl fmt::Display for Event<'_> {
                 write!(f, "warning: the history store is not usable: {e}")
             }
             Event::PublishFailed(e) => write!(f, "error: publishing the report failed: {e}"),
+            Event::Published(line) => write!(f, "{line}"),
             Event::Verdict { summary: s, report } => write!(
                 f,
                 "verdict: {} ({} passed, {} warned, {} failed, {} skipped); report in {}",
