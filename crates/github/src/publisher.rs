@@ -727,7 +727,9 @@ impl Publisher {
     /// asks GitHub for an existing comment only when the report alone does not decide.
     async fn comment_wanted(&self, report: &Report, pr: u64) -> Result<bool, GithubError> {
         let mode = self.comment_mode;
-        if mode.wants(report, false) || !mode.wants(report, true) {
+        // Whether a comment exists matters only where the report alone says no and an
+        // existing comment says yes (`on-change`, `on-regression`).
+        if mode.wants(report, false) == mode.wants(report, true) {
             return Ok(mode.wants(report, false));
         }
         Ok(self.find_comment(pr).await?.is_some())
