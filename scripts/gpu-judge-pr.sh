@@ -65,21 +65,5 @@ while [ $# -ge 2 ]; do
     --publish files --out "$work/report-$label" >"$work/log-$label.txt" 2>&1
   echo "exit $? after $((SECONDS - t0)) s" >>"$log"
   cp "$work/report-$label/report.json" "$OUT/judge-pr-$label.json" 2>/dev/null
-  python3 - "$work/report-$label/report.json" "$work/log-$label.txt" >>"$log" 2>&1 <<'PY'
-import json, sys
-try:
-    r = json.load(open(sys.argv[1]))
-except Exception as e:
-    print("no report:", e)
-    print(open(sys.argv[2]).read()[-3000:])
-    sys.exit()
-print("| kernel | verdict | outcome | speedup (lo-hi) | runtime error findings |")
-print("|---|---|---|---|---|")
-for k in r["kernels"]:
-    s = k.get("speedup_eager") or {}
-    sp = f"{s['value']:.2f}x ({s['lo']:.2f}-{s['hi']:.2f})" if s.get("value") else "-"
-    errors = sorted({f["rule"] for f in k.get("findings", []) if f.get("severity") == "error" and not f["rule"].startswith("KG")})
-    print(f"| {k['path'].split('/', 2)[-1]} | {k['verdict']} | {k['outcome']['kind']} | {sp} | {', '.join(errors) or '-'} |")
-print("summary:", json.dumps(r.get("summary"))[:600])
-PY
+  python3 "$root/scripts/pr-table.py" "$work/report-$label/report.json" "$work/log-$label.txt" >>"$log" 2>&1
 done

@@ -93,6 +93,8 @@ def main():
         ("kernels/honest_relu.py", {}, {}),
         ("kernels/beside/relu_with_table.py", {}, {}),
         (S + "profiled_relu.py", {}, {}),
+        ("cuda/honest_relu_cuda.py", {}, {}),
+        ("cuda/honest_relu_triton.py", {}, {}),
     ]
 
     def one(run):

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Honest kernels KernelBench accepts, through `kernelgate pr` on the GPU with the default policy
+# (issue 48): a Triton kernel behind torch.library.custom_op, an exact fp32 direct convolution
+# against cuDNN's TF32 reference (level1/9_Conv2d), and the candidate's own tiled matmul named
+# like a vendor kernel (`sgemm_tiled_kernel`, level1/1_Square_matmul); the bundled CUDA ReLU as
+# a control. Each must pass or warn, never fail. One table per binary in $OUT/honest-pr-LABEL.txt.
+# Usage:   OUT=dir bash scripts/gpu-honest-pr.sh LABEL BIN [LABEL BIN ...]
+# Needs:   each BIN with its harness beside it, python3 with torch and triton, nvcc + ninja, git.
+set -u
+OUT=${OUT:?set OUT to a directory}
+mkdir -p "$OUT"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+export KERNELGATE_PYTHON=${KERNELGATE_PYTHON:-python3} PYTHONUNBUFFERED=1
+work=$(mktemp -d)
+repo=$work/repo
+fx=$root/tests/fixtures/eval/cuda/honest48
+g() { git -C "$repo" -c user.name=kg -c user.email=kg@localhost "$@"; }
+mkdir -p "$repo/KernelBench/level1"
+for p in 1_Square_matmul 3_ReLU 9_Conv2d; do cp "$root/KernelBench/level1/$p.py" "$repo/KernelBench/level1/"; done
+# kernelgate's defaults: nothing loosened.
+printf '[dataset]\nroot = "KernelBench"\n\n[kernels]\nglobs = ["kernels/**/*.py"]\n' >"$repo/kernelgate.toml"
+g init -q -b main
+g add -A
+g commit -qm base
+g branch -q honest-base
+k=$repo/kernels/level1
+mkdir -p "$k/3_ReLU" "$k/9_Conv2d" "$k/1_Square_matmul"
+cp "$fx/custom_op_triton.py" "$k/3_ReLU/custom_op_triton.py"
+cp "$root/kernels/level1/3_ReLU/cuda.py" "$k/3_ReLU/cuda.py"
+cp "$fx/exact_conv_fp32.py" "$k/9_Conv2d/exact_fp32.py"
+cp "$fx/vendor_named_sgemm.py" "$k/1_Square_matmul/sgemm_named.py"
+g add -A
+g commit -qm "honest kernels"
+while [ $# -ge 2 ]; do
+  label=$1 bin=$2
+  shift 2
+  log=$OUT/honest-pr-$label.txt
+  echo "# scripts/gpu-honest-pr.sh $label: $("$bin" --version 2>/dev/null | head -2 | tr '\n' ' ') $(date -u +%FT%TZ)" >"$log"
+  nvidia-smi -L >>"$log" 2>&1 || echo "(no nvidia-smi: a machine without a GPU)" >>"$log"
+  export TORCH_EXTENSIONS_DIR=$work/ext
+  t0=$SECONDS
+  timeout "${PR_LIMIT:-240}" "$bin" --repo "$repo" pr --base honest-base --head HEAD --device "${DEVICE:-cuda}" \
+    --publish files --out "$work/report-$label" >"$work/log-$label.txt" 2>&1
+  echo "exit $? after $((SECONDS - t0)) s" >>"$log"
+  cp "$work/report-$label/report.json" "$OUT/honest-pr-$label.json" 2>/dev/null
+  python3 "$root/scripts/pr-table.py" "$work/report-$label/report.json" "$work/log-$label.txt" --all-rules >>"$log" 2>&1
+  # The correctness detail of each row: the reference's and the candidate's error against float64.
+  python3 - "$work/report-$label/report.json" >>"$log" 2>&1 <<'PY'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except Exception:
+    sys.exit()
+for k in r["kernels"]:
+    for f in k.get("findings", []):
+        if f["rule"].startswith("eval/") or f["rule"].startswith("audit/"):
+            print(f"  {k['path'].split('/', 2)[-1]}: {f['rule']} ({f['severity']}): {f['message'][:300]}")
+PY
+done
