@@ -44,6 +44,10 @@ while [ $# -ge 2 ]; do
   echo "exit $? after $((SECONDS - t0)) s" >>"$log"
   cp "$work/report-$label/report.json" "$OUT/honest-pr-$label.json" 2>/dev/null
   python3 "$root/scripts/pr-table.py" "$work/report-$label/report.json" "$work/log-$label.txt" --all-rules >>"$log" 2>&1
+  # What the vendor-named kernel's binary says of cuBLAS (attribution by code reads it).
+  for so in $(find "$TORCH_EXTENSIONS_DIR" -name '*sgemm*.so' 2>/dev/null); do
+    echo "$(basename "$so"): strings naming cublas: $(strings -a "$so" | grep -ci cublas); imports: $(strings -a "$so" | grep -E '^cublas[A-Z]' | head -5 | tr '\n' ' ')"
+  done >>"$log"
   # The correctness detail of each row: the reference's and the candidate's error against float64.
   python3 - "$work/report-$label/report.json" >>"$log" 2>&1 <<'PY'
 import json, sys

@@ -379,11 +379,9 @@ const NAMESPACE_FLAGS: &[u64] = &[
 /// The job's seccomp filters: the denied syscalls, `socket(AF_UNIX, ...)` and namespace flags
 /// of `clone` with `EPERM`; `clone3` (whose flags a filter cannot read) with `ENOSYS`, on which
 /// glibc falls back on `clone`, as under Docker's default profile. `socketpair(AF_UNIX)` stays
-/// allowed: it reaches no path, only the two ends it makes.
-///
-/// A job that may use the GPU keeps `socket(AF_UNIX)`: the CUDA driver's start-up has not been
-/// proven without it (docs/sandbox.md).
-fn seccomp_programs(gpu: bool) -> Result<Vec<BpfProgram>, SandboxError> {
+/// allowed: it reaches no path, only the two ends it makes. GPU jobs too: the CUDA driver and
+/// PyTorch start, build and launch without `socket(AF_UNIX)` (results/gpu-proof/).
+fn seccomp_programs() -> Result<Vec<BpfProgram>, SandboxError> {
     use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
     let backend = seccompiler::Error::Backend;
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(backend)?;
@@ -395,12 +393,10 @@ fn seccomp_programs(gpu: bool) -> Result<Vec<BpfProgram>, SandboxError> {
             SeccompCondition::new(index, SeccompCmpArgLen::Qword, op, value).map_err(backend)?;
         Ok(SeccompRule::new(vec![cond]).map_err(backend)?)
     };
-    if !gpu {
-        rules.insert(
-            libc::SYS_socket,
-            vec![arg_is(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?],
-        );
-    }
+    rules.insert(
+        libc::SYS_socket,
+        vec![arg_is(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?],
+    );
     rules.insert(
         libc::SYS_clone,
         NAMESPACE_FLAGS
@@ -593,7 +589,7 @@ impl Confinement {
         if mode == SandboxMode::Off {
             return Ok(none(SandboxLevel::Off));
         }
-        let seccomp = seccomp_programs(gpu);
+        let seccomp = seccomp_programs();
         let level = level_for(
             mode,
             landlock_support(),
@@ -850,7 +846,7 @@ mod tests {
 
     #[test]
     fn the_seccomp_program_builds_for_this_machine() {
-        let p = seccomp_programs(false).unwrap();
+        let p = seccomp_programs().unwrap();
         assert!(p[0].len() > denied_syscalls().count());
         assert_eq!(p.len(), 2);
     }

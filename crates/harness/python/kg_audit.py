@@ -22,6 +22,7 @@ top-level ATen op timed around its own execution, each extension call's wall tim
 The custom share is custom time / (custom + pytorch + vendor + ineffective).
 """
 
+import re
 import sys
 import time
 import types
@@ -83,9 +84,15 @@ def _short(name):
     return name
 
 
-# A vendor library's API, as the candidate's extension binary names it when it calls the library
-# (an import or a string): an extension that calls the library may launch its kernels.
-VENDOR_API = {"cuBLAS": b"cublas", "cuDNN": b"cudnn", "cuFFT": b"cufft", "cuSPARSE": b"cusparse", "cuRAND": b"curand"}
+# A vendor library's API, as the candidate's extension binary names it when it calls the library:
+# a whole NUL-delimited name (an import in the dynamic string table) made of the API's prefix and
+# a capitalised function (`cublasSgemm_v2`, `cublasLtMatmul`, `cudnnConvolutionForward`). Torch's
+# CUDA headers put the library's name elsewhere in every extension (`CUBLAS_STATUS_*` strings,
+# `cublasContext` inside mangled types), which says nothing about calling it.
+VENDOR_API = {
+    lib: re.compile(rb"\x00" + prefix + rb"[A-Z][A-Za-z0-9_]*\x00")
+    for lib, prefix in {"cuBLAS": b"cublas", "cuDNN": b"cudnn", "cuFFT": b"cufft", "cuSPARSE": b"cusparse", "cuRAND": b"curand"}.items()
+}
 # The most of an extension binary read to attribute kernels by code (bytes).
 BINARY_LIMIT = 512 << 20
 
@@ -701,7 +708,7 @@ class Auditor:
             blobs = self.binary_bytes()
             api = VENDOR_API.get(lib)
             mangled = b"%d%s" % (len(ident), ident.encode())
-            self._own[key] = bool(blobs) and any(mangled in b for b in blobs) and not (api and any(api in b.lower() for b in blobs))
+            self._own[key] = bool(blobs) and any(mangled in b for b in blobs) and not (api and any(api.search(b) for b in blobs))
         return self._own[key]
 
     def classify(self, kernel, us, chain, verdict, add):

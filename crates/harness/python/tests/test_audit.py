@@ -61,6 +61,16 @@ class AttributionByCode(unittest.TestCase):
         a = self.auditor()  # no binary: nothing known about the candidate's code
         self.assertEqual(self.classes(a, self.SGEMM, ["kg_ext::sgemm#1"]), [("vendor", "cuBLAS")])
 
+    def test_the_librarys_name_in_torchs_headers_is_no_call_of_the_library(self):
+        # What torch's CUDA headers leave in every extension: status strings, the handle's type
+        # inside mangled names, the header's name. None of it is an import of cuBLAS's API.
+        a = self.auditor(self.OWN + b"\x00CUBLAS_STATUS_NOT_INITIALIZED\x00_ZN2at4cuda5blasP13cublasContext\x00cublas_v2.h")
+        self.assertEqual(self.classes(a, self.SGEMM, ["kg_ext::sgemm#1"]), [("custom", None)])
+
+    def test_an_import_of_cublaslt_is_a_call_of_cublas(self):
+        a = self.auditor(self.OWN + b"\x00cublasLtMatmul")
+        self.assertEqual(self.classes(a, self.SGEMM, ["kg_ext::sgemm#1"]), [("vendor", "cuBLAS")])
+
     def test_a_library_kernel_the_extension_does_not_define_stays_the_librarys(self):
         a = self.auditor(self.OWN + b"\x00cublasSgemm_v2")
         self.assertEqual(
