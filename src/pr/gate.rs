@@ -188,7 +188,7 @@ pub fn gate(
             kernels: n,
             store: store.dir(),
         }),
-        Err(e) => observer.event(&Event::HistoryUnusable(format!("{e:#}"))),
+        Err(e) => observer.event(&Event::HistoryUnusable(e.to_string())),
     }
 
     let published = match mode {
