@@ -114,5 +114,5 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         (Event::Finished(f), _) if actions => println!("{}", f.actions_group()),
         _ => println!("{e}"),
     };
-    gate::gate(&cli.repo, &judgment, &gh, &opts, &printer)
+    Ok(gate::gate(&cli.repo, &judgment, &gh, &opts, &printer)?)
 }
