@@ -49,7 +49,11 @@ pub enum LocalEvalError {
          near the top of the kernel",
         kernel.display()
     )]
-    Unmapped { kernel: PathBuf, error: KernelError },
+    // Boxed: a mapping error is large and rare.
+    Unmapped {
+        kernel: PathBuf,
+        error: Box<KernelError>,
+    },
     #[error("{} maps to {key}, which is not a problem", kernel.display())]
     MappedToNothing { kernel: PathBuf, key: String },
     #[error(transparent)]
@@ -269,7 +273,7 @@ fn mapped_problem(
     let k = kernelgate_model::Kernel::resolve_one(repo, kernel, config, &set).map_err(|error| {
         LocalEvalError::Unmapped {
             kernel: kernel.to_path_buf(),
-            error,
+            error: Box::new(error),
         }
     })?;
     let p = set
