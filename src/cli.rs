@@ -1,6 +1,7 @@
 //! Command-line surface. Each subcommand's arguments live beside its implementation in `cmd/`.
 
 use clap::{Parser, Subcommand};
+use kernelgate_history::DriftRule;
 use kernelgate_model::{Config, Precision};
 use std::path::PathBuf;
 
@@ -84,7 +85,7 @@ pub enum Command {
     /// The performance history of the default branch: append a run, list, find drift, export.
     History(cmd::history::Args),
     /// Write the history's static dashboard (GitHub Pages ready) into a directory.
-    Dashboard(cmd::history::DashboardArgs),
+    Dashboard(cmd::dashboard::Args),
     /// Precompile torch's extension header for this runner's C++ builds (once per torch).
     Pch(cmd::pch::Args),
 }
@@ -179,5 +180,75 @@ impl EvalOptions {
             cfg.timing.threshold_pct = t;
         }
         Ok(())
+    }
+}
+
+/// `--store` of `history` and `dashboard`: the store they read (`$KERNELGATE_HISTORY`, else
+/// `[history] store` below the repository).
+#[derive(Debug, Clone, clap::Args)]
+pub struct StoreArg {
+    /// History store directory (JSON Lines, one file per hardware key).
+    #[arg(long, env = "KERNELGATE_HISTORY", value_name = "DIR")]
+    pub store: Option<PathBuf>,
+}
+
+impl StoreArg {
+    pub fn options(&self, cli: &Cli) -> kernelgate::ops::history::StoreOptions {
+        kernelgate::ops::history::StoreOptions {
+            dir: self.store.clone(),
+            config: cli.config.clone(),
+        }
+    }
+}
+
+/// Which history records `history` and `history drift` look at.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FilterArgs {
+    /// Only this kernel (its path, or part of it).
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// Only this problem (`19_ReLU`, `level1/19_ReLU.py`).
+    #[arg(long)]
+    pub problem: Option<String>,
+    /// Only commits dated at or after this (`2026-11-01` or RFC 3339).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Only this hardware (`H200`, `NVIDIA_H200 fp32`).
+    #[arg(long)]
+    pub hardware: Option<String>,
+}
+
+impl FilterArgs {
+    pub fn filter(&self) -> kernelgate_history::Filter {
+        kernelgate_history::Filter {
+            kernel: self.kernel.clone(),
+            problem: self.problem.clone(),
+            since: self.since.clone(),
+            hardware: self.hardware.clone(),
+        }
+    }
+}
+
+/// The drift rule's knobs of `history drift` and `dashboard` (defaults: docs/history.md).
+#[derive(Debug, Clone, clap::Args)]
+pub struct RuleArgs {
+    /// Commits the change-point test looks back over.
+    #[arg(long, default_value_t = DriftRule::default().window)]
+    pub window: usize,
+    /// Smallest change of the median that is reported, in percent.
+    #[arg(long, value_name = "PERCENT", default_value_t = DriftRule::default().min_change_pct)]
+    pub min_change: f64,
+    /// Commits needed on each side of a change.
+    #[arg(long, default_value_t = DriftRule::default().min_segment)]
+    pub min_commits: usize,
+}
+
+impl RuleArgs {
+    pub fn options(&self) -> kernelgate::ops::history::RuleOptions {
+        kernelgate::ops::history::RuleOptions {
+            window: self.window,
+            min_commits: self.min_commits,
+            min_change_pct: self.min_change,
+        }
     }
 }

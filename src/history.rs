@@ -1,11 +1,66 @@
 //! `kernelgate history` and `dashboard` over the history store (`kernelgate_history`): records
 //! from a run's files at a git commit in, series, drift, exports and the dashboard out.
 
-use anyhow::Context;
-use kernelgate_history::{Commit, DriftRule, Filter, Record, Store};
-use kernelgate_report::Report;
-use kernelgate_timing::baseline::BaselineFile;
+use kernelgate_history::{Commit, Filter, Record, Store, StoreError};
+use kernelgate_report::{Report, ReportError};
+use kernelgate_timing::baseline::{BaselineError, BaselineFile};
 use std::path::{Path, PathBuf};
+
+/// What went wrong reading a run or the store, said with what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error("`{}` is not a git repository", repo.display())]
+    NotARepo {
+        repo: PathBuf,
+        #[source]
+        source: crate::git::GitError,
+    },
+    #[error(transparent)]
+    Git(#[from] crate::git::GitError),
+    #[error("cannot read `{}`", path.display())]
+    ReadDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "`{}` holds no kernelgate_baselines.json or kernelgate_kernels.json\n\
+         help: pass results/timing/ or the results/timing/<HARDWARE>/ directory `kernelgate baseline` wrote",
+        path.display()
+    )]
+    NoBaselines { path: PathBuf },
+    #[error(
+        "the run has no timed kernel or reference to record\n\
+         help: pass the report.json of a run that evaluated kernels, or the baseline files"
+    )]
+    NothingToRecord,
+    #[error(
+        "the history store is empty\nhelp: pass --report, or run `kernelgate history append` first"
+    )]
+    EmptyStore,
+    #[error(
+        "--window {window} must be at least twice --min-commits {min_commits} (and --min-commits at least 2)"
+    )]
+    BadRule { window: usize, min_commits: usize },
+    #[error("cannot write the dashboard into `{}`", out.display())]
+    Dashboard {
+        out: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Config(#[from] kernelgate_model::ConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Report(#[from] ReportError),
+    #[error(transparent)]
+    Baseline(#[from] BaselineError),
+    #[error(transparent)]
+    Github(#[from] kernelgate_github::GithubError),
+    #[error(transparent)]
+    Runtime(#[from] crate::ops::publish::RuntimeError),
+}
 
 /// Where the run's numbers come from.
 #[derive(Debug, Clone)]
@@ -18,13 +73,15 @@ pub enum Source {
 }
 
 /// The commit `rev` of the repository at `repo`.
-pub fn commit_at(repo: &Path, rev: &str) -> anyhow::Result<Commit> {
-    let git = crate::git::Git::open(repo)
-        .with_context(|| format!("`{}` is not a git repository", repo.display()))?;
+pub fn commit_at(repo: &Path, rev: &str) -> Result<Commit, HistoryError> {
+    let git = crate::git::Git::open(repo).map_err(|source| HistoryError::NotARepo {
+        repo: repo.to_path_buf(),
+        source,
+    })?;
     Ok(git.commit(rev)?)
 }
 
-fn baseline_files(paths: &[PathBuf]) -> anyhow::Result<Vec<BaselineFile>> {
+fn baseline_files(paths: &[PathBuf]) -> Result<Vec<BaselineFile>, HistoryError> {
     let mut files = Vec::new();
     for p in paths {
         let in_dir = |d: &Path| -> Vec<PathBuf> {
@@ -39,7 +96,10 @@ fn baseline_files(paths: &[PathBuf]) -> anyhow::Result<Vec<BaselineFile>> {
             if here.is_empty() {
                 // results/timing/: every hardware directory below it.
                 let mut dirs: Vec<PathBuf> = std::fs::read_dir(p)
-                    .with_context(|| format!("cannot read `{}`", p.display()))?
+                    .map_err(|source| HistoryError::ReadDir {
+                        path: p.clone(),
+                        source,
+                    })?
                     .filter_map(|e| e.ok().map(|e| e.path()))
                     .filter(|d| d.is_dir())
                     .collect();
@@ -51,11 +111,7 @@ fn baseline_files(paths: &[PathBuf]) -> anyhow::Result<Vec<BaselineFile>> {
             vec![p.clone()]
         };
         if list.is_empty() {
-            anyhow::bail!(
-                "`{}` holds no kernelgate_baselines.json or kernelgate_kernels.json\n\
-                 help: pass results/timing/ or the results/timing/<HARDWARE>/ directory `kernelgate baseline` wrote",
-                p.display()
-            );
+            return Err(HistoryError::NoBaselines { path: p.clone() });
         }
         for f in list {
             files.push(BaselineFile::load(&f)?);
@@ -65,7 +121,7 @@ fn baseline_files(paths: &[PathBuf]) -> anyhow::Result<Vec<BaselineFile>> {
 }
 
 /// The records of `source` at `commit`.
-pub fn records_of(source: &Source, commit: &Commit) -> anyhow::Result<Vec<Record>> {
+pub fn records_of(source: &Source, commit: &Commit) -> Result<Vec<Record>, HistoryError> {
     Ok(match source {
         Source::Report(path) => {
             let report = Report::read(path)?;
@@ -77,46 +133,13 @@ pub fn records_of(source: &Source, commit: &Commit) -> anyhow::Result<Vec<Record
     })
 }
 
-/// Appends the records of `source` at `commit` to `store`; returns them.
-pub fn append(
-    store: &Store,
-    source: &Source,
-    commit: &Commit,
-    keep: usize,
-) -> anyhow::Result<Vec<Record>> {
-    let records = records_of(source, commit)?;
-    if records.is_empty() {
-        anyhow::bail!(
-            "the run has no timed kernel or reference to record\n\
-             help: pass the report.json of a run that evaluated kernels, or the baseline files"
-        );
-    }
-    store.append(&records, keep)?;
-    Ok(records)
-}
-
-/// The dashboard of `store` into `out`; returns the page and the data.
-pub fn dashboard(
-    store: &Store,
-    out: &Path,
-    repo_name: &str,
-    rule: &DriftRule,
-) -> anyhow::Result<(PathBuf, serde_json::Value)> {
-    let records = store.query(&Filter::default())?;
-    let data =
-        kernelgate_history::dashboard::data(&records, repo_name, &crate::time::now_rfc3339(), rule);
-    let page = kernelgate_history::dashboard::write(&data, out)
-        .with_context(|| format!("cannot write the dashboard into `{}`", out.display()))?;
-    Ok((page, data))
-}
-
 /// Commits of history a base is compared with.
 pub const HISTORY_LEVEL_COMMITS: usize = 5;
 
 /// Gives each kernel row of `report` its place in `store`'s history: the median of its last
 /// recorded medians on the same device and precision, and how the base version timed in this
 /// run compares with it. Returns how many rows got one; a missing store gives none.
-pub fn annotate(report: &mut Report, store: &Store) -> anyhow::Result<usize> {
+pub fn annotate(report: &mut Report, store: &Store) -> Result<usize, StoreError> {
     if !store.dir().is_dir() {
         return Ok(0);
     }

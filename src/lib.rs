@@ -7,4 +7,5 @@ pub mod git;
 pub mod history;
 pub mod ops;
 pub mod pr;
+pub mod table;
 pub mod time;

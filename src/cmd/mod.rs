@@ -3,6 +3,7 @@
 use crate::cli::{Cli, Command};
 
 pub mod baseline;
+pub mod dashboard;
 pub mod eval;
 pub mod history;
 pub mod kernels;
@@ -26,7 +27,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Publish(args) => publish::run(&cli, args),
         Command::Merge(args) => merge::run(&cli, args),
         Command::History(args) => history::run(&cli, args),
-        Command::Dashboard(args) => history::dashboard(&cli, args),
+        Command::Dashboard(args) => dashboard::run(&cli, args),
         Command::Pch(args) => pch::run(&cli, args),
     }
 }

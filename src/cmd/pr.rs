@@ -1,7 +1,7 @@
 //! `kernelgate pr`: the gate for one pull request ([`kernelgate::pr::gate`]).
 
 use kernelgate::pr::gate::{self, Publish};
-use kernelgate::pr::progress::{Event, Observer};
+use kernelgate::pr::progress::{Event, Kind};
 use kernelgate::pr::shard::Shard;
 use kernelgate_github::GithubContext;
 use std::path::PathBuf;
@@ -97,45 +97,22 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     let mut judgment = gate::judge(&cli.repo, &gh, &opts)?;
     args.eval.apply(&mut judgment.config)?;
     if args.plan {
-        let plan = gate::plan(&cli.repo, &judgment, &opts)?;
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&gate::plan_json(&plan, &judgment))?
-        );
+        let plan = gate::plan_json(&gate::plan(&cli.repo, &judgment, &opts)?, &judgment);
+        println!("{}", serde_json::to_string_pretty(&plan)?);
         return Ok(0);
     }
-    let printer = Printer {
-        quiet: args.quiet,
-        actions: gh.actions,
-    };
-    gate::gate(&cli.repo, &judgment, &gh, &opts, &printer)
-}
-
-/// Progress on stdout (each kernel's result) and stderr (builds, evals, trouble); inside GitHub
-/// Actions, annotations and one `::group::` per kernel.
-struct Printer {
-    quiet: bool,
-    actions: bool,
-}
-
-impl Observer for Printer {
-    fn event(&self, e: &Event<'_>) {
-        match e {
-            Event::Changed { file, message } if self.actions => {
-                println!("::warning file={file}::{message}")
-            }
-            // Trouble the gate goes on after is said even when quiet.
-            Event::CheckRunNotOpened(_)
-            | Event::HistoryUnusable(_)
-            | Event::PublishFailed(_)
-            | Event::Published(_) => eprintln!("{e}"),
-            _ if self.quiet => {}
-            Event::Lanes { .. }
-            | Event::Building { .. }
-            | Event::BuildNotAhead { .. }
-            | Event::Evaluating { .. } => eprintln!("{e}"),
-            Event::Finished(f) if self.actions => println!("{}", f.actions_group()),
-            _ => println!("{e}"),
+    // Progress on stdout (each kernel's result) and stderr (builds, evals, trouble); inside
+    // GitHub Actions, annotations and one `::group::` per kernel.
+    let (quiet, actions) = (args.quiet, gh.actions);
+    let printer = |e: &Event<'_>| match (e, e.kind()) {
+        (Event::Changed { file, message }, _) if actions => {
+            println!("::warning file={file}::{message}")
         }
-    }
+        (_, Kind::Notice) => eprintln!("{e}"),
+        _ if quiet => {}
+        (_, Kind::Progress) => eprintln!("{e}"),
+        (Event::Finished(f), _) if actions => println!("{}", f.actions_group()),
+        _ => println!("{e}"),
+    };
+    Ok(gate::gate(&cli.repo, &judgment, &gh, &opts, &printer)?)
 }

@@ -44,66 +44,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
             );
         }
     })?;
-    let warnings = &list.warnings;
     match args.format {
-        Format::Json => {
-            let rows: Vec<serde_json::Value> = list
-                .problems
-                .iter()
-                .map(|p| {
-                    let mut v = serde_json::to_value(p).unwrap_or_default();
-                    if let Some(obj) = v.as_object_mut() {
-                        obj.insert("warnings".into(), warnings[&p.key].clone().into());
-                        if let Some(checks) = &list.checks {
-                            obj.insert("check".into(), checks.by_key[&p.key].to_json());
-                        }
-                    }
-                    v
-                })
-                .collect();
-            println!("{}", serde_json::to_string_pretty(&rows)?);
-        }
-        Format::Human => {
-            let rows: Vec<Vec<String>> = list
-                .problems
-                .iter()
-                .map(|p| match &list.checks {
-                    Some(checks) => {
-                        let c = &checks.by_key[&p.key];
-                        vec![
-                            p.key.clone(),
-                            if c.ok { "ok" } else { "error" }.to_string(),
-                            c.detail(),
-                        ]
-                    }
-                    None => vec![
-                        p.key.clone(),
-                        p.sha256[..12].to_string(),
-                        p.md5.clone(),
-                        p.path.display().to_string(),
-                        warnings[&p.key].join("; "),
-                    ],
-                })
-                .collect();
-            if list.checks.is_some() {
-                print_table(
-                    &["PROBLEM", "CHECK", "DETAIL"],
-                    rows.iter().map(Vec::as_slice),
-                );
-            } else {
-                let any_warning = warnings.values().any(|w| !w.is_empty());
-                let header = ["PROBLEM", "SHA256", "MD5 (KernelBench)", "PATH", "WARNING"];
-                let n = if any_warning { 5 } else { 4 };
-                print_table(&header[..n], rows.iter().map(|r| &r[..n]));
-            }
-            let n = list.problems.len();
-            println!(
-                "\n{n} problem{} from {} ({})",
-                if n == 1 { "" } else { "s" },
-                list.origin,
-                list.per_level()
-            );
-        }
+        Format::Json => println!("{}", serde_json::to_string_pretty(&list.to_json())?),
+        Format::Human => print!("{list}"),
     }
     if list.problems.is_empty() {
         eprintln!(
@@ -145,29 +88,4 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         );
     }
     Ok(0)
-}
-
-/// Left-aligned columns separated by two spaces.
-pub(crate) fn print_table<'a>(header: &[&str], rows: impl Iterator<Item = &'a [String]> + Clone) {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows.clone() {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut out = String::new();
-        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
-            if i + 1 == cells.len() {
-                out.push_str(cell);
-            } else {
-                out.push_str(&format!("{cell:<w$}  "));
-            }
-        }
-        println!("{}", out.trim_end());
-    };
-    line(header.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
-    }
 }

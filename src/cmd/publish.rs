@@ -17,15 +17,6 @@ pub enum ModeArg {
     Files,
 }
 
-impl From<ModeArg> for Mode {
-    fn from(m: ModeArg) -> Self {
-        match m {
-            ModeArg::Github => Mode::Github,
-            ModeArg::Files => Mode::Files,
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum EndArg {
     /// The job was cancelled or failed before it had a report (not a pass).
@@ -104,7 +95,10 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<i32> {
         Action::Report {
             report: args.report.clone().expect("clap requires --report"),
             out: args.out.clone(),
-            mode: args.publish.map(Into::into),
+            mode: args.publish.map(|m| match m {
+                ModeArg::Github => Mode::Github,
+                ModeArg::Files => Mode::Files,
+            }),
         }
     };
     let opts = PublishOptions {

@@ -1,11 +1,64 @@
 //! `kernelgate eval` as a library operation: one candidate against one problem, in an isolated
 //! child process. The command parses flags into [`EvalOptions`] and prints the [`LocalEval`].
 
-use anyhow::{bail, Context};
-use kernelgate_eval::{EvalResult, ExtensionsDir, JobRequest, JobSpec, Outcome};
-use kernelgate_model::{Config, Device, Precision, ProblemSet, Severity};
+use kernelgate_eval::{EvalError, EvalResult, ExtensionsDir, JobRequest, JobSpec, Outcome};
+use kernelgate_model::{
+    Config, DatasetError, Device, KernelError, LookupError, Precision, ProblemError, ProblemSet,
+    Severity,
+};
 use std::fmt;
 use std::path::{Path, PathBuf};
+
+/// Why the eval could not start, with what to do. (A kernel that fails is a result, not this.)
+#[derive(Debug, thiserror::Error)]
+pub enum LocalEvalError {
+    #[error(
+        "{}: no such kernel file (give the path of a Python file defining ModelNew)",
+        kernel.display()
+    )]
+    NoKernel { kernel: PathBuf },
+    #[error("{}: no such base kernel file", kernel.display())]
+    NoBaseKernel { kernel: PathBuf },
+    #[error(
+        "`{query}` is not a file, and the dataset at {} could not be loaded to look it up",
+        root.display()
+    )]
+    NoDataset {
+        query: String,
+        root: PathBuf,
+        #[source]
+        source: ProblemError,
+    },
+    #[error("looking up --problem in {}", root.display())]
+    Lookup {
+        root: PathBuf,
+        #[source]
+        source: LookupError,
+    },
+    #[error(
+        "--problem not given, and the problems to map the kernel to could not be loaded from {spec}"
+    )]
+    NoProblems {
+        spec: String,
+        #[source]
+        source: DatasetError,
+    },
+    #[error(
+        "--problem not given, and {} maps to no problem: {error}\n  help: pass --problem KEY \
+         (`kernelgate problems` lists them), or add `# kernelgate: problem=level1/19_ReLU` \
+         near the top of the kernel",
+        kernel.display()
+    )]
+    // Boxed: a mapping error is large and rare.
+    Unmapped {
+        kernel: PathBuf,
+        error: Box<KernelError>,
+    },
+    #[error("{} maps to {key}, which is not a problem", kernel.display())]
+    MappedToNothing { kernel: PathBuf, key: String },
+    #[error(transparent)]
+    Eval(#[from] EvalError),
+}
 
 /// Where the eval's extension builds go.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -94,12 +147,11 @@ pub fn eval(
     config: &Config,
     opts: &EvalOptions,
     starting: impl FnOnce(&Starting<'_>),
-) -> anyhow::Result<LocalEval> {
+) -> Result<LocalEval, LocalEvalError> {
     if !opts.kernel.is_file() {
-        bail!(
-            "{}: no such kernel file (give the path of a Python file defining ModelNew)",
-            opts.kernel.display()
-        );
+        return Err(LocalEvalError::NoKernel {
+            kernel: opts.kernel.clone(),
+        });
     }
     let (problem, problem_label, mapped_precision) = match &opts.problem {
         Some(q) => {
@@ -113,7 +165,7 @@ pub fn eval(
     };
     if let Some(b) = &opts.base_kernel {
         if !b.is_file() {
-            bail!("{}: no such base kernel file", b.display());
+            return Err(LocalEvalError::NoBaseKernel { kernel: b.clone() });
         }
     }
     let harness = kernelgate_eval::find_harness()?;
@@ -180,7 +232,11 @@ pub fn eval(
 }
 
 /// A file path when it exists, else a key of the dataset named by the config.
-fn resolve_problem(repo: &Path, config: &Config, query: &str) -> anyhow::Result<(PathBuf, String)> {
+fn resolve_problem(
+    repo: &Path,
+    config: &Config,
+    query: &str,
+) -> Result<(PathBuf, String), LocalEvalError> {
     let as_path = PathBuf::from(query);
     let candidates = [as_path.clone(), repo.join(&as_path)];
     if let Some(p) = candidates.iter().find(|p| p.is_file()) {
@@ -191,15 +247,15 @@ fn resolve_problem(repo: &Path, config: &Config, query: &str) -> anyhow::Result<
         return Ok((p.clone(), label));
     }
     let root = repo.join(&config.dataset.root);
-    let set = ProblemSet::load(&root).with_context(|| {
-        format!(
-            "`{query}` is not a file, and the dataset at {} could not be loaded to look it up",
-            root.display()
-        )
+    let set = ProblemSet::load(&root).map_err(|source| LocalEvalError::NoDataset {
+        query: query.to_string(),
+        root: root.clone(),
+        source,
     })?;
-    let problem = set
-        .find(query)
-        .with_context(|| format!("looking up --problem in {}", root.display()))?;
+    let problem = set.find(query).map_err(|source| LocalEvalError::Lookup {
+        root: root.clone(),
+        source,
+    })?;
     Ok((problem.path.clone(), problem.key.clone()))
 }
 
@@ -208,26 +264,24 @@ fn mapped_problem(
     repo: &Path,
     config: &Config,
     kernel: &Path,
-) -> anyhow::Result<(PathBuf, String, Precision)> {
+) -> Result<(PathBuf, String, Precision), LocalEvalError> {
     let spec = config.dataset_spec(repo);
-    let set = spec.load().with_context(|| {
-        format!("--problem not given, and the problems to map the kernel to could not be loaded from {spec}")
+    let set = spec.load().map_err(|source| LocalEvalError::NoProblems {
+        spec: spec.to_string(),
+        source,
     })?;
-    let k = kernelgate_model::Kernel::resolve_one(repo, kernel, config, &set).map_err(|e| {
-        anyhow::anyhow!(
-            "--problem not given, and {} maps to no problem: {e}\n  help: pass --problem KEY \
-             (`kernelgate problems` lists them), or add `# kernelgate: problem=level1/19_ReLU` \
-             near the top of the kernel",
-            kernel.display()
-        )
+    let k = kernelgate_model::Kernel::resolve_one(repo, kernel, config, &set).map_err(|error| {
+        LocalEvalError::Unmapped {
+            kernel: kernel.to_path_buf(),
+            error: Box::new(error),
+        }
     })?;
-    let p = set.get(&k.problem_key).with_context(|| {
-        format!(
-            "{} maps to {}, which is not a problem",
-            kernel.display(),
-            k.problem_key
-        )
-    })?;
+    let p = set
+        .get(&k.problem_key)
+        .ok_or_else(|| LocalEvalError::MappedToNothing {
+            kernel: kernel.to_path_buf(),
+            key: k.problem_key.clone(),
+        })?;
     Ok((p.path.clone(), p.key.clone(), k.precision))
 }
 

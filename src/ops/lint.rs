@@ -2,11 +2,29 @@
 //! mapping gives it (precision, backend, its problem's source), then the findings. The command
 //! parses flags into [`RepoLintOptions`] and formats the [`LintRun`].
 
-use anyhow::Context;
 use kernelgate_lint::{lint_path, output, Backend, Finding, LintOptions, Precision, Severity};
 use kernelgate_model::{discover, Config, Kernel, ProblemSet};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// Why the lint could not run, with what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum RepoLintError {
+    /// The configuration's fault (an unknown rule code), said against its file.
+    #[error("{config}: {error}")]
+    Config {
+        config: String,
+        error: kernelgate_lint::LintError,
+    },
+    #[error("{}: no such file or directory", path.display())]
+    NotFound { path: PathBuf },
+    #[error("cannot list {}", dir.display())]
+    List {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// What to lint (the flags of `kernelgate lint`).
 #[derive(Debug, Clone, Default)]
@@ -59,7 +77,11 @@ struct Target {
 }
 
 /// Lints what `opts` names in `repo`, whose `kernelgate.toml` is `config`.
-pub fn lint(repo: &Path, config: &Config, opts: &RepoLintOptions) -> anyhow::Result<LintRun> {
+pub fn lint(
+    repo: &Path,
+    config: &Config,
+    opts: &RepoLintOptions,
+) -> Result<LintRun, RepoLintError> {
     let overrides = kernelgate_lint::severity_overrides(&config.lint);
     let mut run = LintRun::default();
     for t in targets(repo, config, opts)? {
@@ -74,14 +96,15 @@ pub fn lint(repo: &Path, config: &Config, opts: &RepoLintOptions) -> anyhow::Res
         };
         // An unreadable or non-UTF-8 file is one KG000 finding on its own row; an error here is
         // the configuration's (an unknown rule code).
-        let (mut found, source) = lint_path(&t.shown, &t.path, &lint_opts).map_err(|e| {
-            let at = config
-                .path
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|| "kernelgate.toml".into());
-            anyhow::anyhow!("{at}: {e}")
-        })?;
+        let (mut found, source) =
+            lint_path(&t.shown, &t.path, &lint_opts).map_err(|error| RepoLintError::Config {
+                config: config
+                    .path
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "kernelgate.toml".into()),
+                error,
+            })?;
         // Findings in a file the kernel loads (`relu.cu`) quote that file.
         for f in &found {
             if f.file != t.shown && !run.sources.contains_key(&f.file) {
@@ -124,7 +147,11 @@ fn sarif_rules() -> Vec<kernelgate_report::sarif::SarifRule> {
         .collect()
 }
 
-fn targets(repo: &Path, cfg: &Config, opts: &RepoLintOptions) -> anyhow::Result<Vec<Target>> {
+fn targets(
+    repo: &Path,
+    cfg: &Config,
+    opts: &RepoLintOptions,
+) -> Result<Vec<Target>, RepoLintError> {
     let unmapped = |path: PathBuf, shown: String| Target {
         path,
         shown,
@@ -172,7 +199,7 @@ fn targets(repo: &Path, cfg: &Config, opts: &RepoLintOptions) -> anyhow::Result<
             repo.join(p)
         };
         if !full.exists() {
-            anyhow::bail!("{}: no such file or directory", p.display());
+            return Err(RepoLintError::NotFound { path: p.clone() });
         }
         let mut files = Vec::new();
         if full.is_dir() {
@@ -210,12 +237,15 @@ fn mapped(repo: &Path, k: Kernel, problems: &ProblemSet) -> Target {
 }
 
 /// Every `.py` file below `dir`, sorted, skipping hidden directories, caches and `target/`.
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), RepoLintError> {
     if !dir.is_dir() {
         return Ok(());
     }
     let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot list {}", dir.display()))?
+        .map_err(|source| RepoLintError::List {
+            dir: dir.to_path_buf(),
+            source,
+        })?
         .flatten()
         .map(|e| e.path())
         .collect();

@@ -2,6 +2,8 @@
 //! returns a typed result; `src/cmd/*` parse flags into the options, call one op and print.
 
 pub mod eval;
+pub mod history;
+pub mod kernels;
 pub mod lint;
 pub mod problems;
 pub mod publish;

@@ -2,11 +2,50 @@
 //! hashes and structure warnings, and with `check` each one loaded in the harness's Python on the
 //! CPU. The command parses flags into [`ProblemsOptions`] and prints the [`ProblemList`].
 
-use anyhow::Context;
-use kernelgate_model::{Config, DatasetSpec, Problem};
+use kernelgate_model::{Config, DatasetError, DatasetSpec, Problem};
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// Why the problems could not be listed or loaded, with what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ProblemsError {
+    #[error("--dataset: {0}")]
+    BadDataset(String),
+    #[error("loading problems from {spec}")]
+    Load {
+        spec: String,
+        #[source]
+        source: DatasetError,
+    },
+    #[error("writing {key} to {}", dir.display())]
+    Materialize {
+        key: String,
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot start {}: set KERNELGATE_PYTHON (or `[harness] python` in kernelgate.toml) to a Python with torch",
+        python.display()
+    )]
+    Start {
+        python: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error(
+        "{} cannot import torch ({error}): set KERNELGATE_PYTHON (or `[harness] python` in kernelgate.toml) to a Python with torch, or `{} -m pip install torch`",
+        python.display(),
+        python.display()
+    )]
+    NoTorch { python: PathBuf, error: String },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
 
 /// Which problems, and whether to load them (the flags of `kernelgate problems`).
 #[derive(Debug, Clone, Default)]
@@ -64,6 +103,75 @@ impl ProblemList {
     pub fn per_level(&self) -> String {
         per_level(&self.problems)
     }
+
+    /// One object per problem, with its warnings and, when checked, its load.
+    pub fn to_json(&self) -> serde_json::Value {
+        let rows: Vec<serde_json::Value> = self
+            .problems
+            .iter()
+            .map(|p| {
+                let mut v = serde_json::to_value(p).unwrap_or_default();
+                if let Some(obj) = v.as_object_mut() {
+                    obj.insert("warnings".into(), self.warnings[&p.key].clone().into());
+                    if let Some(checks) = &self.checks {
+                        obj.insert("check".into(), checks.by_key[&p.key].to_json());
+                    }
+                }
+                v
+            })
+            .collect();
+        rows.into()
+    }
+}
+
+/// The human listing: a table (hashes, or each problem's load when checked) and a count.
+impl fmt::Display for ProblemList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let warnings = &self.warnings;
+        let rows: Vec<Vec<String>> = self
+            .problems
+            .iter()
+            .map(|p| match &self.checks {
+                Some(checks) => {
+                    let c = &checks.by_key[&p.key];
+                    vec![
+                        p.key.clone(),
+                        if c.ok { "ok" } else { "error" }.to_string(),
+                        c.detail(),
+                    ]
+                }
+                None => vec![
+                    p.key.clone(),
+                    p.sha256[..12].to_string(),
+                    p.md5.clone(),
+                    p.path.display().to_string(),
+                    warnings[&p.key].join("; "),
+                ],
+            })
+            .collect();
+        if self.checks.is_some() {
+            let header = ["PROBLEM", "CHECK", "DETAIL"];
+            f.write_str(&crate::table::render(
+                &header,
+                rows.iter().map(Vec::as_slice),
+            ))?;
+        } else {
+            // The WARNING column only when a problem has one.
+            let any_warning = warnings.values().any(|w| !w.is_empty());
+            let header = ["PROBLEM", "SHA256", "MD5 (KernelBench)", "PATH", "WARNING"];
+            let n = if any_warning { 5 } else { 4 };
+            let table = crate::table::render(&header[..n], rows.iter().map(|r| &r[..n]));
+            f.write_str(&table)?;
+        }
+        let n = self.problems.len();
+        writeln!(
+            f,
+            "\n{n} problem{} from {} ({})",
+            if n == 1 { "" } else { "s" },
+            self.origin,
+            self.per_level()
+        )
+    }
 }
 
 /// Lists (and with `check` loads) the problems `opts` names for `repo`, whose `kernelgate.toml`
@@ -73,14 +181,15 @@ pub fn problems(
     config: &Config,
     opts: &ProblemsOptions,
     on_check: impl FnOnce(&Path, usize),
-) -> anyhow::Result<ProblemList> {
+) -> Result<ProblemList, ProblemsError> {
     let spec = match &opts.dataset {
-        Some(s) => DatasetSpec::parse(s).map_err(|e| anyhow::anyhow!("--dataset: {e}"))?,
+        Some(s) => DatasetSpec::parse(s).map_err(ProblemsError::BadDataset)?,
         None => config.dataset_spec(repo),
     };
-    let set = spec
-        .load()
-        .with_context(|| format!("loading problems from {spec}"))?;
+    let set = spec.load().map_err(|source| ProblemsError::Load {
+        spec: spec.to_string(),
+        source,
+    })?;
     let problems: Vec<Problem> = set
         .iter()
         .filter(|p| opts.level.is_none_or(|l| p.level == l))
@@ -190,7 +299,7 @@ fn check(
     problems: &[Problem],
     warnings: &BTreeMap<String, Vec<String>>,
     limit: Duration,
-) -> anyhow::Result<BTreeMap<String, Check>> {
+) -> Result<BTreeMap<String, Check>, ProblemsError> {
     let scratch = tempfile::Builder::new()
         .prefix("kernelgate-check-")
         .tempdir()?;
@@ -205,7 +314,11 @@ fn check(
         }
         let file = p
             .materialize(scratch.path())
-            .with_context(|| format!("writing {} to {}", p.key, scratch.path().display()))?;
+            .map_err(|source| ProblemsError::Materialize {
+                key: p.key.clone(),
+                dir: scratch.path().to_path_buf(),
+                source,
+            })?;
         todo.push((p.key.clone(), std::fs::canonicalize(&file).unwrap_or(file)));
     }
     let mut round = 0;
@@ -228,11 +341,9 @@ fn check(
             rlimit_as: false,
             env: vec![("CUDA_VISIBLE_DEVICES", "")],
         })
-        .with_context(|| {
-            format!(
-                "cannot start {}: set KERNELGATE_PYTHON (or `[harness] python` in kernelgate.toml) to a Python with torch",
-                python.display()
-            )
+        .map_err(|e| ProblemsError::Start {
+            python: python.to_path_buf(),
+            source: Box::new(e),
         })?;
         let rx = &script.lines;
         let mut done = 0;
@@ -246,12 +357,10 @@ fn check(
                     };
                     if v.get("fatal").is_some() {
                         drop(script);
-                        anyhow::bail!(
-                            "{} cannot import torch ({}): set KERNELGATE_PYTHON (or `[harness] python` in kernelgate.toml) to a Python with torch, or `{} -m pip install torch`",
-                            python.display(),
-                            v["error"].as_str().unwrap_or(""),
-                            python.display()
-                        );
+                        return Err(ProblemsError::NoTorch {
+                            python: python.to_path_buf(),
+                            error: v["error"].as_str().unwrap_or("").to_string(),
+                        });
                     }
                     if v["key"].as_str() != Some(key.as_str()) {
                         continue;

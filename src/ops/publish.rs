@@ -4,10 +4,35 @@
 //! stage of the fork-safe setup runs the latter with a write token and never executes PR code.
 //! The command parses flags into [`PublishOptions`] and prints what [`publish`] did.
 
-use anyhow::Context;
 use kernelgate_github::{valid_sha, Ending, GithubContext, GithubError, Published, Publisher};
-use kernelgate_report::Report;
+use kernelgate_report::{Report, ReportError};
 use std::path::{Path, PathBuf};
+
+/// Why a report, or a check run, could not be published, with what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error(
+        "the report has no head commit (`run.head_sha`); it cannot be published as a check run"
+    )]
+    NoReportHead,
+    #[error(
+        "the report is for repository `{report}`, but this workflow runs in `{workflow}`; refusing to publish it here"
+    )]
+    OtherRepository { report: String, workflow: String },
+    #[error("no head commit: pass --head <sha> (the pull request's head SHA)")]
+    NoHead,
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Github(#[from] GithubError),
+    #[error(transparent)]
+    Report(#[from] ReportError),
+}
+
+/// The async runtime the GitHub client needs could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the async runtime: {0}")]
+pub struct RuntimeError(std::io::Error);
 
 /// Where a report goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,11 +64,11 @@ impl Default for Options {
     }
 }
 
-pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub fn runtime() -> Result<tokio::runtime::Runtime, RuntimeError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("cannot start the async runtime")
+        .map_err(RuntimeError)
 }
 
 /// Inside a tokio runtime: octocrab's client spawns its worker on the current one.
@@ -62,7 +87,7 @@ pub fn publish_report(
     ctx: &GithubContext,
     mode: Mode,
     check_run_id: Option<u64>,
-) -> anyhow::Result<Vec<String>> {
+) -> Result<Vec<String>, PublishError> {
     let options = Options::default();
     let published = publish_report_with(report, out, ctx, mode, check_run_id, &options)?;
     Ok(published_lines(&published, Some(report), &options))
@@ -76,7 +101,7 @@ pub fn publish_report_with(
     mode: Mode,
     check_run_id: Option<u64>,
     options: &Options,
-) -> anyhow::Result<Published> {
+) -> Result<Published, PublishError> {
     let rendered = kernelgate_report::render_all(report, out)?;
     let published = match mode {
         Mode::Files => Published::Written {
@@ -148,7 +173,7 @@ pub fn published_lines(
 
 /// Open the check run `in_progress` at the start of `kernelgate pr`; pass the id to
 /// [`publish_report`] at the end so the same check run is completed.
-pub fn start_check_run(ctx: &GithubContext, head_sha: &str) -> anyhow::Result<u64> {
+pub fn start_check_run(ctx: &GithubContext, head_sha: &str) -> Result<u64, PublishError> {
     let rt = runtime()?;
     Ok(rt.block_on(async { Publisher::new(ctx)?.start_check_run(head_sha).await })?)
 }
@@ -157,31 +182,28 @@ pub fn start_check_run(ctx: &GithubContext, head_sha: &str) -> anyhow::Result<u6
 /// a report: `cancelled`, with the error as the reason. Best effort: a failure comes back as
 /// the warning to show.
 pub fn abandon_check_run(ctx: &GithubContext, id: u64, reason: &str) -> Option<String> {
-    let done = runtime().and_then(|rt| {
+    let done = runtime().map_err(PublishError::from).and_then(|rt| {
         rt.block_on(async {
             Publisher::new(ctx)?
                 .finish_check_run(id, Ending::Cancelled, reason)
                 .await
         })
-        .map_err(anyhow::Error::from)
+        .map_err(PublishError::from)
     });
     done.err()
         .map(|e| format!("warning: cannot complete check run {id}: {e}"))
 }
 
 /// The report must be for this repository and, when the event names a commit, that commit.
-fn check_provenance(report: &Report, ctx: &GithubContext) -> anyhow::Result<()> {
+fn check_provenance(report: &Report, ctx: &GithubContext) -> Result<(), PublishError> {
     if report.run.head_sha.is_empty() {
-        anyhow::bail!(
-            "the report has no head commit (`run.head_sha`); it cannot be published as a check run"
-        );
+        return Err(PublishError::NoReportHead);
     }
     if !report.run.repo.is_empty() && !ctx.repo.is_empty() && report.run.repo != ctx.repo {
-        anyhow::bail!(
-            "the report is for repository `{}`, but this workflow runs in `{}`; refusing to publish it here",
-            report.run.repo,
-            ctx.repo
-        );
+        return Err(PublishError::OtherRepository {
+            report: report.run.repo.clone(),
+            workflow: ctx.repo.clone(),
+        });
     }
     if let Some(event_head) = &ctx.head_sha {
         if *event_head != report.run.head_sha {
@@ -227,7 +249,7 @@ pub struct PublishOptions {
 pub fn publish(
     ctx: GithubContext,
     opts: &PublishOptions,
-) -> anyhow::Result<(Published, Vec<String>)> {
+) -> Result<(Published, Vec<String>), PublishError> {
     let mut report = None;
     let published = publish_action(ctx, opts, &mut report)?;
     let lines = published_lines(&published, report.as_ref(), &opts.options);
@@ -238,7 +260,7 @@ fn publish_action(
     mut ctx: GithubContext,
     opts: &PublishOptions,
     report_read: &mut Option<Report>,
-) -> anyhow::Result<Published> {
+) -> Result<Published, PublishError> {
     if let Some(head) = &opts.head {
         ctx.head_sha = Some(checked_sha(head)?);
     }
@@ -303,11 +325,8 @@ fn checked_sha(head: &str) -> Result<String, GithubError> {
 }
 
 /// The head a check run is opened or ended on: `--head`, else the event's.
-fn event_head(ctx: &GithubContext) -> anyhow::Result<String> {
-    let head = ctx
-        .head_sha
-        .clone()
-        .context("no head commit: pass --head <sha> (the pull request's head SHA)")?;
+fn event_head(ctx: &GithubContext) -> Result<String, PublishError> {
+    let head = ctx.head_sha.clone().ok_or(PublishError::NoHead)?;
     Ok(checked_sha(&head)?)
 }
 

@@ -4,7 +4,6 @@
 //! never its head's: `super::judgment`), lays its own overrides over it, and calls [`plan`] (for
 //! `--plan`) or [`gate`].
 
-use anyhow::Context;
 use kernelgate_github::GithubContext;
 use kernelgate_report::{Report, RunInfo};
 use std::path::{Path, PathBuf};
@@ -13,15 +12,42 @@ use super::adapters::{HarnessEvaluator, RepoLinter};
 use super::baselines::Committed;
 use super::changes::{self, FileStatus};
 use super::evaluator::{self, Device};
-use super::judgment::{self, Judgment};
+use super::judgment::{self, Judgment, JudgmentError};
 use super::layout::Layout;
-use super::plan::Plan;
+use super::plan::{Plan, PlanError};
 use super::policy::{self, Acks, Policy};
 use super::progress::{Event, Observer};
 use super::run::Pipeline;
 use super::shard::Shard;
-use crate::git::Git;
+use crate::git::{Git, GitError};
 use crate::ops::publish;
+
+/// Why the gate could not run, with what to do. (A kernel that fails is a verdict, not this.)
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error(
+        "no base to compare with in {}: pass --base REF (no origin/main or main here)",
+        root.display()
+    )]
+    NoBase { root: PathBuf },
+    #[error("cannot create the output directory {}", dir.display())]
+    OutDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error(transparent)]
+    Judgment(#[from] JudgmentError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Report(#[from] kernelgate_report::ReportError),
+    /// The shared extensions directory could not be made.
+    #[error(transparent)]
+    Extensions(#[from] std::io::Error),
+}
 
 /// Where the report goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +89,7 @@ pub struct Options {
 /// Base and head resolved (flags, then the GitHub event, then the usual branches) and the
 /// configuration that judges them: `--trusted-config`, else the base commit's config file, else
 /// the defaults; the head's `[kernels]` (docs/config.md).
-pub fn judge(repo: &Path, gh: &GithubContext, opts: &Options) -> anyhow::Result<Judgment> {
+pub fn judge(repo: &Path, gh: &GithubContext, opts: &Options) -> Result<Judgment, GateError> {
     let git = Git::open(repo)?;
     let base = match opts.base.clone().or_else(|| gh.base_sha.clone()) {
         Some(b) => b,
@@ -71,11 +97,8 @@ pub fn judge(repo: &Path, gh: &GithubContext, opts: &Options) -> anyhow::Result<
             .into_iter()
             .find(|r| git.has(r))
             .map(str::to_string)
-            .with_context(|| {
-                format!(
-                    "no base to compare with in {}: pass --base REF (no origin/main or main here)",
-                    git.root().display()
-                )
+            .ok_or_else(|| GateError::NoBase {
+                root: git.root().to_path_buf(),
             })?,
     };
     let head = opts
@@ -95,7 +118,7 @@ pub fn judge(repo: &Path, gh: &GithubContext, opts: &Options) -> anyhow::Result<
 
 /// The plan: the changed kernels (found by the judgment's layout) mapped by the model's rules,
 /// files on disk.
-pub fn plan(repo: &Path, judgment: &Judgment, opts: &Options) -> anyhow::Result<Plan> {
+pub fn plan(repo: &Path, judgment: &Judgment, opts: &Options) -> Result<Plan, GateError> {
     let layout = Layout::from_config(&judgment.config).with_config_file(&judgment.config_file);
     let git = Git::open(repo)?;
     let changes = changes::detect(&git, &layout, &judgment.base, &judgment.head, opts.all)?;
@@ -135,7 +158,7 @@ pub fn gate(
     gh: &GithubContext,
     opts: &Options,
     observer: &dyn Observer,
-) -> anyhow::Result<i32> {
+) -> Result<i32, GateError> {
     let cfg = &judgment.config;
     let plan = plan(repo, judgment, opts)?;
     let git = Git::open(repo)?;
@@ -162,8 +185,10 @@ pub fn gate(
             Err(e) => observer.event(&Event::CheckRunNotOpened(e.to_string())),
         }
     }
-    std::fs::create_dir_all(&opts.out)
-        .with_context(|| format!("cannot create the output directory {}", opts.out.display()))?;
+    std::fs::create_dir_all(&opts.out).map_err(|source| GateError::OutDir {
+        dir: opts.out.clone(),
+        source,
+    })?;
     let evaluated = evaluate(&plan, &git, cfg, opts, &policy, labels, report, observer);
     let mut report = match evaluated {
         Ok(report) => report,
@@ -188,7 +213,7 @@ pub fn gate(
             kernels: n,
             store: store.dir(),
         }),
-        Err(e) => observer.event(&Event::HistoryUnusable(format!("{e:#}"))),
+        Err(e) => observer.event(&Event::HistoryUnusable(e.to_string())),
     }
 
     let published = match mode {
@@ -331,7 +356,7 @@ fn evaluate(
     labels: Vec<String>,
     report: Report,
     observer: &dyn Observer,
-) -> anyhow::Result<Report> {
+) -> Result<Report, GateError> {
     let device = opts.device.unwrap_or(cfg.defaults.device);
     let devices = match device {
         kernelgate_model::Device::Cpu => vec![Device::Cpu],

@@ -85,6 +85,34 @@ pub enum Event<'a> {
     },
 }
 
+/// What an event is to whoever shows it: the observer picks a stream for each kind, and a
+/// quiet one says only notices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// What the run finds: the plan, the judging config, each kernel, the verdict.
+    Result,
+    /// Work under way: lanes, builds, evals.
+    Progress,
+    /// Trouble the gate goes on after, and what publishing did: said even when quiet.
+    Notice,
+}
+
+impl Event<'_> {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Event::CheckRunNotOpened(_)
+            | Event::HistoryUnusable(_)
+            | Event::PublishFailed(_)
+            | Event::Published(_) => Kind::Notice,
+            Event::Lanes { .. }
+            | Event::Building { .. }
+            | Event::BuildNotAhead { .. }
+            | Event::Evaluating { .. } => Kind::Progress,
+            _ => Kind::Result,
+        }
+    }
+}
+
 /// A finished kernel: `n` of `total` are done, this one included.
 #[derive(Debug)]
 pub struct Finished<'a> {

@@ -1,0 +1,30 @@
+//! `kernelgate dashboard`: the history's static dashboard ([`kernelgate::ops::history::dashboard`]).
+
+use kernelgate::ops::history::{dashboard, DashboardOptions};
+use std::path::PathBuf;
+
+use crate::cli::{Cli, RuleArgs, StoreArg};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Directory for index.html, data.json and .nojekyll.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// `owner/name` shown in the header (default: `$GITHUB_REPOSITORY`).
+    #[arg(long, env = "GITHUB_REPOSITORY", default_value = "")]
+    pub name: String,
+    #[command(flatten)]
+    pub rule: RuleArgs,
+    #[command(flatten)]
+    pub store: StoreArg,
+}
+
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
+    let opts = DashboardOptions {
+        out: args.out.clone(),
+        name: args.name.clone(),
+        rule: args.rule.options(),
+    };
+    print!("{}", dashboard(&cli.repo, &args.store.options(cli), &opts)?);
+    Ok(0)
+}
