@@ -140,8 +140,8 @@ fn workflow_snippets_in_the_docs_pass_actionlint() {
             let name = format!("{}-{i}.yml", doc.file_stem().unwrap().to_string_lossy());
             let path = dir.path().join(name);
             // Whole workflows stay as they are; job fragments get a trigger.
-            // The reusable workflow's caller calls this checkout's copy, whose inputs actionlint
-            // then checks the call against.
+            // The reusable workflow's caller calls this checkout's copy (native actionlint reads
+            // it and checks the call's inputs; tests/it/workflows/reusable.rs checks them too).
             let block = block
                 .replace(
                     "<owner>/kernelgate/.github/workflows/kernelgate-reusable.yml@<tag>",
