@@ -73,6 +73,13 @@ pub struct Args {
     /// apart from the pull request. Never the head's: its changes apply after merge.
     #[arg(long, value_name = "FILE")]
     pub trusted_config: Option<PathBuf>,
+    /// true: a significant timing regression fails the check; false: it only warns (the row and
+    /// the comment still show it). Default: the judging config's `[policy]`, where `regression`
+    /// fails. Like --threshold it comes from the workflow, never from the pull request's
+    /// kernelgate.toml.
+    #[arg(long, env = "KERNELGATE_FAIL_ON_REGRESSION", value_name = "BOOL",
+          action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
+    pub fail_on_regression: Option<bool>,
     #[command(flatten)]
     pub eval: crate::cli::EvalOptions,
 }
@@ -96,6 +103,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     // The judging config (the trusted side's, never the head's), then this run's own flags.
     let mut judgment = gate::judge(&cli.repo, &gh, &opts)?;
     args.eval.apply(&mut judgment.config)?;
+    if let Some(fail) = args.fail_on_regression {
+        judgment
+            .config
+            .policy
+            .set_fails(kernelgate_model::Condition::Regression, fail);
+    }
     if args.plan {
         let plan = gate::plan_json(&gate::plan(&cli.repo, &judgment, &opts)?, &judgment);
         println!("{}", serde_json::to_string_pretty(&plan)?);

@@ -121,6 +121,7 @@ pub fn publish_report_with(
     }
     if let Some(path) = &ctx.output {
         kernelgate_github::write_outputs(path, report, &rendered.report_json)?;
+        kernelgate_github::write_published_outputs(path, &published)?;
     }
     Ok(published)
 }
@@ -137,15 +138,23 @@ pub fn published_lines(
             .iter()
             .map(|p| format!("kernelgate: wrote {}", p.display()))
             .collect(),
-        Published::Done { check_run, comment } => {
+        Published::Done {
+            check_run,
+            check_run_url,
+            comment,
+        } => {
             let mut lines = vec![format!(
-                "kernelgate: check run {check_run} completed ({}{})",
+                "kernelgate: check run {check_run} completed ({}{}){}",
                 report.map_or("with its report", kernelgate_report::check_run::conclusion),
                 if options.unverified {
                     ", published as unverified"
                 } else {
                     ""
-                }
+                },
+                check_run_url
+                    .as_ref()
+                    .map(|u| format!(": {u}"))
+                    .unwrap_or_default()
             )];
             if let Some(action) = comment {
                 lines.push(format!("kernelgate: PR comment {action:?}"));

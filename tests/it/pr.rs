@@ -302,6 +302,45 @@ fn gates_a_pull_request_with_an_improvement_a_regression_a_hack_and_a_broken_ker
     for f in ["comment.md", "summary.md", "results.sarif"] {
         assert!(out.path().join(f).is_file(), "{f} not written");
     }
+
+    // The workflow's fail-on-regression: false (the action passes it as the flag, a workflow
+    // may set the variable): the same regression only warns; the hack and the broken kernel
+    // still fail the pull request.
+    let warned = tempfile::tempdir().unwrap();
+    let run = kernelgate(
+        dir.path(),
+        &[
+            "pr",
+            "--base",
+            &base,
+            "--head",
+            &head,
+            "--device",
+            "cpu",
+            "--out",
+            warned.path().to_str().unwrap(),
+            "--ack-label",
+            "kernelgate:ack-speedup",
+        ],
+        &[("KERNELGATE_FAIL_ON_REGRESSION", "false")],
+    );
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run));
+    let report = read_report(warned.path());
+    let sigmoid = row(&report, "kernels/level1/5_Sigmoid/cpp.py");
+    assert_eq!(
+        vs_base_verdict(sigmoid),
+        Some(ComparisonVerdict::Slower),
+        "{sigmoid:#?}"
+    );
+    assert_eq!(sigmoid.verdict, Verdict::Warn, "{}", reasons(sigmoid));
+    assert!(
+        reasons(sigmoid).contains("warn: ") && reasons(sigmoid).contains("slower than the base"),
+        "{}",
+        reasons(sigmoid)
+    );
+    assert!(report.policy.warn_on.iter().any(|c| c == "regression"));
+    assert!(!report.policy.fail_on.iter().any(|c| c == "regression"));
+    assert_eq!((report.summary.failed, report.summary.warned), (2, 1));
 }
 
 #[test]

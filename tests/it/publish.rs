@@ -270,7 +270,10 @@ fn publish_to_github_sends_the_expected_requests() {
             .await;
         Mock::given(method("PATCH"))
             .and(path("/repos/acme/kernels/check-runs/11"))
-            .respond_with(ok(serde_json::json!({})))
+            .respond_with(ok(serde_json::json!({
+                "id": 11,
+                "html_url": "https://github.com/acme/kernels/runs/11"
+            })))
             .mount(&server)
             .await;
         Mock::given(method("GET"))
@@ -331,9 +334,19 @@ fn publish_to_github_sends_the_expected_requests() {
     );
     let complete: serde_json::Value = serde_json::from_slice(&reqs[3].body).unwrap();
     assert_eq!(complete["conclusion"], "success");
-    assert!(std::fs::read_to_string(&outputs)
-        .unwrap()
-        .contains("verdict=pass\n"));
+    // The outputs say what publishing did, from GitHub's answers.
+    let written = std::fs::read_to_string(&outputs).unwrap();
+    for line in [
+        "verdict=pass\n",
+        "passed=1\n",
+        "warned=0\n",
+        "failed=0\n",
+        "skipped=0\n",
+        "check-run-url=https://github.com/acme/kernels/runs/11\n",
+        "comment-id=5\n",
+    ] {
+        assert!(written.contains(line), "no {line:?} in {written}");
+    }
 }
 
 /// `kernelgate publish --start` and `--end`: the steps before and after the evaluation, and the

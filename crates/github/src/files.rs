@@ -1,6 +1,6 @@
 //! The file side of publishing: step summary, step outputs, and local "publish to files".
 
-use crate::{sticky_marker, GithubError};
+use crate::{sticky_marker, GithubError, Published};
 use kernelgate_report::{check_run, render_comment, render_summary, Report, STICKY_MARKER};
 use serde_json::json;
 use std::io::Write;
@@ -29,19 +29,46 @@ pub fn append_step_summary(path: &Path, report: &Report) -> Result<(), GithubErr
     append(path, &format!("{}\n", render_summary(report)))
 }
 
-/// Append `verdict`, `geomean_speedup`, `failed` and `report` to `GITHUB_OUTPUT`.
+/// Append `verdict`, `geomean_speedup`, the verdict counts (`failed`, `warned`, `passed`,
+/// `skipped`) and `report` to `GITHUB_OUTPUT`.
 pub fn write_outputs(path: &Path, report: &Report, report_path: &Path) -> Result<(), GithubError> {
     let s = &report.summary;
     let text = format!(
-        "verdict={}\ngeomean_speedup={}\nfailed={}\nreport={}\n",
+        "verdict={}\ngeomean_speedup={}\nfailed={}\nwarned={}\npassed={}\nskipped={}\nreport={}\n",
         s.verdict.as_str(),
         s.geomean_speedup
             .map(|g| format!("{g:.4}"))
             .unwrap_or_default(),
         s.failed,
+        s.warned,
+        s.passed,
+        s.skipped,
         report_path.display()
     );
     append(path, &text)
+}
+
+/// Append what publishing did to `GITHUB_OUTPUT`: `check-run-url` (the completed check run's
+/// page) and `comment-id` (the sticky comment created or updated), each empty when it did not
+/// happen, so a later step can link to them.
+pub fn write_published_outputs(path: &Path, published: &Published) -> Result<(), GithubError> {
+    let (url, comment) = match published {
+        Published::Done {
+            check_run_url,
+            comment,
+            ..
+        } => (
+            check_run_url.clone().unwrap_or_default(),
+            comment.map(|c| c.id().to_string()).unwrap_or_default(),
+        ),
+        _ => (String::new(), String::new()),
+    };
+    // One line each: a value with a newline would forge further outputs.
+    let url = url.replace(['\n', '\r'], "");
+    append(
+        path,
+        &format!("check-run-url={url}\ncomment-id={comment}\n"),
+    )
 }
 
 /// Local mode: write what would be sent to GitHub as JSON files in `out_dir`:

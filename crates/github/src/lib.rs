@@ -6,7 +6,9 @@ mod files;
 mod publisher;
 
 pub use context::{valid_sha, GithubContext};
-pub use files::{append_output, append_step_summary, publish_files, write_outputs};
+pub use files::{
+    append_output, append_step_summary, publish_files, write_outputs, write_published_outputs,
+};
 pub use publisher::{
     sticky_marker, CommentAction, CommentMode, Ending, Published, Publisher, RetryPolicy, SleepFn,
     ACTIONS_BOT, DRIFT_LABEL, UNVERIFIED,

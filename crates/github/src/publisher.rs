@@ -58,6 +58,15 @@ pub enum CommentAction {
     Updated(u64),
 }
 
+impl CommentAction {
+    /// The comment's id, whether it was created or updated.
+    pub fn id(self) -> u64 {
+        match self {
+            CommentAction::Created(id) | CommentAction::Updated(id) => id,
+        }
+    }
+}
+
 /// When a report gets the sticky comment (the action's `comment` input). A comment this gate
 /// already wrote is updated in every mode but `Never`, so a pull request never keeps a stale
 /// verdict (a fixed failure still showing as failed).
@@ -134,6 +143,8 @@ pub enum Published {
     /// The check run was completed with the report; the comment, when there is a PR.
     Done {
         check_run: u64,
+        /// The check run's page (`html_url` of GitHub's answer), when GitHub gave one.
+        check_run_url: Option<String>,
         comment: Option<CommentAction>,
     },
     /// The PR's head moved past the report's commit: the check run opened for the report (if
@@ -359,13 +370,15 @@ impl Publisher {
     }
 
     /// Complete the check run with the report's conclusion; annotations go 50 per request.
+    /// Returns the check run's page (`html_url`), when GitHub's answer has one.
     pub async fn complete_check_run(
         &self,
         id: u64,
         report: &Report,
         summary_md: &str,
-    ) -> Result<(), GithubError> {
+    ) -> Result<Option<String>, GithubError> {
         let path = self.repo_path(&format!("check-runs/{id}"));
+        let mut url = None;
         for mut body in check_run::complete_payloads(report, summary_md) {
             if self.unverified && body["conclusion"] == "success" {
                 body["conclusion"] = json!("neutral");
@@ -382,17 +395,19 @@ impl Publisher {
                     check_run::OUTPUT_LIMIT
                 ));
             }
-            self.send(
-                Method::Patch,
-                &path,
-                Some(&body),
-                "update the check run",
-                CHECKS,
-                None,
-            )
-            .await?;
+            let v = self
+                .send(
+                    Method::Patch,
+                    &path,
+                    Some(&body),
+                    "update the check run",
+                    CHECKS,
+                    None,
+                )
+                .await?;
+            url = v["html_url"].as_str().map(str::to_string).or(url);
         }
-        Ok(())
+        Ok(url)
     }
 
     /// Complete a check run without a report: `ending` with `reason` (said in the title's
@@ -704,7 +719,7 @@ impl Publisher {
             Some(id) => id,
             None => self.start_check_run(sha).await?,
         };
-        self.complete_check_run(id, report, &summary).await?;
+        let check_run_url = self.complete_check_run(id, report, &summary).await?;
         let comment = match report.run.pr_number {
             Some(pr) if !self.comment_wanted(report, pr).await? => None,
             Some(pr) => {
@@ -719,6 +734,7 @@ impl Publisher {
         };
         Ok(Published::Done {
             check_run: id,
+            check_run_url,
             comment,
         })
     }

@@ -297,7 +297,10 @@ impl FakeGithub {
                     run.summary = s.into();
                 }
                 run.annotations += body["output"]["annotations"].as_array().map_or(0, Vec::len);
-                ResponseTemplate::new(200).set_body_json(json!({"id": id}))
+                ResponseTemplate::new(200).set_body_json(json!({
+                    "id": id,
+                    "html_url": format!("https://github.com/acme/kernels/runs/{id}"),
+                }))
             }
             ("GET", ["repos", "acme", "kernels", "commits", sha, "check-runs"]) => {
                 let name = query(req, "check_name");
@@ -1158,11 +1161,24 @@ async fn publish_completes_the_check_run_this_run_opened() {
     let r = report(vec![row(1, OutcomeKind::Correct, 0, "ok")]);
     // A later step, a new process: it finds the check run by external_id.
     let (later, _) = publisher(&server);
-    match later.publish(&r, None).await.unwrap() {
-        Published::Done { check_run, .. } => assert_eq!(check_run, opened),
+    // What it did comes back from GitHub's answers: the action's check-run-url and comment-id.
+    let comment = match later.publish(&r, None).await.unwrap() {
+        Published::Done {
+            check_run,
+            check_run_url,
+            comment,
+        } => {
+            assert_eq!(check_run, opened);
+            assert_eq!(
+                check_run_url.as_deref(),
+                Some(format!("https://github.com/acme/kernels/runs/{opened}").as_str())
+            );
+            comment.expect("a pull request gets the comment")
+        }
         other => panic!("{other:?}"),
-    }
+    };
     let st = fake.state();
+    assert_eq!(comment, CommentAction::Created(st.comments[0].id));
     assert_eq!(st.check_runs.len(), 1);
     assert_eq!(st.check_runs[0].conclusion.as_deref(), Some("success"));
     assert!(st.comments[0].body.starts_with(STICKY_MARKER));

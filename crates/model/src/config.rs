@@ -452,6 +452,18 @@ impl PolicyConfig {
     pub fn warns_on(&self, c: Condition) -> bool {
         !self.fails_on(c) && self.warn_on.contains(&c)
     }
+
+    /// Makes `c` fail the check (`true`) or only warn (`false`), whatever the lists said: a
+    /// workflow's setting (`kernelgate pr --fail-on-regression`) over the judging config's.
+    pub fn set_fails(&mut self, c: Condition, fail: bool) {
+        self.fail_on.retain(|x| *x != c);
+        self.warn_on.retain(|x| *x != c);
+        if fail {
+            self.fail_on.push(c);
+        } else {
+            self.warn_on.push(c);
+        }
+    }
 }
 
 fn io_hint(e: &std::io::Error) -> &'static str {

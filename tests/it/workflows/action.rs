@@ -152,6 +152,7 @@ fn action_maps_inputs_to_flags_and_report_to_outputs() {
         ("args", "--seed 42 --no-timing"),
         ("python", "python3"),
         ("threshold", "5"),
+        ("fail-on-regression", "false"),
     ]);
     // The repository's config: the threshold input goes to the CLI as --threshold, the file
     // is neither copied nor rewritten.
@@ -165,7 +166,7 @@ fn action_maps_inputs_to_flags_and_report_to_outputs() {
         r#"#!/bin/bash
 printf '%s\n' "$@" > "$RUNNER_TEMP/argv"
 while [ $# -gt 0 ]; do [ "$1" = --out ] && out="$2"; shift; done
-echo '{"schema":"kernelgate.report/1","summary":{"verdict":"fail","geomean_speedup":1.23456,"failed":2}}' > "$out/report.json"
+echo '{"schema":"kernelgate.report/1","summary":{"verdict":"fail","geomean_speedup":1.23456,"failed":2,"warned":1,"passed":3,"skipped":0}}' > "$out/report.json"
 exit 1
 "#,
     );
@@ -209,6 +210,8 @@ exit 1
         "--all",
         "--threshold",
         "5",
+        "--fail-on-regression",
+        "false",
         "--seed",
         "42",
         "--no-timing",
@@ -222,6 +225,9 @@ exit 1
     assert_eq!(run.output("result", "verdict"), "fail");
     assert_eq!(run.output("result", "geomean-speedup"), "1.235");
     assert_eq!(run.output("result", "failed"), "2");
+    assert_eq!(run.output("result", "warned"), "1");
+    assert_eq!(run.output("result", "passed"), "3");
+    assert_eq!(run.output("result", "skipped"), "0");
 
     // The last step turns kernelgate's exit code into the job's result.
     let action = load(&root().join("action.yml"));
@@ -296,6 +302,92 @@ fn action_merges_shard_reports_then_publishes_once() {
         log.contains("::error title=kernelgate: nothing to merge::"),
         "{log}"
     );
+}
+
+/// fail-on-regression: only `false` reaches the CLI (`true` leaves the judging config's policy
+/// as it is); anything else is refused before kernelgate runs.
+#[test]
+fn action_passes_fail_on_regression_false_and_refuses_other_words() {
+    let path = std::env::var("PATH").unwrap();
+    for (value, passed) in [("true", false), ("false", true)] {
+        let mut run = ActionRun::new(&[("fail-on-regression", value)]);
+        let fake = recording_kernelgate(run.dir.path());
+        run.outputs.insert(
+            "build".into(),
+            [("bin".to_owned(), fake.display().to_string())].into(),
+        );
+        let (code, log) = run.step("run", &path);
+        assert_eq!(code, 0, "{log}");
+        let calls = read(&run.dir.path().join("calls"));
+        assert_eq!(
+            calls.contains("--fail-on-regression false"),
+            passed,
+            "{value}: {calls}"
+        );
+    }
+    let mut run = ActionRun::new(&[("fail-on-regression", "no; rm -rf /")]);
+    let fake = recording_kernelgate(run.dir.path());
+    run.outputs.insert(
+        "build".into(),
+        [("bin".to_owned(), fake.display().to_string())].into(),
+    );
+    let (code, log) = run.step("run", &path);
+    assert_eq!(code, 2, "{log}");
+    assert!(
+        log.contains("::error title=kernelgate: bad fail-on-regression::"),
+        "{log}"
+    );
+    assert!(
+        !run.dir.path().join("calls").exists(),
+        "kernelgate ran anyway"
+    );
+}
+
+/// check-run-url and comment-id are the publish step's: what `kernelgate publish` wrote to its
+/// GITHUB_OUTPUT from GitHub's answers (tests/it/publish.rs checks that side).
+#[test]
+fn action_outputs_what_the_publish_step_did() {
+    let action = load(&root().join("action.yml"));
+    for (output, step) in [
+        ("check-run-url", "publish"),
+        ("comment-id", "publish"),
+        ("passed", "result"),
+        ("warned", "result"),
+        ("failed", "result"),
+        ("skipped", "result"),
+    ] {
+        assert_eq!(
+            action["outputs"][output]["value"].as_str(),
+            Some(format!("${{{{ steps.{step}.outputs.{output} }}}}").as_str()),
+            "output {output}"
+        );
+    }
+    let mut run = ActionRun::new(&[("command", "publish"), ("publish", "github")]);
+    let fake = run.dir.path().join("kernelgate");
+    write_executable(
+        &fake,
+        r#"#!/bin/bash
+printf 'verdict=pass\ncheck-run-url=https://github.com/acme/kernels/runs/11\ncomment-id=5\n' >> "$GITHUB_OUTPUT"
+"#,
+    );
+    run.outputs.insert(
+        "build".into(),
+        [("bin".to_owned(), fake.display().to_string())].into(),
+    );
+    let out = run.dir.path().join("kernelgate-report");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("report.json"), "{}").unwrap();
+    let path = std::env::var("PATH").unwrap();
+    let (code, log) = run.step("run", &path);
+    assert_eq!(code, 0, "{log}");
+    let (code, log) = run.step("publish", &path);
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(
+        run.output("publish", "check-run-url"),
+        "https://github.com/acme/kernels/runs/11"
+    );
+    assert_eq!(run.output("publish", "comment-id"), "5");
+    assert_eq!(run.output("publish", "exit-code"), "0");
 }
 
 #[test]

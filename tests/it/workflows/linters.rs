@@ -58,6 +58,7 @@ fn every_workflow_passes_actionlint() {
         "ci.yml",
         "kernelgate.yml",
         "kernelgate-publish.yml",
+        "kernelgate-reusable.yml",
         "baselines.yml",
     ] {
         assert!(
@@ -139,7 +140,14 @@ fn workflow_snippets_in_the_docs_pass_actionlint() {
             let name = format!("{}-{i}.yml", doc.file_stem().unwrap().to_string_lossy());
             let path = dir.path().join(name);
             // Whole workflows stay as they are; job fragments get a trigger.
-            let block = block.replace("<owner>/kernelgate@<tag>", "./");
+            // The reusable workflow's caller calls this checkout's copy (native actionlint reads
+            // it and checks the call's inputs; tests/it/workflows/reusable.rs checks them too).
+            let block = block
+                .replace(
+                    "<owner>/kernelgate/.github/workflows/kernelgate-reusable.yml@<tag>",
+                    "./.github/workflows/kernelgate-reusable.yml",
+                )
+                .replace("<owner>/kernelgate@<tag>", "./");
             let whole = block.lines().any(|l| l.starts_with("on:"));
             let workflow = if whole {
                 block

@@ -11,6 +11,7 @@ mod install;
 mod linters;
 mod publish;
 mod release;
+mod reusable;
 mod trusted;
 
 use crate::common::root;

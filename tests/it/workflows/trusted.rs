@@ -192,7 +192,12 @@ fn every_flow_that_runs_pr_passes_the_default_branchs_config() {
     }
     assert_eq!(
         seen,
-        ["kernelgate-trusted.yml job gate", "kernelgate.yml job gate"]
+        [
+            "kernelgate-reusable.yml job gate",
+            "kernelgate-reusable.yml job trusted-gate",
+            "kernelgate-trusted.yml job gate",
+            "kernelgate.yml job gate"
+        ]
     );
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
         .unwrap()
