@@ -252,3 +252,25 @@ impl RuleArgs {
         }
     }
 }
+
+/// `--publish`: where the report goes ([`kernelgate::pr::gate::Publish`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PublishArg {
+    /// GitHub when a token and a pull request are known, else files.
+    Auto,
+    Github,
+    Files,
+    None,
+}
+
+impl From<PublishArg> for kernelgate::pr::gate::Publish {
+    fn from(p: PublishArg) -> Self {
+        use kernelgate::pr::gate::Publish;
+        match p {
+            PublishArg::Auto => Publish::Auto,
+            PublishArg::Github => Publish::Github,
+            PublishArg::Files => Publish::Files,
+            PublishArg::None => Publish::None,
+        }
+    }
+}

@@ -1,33 +1,12 @@
 //! `kernelgate pr`: the gate for one pull request ([`kernelgate::pr::gate`]).
 
-use kernelgate::pr::gate::{self, Publish};
+use kernelgate::pr::gate;
 use kernelgate::pr::progress::{Event, Kind};
 use kernelgate::pr::shard::Shard;
 use kernelgate_github::GithubContext;
 use std::path::PathBuf;
 
-use crate::cli::{Cli, DeviceArg};
-
-/// `--publish`: where the report goes ([`Publish`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PublishArg {
-    /// GitHub when a token and a pull request are known, else files.
-    Auto,
-    Github,
-    Files,
-    None,
-}
-
-impl From<PublishArg> for Publish {
-    fn from(p: PublishArg) -> Self {
-        match p {
-            PublishArg::Auto => Publish::Auto,
-            PublishArg::Github => Publish::Github,
-            PublishArg::Files => Publish::Files,
-            PublishArg::None => Publish::None,
-        }
-    }
-}
+use crate::cli::{Cli, DeviceArg, PublishArg};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -73,10 +52,8 @@ pub struct Args {
     /// apart from the pull request. Never the head's: its changes apply after merge.
     #[arg(long, value_name = "FILE")]
     pub trusted_config: Option<PathBuf>,
-    /// true: a significant timing regression fails the check; false: it only warns (the row and
-    /// the comment still show it). Default: the judging config's `[policy]`, where `regression`
-    /// fails. Like --threshold it comes from the workflow, never from the pull request's
-    /// kernelgate.toml.
+    /// true: a significant timing regression fails the check; false: it only warns. Default: the
+    /// judging config's `[policy]`. From the workflow, never from the pull request's config.
     #[arg(long, env = "KERNELGATE_FAIL_ON_REGRESSION", value_name = "BOOL",
           action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
     pub fail_on_regression: Option<bool>,
@@ -104,10 +81,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     let mut judgment = gate::judge(&cli.repo, &gh, &opts)?;
     args.eval.apply(&mut judgment.config)?;
     if let Some(fail) = args.fail_on_regression {
-        judgment
-            .config
-            .policy
-            .set_fails(kernelgate_model::Condition::Regression, fail);
+        (judgment.config.policy).set_fails(kernelgate_model::Condition::Regression, fail);
     }
     if args.plan {
         let plan = gate::plan_json(&gate::plan(&cli.repo, &judgment, &opts)?, &judgment);
