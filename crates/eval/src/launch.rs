@@ -246,7 +246,7 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         cpus: spec.cpus.clone(),
         keep_fds: Vec::new(),
         gpu: may_use_gpu,
-        judge_workers: judge_workers(&spec),
+        judge_workers: judge_workers(spec),
         read_files: [
             Some(&spec.problem),
             Some(&spec.kernel),
