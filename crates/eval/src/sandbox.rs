@@ -379,8 +379,9 @@ const NAMESPACE_FLAGS: &[u64] = &[
 /// The job's seccomp filters: the denied syscalls, `socket(AF_UNIX, ...)` and namespace flags
 /// of `clone` with `EPERM`; `clone3` (whose flags a filter cannot read) with `ENOSYS`, on which
 /// glibc falls back on `clone`, as under Docker's default profile. `socketpair(AF_UNIX)` stays
-/// allowed: it reaches no path, only the two ends it makes. GPU jobs too: the CUDA driver and
-/// PyTorch start, build and launch without `socket(AF_UNIX)` (results/gpu-proof/).
+/// allowed: it reaches no path, only the two ends it makes. GPU jobs too: with the call allowed,
+/// a connection by path got out of a GPU job on an H100 (docs/sandbox.md, "Jobs that may use
+/// the GPU", says what is still to be shown there).
 fn seccomp_programs() -> Result<Vec<BpfProgram>, SandboxError> {
     use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
     let backend = seccompiler::Error::Backend;
