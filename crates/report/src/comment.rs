@@ -645,9 +645,12 @@ fn has_details(report: &Report, r: &KernelRow) -> bool {
 }
 
 fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
+    if !s.ends_with("\n\n") {
+        s.push('\n');
+    }
     let _ = writeln!(
         s,
-        "\n<details><summary>{} <code>{}</code> — {}</summary>\n",
+        "<details><summary>{} <code>{}</code> — {}</summary>\n",
         r.verdict.emoji(),
         html(&r.path),
         html(outcome_label(r))
