@@ -296,21 +296,18 @@ fn problem_observations(s: &mut String, report: &Report) {
 
 fn totals(s: &mut String, report: &Report) {
     let m = &report.summary;
-    let correct = report.kernels.iter().filter(|k| k.is_correct()).count();
+    // No geomean here: one mixing GPU and host timings means nothing; each device's table heading
+    // gives its own.
     let _ = write!(
         s,
-        "**fast_0** {} · **fast_1** {} · **fast_2** {} · **geomean speedup** {}",
+        "**fast_0** {} · **fast_1** {} · **fast_2** {} · {} passed, {} warned, {} failed, {} skipped ",
         pct(m.fast_0),
         pct(m.fast_1),
         pct(m.fast_2),
-        m.geomean_speedup
-            .map(|g| format!("{g:.2}×"))
-            .unwrap_or_else(|| "–".into())
-    );
-    let _ = writeln!(
-        s,
-        " over {correct} correct kernel(s) · {} passed, {} warned, {} failed, {} skipped",
-        m.passed, m.warned, m.failed, m.skipped
+        m.passed,
+        m.warned,
+        m.failed,
+        m.skipped
     );
     s.push_str(FAST_P_NOTE);
     s.push_str("\n\n");
@@ -338,6 +335,50 @@ fn device_groups<'r>(rows: &[&'r KernelRow]) -> Vec<(Option<TimedOn>, Vec<&'r Ke
     groups
 }
 
+/// [`device_groups`], the GPU rows split further by the row's GPU model (first-seen order): a
+/// speedup on an H100 and one on an H200 are not one population.
+fn model_groups<'r>(rows: &[&'r KernelRow]) -> Vec<(Option<TimedOn>, Vec<&'r KernelRow>)> {
+    let mut out = Vec::new();
+    for (on, group) in device_groups(rows) {
+        if on != Some(TimedOn::Gpu) {
+            out.push((on, group));
+            continue;
+        }
+        let mut models: Vec<Option<&str>> = Vec::new();
+        for r in &group {
+            if !models.contains(&r.device.as_deref()) {
+                models.push(r.device.as_deref());
+            }
+        }
+        for m in models {
+            let rows: Vec<&KernelRow> = group
+                .iter()
+                .copied()
+                .filter(|r| r.device.as_deref() == m)
+                .collect();
+            out.push((on, rows));
+        }
+    }
+    out
+}
+
+/// The geometric mean of the speedups over eager of a group's correct rows.
+fn geomean(rows: &[&KernelRow]) -> Option<(f64, usize)> {
+    let logs: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.is_correct())
+        .filter_map(|r| r.speedup_eager.map(|i| i.value))
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .map(f64::ln)
+        .collect();
+    (!logs.is_empty()).then(|| {
+        (
+            (logs.iter().sum::<f64>() / logs.len() as f64).exp(),
+            logs.len(),
+        )
+    })
+}
+
 /// The device names of a group's rows, in first-seen order.
 fn device_names(rows: &[&KernelRow]) -> String {
     let mut names: Vec<&str> = Vec::new();
@@ -355,64 +396,71 @@ fn device_names(rows: &[&KernelRow]) -> String {
 const HOST_TIMING_NOTE: &str = "<sub>Host timings: the CPU is shared with the run's builds and its other evaluations, so the same kernel's times move by tens of percent between runs. Compare the speedups (candidate and reference interleaved on the same host in the same run), not the times.</sub>";
 
 fn table(s: &mut String, report: &Report, rows: &[&KernelRow]) {
-    let groups = device_groups(rows);
-    let headed = groups.len() > 1 || groups.iter().any(|(on, _)| *on == Some(TimedOn::Cpu));
-    for (on, group) in &groups {
-        if headed {
-            let names = device_names(group);
-            let heading = match (on, names.is_empty()) {
-                (Some(TimedOn::Gpu), false) => format!("GPU · {names}"),
-                (Some(TimedOn::Gpu), true) => "GPU".to_string(),
-                (Some(TimedOn::Cpu), false) => format!("CPU · host timings on {names}"),
-                (Some(TimedOn::Cpu), true) => "CPU · host timings".to_string(),
-                (None, _) => "Not timed".to_string(),
-            };
-            let _ = writeln!(s, "#### {heading}\n");
-            if *on == Some(TimedOn::Cpu) {
-                s.push_str(HOST_TIMING_NOTE);
-                s.push_str("\n\n");
-            }
+    for (on, group) in &model_groups(rows) {
+        let names = device_names(group);
+        let mut heading = match (on, names.is_empty()) {
+            (Some(TimedOn::Gpu), false) => format!("GPU · {names}"),
+            (Some(TimedOn::Gpu), true) => "GPU".to_string(),
+            (Some(TimedOn::Cpu), false) => format!("CPU · host timings on {names}"),
+            (Some(TimedOn::Cpu), true) => "CPU · host timings".to_string(),
+            (None, _) => "Not timed".to_string(),
+        };
+        if let Some((g, n)) = geomean(group) {
+            let _ = write!(heading, " · geomean {g:.2}× over {n} correct kernel(s)");
+        }
+        let _ = writeln!(s, "#### {heading}");
+        if *on == Some(TimedOn::Cpu) {
+            s.push_str(HOST_TIMING_NOTE);
+            s.push_str("\n\n");
         }
         group_table(s, report, group);
         s.push('\n');
     }
+    // What a passing row's base says about main (no details for passing rows): one line each.
+    let threshold = report.policy.regression_threshold.unwrap_or(0.0);
+    for r in rows.iter().filter(|r| !needs_details(r)) {
+        if let Some(note) = r.history.as_ref().and_then(|h| h.base_note(threshold)) {
+            let _ = writeln!(s, "- {}: {}", code(&r.path), text(&note));
+        }
+    }
 }
 
-/// One group's table; a column no row of the group fills is left out.
+/// One group's table: status, kernel, speedup over eager, efficiency, one short flag; a column
+/// no row of the group fills is left out.
 fn group_table(s: &mut String, report: &Report, rows: &[&KernelRow]) {
-    const OPTIONAL: [(&str, &str); 7] = [
-        ("Median ms", "--:"),
-        ("vs eager", "--:"),
-        ("vs compile", "--:"),
-        ("vs base", "--:"),
-        ("vs baseline", "--:"),
-        ("Efficiency", "---"),
-        ("Flags", "---"),
-    ];
     let cells: Vec<RowCells> = rows.iter().map(|r| row_cells(report, r)).collect();
-    let kept: Vec<usize> = (0..OPTIONAL.len())
-        .filter(|&i| cells.iter().any(|c| c.optional[i].is_some()))
-        .collect();
-    let mut header = String::from("| | Kernel | Problem | Backend | Correctness |");
-    let mut rule = String::from("|---|---|---|---|---|");
-    for &i in &kept {
-        let _ = write!(header, " {} |", OPTIONAL[i].0);
-        let _ = write!(rule, "{}|", OPTIONAL[i].1);
+    let efficiency = cells.iter().any(|c| c.efficiency.is_some());
+    let flag = cells.iter().any(|c| c.flag.is_some());
+    let mut header = String::from("| | Kernel | Speedup |");
+    let mut rule = String::from("|---|---|--:|");
+    if efficiency {
+        header.push_str(" Efficiency |");
+        rule.push_str("---|");
+    }
+    if flag {
+        header.push_str(" Flag |");
+        rule.push_str("---|");
     }
     let _ = writeln!(s, "{header}\n{rule}");
     for c in &cells {
-        let mut line = format!("| {} |", c.fixed.join(" | "));
-        for &i in &kept {
-            let _ = write!(line, " {} |", c.optional[i].as_deref().unwrap_or("–"));
+        let mut line = format!("| {} | {} | {} |", c.status, c.kernel, c.speedup);
+        if efficiency {
+            let _ = write!(line, " {} |", c.efficiency.as_deref().unwrap_or("–"));
+        }
+        if flag {
+            let _ = write!(line, " {} |", c.flag.as_deref().unwrap_or(""));
         }
         let _ = writeln!(s, "{line}");
     }
 }
 
-/// A row's cells: the five always shown, then the optional ones (`None`: nothing to show).
+/// A row's cells (`None`: nothing to show).
 struct RowCells {
-    fixed: [String; 5],
-    optional: [Option<String>; 7],
+    status: &'static str,
+    kernel: String,
+    speedup: String,
+    efficiency: Option<String>,
+    flag: Option<String>,
 }
 
 fn row_cells(report: &Report, r: &KernelRow) -> RowCells {
@@ -438,50 +486,56 @@ fn row_cells(report: &Report, r: &KernelRow) -> RowCells {
         };
         let _ = write!(change, "<br><sub>via {}{more}</sub>", shown.join(", "));
     }
-    let flags: Vec<String> = r.flags.iter().map(|f| code_cell(f.code.as_str())).collect();
-    let mut flag_cell = flags.join(" ");
-    // The linter's findings and the run's own (runtime checks, timing integrity) apart: a timing
-    // warning is not a lint warning.
-    let (lint, runtime): (Vec<_>, Vec<_>) = r.findings.iter().partition(|f| !f.is_runtime());
-    let errors = lint
-        .iter()
-        .filter(|f| f.severity == kernelgate_model::Severity::Error)
-        .count();
-    let mut counts = vec![];
-    if !lint.is_empty() {
-        counts.push(format!(
-            "{errors} lint error(s), {} lint warning(s)",
-            lint.len() - errors
-        ));
-    }
-    if !runtime.is_empty() {
-        counts.push(format!("{} runtime finding(s)", runtime.len()));
-    }
-    if !counts.is_empty() {
-        if !flag_cell.is_empty() {
-            flag_cell.push(' ');
-        }
-        flag_cell.push_str(&counts.join(", "));
+    if report
+        .run
+        .dashboard_url
+        .as_deref()
+        .is_some_and(|u| u.starts_with("https://"))
+    {
+        let _ = write!(change, "<br><sub>{}</sub>", problem_cell(report, &r.problem));
     }
     RowCells {
-        fixed: [
-            r.verdict.emoji().to_string(),
-            format!("{kernel}{change}"),
-            problem_cell(report, &r.problem),
-            format!("{} {}", r.backend, r.precision),
-            correctness_cell(r),
-        ],
-        optional: [
-            r.time_ms
-                .map(|t| median_cell(t, r.time_ci_ms, r.reference_ms)),
-            r.speedup_eager.as_ref().map(|i| speedup(Some(i))),
-            r.speedup_compile.as_ref().map(|i| speedup(Some(i))),
-            r.vs_base.as_ref().map(|c| comparison(Some(c))),
-            r.vs_baseline.as_ref().map(|c| comparison(Some(c))),
-            r.efficiency.as_ref().map(|e| e.label()),
-            (!flag_cell.is_empty()).then_some(flag_cell),
-        ],
+        status: r.verdict.emoji(),
+        kernel: format!("{kernel}{change}"),
+        speedup: speedup(r.speedup_eager.as_ref()),
+        efficiency: r.efficiency.as_ref().map(|e| e.label()),
+        flag: short_flag(r),
     }
+}
+
+/// The one thing to know about a row, in a few words: what stopped it, else its first flag,
+/// else its first finding, else a slowdown against its base or baseline.
+fn short_flag(r: &KernelRow) -> Option<String> {
+    if r.verdict == Verdict::Skipped && !r.outcome.message.is_empty() {
+        // Why, in a few words: "skipped — needs a GPU: <the long story>" reads "needs a GPU".
+        let m = one_line(&r.outcome.message);
+        let why = m.split(':').next().unwrap_or_default();
+        let why = why.strip_prefix("skipped").unwrap_or(why);
+        let why = why.trim_start_matches([' ', '—', '-']).trim();
+        if !why.is_empty() {
+            return Some(format!("{}<br><sub>{}</sub>", outcome_label(r), text(&clip(why, 60))));
+        }
+    }
+    if !r.is_correct() {
+        return Some(outcome_label(r).to_string());
+    }
+    if let Some(f) = r.flags.first() {
+        return Some(code_cell(f.code.as_str()));
+    }
+    if let Some(f) = r.findings.first() {
+        return Some(format!("{} {}", f.severity, code_cell(&f.rule)));
+    }
+    let slower = |c: &Option<ComparisonSummary>| {
+        c.as_ref()
+            .is_some_and(|c| c.verdict == ComparisonVerdict::Slower)
+    };
+    if slower(&r.vs_base) {
+        return Some("🔴 slower than base".into());
+    }
+    if slower(&r.vs_baseline) {
+        return Some("🔴 slower than baseline".into());
+    }
+    None
 }
 
 /// The candidate's median with its interval, and the eager reference's median under it.
@@ -495,6 +549,9 @@ fn median_cell(t: f64, ci: Option<(f64, f64)>, reference: Option<f64>) -> String
     }
     out
 }
+
+/// A device's chart appears only above this many bars: a table that short reads at a glance.
+const CHART_MIN_BARS: usize = 10;
 
 /// Most bars one chart shows: the rows furthest from parity.
 const CHART_BARS: usize = 20;
@@ -510,7 +567,7 @@ fn chart(s: &mut String, rows: &[&KernelRow]) {
             .filter_map(|r| r.speedup_eager.map(|v| (r.path.as_str(), v.value)))
             .filter(|(_, v)| v.is_finite() && *v > 0.0)
             .collect();
-        if bars.is_empty() {
+        if bars.len() <= CHART_MIN_BARS {
             continue;
         }
         let total = bars.len();
@@ -550,15 +607,6 @@ fn chart(s: &mut String, rows: &[&KernelRow]) {
     }
 }
 
-/// The outcome, with the op audit's custom share under it when the kernel was audited.
-fn correctness_cell(r: &KernelRow) -> String {
-    let label = outcome_label(r);
-    match &r.audit {
-        Some(a) => format!("{label}<br><sub>custom {}</sub>", a.share_label()),
-        None => label.to_string(),
-    }
-}
-
 /// The outcome's label; a row that was not run and still failed or warned (lint errors, no
 /// problem) says "not run", so "skipped" appears only on rows the header counts as skipped.
 fn outcome_label(r: &KernelRow) -> &'static str {
@@ -569,8 +617,18 @@ fn outcome_label(r: &KernelRow) -> &'static str {
     }
 }
 
+/// Only rows that did not pass get a details block.
+fn needs_details(r: &KernelRow) -> bool {
+    matches!(r.verdict, Verdict::Warn | Verdict::Fail)
+}
+
 fn has_details(report: &Report, r: &KernelRow) -> bool {
-    r.audit
+    if !needs_details(r) {
+        return false;
+    }
+    r.vs_base.is_some()
+        || r.vs_baseline.is_some()
+        || r.audit
         .as_ref()
         .is_some_and(|a| a.left_to_pytorch().next().is_some())
         || !r.findings.is_empty()
@@ -587,9 +645,12 @@ fn has_details(report: &Report, r: &KernelRow) -> bool {
 }
 
 fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
+    if !s.ends_with("\n\n") {
+        s.push('\n');
+    }
     let _ = writeln!(
         s,
-        "\n<details><summary>{} <code>{}</code> — {}</summary>\n",
+        "<details><summary>{} <code>{}</code> — {}</summary>\n",
         r.verdict.emoji(),
         html(&r.path),
         html(outcome_label(r))
@@ -636,10 +697,11 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
         };
         let _ = writeln!(
             s,
-            "- {} {} {place}: {}",
+            "- {} {} {place}: {} ([docs]({}))",
             f.severity,
             code(&f.rule),
-            text(&f.message)
+            text(&first_sentence(&f.message)),
+            rule_docs(&f.rule)
         );
     }
     if let Some(a) = &r.audit {
@@ -660,6 +722,16 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
             }
         );
     }
+    if let Some(t) = r.time_ms {
+        let m = median_cell(t, r.time_ci_ms, r.reference_ms).replace("<br>", " · ");
+        let _ = writeln!(s, "- median ms: {m}");
+    }
+    if let Some(c) = &r.vs_base {
+        let _ = writeln!(s, "- vs base: {}", comparison(Some(c)));
+    }
+    if let Some(c) = &r.vs_baseline {
+        let _ = writeln!(s, "- vs baseline: {}", comparison(Some(c)));
+    }
     if let Some(a) = r.vs_baseline.as_ref().and_then(|c| c.against.as_ref()) {
         let _ = writeln!(s, "- {}: {}", a.kind.label(), text(&a.detail));
     }
@@ -669,10 +741,11 @@ fn kernel_details(s: &mut String, report: &Report, r: &KernelRow) {
     for flag in r.flags.iter().filter(|f| !said(&f.message)) {
         let _ = writeln!(
             s,
-            "- {} flag {}: {}",
+            "- {} flag {}: {} ([docs]({}))",
             flag.severity,
             code(flag.code.as_str()),
-            text(&flag.message)
+            text(&first_sentence(&flag.message)),
+            condition_docs(flag.code)
         );
     }
     if r.verdict == Verdict::Fail {
@@ -728,45 +801,52 @@ fn config_changes(s: &mut String, report: &Report) {
 fn run_section(s: &mut String, report: &Report) {
     let run = &report.run;
     let hw = &run.hardware;
-    s.push_str("\n<details><summary>Run details</summary>\n\n");
-    let mut line = |k: &str, v: &str| {
+    let mut items: Vec<String> = Vec::new();
+    let mut item = |k: &str, v: &str| {
         if !v.is_empty() {
-            let _ = writeln!(s, "- **{k}:** {}", text(v));
+            items.push(format!("**{k}:** {}", text(v)));
         }
     };
-    line("base", &run.base_sha);
-    line("head", &run.head_sha);
+    item("base", &run.base_sha);
+    item("head", &run.head_sha);
     if let Some(c) = &run.config {
-        line("judged with", &c.to_string());
+        item("judged with", &c.to_string());
     }
-    line("seed", &run.seed.map(|x| x.to_string()).unwrap_or_default());
+    item("seed", &run.seed.map(|x| x.to_string()).unwrap_or_default());
     match gpu_name(&hw.gpu) {
         Some(gpu) => {
-            line("GPU", &gpu);
-            line("driver", &hw.driver);
-            line("CUDA", &hw.cuda);
+            item("GPU", &gpu);
+            item("driver", &hw.driver);
+            item("CUDA", &hw.cuda);
         }
-        None if !hw.gpu.is_empty() => line("device", "CPU (no GPU)"),
+        None if !hw.gpu.is_empty() => item("device", "CPU (no GPU)"),
         None => {}
     }
-    line("torch", &hw.torch);
-    line("Python", &hw.python);
-    line("CPU", &hw.cpu);
-    line("started", &run.started_at);
-    line("finished", run.finished_at.as_deref().unwrap_or(""));
+    item("torch", &hw.torch);
+    item("Python", &hw.python);
+    item("CPU", &hw.cpu);
+    item("started", &run.started_at);
+    item("finished", run.finished_at.as_deref().unwrap_or(""));
     if let Some(t) = report.policy.regression_threshold {
-        line("regression threshold", &format!("{:.1}%", t * 100.0));
+        item("regression threshold", &format!("{:.1}%", t * 100.0));
     }
     if !report.policy.fail_on.is_empty() {
-        line("fails on", &report.policy.fail_on.join(", "));
+        item("fails on", &report.policy.fail_on.join(", "));
     }
     if !report.policy.warn_on.is_empty() {
-        line("warns on", &report.policy.warn_on.join(", "));
+        item("warns on", &report.policy.warn_on.join(", "));
     }
     for a in &report.policy.acknowledged {
-        line("acknowledged", a);
+        item("acknowledged", a);
     }
-    s.push_str("\n</details>\n");
+    if !s.ends_with("\n\n") {
+        s.push('\n');
+    }
+    let _ = writeln!(
+        s,
+        "<details><summary>Run details</summary>\n\n{}\n</details>",
+        items.join(" · ")
+    );
 }
 
 /// The GPU's name from the harness's device label (`cuda:0 (NVIDIA H200)`, or a bare name
@@ -840,6 +920,52 @@ fn repo_url(report: &Report) -> Option<String> {
         server.trim_end_matches('/'),
         report.run.repo
     ))
+}
+
+/// Where kernelgate's documentation lives.
+const DOCS_URL: &str = "https://github.com/kernelgate/kernelgate/blob/main/docs";
+
+/// The documentation of a finding's rule: the lint rules' table, the timing findings, the
+/// harness's runtime checks.
+fn rule_docs(rule: &str) -> String {
+    let page = if rule.starts_with("timing/") {
+        "timing.md#findings"
+    } else if rule.starts_with("eval/") {
+        "eval.md"
+    } else if rule.starts_with("audit/") {
+        "policy.md#the-op-audit"
+    } else {
+        "rules.md"
+    };
+    format!("{DOCS_URL}/{page}")
+}
+
+/// The documentation of a policy condition.
+fn condition_docs(c: kernelgate_model::Condition) -> String {
+    use kernelgate_model::Condition as C;
+    let page = match c {
+        C::LintError | C::LintWarning => "rules.md",
+        C::EscapedWork | C::ImplausibleTime | C::ExcessiveSpeedup => "timing.md#findings",
+        C::Regression | C::NoSpeedup | C::BaselineMismatch => "timing.md#baselines",
+        C::LowCustomShare | C::PartialReplacement => "policy.md#the-op-audit",
+        _ => "policy.md",
+    };
+    format!("{DOCS_URL}/{page}")
+}
+
+/// A message's first sentence, at most 200 characters: the statistics behind it stay in
+/// report.json.
+fn first_sentence(m: &str) -> String {
+    let line = one_line(m);
+    let end = line
+        .match_indices(". ")
+        .map(|(i, _)| i + 1)
+        .find(|&i| {
+            // Not a decimal point or an abbreviation such as "e.g.".
+            !line[..i].ends_with("e.g.") && !line[..i].ends_with("i.e.")
+        })
+        .unwrap_or(line.len());
+    clip(&line[..end], 200)
 }
 
 /// The one command that reproduces a failing row on a contributor's machine: the eval with the
