@@ -354,8 +354,10 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
         // The gate itself as the way out.
         Run::new("kernels/sandbox/readback_symlink.py")
             .env("KG_FIXTURE_PATHS", secret.display().to_string()),
+        // The run limit must outlast the way to its forward: every fixture here starts at once,
+        // and on a loaded two-core machine the way there took over 60 s.
         Run {
-            args: vec!["--run-timeout".into(), "60".into()],
+            args: vec!["--run-timeout".into(), "120".into()],
             ..Run::new("kernels/sandbox/progress_fifo.py")
         },
         Run::new("kernels/sandbox/daemon_forged_tag.py")

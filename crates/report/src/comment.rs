@@ -492,7 +492,11 @@ fn row_cells(report: &Report, r: &KernelRow) -> RowCells {
         .as_deref()
         .is_some_and(|u| u.starts_with("https://"))
     {
-        let _ = write!(change, "<br><sub>{}</sub>", problem_cell(report, &r.problem));
+        let _ = write!(
+            change,
+            "<br><sub>{}</sub>",
+            problem_cell(report, &r.problem)
+        );
     }
     RowCells {
         status: r.verdict.emoji(),
@@ -513,7 +517,11 @@ fn short_flag(r: &KernelRow) -> Option<String> {
         let why = why.strip_prefix("skipped").unwrap_or(why);
         let why = why.trim_start_matches([' ', '—', '-']).trim();
         if !why.is_empty() {
-            return Some(format!("{}<br><sub>{}</sub>", outcome_label(r), text(&clip(why, 60))));
+            return Some(format!(
+                "{}<br><sub>{}</sub>",
+                outcome_label(r),
+                text(&clip(why, 60))
+            ));
         }
     }
     if !r.is_correct() {
@@ -629,8 +637,8 @@ fn has_details(report: &Report, r: &KernelRow) -> bool {
     r.vs_base.is_some()
         || r.vs_baseline.is_some()
         || r.audit
-        .as_ref()
-        .is_some_and(|a| a.left_to_pytorch().next().is_some())
+            .as_ref()
+            .is_some_and(|a| a.left_to_pytorch().next().is_some())
         || !r.findings.is_empty()
         || !r.reasons.is_empty()
         || !r.unresolved_sources.is_empty()

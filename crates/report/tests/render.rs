@@ -927,7 +927,10 @@ fn comment_mixed_cpu_and_gpu_rows() {
     );
     assert!(c.contains("Host timings: the CPU is shared"), "{c}");
     // One direction everywhere: the slower row says so in its flag, not as a percentage.
-    let slow_row = c.lines().find(|l| l.contains("7_Softmax/cuda.py`]")).unwrap();
+    let slow_row = c
+        .lines()
+        .find(|l| l.contains("7_Softmax/cuda.py`]"))
+        .unwrap();
     assert!(slow_row.contains("🔴 slower than base"), "{slow_row}");
     // One short flag a row: the run's own finding apart from the linter's.
     let cpu_row = c
@@ -947,7 +950,10 @@ fn comment_mixed_cpu_and_gpu_rows() {
     assert_eq!(cpu_header, "| | Kernel | Speedup | Flag |", "{c}");
     let gpu_table = &c[at("#### GPU")..at("#### CPU")];
     let gpu_header = gpu_table.lines().find(|l| l.starts_with("| |")).unwrap();
-    assert_eq!(gpu_header, "| | Kernel | Speedup | Efficiency | Flag |", "{c}");
+    assert_eq!(
+        gpu_header, "| | Kernel | Speedup | Efficiency | Flag |",
+        "{c}"
+    );
     let relu_row = gpu_table
         .lines()
         .find(|l| l.contains("3_ReLU/cuda.py`]"))
@@ -962,7 +968,9 @@ fn comment_mixed_cpu_and_gpu_rows() {
         "{c}"
     );
     assert!(
-        c.contains("#### CPU · host timings on AMD EPYC 9654 · geomean 1.30× over 1 correct kernel(s)"),
+        c.contains(
+            "#### CPU · host timings on AMD EPYC 9654 · geomean 1.30× over 1 correct kernel(s)"
+        ),
         "{c}"
     );
     assert!(!c.contains("**geomean speedup**"), "{c}");
