@@ -31,33 +31,12 @@ cp "$fx/exact_conv_fp32.py" "$k/9_Conv2d/exact_fp32.py"
 cp "$fx/vendor_named_sgemm.py" "$k/1_Square_matmul/sgemm_named.py"
 g add -A
 g commit -qm "honest kernels"
+. "$root/scripts/pr-rows.sh"
 while [ $# -ge 2 ]; do
-  label=$1 bin=$2
-  shift 2
-  log=$OUT/honest-pr-$label.txt
-  echo "# scripts/gpu-honest-pr.sh $label: $("$bin" --version 2>/dev/null | head -2 | tr '\n' ' ') $(date -u +%FT%TZ)" >"$log"
-  nvidia-smi -L >>"$log" 2>&1 || echo "(no nvidia-smi: a machine without a GPU)" >>"$log"
-  export TORCH_EXTENSIONS_DIR=$work/ext
-  t0=$SECONDS
-  timeout "${PR_LIMIT:-240}" "$bin" --repo "$repo" pr --base honest-base --head HEAD --device "${DEVICE:-cuda}" \
-    --publish files --out "$work/report-$label" >"$work/log-$label.txt" 2>&1
-  echo "exit $? after $((SECONDS - t0)) s" >>"$log"
-  cp "$work/report-$label/report.json" "$OUT/honest-pr-$label.json" 2>/dev/null
-  python3 "$root/scripts/pr-table.py" "$work/report-$label/report.json" "$work/log-$label.txt" --all-rules >>"$log" 2>&1
+  run_pr honest-pr honest-base "$1" "$2" --all-rules --details
   # What the vendor-named kernel's binary says of cuBLAS (attribution by code reads it).
   for so in $(find "$TORCH_EXTENSIONS_DIR" -name '*sgemm*.so' 2>/dev/null); do
     echo "$(basename "$so"): strings naming cublas: $(strings -a "$so" | grep -ci cublas); imports: $(strings -a "$so" | grep -E '^cublas[A-Z]' | head -5 | tr '\n' ' ')"
-  done >>"$log"
-  # The correctness detail of each row: the reference's and the candidate's error against float64.
-  python3 - "$work/report-$label/report.json" >>"$log" 2>&1 <<'PY'
-import json, sys
-try:
-    r = json.load(open(sys.argv[1]))
-except Exception:
-    sys.exit()
-for k in r["kernels"]:
-    for f in k.get("findings", []):
-        if f["rule"].startswith("eval/") or f["rule"].startswith("audit/"):
-            print(f"  {k['path'].split('/', 2)[-1]}: {f['rule']} ({f['severity']}): {f['message'][:300]}")
-PY
+  done >>"$OUT/honest-pr-$1.txt"
+  shift 2
 done

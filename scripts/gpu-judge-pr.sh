@@ -52,18 +52,8 @@ cp "$root/kernels/level1/3_ReLU/cuda.py" "$root/kernels/level1/3_ReLU/triton.py"
 g add -A
 g commit -qm "the judge's cheats and honest kernels"
 
+. "$root/scripts/pr-rows.sh"
 while [ $# -ge 2 ]; do
-  label=$1 bin=$2
+  run_pr judge-pr judge-base "$1" "$2"
   shift 2
-  log=$OUT/judge-pr-$label.txt
-  echo "# scripts/gpu-judge-pr.sh $label: $("$bin" --version 2>/dev/null | head -2 | tr '\n' ' ') $(date -u +%FT%TZ)" >"$log"
-  nvidia-smi -L >>"$log" 2>&1 || echo "(no nvidia-smi: a machine without a GPU)" >>"$log"
-  # One build directory for every binary: the honest kernels build once.
-  export TORCH_EXTENSIONS_DIR=$work/ext
-  t0=$SECONDS
-  timeout "${PR_LIMIT:-240}" "$bin" --repo "$repo" pr --base judge-base --head HEAD --device "${DEVICE:-cuda}" \
-    --publish files --out "$work/report-$label" >"$work/log-$label.txt" 2>&1
-  echo "exit $? after $((SECONDS - t0)) s" >>"$log"
-  cp "$work/report-$label/report.json" "$OUT/judge-pr-$label.json" 2>/dev/null
-  python3 "$root/scripts/pr-table.py" "$work/report-$label/report.json" "$work/log-$label.txt" >>"$log" 2>&1
 done

@@ -207,26 +207,29 @@ fn gates_a_pull_request_with_an_improvement_a_regression_a_hack_and_a_broken_ker
         "the harness extension is missing: run `cargo build -p kernelgate-harness` first"
     );
     let (dir, base, head) = demo_repo();
+    let gate = |out: &Path, env: &[(&str, &str)]| {
+        kernelgate(
+            dir.path(),
+            &[
+                "pr",
+                "--base",
+                &base,
+                "--head",
+                &head,
+                "--device",
+                "cpu",
+                "--out",
+                out.to_str().unwrap(),
+                // A one-pass loop beats eager PyTorch on these small tensors by more than 10x:
+                // an honest result a reviewer acknowledges.
+                "--ack-label",
+                "kernelgate:ack-speedup",
+            ],
+            env,
+        )
+    };
     let out = tempfile::tempdir().unwrap();
-    let run = kernelgate(
-        dir.path(),
-        &[
-            "pr",
-            "--base",
-            &base,
-            "--head",
-            &head,
-            "--device",
-            "cpu",
-            "--out",
-            out.path().to_str().unwrap(),
-            // A one-pass loop beats eager PyTorch on these small tensors by more than 10x: an
-            // honest result a reviewer acknowledges.
-            "--ack-label",
-            "kernelgate:ack-speedup",
-        ],
-        &[],
-    );
+    let run = gate(out.path(), &[]);
     assert_eq!(
         run.status.code(),
         Some(1),
@@ -307,23 +310,7 @@ fn gates_a_pull_request_with_an_improvement_a_regression_a_hack_and_a_broken_ker
     // may set the variable): the same regression only warns; the hack and the broken kernel
     // still fail the pull request.
     let warned = tempfile::tempdir().unwrap();
-    let run = kernelgate(
-        dir.path(),
-        &[
-            "pr",
-            "--base",
-            &base,
-            "--head",
-            &head,
-            "--device",
-            "cpu",
-            "--out",
-            warned.path().to_str().unwrap(),
-            "--ack-label",
-            "kernelgate:ack-speedup",
-        ],
-        &[("KERNELGATE_FAIL_ON_REGRESSION", "false")],
-    );
+    let run = gate(warned.path(), &[("KERNELGATE_FAIL_ON_REGRESSION", "false")]);
     assert_eq!(run.status.code(), Some(1), "{}", text(&run));
     let report = read_report(warned.path());
     let sigmoid = row(&report, "kernels/level1/5_Sigmoid/cpp.py");

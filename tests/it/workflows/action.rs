@@ -170,10 +170,7 @@ echo '{"schema":"kernelgate.report/1","summary":{"verdict":"fail","geomean_speed
 exit 1
 "#,
     );
-    run.outputs.insert(
-        "build".into(),
-        [("bin".to_owned(), fake.display().to_string())].into(),
-    );
+    run.with_kernelgate(&fake);
     let path = std::env::var("PATH").unwrap();
 
     let (code, log) = run.step("run", &path);
@@ -263,10 +260,7 @@ fn recording_kernelgate(dir: &Path) -> PathBuf {
 fn action_merges_shard_reports_then_publishes_once() {
     let mut run = ActionRun::new(&[("command", "merge"), ("publish", "github")]);
     let fake = recording_kernelgate(run.dir.path());
-    run.outputs.insert(
-        "build".into(),
-        [("bin".to_owned(), fake.display().to_string())].into(),
-    );
+    run.with_kernelgate(&fake);
     let out = run.dir.path().join("kernelgate-report");
     for shard in ["kernelgate-report-1", "kernelgate-report-2"] {
         std::fs::create_dir_all(out.join(shard)).unwrap();
@@ -292,10 +286,7 @@ fn action_merges_shard_reports_then_publishes_once() {
     // Nothing downloaded: a clear error, not a merge of nothing.
     let mut run = ActionRun::new(&[("command", "merge")]);
     let fake = recording_kernelgate(run.dir.path());
-    run.outputs.insert(
-        "build".into(),
-        [("bin".to_owned(), fake.display().to_string())].into(),
-    );
+    run.with_kernelgate(&fake);
     let (code, log) = run.step("run", &path);
     assert_eq!(code, 2, "{log}");
     assert!(
@@ -312,10 +303,7 @@ fn action_passes_fail_on_regression_false_and_refuses_other_words() {
     for (value, passed) in [("true", false), ("false", true)] {
         let mut run = ActionRun::new(&[("fail-on-regression", value)]);
         let fake = recording_kernelgate(run.dir.path());
-        run.outputs.insert(
-            "build".into(),
-            [("bin".to_owned(), fake.display().to_string())].into(),
-        );
+        run.with_kernelgate(&fake);
         let (code, log) = run.step("run", &path);
         assert_eq!(code, 0, "{log}");
         let calls = read(&run.dir.path().join("calls"));
@@ -327,10 +315,7 @@ fn action_passes_fail_on_regression_false_and_refuses_other_words() {
     }
     let mut run = ActionRun::new(&[("fail-on-regression", "no; rm -rf /")]);
     let fake = recording_kernelgate(run.dir.path());
-    run.outputs.insert(
-        "build".into(),
-        [("bin".to_owned(), fake.display().to_string())].into(),
-    );
+    run.with_kernelgate(&fake);
     let (code, log) = run.step("run", &path);
     assert_eq!(code, 2, "{log}");
     assert!(
@@ -370,10 +355,7 @@ fn action_outputs_what_the_publish_step_did() {
 printf 'verdict=pass\ncheck-run-url=https://github.com/acme/kernels/runs/11\ncomment-id=5\n' >> "$GITHUB_OUTPUT"
 "#,
     );
-    run.outputs.insert(
-        "build".into(),
-        [("bin".to_owned(), fake.display().to_string())].into(),
-    );
+    run.with_kernelgate(&fake);
     let out = run.dir.path().join("kernelgate-report");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("report.json"), "{}").unwrap();
@@ -394,10 +376,7 @@ printf 'verdict=pass\ncheck-run-url=https://github.com/acme/kernels/runs/11\ncom
 fn action_rejects_a_threshold_that_is_not_a_number() {
     let mut run = ActionRun::new(&[("threshold", "5%; rm -rf /")]);
     let fake = recording_kernelgate(run.dir.path());
-    run.outputs.insert(
-        "build".into(),
-        [("bin".to_owned(), fake.display().to_string())].into(),
-    );
+    run.with_kernelgate(&fake);
     let (code, log) = run.step("run", &std::env::var("PATH").unwrap());
     assert_eq!(code, 2, "{log}");
     assert!(
@@ -462,10 +441,7 @@ fn the_evaluate_step_runs_kernelgate_pr_without_a_token_in_its_environment() {
         &fake,
         "#!/bin/bash\nenv > \"$RUNNER_TEMP/env-seen\"\nprintf '%s\\n' \"$@\" > \"$RUNNER_TEMP/argv\"\nexit 0\n",
     );
-    run.outputs.insert(
-        "build".into(),
-        [("bin".to_owned(), fake.display().to_string())].into(),
-    );
+    run.with_kernelgate(&fake);
     let (code, log) = run.step("run", &std::env::var("PATH").unwrap());
     assert_eq!(code, 0, "{log}");
     let env = read(&run.dir.path().join("env-seen"));
@@ -481,10 +457,7 @@ fn the_evaluate_step_runs_kernelgate_pr_without_a_token_in_its_environment() {
 fn without_a_report_the_publish_step_completes_the_check_run_as_cancelled() {
     let mut run = ActionRun::new(&[("publish", "github")]);
     let fake = recording_kernelgate(run.dir.path());
-    run.outputs.insert(
-        "build".into(),
-        [("bin".to_owned(), fake.display().to_string())].into(),
-    );
+    run.with_kernelgate(&fake);
     run.outputs.insert(
         "start".into(),
         [("check-run-id".to_owned(), "42".to_owned())].into(),
@@ -532,10 +505,7 @@ fn a_cancelled_job_completes_its_check_run() {
     // Run it: the right kernelgate call, with the reason.
     let mut run = ActionRun::new(&[]);
     let fake = recording_kernelgate(run.dir.path());
-    run.outputs.insert(
-        "build".into(),
-        [("bin".to_owned(), fake.display().to_string())].into(),
-    );
+    run.with_kernelgate(&fake);
     run.outputs.insert(
         "start".into(),
         [
@@ -620,10 +590,7 @@ fn action_passes_the_trusted_config_only_where_the_default_branch_has_one() {
             ("trusted-config", ".kernelgate-trusted/kernelgate.toml"),
         ]);
         let fake = recording_kernelgate(run.dir.path());
-        run.outputs.insert(
-            "build".into(),
-            [("bin".to_owned(), fake.display().to_string())].into(),
-        );
+        run.with_kernelgate(&fake);
         std::fs::create_dir_all(run.dir.path().join(".kernelgate-trusted")).unwrap();
         if present {
             std::fs::write(

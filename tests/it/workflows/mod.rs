@@ -106,6 +106,14 @@ impl ActionRun {
         }
     }
 
+    /// The `build` step's output: the kernelgate binary the later steps run.
+    fn with_kernelgate(&mut self, bin: &std::path::Path) {
+        self.outputs.insert(
+            "build".into(),
+            [("bin".to_owned(), bin.display().to_string())].into(),
+        );
+    }
+
     fn resolve(&self, text: &str) -> String {
         let mut out = String::new();
         let mut rest = text;
