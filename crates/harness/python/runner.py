@@ -1369,8 +1369,7 @@ class Runner:
         clock = kg_judge.clock_findings(samples, self.dev.type)
         for rule, severity, message in clock:
             self.finding(rule, severity, message)
-        if self.dev.type == "cuda" and any(severity == "error" for _, severity, _ in clock):
-            kg_judge.judge_the_times(samples)
+        kg_judge.judge_the_times(samples, self.dev.type, any(severity == "error" for _, severity, _ in clock))
         if not fresh.intact():
             raise _Stop(
                 {

@@ -93,9 +93,28 @@ class Replies(unittest.TestCase):
 class Clock(unittest.TestCase):
     def test_the_judges_figure_replaces_a_worker_clock_that_disagrees(self):
         samples = {"reference": self.series(1.0, 0.05), "candidate": self.series(0.2, 0.85)}
-        kg_judge.judge_the_times(samples)
+        kg_judge.judge_the_times(samples, "cuda", disagreed=True)
         self.assertAlmostEqual(samples["candidate"][0]["ms"], 1.0)
         self.assertAlmostEqual(samples["reference"][0]["ms"], 1.0)
+
+    def test_a_timer_that_reports_a_share_of_each_call_gains_nothing_below_the_finding(self):
+        # 1 ms of work reported as 0.8 ms: inside the finding's slack (a quarter of the call),
+        # but the judge waited the whole millisecond, and that is what the speedup rests on.
+        samples = {"reference": self.series(1.0, 0.05), "candidate": self.series(0.8, 0.25)}
+        self.assertEqual(kg_judge.clock_findings(samples), [])
+        kg_judge.judge_the_times(samples, "cuda")
+        self.assertAlmostEqual(samples["candidate"][0]["ms"], 1.0 - kg_judge.CLOCK_SLACK_MS["cuda"])
+        # Half of each call on the CPU: no finding there (its slack is the call's own time), and
+        # the time is raised by all but the machine's noise.
+        cpu = {"reference": self.series(14.0, 2.0), "candidate": self.series(7.0, 9.0)}
+        self.assertEqual(kg_judge.clock_findings(cpu, "cpu"), [])
+        kg_judge.judge_the_times(cpu, "cpu")
+        self.assertAlmostEqual(cpu["candidate"][0]["ms"], 14.0 - kg_judge.CLOCK_SLACK_MS["cpu"])
+
+    def test_an_honest_worker_keeps_its_own_figures(self):
+        samples = {"reference": self.series(1.0, 0.05), "candidate": self.series(0.5, 0.07)}
+        kg_judge.judge_the_times(samples, "cuda")
+        self.assertEqual([s["ms"] for s in samples["candidate"]], [0.5] * 40)
 
     def series(self, ms, gap, n=40):
         return [sample(ms, ms + gap) for _ in range(n)]
