@@ -9,15 +9,15 @@
 # cheats' speedups) and today's (their failures) can be read side by side in one device call.
 # Usage:   OUT=dir bash scripts/gpu-judge-pr.sh LABEL BIN [LABEL BIN ...]
 #          FIXTURES=judge46 (only the 902 kernels) or FIXTURES=judge (only the earlier ones);
-#          default all. Each `kernelgate pr` gets PR_LIMIT s (default 420 here: the 902 kernels
-#          add about 8 evals of a 4096^2 fp32 matmul).
+#          default all. Each `kernelgate pr` gets PR_LIMIT s (default 480 here: the 902 kernels
+#          add 11 evals of a 4096^2 fp32 matmul; FIXTURES=judge46 keeps one binary well inside it).
 # Needs:   each BIN with its harness beside it, python3 with torch, nvcc + ninja, git.
 set -u
 OUT=${OUT:?set OUT to a directory}
 mkdir -p "$OUT"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 export KERNELGATE_PYTHON=${KERNELGATE_PYTHON:-python3} PYTHONUNBUFFERED=1
-export PR_LIMIT=${PR_LIMIT:-420}
+export PR_LIMIT=${PR_LIMIT:-480}
 FIXTURES=${FIXTURES:-all}
 work=$(mktemp -d)
 repo=$work/repo
