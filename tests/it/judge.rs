@@ -62,11 +62,16 @@ fn a_candidate_that_serves_the_harness_draws_from_its_own_process_is_incorrect()
     assert_eq!(code, 1, "{v:#}");
 }
 
-/// The candidate's median time against the judge's median wait per call.
+/// The candidate's median time as its worker reported it (`worker_ms` where the judge raised
+/// `ms`) against the judge's median wait per call.
 fn candidate_medians(v: &Value) -> (f64, f64) {
     let samples = v["timing"]["samples"]["candidate"].as_array().unwrap();
     let median = |key: &str| {
-        let mut xs: Vec<f64> = samples.iter().map(|s| s[key].as_f64().unwrap()).collect();
+        let figure = |s: &Value| match key {
+            "ms" => s["worker_ms"].as_f64().or_else(|| s["ms"].as_f64()),
+            _ => s[key].as_f64(),
+        };
+        let mut xs: Vec<f64> = samples.iter().map(|s| figure(s).unwrap()).collect();
         xs.sort_by(f64::total_cmp);
         xs[xs.len() / 2]
     };
@@ -224,4 +229,42 @@ fn the_candidates_process_cannot_read_or_signal_the_judge() {
     );
     assert!(!out.contains("JUDGE-REACHED"), "{out}");
     assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
+}
+
+/// The GPU cheats of `tests/fixtures/eval/cuda/judge46/` (built to buy 2x or more on a harness
+/// that ran the candidate in its own process) on the CPU, where they run too.
+mod gpu_cheats_on_the_cpu {
+    use super::*;
+
+    #[test]
+    fn a_timer_that_reports_half_of_each_call_buys_no_speedup() {
+        let (_, v) = eval_timed("problems/matmul_1024.py", "cuda/judge46/timer_scale_half.py");
+        assert_eq!(v["outcome"]["kind"], "passed", "the product is right: {v:#}");
+        // candidate / reference: the worker's figures alone say 0.5. The judge raised them to
+        // what it waited, less the machine's noise (on the GPU, the finding fails the row).
+        let ratio = v["timing"]["vs_reference"]["ratio"].as_f64().unwrap();
+        assert!(ratio > 0.6, "a 2x speedup the kernel did not earn: {ratio}: {v:#}");
+        let samples = v["timing"]["samples"]["candidate"].as_array().unwrap();
+        assert!(
+            samples.iter().any(|s| s["worker_ms"].as_f64().is_some()),
+            "the worker's own figures kept beside the judge's: {samples:#?}"
+        );
+    }
+
+    #[test]
+    fn an_output_copy_that_does_the_work_only_when_checked_shows_on_the_judges_clock() {
+        let (code, v) = eval_timed("problems/matmul_512.py", "cuda/judge46/output_copy_patch.py");
+        assert!(
+            v["outcome"]["kind"] != "passed" || finding(&v, CLOCK).is_some(),
+            "{v:#}"
+        );
+        assert_eq!(code, 1, "{v:#}");
+    }
+
+    #[test]
+    fn draws_looked_up_through_the_interpreters_frames_are_not_there() {
+        let (code, v) = eval_timed("problems/matmul_512.py", "cuda/judge46/pool_lookup_frames.py");
+        assert_eq!(v["outcome"]["kind"], "incorrect", "{v:#}");
+        assert_eq!(code, 1, "{v:#}");
+    }
 }

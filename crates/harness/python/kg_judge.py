@@ -388,6 +388,13 @@ def _reference_gap(samples, kind, reference="reference"):
     return _quantile(gaps, CLOCK_GAP_QUANTILE[kind]), _quantile(gaps, 0.75) - _quantile(gaps, 0.25)
 
 
+def _raise(sample, ms):
+    """The judge's figure in place of the worker's, which stays beside it as `worker_ms`."""
+    if sample["ms"] == sample["ms"]:
+        sample.setdefault("worker_ms", sample["ms"])
+    sample["ms"] = ms
+
+
 def judge_the_times(samples, device_type="cuda", disagreed=False, judged=("candidate", "base", "candidate_repeated")):
     """The judge's clock bounds every worker's times, finding or not. A series whose gap to the
     judge's clock exceeds the reference path's gap by more than the machine's noise (the fixed
@@ -407,7 +414,7 @@ def judge_the_times(samples, device_type="cuda", disagreed=False, judged=("candi
                 if s.get("judge_ms") is not None:
                     floor = s["judge_ms"] - ref_gap
                     if not (s["ms"] == s["ms"]) or s["ms"] < floor:
-                        s["ms"] = max(floor, 0.0)
+                        _raise(s, max(floor, 0.0))
         return
     allowance = CLOCK_SLACK_MS[kind] + CLOCK_SLACK_SPREAD[kind] * spread
     for name in judged:
@@ -417,7 +424,7 @@ def judge_the_times(samples, device_type="cuda", disagreed=False, judged=("candi
         excess = _quantile([s["judge_ms"] - s["ms"] for s in series], CLOCK_GAP_QUANTILE[kind]) - ref_gap - allowance
         if excess > 0:
             for s in series:
-                s["ms"] = min(s["ms"] + excess, s["judge_ms"])
+                _raise(s, min(s["ms"] + excess, s["judge_ms"]))
 
 
 def clock_findings(samples, device_type="cuda", reference="reference", judged=("candidate", "base", "candidate_repeated")):

@@ -307,6 +307,7 @@ mod tests {
                     wall_ms: ms,
                     verified: false,
                     judge_ms: None,
+                    worker_ms: None,
                 }
             })
             .collect()

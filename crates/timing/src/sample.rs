@@ -24,6 +24,10 @@ pub struct Sample {
     /// worker and counts only where it agrees with this (`kg_judge.clock_findings`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_ms: Option<f64>,
+    /// What the worker reported, where the judge's clock raised `ms` above it
+    /// (`kg_judge.judge_the_times`): kept so the report shows both figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_ms: Option<f64>,
 }
 
 /// A series of timed calls the harness reports (its key in the result's `samples`).
@@ -131,6 +135,7 @@ mod tests {
             wall_ms: ms + t + 0.01,
             verified: false,
             judge_ms: None,
+            worker_ms: None,
         }
     }
 
