@@ -127,7 +127,7 @@ class _Worker:
         import torch
 
         self.torch = torch
-        r = runner_mod.Runner(job, self.kg_timing, None)
+        r = runner_mod.kg_context.Context(job, self.kg_timing, None)
         r.torch = torch
         r.T = r.capture(torch)
         dev = torch.device(self.device_name)

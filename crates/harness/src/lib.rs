@@ -18,8 +18,17 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// The runner: every phase of a job (problem load, reference, candidate import, checks, timing).
+/// The runner: the judge's orchestration of a job's phases (problem load, reference, workers,
+/// checks, timing) and its result.
 const RUNNER_SRC: &str = include_str!("../python/runner.py");
+/// The evaluation's shared state, which the runner's units receive (and a worker's helpers).
+const KG_CONTEXT_SRC: &str = include_str!("../python/kg_context.py");
+/// The correctness trials: inputs, reference outputs, the candidate's outputs checked.
+const KG_TRIALS_SRC: &str = include_str!("../python/kg_trials.py");
+/// The precision audit against a float64 evaluation of the reference.
+const KG_PRECISION_SRC: &str = include_str!("../python/kg_precision.py");
+/// The judge's timing phase (work count, fresh draws, the timed calls verified), over `kg_timing`.
+const KG_TIMED_SRC: &str = include_str!("../python/kg_timed.py");
 /// The op audit the runner calls after correctness (custom vs PyTorch work).
 const KG_AUDIT_SRC: &str = include_str!("../python/kg_audit.py");
 /// The job's dataclasses (the mirror of `kernelgate_eval::protocol::Job`).
@@ -248,6 +257,10 @@ fn load_runner(py: Python<'_>) -> Result<Runner<'_>, String> {
         ("kg_nvcc", KG_NVCC_SRC),
         ("kg_wire", KG_WIRE_SRC),
         ("kg_judge", KG_JUDGE_SRC),
+        ("kg_context", KG_CONTEXT_SRC),
+        ("kg_trials", KG_TRIALS_SRC),
+        ("kg_precision", KG_PRECISION_SRC),
+        ("kg_timed", KG_TIMED_SRC),
     ] {
         let m = load_private_module(py, name, src)
             .map_err(|e| format!("loading {name}: {}", py_error_text(py, &e)))?;

@@ -22,9 +22,12 @@ def load(name):
     return module
 
 
-runner = load("runner")
 kg_checks = load("kg_checks")
-runner.kg_checks = kg_checks
+kg_context = load("kg_context")
+kg_trials = load("kg_trials")
+kg_precision = load("kg_precision")
+kg_trials.kg_checks = kg_checks
+kg_precision.kg_checks = kg_checks
 kg_timing = load("kg_timing")
 GIB = 1 << 30
 
@@ -79,9 +82,10 @@ class PlanMemory(unittest.TestCase):
             kg_checks.COMPARE_CHUNK = saved
 
     def test_a_chunked_comparison_reports_what_a_whole_one_does(self):
-        r_ = runner.Runner.__new__(runner.Runner)
-        r_.torch, r_.tol = torch, 1e-4
-        r_.T = r_.capture(torch)
+        ctx = kg_context.Context(None, None, None)
+        ctx.torch, ctx.tol = torch, 1e-4
+        ctx.T = ctx.capture(torch)
+        r_ = kg_trials.Trials(ctx, kg_precision.Precision(ctx))
         ref = torch.rand(40, 263)
         out = ref.clone()
         out[9, 130] += 0.5

@@ -83,19 +83,24 @@ class RunnerReadsOnlyProtocolFields(unittest.TestCase):
     def test_every_job_attribute_the_runner_reads_exists(self):
         names = {f.name for f in fields(kg_protocol.Job)}
         timing = {f.name for f in fields(kg_protocol.Timing)}
-        src = open(os.path.join(HERE, "..", "runner.py")).read()
         read, read_timing = set(), set()
-        for node in ast.walk(ast.parse(src)):
-            if not isinstance(node, ast.Attribute):
-                continue
-            base = node.value
-            is_job = (isinstance(base, ast.Name) and base.id == "job") or (
-                isinstance(base, ast.Attribute) and base.attr == "job" and isinstance(base.value, ast.Name) and base.value.id == "self"
-            )
-            if is_job:
-                read.add(node.attr)
-            if isinstance(base, ast.Attribute) and base.attr == "timing" and isinstance(base.value, ast.Attribute) and base.value.attr == "job":
-                read_timing.add(node.attr)
+
+        def is_job(node):
+            # `job`, `self.job`, `ctx.job`, `self.ctx.job`
+            return (isinstance(node, ast.Name) and node.id == "job") or (isinstance(node, ast.Attribute) and node.attr == "job")
+
+        # The runner and the units it hands the job to (`kg_context.Context.job`).
+        for name in ("runner", "kg_context", "kg_trials", "kg_precision", "kg_timed"):
+            with open(os.path.join(HERE, "..", name + ".py")) as f:
+                src = f.read()
+            for node in ast.walk(ast.parse(src)):
+                if not isinstance(node, ast.Attribute):
+                    continue
+                base = node.value
+                if is_job(base):
+                    read.add(node.attr)
+                if isinstance(base, ast.Attribute) and base.attr == "timing" and is_job(base.value):
+                    read_timing.add(node.attr)
         self.assertTrue(read >= {"kernel", "timing", "precision"}, read)
         self.assertEqual(read - names, set())
         self.assertEqual(read_timing - timing, set())

@@ -146,12 +146,36 @@ class RunnerUsesTheStageModules(unittest.TestCase):
     def test_the_runner_reads_every_stage_module_the_harness_installs(self):
         # The harness sets these globals (crates/harness/src/lib.rs); a name the runner reads
         # but the harness never sets would be None on the GPU.
-        for name in ("kg_audit", "kg_protocol", "kg_checks", "kg_sandbox", "kg_work", "kg_integrity", "kg_pch"):
+        units = ("kg_context", "kg_trials", "kg_precision", "kg_timed")
+        for name in ("kg_audit", "kg_protocol", "kg_checks", "kg_sandbox", "kg_work", "kg_integrity", "kg_pch") + units:
             self.assertTrue(hasattr(runner, name), name)
         with open(os.path.join(PYDIR, "..", "src", "lib.rs")) as f:
             lib = f.read()
-        for name in ("kg_protocol", "kg_checks", "kg_sandbox", "kg_work", "kg_integrity", "kg_pch"):
+        for name in ("kg_protocol", "kg_checks", "kg_sandbox", "kg_work", "kg_integrity", "kg_pch") + units:
             self.assertIn(f'"{name}",', lib, f"the harness does not install {name}")
+            self.assertIn(f'include_str!("../python/{name}.py")', lib, name)
+
+    def test_every_module_a_unit_reads_is_linked(self):
+        # A unit's module slot (`kg_checks = None`, ...) is filled by `runner._link`; one it
+        # never fills would be None in the harness.
+        linked = {"kg_context", "kg_checks", "kg_work", "kg_judge"}
+        for unit in ("kg_trials", "kg_precision", "kg_timed"):
+            module = load(unit)
+            slots = {n for n, v in vars(module).items() if n.startswith("kg_") and v is None}
+            self.assertEqual(slots - linked, set(), unit)
+            self.assertTrue(slots, unit)
+
+    def test_linking_hands_the_runner_s_modules_to_its_units(self):
+        r = load("runner")
+        for name in ("kg_context", "kg_checks", "kg_work", "kg_trials", "kg_precision", "kg_timed"):
+            setattr(r, name, load(name))
+        r.kg_judge = object()
+        r._link()
+        for unit in (r.kg_trials, r.kg_precision, r.kg_timed):
+            self.assertIs(unit.kg_checks, r.kg_checks)
+            self.assertIs(unit.kg_work, r.kg_work)
+        self.assertIs(r.kg_trials.kg_context, r.kg_context)
+        self.assertIs(r.kg_timed.kg_judge, r.kg_judge)
 
 
 if __name__ == "__main__":
