@@ -238,12 +238,21 @@ mod gpu_cheats_on_the_cpu {
 
     #[test]
     fn a_timer_that_reports_half_of_each_call_buys_no_speedup() {
-        let (_, v) = eval_timed("problems/matmul_1024.py", "cuda/judge46/timer_scale_half.py");
-        assert_eq!(v["outcome"]["kind"], "passed", "the product is right: {v:#}");
+        let (_, v) = eval_timed(
+            "problems/matmul_1024.py",
+            "cuda/judge46/timer_scale_half.py",
+        );
+        assert_eq!(
+            v["outcome"]["kind"], "passed",
+            "the product is right: {v:#}"
+        );
         // candidate / reference: the worker's figures alone say 0.5. The judge raised them to
         // what it waited, less the machine's noise (on the GPU, the finding fails the row).
         let ratio = v["timing"]["vs_reference"]["ratio"].as_f64().unwrap();
-        assert!(ratio > 0.6, "a 2x speedup the kernel did not earn: {ratio}: {v:#}");
+        assert!(
+            ratio > 0.6,
+            "a 2x speedup the kernel did not earn: {ratio}: {v:#}"
+        );
         let samples = v["timing"]["samples"]["candidate"].as_array().unwrap();
         assert!(
             samples.iter().any(|s| s["worker_ms"].as_f64().is_some()),
@@ -253,7 +262,10 @@ mod gpu_cheats_on_the_cpu {
 
     #[test]
     fn an_output_copy_that_does_the_work_only_when_checked_shows_on_the_judges_clock() {
-        let (code, v) = eval_timed("problems/matmul_512.py", "cuda/judge46/output_copy_patch.py");
+        let (code, v) = eval_timed(
+            "problems/matmul_512.py",
+            "cuda/judge46/output_copy_patch.py",
+        );
         assert!(
             v["outcome"]["kind"] != "passed" || finding(&v, CLOCK).is_some(),
             "{v:#}"
@@ -263,7 +275,10 @@ mod gpu_cheats_on_the_cpu {
 
     #[test]
     fn draws_looked_up_through_the_interpreters_frames_are_not_there() {
-        let (code, v) = eval_timed("problems/matmul_512.py", "cuda/judge46/pool_lookup_frames.py");
+        let (code, v) = eval_timed(
+            "problems/matmul_512.py",
+            "cuda/judge46/pool_lookup_frames.py",
+        );
         assert_eq!(v["outcome"]["kind"], "incorrect", "{v:#}");
         assert_eq!(code, 1, "{v:#}");
     }
