@@ -388,6 +388,12 @@ def _reference_gap(samples, kind, reference="reference"):
     return _quantile(gaps, CLOCK_GAP_QUANTILE[kind]), _quantile(gaps, 0.75) - _quantile(gaps, 0.25)
 
 
+def _noise(kind, spread):
+    """How far a series' gap may exceed the reference path's for the machine's noise alone: the
+    fixed slack and the reference's own scatter (the finding adds a share of the series' time)."""
+    return CLOCK_SLACK_MS[kind] + CLOCK_SLACK_SPREAD[kind] * spread
+
+
 def _raise(sample, ms):
     """The judge's figure in place of the worker's, which stays beside it as `worker_ms`."""
     if sample["ms"] == sample["ms"]:
@@ -416,7 +422,7 @@ def judge_the_times(samples, device_type="cuda", disagreed=False, judged=("candi
                     if not (s["ms"] == s["ms"]) or s["ms"] < floor:
                         _raise(s, max(floor, 0.0))
         return
-    allowance = CLOCK_SLACK_MS[kind] + CLOCK_SLACK_SPREAD[kind] * spread
+    allowance = _noise(kind, spread)
     for name in judged:
         series = [s for s in samples.get(name, []) if s.get("judge_ms") is not None and s["ms"] == s["ms"]]
         if not series:
@@ -457,7 +463,7 @@ def clock_findings(samples, device_type="cuda", reference="reference", judged=("
             continue
         gap = _quantile([s["judge_ms"] - s["ms"] for s in series], q)
         own = _median([s["ms"] for s in series])
-        allowed = ref_gap + CLOCK_SLACK_MS[kind] + CLOCK_SLACK_SHARE[kind] * own + CLOCK_SLACK_SPREAD[kind] * spread
+        allowed = ref_gap + _noise(kind, spread) + CLOCK_SLACK_SHARE[kind] * own
         if gap > allowed:
             out.append(
                 (
