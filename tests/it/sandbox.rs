@@ -297,6 +297,24 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
             received
         })
     };
+    // And one that takes datagrams by its address.
+    let dgram_path = sockets.path().join("agent.dgram");
+    let dgram = std::os::unix::net::UnixDatagram::bind(&dgram_path).unwrap();
+    dgram.set_nonblocking(true).unwrap();
+    let dgram_listening = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut received = Vec::new();
+            let mut buf = [0u8; 256];
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(n) = dgram.recv(&mut buf) {
+                    received.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            received
+        })
+    };
     // The runner's files under /opt (its `.credentials`), where this machine lets the test
     // write there; the listing of /opt is tried in any case.
     let opt_dir = PathBuf::from(format!(
@@ -364,6 +382,9 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
             .env("KG_FIXTURE_PIDFILE", pidfile_name.clone()),
         Run::new("kernels/sandbox/unix_socket.py")
             .env("KG_FIXTURE_SOCKET", socket_path.display().to_string()),
+        Run::new("kernels/sandbox/unix_socket_native.py")
+            .env("KG_FIXTURE_SOCKET", socket_path.display().to_string())
+            .env("KG_FIXTURE_DGRAM", dgram_path.display().to_string()),
         Run::new("kernels/sandbox/read_opt.py").env(
             "KG_FIXTURE_PATHS",
             if opt_written {
@@ -405,6 +426,7 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
     stop.store(true, Ordering::SeqCst);
     let received = listening.join().unwrap();
     let unix_received = unix_listening.join().unwrap();
+    let dgram_received = dgram_listening.join().unwrap();
     let pth_written = pth.exists();
     if pth_written {
         let _ = std::fs::remove_file(&pth);
@@ -596,6 +618,15 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
                 assert!(!stdout.contains("CONNECTED"), "{stdout}");
                 assert_blocked_and_reported(name, *code, v, "open a UNIX socket");
             }
+            "unix_socket_native" => {
+                // Through libc no audit event sees the attempts: seccomp alone stops them. The
+                // socket the CUDA driver makes at its start (seqpacket) is still made.
+                assert!(!stdout.contains("CONNECTED"), "{stdout}");
+                assert!(stdout.contains("SEQPACKET_MADE"), "{stdout}");
+                assert_eq!(stdout.matches("blocked connect").count(), 2, "{stdout}");
+                assert!(stdout.contains("blocked socket(SOCK_DGRAM)"), "{stdout}");
+                assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
+            }
             "read_opt" => {
                 assert!(!stdout.contains("LISTED"), "{stdout}");
                 assert!(!stdout.contains("opt-secret-6502"), "{stdout}");
@@ -654,6 +685,10 @@ fn every_escape_is_blocked_and_reported_while_honest_kernels_pass() {
     assert!(
         unix_received.is_empty(),
         "the UNIX socket's server saw a connection: {unix_received:?}"
+    );
+    assert!(
+        dgram_received.is_empty(),
+        "the UNIX datagram server got a message: {dgram_received:?}"
     );
     assert_eq!(results.len(), runs.len());
 }

@@ -3,7 +3,7 @@
 //! socket and the child's capabilities in the host namespace, and a PID namespace
 //! (`crate::pidns`) holds every process of the job; seccomp denies the syscalls that reach other
 //! processes or the kernel (ptrace, `process_vm_*`, mount, bpf, keyrings, ...) and UNIX sockets
-//! by path (`socket(AF_UNIX)`, which Landlock does not cover).
+//! by path (`connect()` and datagram `socket(AF_UNIX)`, which Landlock does not cover).
 //!
 //! Everything that allocates (opening the allowed paths, building the ruleset and the BPF
 //! program) happens in the parent in [`Confinement::prepare`]; between fork and exec the child
@@ -376,12 +376,17 @@ const NAMESPACE_FLAGS: &[u64] = &[
     libc::CLONE_NEWNET as u64,
 ];
 
-/// The job's seccomp filters: the denied syscalls, `socket(AF_UNIX, ...)` and namespace flags
-/// of `clone` with `EPERM`; `clone3` (whose flags a filter cannot read) with `ENOSYS`, on which
-/// glibc falls back on `clone`, as under Docker's default profile. `socketpair(AF_UNIX)` stays
-/// allowed: it reaches no path, only the two ends it makes. GPU jobs too: with the call allowed,
-/// a connection by path got out of a GPU job on an H100 (docs/sandbox.md, "Jobs that may use
-/// the GPU", says what is still to be shown there).
+/// The job's seccomp filters: the denied syscalls, `connect()`, datagram `socket(AF_UNIX, ...)`
+/// and namespace flags of `clone` with `EPERM`; `clone3` (whose flags a filter cannot read) with
+/// `ENOSYS`, on which glibc falls back on `clone`, as under Docker's default profile.
+///
+/// A UNIX socket reaches a path only through `connect()` or, for a datagram socket, a send with
+/// an address; Landlock covers neither. So `connect()` is refused whatever the socket (TCP and
+/// UDP have no interface in the job's network namespace anyway) and datagram UNIX sockets are not
+/// made; stream and seqpacket ones are, since the CUDA driver's start needs
+/// `socket(AF_UNIX, SOCK_SEQPACKET)` to succeed (error 304 otherwise, on an H100) and takes a
+/// refused `connect()` to its MPS pipe as "no MPS". Unconnected, such a socket sends nowhere.
+/// `socketpair(AF_UNIX)` stays allowed: it reaches no path, only the two ends it makes.
 fn seccomp_programs() -> Result<Vec<BpfProgram>, SandboxError> {
     use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
     let backend = seccompiler::Error::Backend;
@@ -394,10 +399,27 @@ fn seccomp_programs() -> Result<Vec<BpfProgram>, SandboxError> {
             SeccompCondition::new(index, SeccompCmpArgLen::Qword, op, value).map_err(backend)?;
         Ok(SeccompRule::new(vec![cond]).map_err(backend)?)
     };
-    rules.insert(
-        libc::SYS_socket,
-        vec![arg_is(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?],
-    );
+    rules.insert(libc::SYS_connect, Vec::new());
+    // The socket type's low bits (the rest are SOCK_CLOEXEC and SOCK_NONBLOCK).
+    const SOCK_TYPE_MASK: u64 = 0xf;
+    let unix_datagram = SeccompRule::new(vec![
+        SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Eq,
+            libc::AF_UNIX as u64,
+        )
+        .map_err(backend)?,
+        SeccompCondition::new(
+            1,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
+            libc::SOCK_DGRAM as u64,
+        )
+        .map_err(backend)?,
+    ])
+    .map_err(backend)?;
+    rules.insert(libc::SYS_socket, vec![unix_datagram]);
     rules.insert(
         libc::SYS_clone,
         NAMESPACE_FLAGS
