@@ -13,6 +13,10 @@ pub struct Args {
     /// `owner/name` shown in the header (default: `$GITHUB_REPOSITORY`).
     #[arg(long, env = "GITHUB_REPOSITORY", default_value = "")]
     pub name: String,
+    /// The repository's web address; every point links to `<URL>/commit/<sha>` (default: the
+    /// `origin` remote's when it is on github.com; otherwise no links).
+    #[arg(long)]
+    pub repo_url: Option<String>,
     #[command(flatten)]
     pub rule: RuleArgs,
     #[command(flatten)]
@@ -23,6 +27,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {
     let opts = DashboardOptions {
         out: args.out.clone(),
         name: args.name.clone(),
+        repo_url: args.repo_url.clone(),
         rule: args.rule.options(),
     };
     print!("{}", dashboard(&cli.repo, &args.store.options(cli), &opts)?);
