@@ -15,12 +15,22 @@ pub struct Args {
     pub name: String,
     /// The repository's web address; every point links to `<URL>/commit/<sha>` (default: the
     /// `origin` remote's when it is on github.com; otherwise no links).
-    #[arg(long)]
+    #[arg(long, value_parser = web_url)]
     pub repo_url: Option<String>,
     #[command(flatten)]
     pub rule: RuleArgs,
     #[command(flatten)]
     pub store: StoreArg,
+}
+
+/// `--repo-url`: an `http(s)://` address, the only kind the page links to.
+fn web_url(s: &str) -> Result<String, String> {
+    let lower = s.to_ascii_lowercase();
+    if lower.starts_with("https://") || lower.starts_with("http://") {
+        Ok(s.trim_end_matches('/').to_string())
+    } else {
+        Err("expected the repository's web address, `https://github.com/owner/name`".into())
+    }
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<i32> {

@@ -341,10 +341,11 @@ pub fn dashboard(
     opts: &DashboardOptions,
 ) -> Result<Dashboard, HistoryError> {
     let rule = opts.rule.rule()?;
-    // The band is the threshold `pr` judges regressions with (the policy's, from the config).
-    let cfg = kernelgate_model::Config::load(repo, store.config.as_deref())?;
-    let threshold_pct =
-        crate::pr::policy::Policy::from_config(&cfg, &[]).regression_threshold * 100.0;
+    // The band is the threshold `pr` judges regressions with: the config's, which
+    // `Policy::from_config` turns into the policy's fraction.
+    let threshold_pct = kernelgate_model::Config::load(repo, store.config.as_deref())?
+        .timing
+        .threshold_pct;
     let store = store.open(repo)?;
     let records = store.query(&Filter::default())?;
     let page = kernelgate_history::dashboard::PageInfo {
