@@ -145,6 +145,13 @@ impl Git {
         })
     }
 
+    /// The fetch URL of remote `name`, when the remote exists.
+    pub fn remote_url(&self, name: &str) -> Option<String> {
+        let out = self.output(&["remote", "get-url", "--", name]).ok()?;
+        let url = String::from_utf8_lossy(&out).trim().to_string();
+        (!url.is_empty()).then_some(url)
+    }
+
     /// True when this clone is shallow (it lacks older history).
     pub fn is_shallow(&self) -> bool {
         self.output(&["rev-parse", "--is-shallow-repository"])

@@ -133,6 +133,49 @@ pub fn records_of(source: &Source, commit: &Commit) -> Result<Vec<Record>, Histo
     })
 }
 
+/// The web address of a github.com remote (`https://github.com/owner/name`) from its fetch URL
+/// in any of the forms git accepts (`https://`, `git@github.com:`, `ssh://`, with or without
+/// credentials and `.git`); `None` for any other host.
+pub fn github_web_url(remote: &str) -> Option<String> {
+    let rest = remote.trim();
+    let path = if let Some(p) = rest.strip_prefix("git@github.com:") {
+        p
+    } else {
+        let (_, after_scheme) = rest.split_once("://")?;
+        // Drop `user:token@` (never shown on a page) and the host.
+        let after_user = after_scheme
+            .rsplit_once('@')
+            .map_or(after_scheme, |(_, h)| h);
+        let (host, p) = after_user.split_once('/')?;
+        if !host.eq_ignore_ascii_case("github.com") && !host.eq_ignore_ascii_case("www.github.com")
+        {
+            return None;
+        }
+        p
+    };
+    let path = path.trim_end_matches('/');
+    let path = path.strip_suffix(".git").unwrap_or(path);
+    let mut parts = path.split('/');
+    let (owner, name) = (parts.next()?, parts.next()?);
+    let ok = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    (parts.next().is_none() && ok(owner) && ok(name))
+        .then(|| format!("https://github.com/{owner}/{name}"))
+}
+
+/// The repository's web address for the dashboard's commit links: `explicit` (`--repo-url`),
+/// else the `origin` remote's when it is on github.com; `None`: no links.
+pub fn repo_web_url(repo: &Path, explicit: Option<&str>) -> Option<String> {
+    if let Some(url) = explicit.map(str::trim).filter(|u| !u.is_empty()) {
+        return Some(url.trim_end_matches('/').to_string());
+    }
+    let git = crate::git::Git::open(repo).ok()?;
+    github_web_url(&git.remote_url("origin")?)
+}
+
 /// Commits of history a base is compared with.
 pub const HISTORY_LEVEL_COMMITS: usize = 5;
 
@@ -236,6 +279,31 @@ pub fn drift_issue(
 mod tests {
     use super::*;
     use kernelgate_history::{Drift, SeriesKey, SeriesKind};
+
+    #[test]
+    fn github_remotes_give_the_repositorys_web_address() {
+        let web = Some("https://github.com/acme/kernels".to_string());
+        for remote in [
+            "https://github.com/acme/kernels.git",
+            "https://github.com/acme/kernels",
+            "https://github.com/acme/kernels/",
+            "https://x-access-token:ghs_secret@github.com/acme/kernels.git",
+            "git@github.com:acme/kernels.git",
+            "ssh://git@github.com/acme/kernels.git",
+        ] {
+            assert_eq!(github_web_url(remote), web, "{remote}");
+        }
+        for remote in [
+            "https://gitlab.com/acme/kernels.git",
+            "/srv/git/kernels.git",
+            "https://github.com/acme",
+            "https://github.com/acme/kernels/tree/main",
+            "https://github.com.evil.example/acme/kernels",
+            "https://github.com/acme/ker\"nels",
+        ] {
+            assert_eq!(github_web_url(remote), None, "{remote}");
+        }
+    }
 
     #[test]
     fn a_drift_issue_marker_names_the_series_and_stays_a_comment() {

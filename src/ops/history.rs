@@ -321,6 +321,9 @@ pub struct DashboardOptions {
     pub out: PathBuf,
     /// `owner/name` shown in the header.
     pub name: String,
+    /// The repository's web address for commit links (default: the `origin` remote's, when it
+    /// is on github.com; none: no links).
+    pub repo_url: Option<String>,
     pub rule: RuleOptions,
 }
 
@@ -337,15 +340,21 @@ pub fn dashboard(
     store: &StoreOptions,
     opts: &DashboardOptions,
 ) -> Result<Dashboard, HistoryError> {
-    let store = store.open(repo)?;
     let rule = opts.rule.rule()?;
+    // The band is the threshold `pr` judges regressions with: the config's, which
+    // `Policy::from_config` turns into the policy's fraction.
+    let threshold_pct = kernelgate_model::Config::load(repo, store.config.as_deref())?
+        .timing
+        .threshold_pct;
+    let store = store.open(repo)?;
     let records = store.query(&Filter::default())?;
-    let data = kernelgate_history::dashboard::data(
-        &records,
-        &opts.name,
-        &crate::time::now_rfc3339(),
-        &rule,
-    );
+    let page = kernelgate_history::dashboard::PageInfo {
+        repo: opts.name.clone(),
+        repo_url: history::repo_web_url(repo, opts.repo_url.as_deref()),
+        threshold_pct,
+        generated_at: crate::time::now_rfc3339(),
+    };
+    let data = kernelgate_history::dashboard::data(&records, &page, &rule);
     let page = kernelgate_history::dashboard::write(&data, &opts.out).map_err(|source| {
         HistoryError::Dashboard {
             out: opts.out.clone(),

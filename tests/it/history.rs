@@ -47,7 +47,8 @@ class ModelNew(nn.Module):
         return kg_history_ops.relu_forward(x)
 "#;
 
-const CONFIG: &str = "[harness]\ntrials = 2\n\n[timing]\nbudget_s = 0.5\nwarmup = 2\nmin_samples = 15\nmax_samples = 40\n";
+// `threshold_pct = 3` (not the default 2): the dashboard's band must come from the config.
+const CONFIG: &str = "[harness]\ntrials = 2\n\n[timing]\nthreshold_pct = 3.0\nbudget_s = 0.5\nwarmup = 2\nmin_samples = 15\nmax_samples = 40\n";
 
 const KERNEL_PATH: &str = "kernels/level1/3_ReLU/cpp.py";
 const COMMITS: usize = 50;
@@ -77,6 +78,11 @@ fn repo_with_a_real_run() -> (tempfile::TempDir, Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     git(d, &["init", "-q"]);
+    // The dashboard links commits through the origin remote's web address.
+    git(
+        d,
+        &["remote", "add", "origin", "git@github.com:acme/kernels.git"],
+    );
     let src = std::fs::read_to_string(root().join("KernelBench/level1/3_ReLU.py")).unwrap();
     assert!(
         src.contains("batch_size = 4096"),
@@ -244,6 +250,69 @@ fn browser(page: &Path, args: &[&str]) -> Output {
         .arg(format!("file://{}", page.display()))
         .output()
         .expect("chromium runs")
+}
+
+/// The attributes of every `<tag ...>` in `dom` whose class list holds `class`.
+fn elements(dom: &str, tag: &str, class: &str) -> Vec<std::collections::BTreeMap<String, String>> {
+    let open = format!("<{tag} ");
+    let mut out = Vec::new();
+    let mut rest = dom;
+    while let Some(at) = rest.find(&open) {
+        let body = &rest[at + open.len()..];
+        let end = body.find('>').unwrap();
+        let mut attrs = std::collections::BTreeMap::new();
+        let mut a = &body[..end];
+        while let Some(eq) = a.find("=\"") {
+            let name = a[..eq].trim().to_string();
+            let value_end = a[eq + 2..].find('"').unwrap();
+            attrs.insert(name, a[eq + 2..eq + 2 + value_end].replace("&amp;", "&"));
+            a = &a[eq + 2 + value_end + 1..];
+        }
+        if attrs
+            .get("class")
+            .is_some_and(|c| c.split(' ').any(|c| c == class))
+        {
+            out.push(attrs);
+        }
+        rest = &body[end..];
+    }
+    out
+}
+
+/// Records the same run on `NVIDIA H200` at the last `n` commits, with an efficiency on its
+/// kernel row: a second device's series.
+fn add_gpu_series(repo: &Path, report: &Value, store: &Path, shas: &[String], n: usize) {
+    let reports = tempfile::tempdir().unwrap();
+    for (i, sha) in shas[shas.len() - n..].iter().enumerate() {
+        let mut r = report.clone();
+        r["run"]["hardware"]["gpu"] = "NVIDIA H200".into();
+        for row in r["kernels"].as_array_mut().unwrap() {
+            row["device"] = "NVIDIA H200".into();
+            scale(row, "time_ms", 0.01);
+            scale(row, "time_ci_ms", 0.01);
+            scale(row, "reference_ms", 0.01);
+            scale(row, "reference_ci_ms", 0.01);
+            row["efficiency"] = serde_json::json!({
+                "pct": 77.2, "bound": "memory", "achieved": 3705.6, "peak": 4800.0,
+                "precision": "fp32"
+            });
+        }
+        let path = reports.path().join(format!("gpu-{i}.json"));
+        std::fs::write(&path, r.to_string()).unwrap();
+        ok(&kernelgate(
+            repo,
+            &[
+                "history",
+                "append",
+                "--report",
+                path.to_str().unwrap(),
+                "--commit",
+                sha,
+                "--store",
+                store.to_str().unwrap(),
+            ],
+        ));
+    }
 }
 
 fn attr(dom: &str, name: &str) -> String {
@@ -419,7 +488,9 @@ fn fifty_commits_of_history_drive_listing_drift_exports_and_the_dashboard() {
         .iter()
         .all(|b| b["unit"] == "ms" && b["value"].as_f64().unwrap() > 0.0 && b["name"].is_string()));
 
-    // The dashboard, rendered by a real browser.
+    // The dashboard, rendered by a real browser, with a second device's series.
+    const GPU_COMMITS: usize = 10;
+    add_gpu_series(repo, &report, &store, &shas, GPU_COMMITS);
     let site = stores.path().join("site");
     let out = ok(&kernelgate(
         repo,
@@ -451,7 +522,7 @@ fn fifty_commits_of_history_drive_listing_drift_exports_and_the_dashboard() {
     assert_eq!(attr(&dom, "data-kg-plots"), "1");
     assert_eq!(
         attr(&dom, "data-kg-points"),
-        (2 * (COMMITS + 1)).to_string()
+        (2 * (COMMITS + 1) + 2 * GPU_COMMITS).to_string()
     );
     assert!(
         dom.contains("class=\"kg-drift\""),
@@ -459,6 +530,99 @@ fn fifty_commits_of_history_drive_listing_drift_exports_and_the_dashboard() {
     );
     assert!(dom.contains("id=\"level1-3_ReLU\""), "the problem's anchor");
     assert!(!dom.contains("<b>not markup</b>") && dom.contains("&lt;b&gt;repo&lt;/b&gt;"));
+
+    // The commit axis is labelled with the commits' dates: the first commit's day, then days
+    // in order, each the date of a commit.
+    let mut days: Vec<String> = std::iter::once(&first)
+        .chain(&shas)
+        .map(|sha| {
+            let date = git(repo, &["show", "-s", "--format=%cI", sha]);
+            date[..10].to_string()
+        })
+        .collect();
+    days.dedup();
+    let ticks: Vec<String> = elements(&dom, "text", "kg-date-label")
+        .into_iter()
+        .map(|t| t["data-date"].clone())
+        .collect();
+    assert!(ticks.len() >= 5, "{ticks:?}");
+    assert_eq!(ticks[0], "2026-09-30", "{ticks:?}");
+    assert!(ticks.iter().all(|t| days.contains(t)), "{ticks:?} {days:?}");
+    assert!(ticks.windows(2).all(|w| w[0] < w[1]), "{ticks:?}");
+    assert!(
+        elements(&dom, "text", "kg-sha-label").is_empty(),
+        "dates, not commit ids"
+    );
+
+    // Every point links to its commit on the origin remote's GitHub page.
+    let links: Vec<String> = elements(&dom, "a", "kg-commit-link")
+        .into_iter()
+        .map(|a| a["href"].clone())
+        .collect();
+    let url = |sha: &str| format!("https://github.com/acme/kernels/commit/{sha}");
+    assert!(
+        links.len() >= 2 * (COMMITS + 1) + 2 * GPU_COMMITS,
+        "{}",
+        links.len()
+    );
+    assert!(links.iter().all(|l| std::iter::once(&first)
+        .chain(&shas)
+        .any(|sha| *l == url(sha))));
+    assert_eq!(
+        links.iter().filter(|l| **l == url(&shas[STEP_AT])).count(),
+        3,
+        "the kernel's and the reference's points at the step, and the drift alert's commit"
+    );
+
+    // The threshold band: the config's 3%, around each commit's predecessor, for the kernels.
+    let bands = elements(&dom, "path", "kg-threshold-band");
+    assert_eq!(bands.len(), 2, "one per kernel series: {bands:?}");
+    assert!(
+        bands.iter().all(|b| b["data-threshold-pct"] == "3"),
+        "{bands:?}"
+    );
+    let steps: Vec<&str> = bands.iter().map(|b| b["data-steps"].as_str()).collect();
+    assert!(steps.contains(&"50") && steps.contains(&"9"), "{steps:?}");
+    // The planted 10% step is beyond it, at its commit (index 0 is the first real run).
+    let points = elements(&dom, "path", "kg-point");
+    let beyond: Vec<&str> = points
+        .iter()
+        .filter(|p| {
+            p.get("data-beyond-threshold")
+                .is_some_and(|b| b == "slower")
+        })
+        .map(|p| p["data-index"].as_str())
+        .collect();
+    assert!(
+        beyond.contains(&(STEP_AT + 1).to_string().as_str()),
+        "{beyond:?}"
+    );
+    assert!(
+        beyond.len() < COMMITS / 4,
+        "1% noise stays inside 3%: {beyond:?}"
+    );
+
+    // Per-device series: one panel per hardware, the GPU's points with their efficiency.
+    let panels: Vec<String> = elements(&dom, "text", "kg-panel-title")
+        .into_iter()
+        .map(|t| t["data-hardware"].clone())
+        .collect();
+    assert_eq!(panels.len(), 2, "{panels:?}");
+    assert!(panels.iter().any(|p| p == "NVIDIA_H200 fp32"), "{panels:?}");
+    let efficient = points
+        .iter()
+        .filter(|p| p.get("data-efficiency-pct").is_some_and(|e| e == "77.2"))
+        .count();
+    assert_eq!(efficient, GPU_COMMITS, "the GPU kernel's points");
+    assert!(dom.contains("efficiency: 77% of memory bandwidth"));
+    assert!(dom.contains("3706 GB/s of 4800 GB/s (memory-bound)"));
+    let cells = elements(&dom, "td", "kg-efficiency");
+    assert_eq!(cells.len(), 2, "the fastest table's column: {cells:?}");
+
+    // fast_1 never moved in this history (the speedup is the run's): one line per hardware,
+    // not a flat chart.
+    assert_eq!(elements(&dom, "p", "kg-fastp-flat").len(), 2);
+    assert!(elements(&dom, "svg", "kg-fastp").is_empty());
 
     // The screenshot: a page of the expected size with a plot drawn on it (not blank).
     let shot = root().join("target/history-dashboard.png");

@@ -98,6 +98,19 @@
     return Math.round(v * 100) + '%';
   }
 
+  // A point's efficiency as the generator worded it: {short: `77%`, label, detail}; null when
+  // the record has none (references, host rows, older records).
+  function efficiencyOf(pt) {
+    var e = pt && pt.efficiency;
+    if (!e || typeof e !== 'object' || num(e.pct) === null) return null;
+    return {
+      pct: e.pct,
+      short: Math.round(e.pct) + '%',
+      label: str(e.label) || Math.round(e.pct) + '% of the limit',
+      detail: str(e.detail)
+    };
+  }
+
   // `2026-11-01T10:00:00Z` -> `2026-11-01 10:00 UTC`; anything else is shown as it is.
   function fmtDate(s) {
     s = str(s);
@@ -121,6 +134,30 @@
   }
 
   function log10(v) { return Math.log(v) / Math.LN10; }
+
+  // A link from the data is used only when it is a web address (never `javascript:` or a data
+  // URL: the data holds text from pull requests).
+  function webUrl(u) {
+    u = str(u);
+    return /^https?:\/\/[^\s"<>]+$/i.test(u) ? u : null;
+  }
+
+  // `2026-11-01T10:00:00Z` -> `2026-11-01`; null when it is not a date.
+  function dayOf(s) {
+    var m = /^(\d{4}-\d{2}-\d{2})/.exec(str(s));
+    return m ? m[1] : null;
+  }
+
+  // A child wrapped in a link to `url` (a commit's page unless `cls` says otherwise), or the
+  // child itself where there is none.
+  function linked(url, child, ns, cls) {
+    var href = webUrl(url);
+    if (!href) return child;
+    var attrs = { href: href, class: cls || 'kg-commit-link', target: '_blank', rel: 'noopener' };
+    var a = ns ? svg('a', attrs) : el('a', attrs);
+    a.appendChild(child);
+    return a;
+  }
 
   // ---------------------------------------------------------------- data model
 
@@ -154,8 +191,12 @@
         });
       });
     });
+    var threshold = num(data.threshold_pct);
     return {
       repo: str(data.repo),
+      repoUrl: webUrl(data.repo_url),
+      // The policy's regression threshold (percent); no band without one.
+      threshold: threshold !== null && threshold > 0 ? threshold : null,
       generatedAt: str(data.generated_at),
       commits: commits,
       byIndex: byIndex,
@@ -176,6 +217,11 @@
   function shaAt(m, index) {
     var c = m.byIndex[index];
     return c ? shortSha(c.sha) : '#' + index;
+  }
+
+  function commitUrl(m, index, sha) {
+    var c = commitAt(m, index, sha);
+    return c ? webUrl(c.url) : null;
   }
 
   function problemSlug(m, problem) {
@@ -282,6 +328,40 @@
     return ticks;
   }
 
+  // Date ticks on the commit axis: the first commit of each day in [lo, hi], thinned so that
+  // labels stay `minGap` px apart. Without dates, every `step`-th commit by its short id.
+  function dateTicks(m, lo, hi, X, minGap) {
+    var ticks = [];
+    var lastDay = null, lastX = -Infinity;
+    for (var i = Math.max(0, Math.ceil(lo)); i <= hi; i++) {
+      var c = m.byIndex[i];
+      var day = c ? dayOf(c.date) : null;
+      if (day === null || day === lastDay) continue;
+      lastDay = day;
+      if (X(i) - lastX < minGap) continue;
+      lastX = X(i);
+      ticks.push({ index: i, label: day, date: true });
+    }
+    if (ticks.length > 0) return ticks;
+    var pxPerStep = hi > lo ? (X(hi) - X(lo)) / (hi - lo) : minGap;
+    return ordinalTicks(lo, hi, pxPerStep, minGap).map(function (i) {
+      return { index: i, label: shaAt(m, i), date: false };
+    });
+  }
+
+  // The commit axis's tick marks and labels under `bottom`.
+  function commitAxis(g, m, ticks, X, bottom) {
+    ticks.forEach(function (t) {
+      var x = r2(X(t.index));
+      add(g, svg('line', { class: 'kg-axis', x1: x, x2: x, y1: bottom, y2: bottom + 4 }));
+      add(g, svg('text', {
+        class: 'kg-tick-label ' + (t.date ? 'kg-date-label' : 'kg-sha-label'), x: x, y: bottom + 10,
+        'text-anchor': 'end', transform: 'rotate(-40 ' + x + ' ' + (bottom + 10) + ')',
+        'data-index': t.index, 'data-date': t.date ? t.label : null
+      }, t.label));
+    });
+  }
+
   // Log ticks for [lo, hi] (ms, > 0) on an axis of `pxPerDecade`: gridlines at every 1..9 x 10^k
   // (decades stronger); labels picked by niceness (decades, then 2 and 5, then the other digits,
   // then halves and finer steps) while they stay `minPx` apart, until there are enough of them.
@@ -375,7 +455,8 @@
     var left = el('div');
     add(left, el('h1', null, 'kernelgate \u2014 performance history'));
     var sub = el('div', { class: 'kg-sub' });
-    add(sub, 'Repository ', el('span', { class: 'kg-repo' }, m.repo || 'unknown'));
+    var repo = el('span', { class: 'kg-repo' }, m.repo || m.repoUrl || 'unknown');
+    add(sub, 'Repository ', linked(m.repoUrl, repo, false, 'kg-repo-link'));
     left.appendChild(sub);
     h.appendChild(left);
 
@@ -394,6 +475,7 @@
     if (m.hardware.length === 0) add(chips, '\u2014');
     m.hardware.forEach(function (hw) { add(chips, el('span', { class: 'kg-chip' }, hw)); });
     fact('Hardware', chips);
+    if (m.threshold !== null) fact('Regression threshold', m.threshold + '%');
     h.appendChild(dl);
     return h;
   }
@@ -407,7 +489,7 @@
 
   function fastestTable(m) {
     var c = card('Fastest correct kernel per problem',
-      'At the latest commit, per hardware: the fastest kernel that is correct, its median time with its interval, and its speedup over eager PyTorch.');
+      'At the latest commit, per hardware: the fastest kernel that is correct, its median time with its interval, its speedup over eager PyTorch and, on a GPU, how close it comes to the device\u2019s limit.');
     var rows = m.fastest.slice().sort(function (a, b) {
       return str(a.problem).localeCompare(str(b.problem)) || str(a.hardware).localeCompare(str(b.hardware));
     });
@@ -419,8 +501,13 @@
     var t = el('table', { class: 'kg-table kg-fastest' });
     var thead = el('thead');
     var hr = el('tr');
-    [['Problem', ''], ['Hardware', ''], ['Kernel', ''], ['Median (ms)', 'kg-num'], ['Interval (ms)', 'kg-num'],
-      ['Speedup vs eager (\u00d7)', 'kg-num'], ['Commit', '']].forEach(function (h) {
+    // The efficiency column only where some row has one (GPU rows of `pr` reports).
+    var withEfficiency = rows.some(function (f) { return efficiencyOf(f) !== null; });
+    var cols = [['Problem', ''], ['Hardware', ''], ['Kernel', ''], ['Median (ms)', 'kg-num'], ['Interval (ms)', 'kg-num'],
+      ['Speedup vs eager (\u00d7)', 'kg-num']];
+    if (withEfficiency) cols.push(['Efficiency', 'kg-num']);
+    cols.push(['Commit', '']);
+    cols.forEach(function (h) {
       add(hr, el('th', { scope: 'col', class: h[1] || null }, h[0]));
     });
     thead.appendChild(hr);
@@ -440,10 +527,14 @@
       var sp = num(f.speedup);
       add(tr, el('td', { class: 'kg-num' + (sp !== null && sp > 1 ? ' kg-faster' : sp !== null ? ' kg-slower' : '') },
         fmtSpeedup(f.speedup)));
+      if (withEfficiency) {
+        var eff = efficiencyOf(f);
+        add(tr, el('td', { class: 'kg-num kg-efficiency', title: eff ? eff.detail : null }, eff ? eff.short : '\u2014'));
+      }
       var cc = el('td');
       var commit = commitAt(m, null, f.sha);
       var title = str(f.sha) + (commit && commit.subject ? ' \u2014 ' + str(commit.subject) : '');
-      add(cc, el('code', { title: title || null }, shortSha(f.sha) || '\u2014'));
+      add(cc, linked(commitUrl(m, null, f.sha), el('code', { title: title || null }, shortSha(f.sha) || '\u2014'), false));
       tr.appendChild(cc);
       tb.appendChild(tr);
     });
@@ -471,7 +562,7 @@
       var commit = commitAt(m, driftIndex(m, d), d.sha);
       var meta = el('div', { class: 'kg-meta' });
       add(meta, fmtMs(d.before_ms) + ' \u2192 ' + fmtMs(d.after_ms) + ' ms from commit ',
-        el('code', { title: str(d.sha) || null }, shortSha(d.sha) || '\u2014'));
+        linked(commitUrl(m, driftIndex(m, d), d.sha), el('code', { title: str(d.sha) || null }, shortSha(d.sha) || '\u2014'), false));
       if (commit && commit.date) add(meta, ' (' + fmtDate(commit.date) + ')');
       li.appendChild(meta);
       ul.appendChild(li);
@@ -493,7 +584,20 @@
       add(c, el('p', { class: 'kg-empty' }, 'No fast_p data yet.'));
       return c;
     }
-    var W = 560, H = 250, ml = 48, mr = 14, mt = 12, mb = 52;
+    // A hardware whose fast_1 never moved is said in one line, not drawn as a flat line.
+    var flat = hws.filter(function (hw) {
+      var values = byHw[hw].map(function (f) { return num(f.fast_1); }).filter(function (v) { return v !== null; });
+      return values.every(function (v) { return v === values[0]; });
+    });
+    flat.forEach(function (hw) {
+      var first = byHw[hw].filter(function (f) { return num(f.fast_1) !== null; })[0];
+      add(c, el('p', { class: 'kg-note kg-fastp-flat', 'data-hardware': hw },
+        hw + ': fast_1 has been ' + (first ? fmtShare(first.fast_1) : '\u2014') + ' at every one of its ' +
+        byHw[hw].length + ' commit' + (byHw[hw].length === 1 ? '' : 's') + '.'));
+    });
+    hws = hws.filter(function (hw) { return flat.indexOf(hw) < 0; });
+    if (hws.length === 0) return c;
+    var W = 560, H = 250, ml = 48, mr = 14, mt = 12, mb = 70;
     var pw = W - ml - mr, ph = H - mt - mb;
     var maxI = Math.max(0, m.maxIndex);
     m.fastP.forEach(function (f) { if (num(f.index) !== null && f.index > maxI) maxI = f.index; });
@@ -510,16 +614,8 @@
       add(grid, svg('line', { class: v === 0 ? 'kg-axis' : 'kg-grid-minor', x1: ml, x2: ml + pw, y1: r2(Y(v)), y2: r2(Y(v)) }));
       add(grid, svg('text', { class: 'kg-tick-label', x: ml - 6, y: r2(Y(v)) + 4, 'text-anchor': 'end' }, fmtShare(v)));
     });
-    var ticks = ordinalTicks(0, maxI, pw / (x1 - x0), 26);
-    ticks.forEach(function (i) {
-      var x = r2(X(i));
-      add(grid, svg('line', { class: 'kg-axis', x1: x, x2: x, y1: mt + ph, y2: mt + ph + 4 }));
-      add(grid, svg('text', {
-        class: 'kg-tick-label kg-sha-label', x: x, y: mt + ph + 10, 'text-anchor': 'end',
-        transform: 'rotate(-40 ' + x + ' ' + (mt + ph + 10) + ')'
-      }, shaAt(m, i)));
-    });
-    add(grid, svg('text', { class: 'kg-axis-title', x: ml + pw / 2, y: H - 4, 'text-anchor': 'middle' }, 'commit'));
+    commitAxis(grid, m, dateTicks(m, 0, maxI, X, 26), X, mt + ph);
+    add(grid, svg('text', { class: 'kg-axis-title', x: ml + pw / 2, y: H - 4, 'text-anchor': 'middle' }, 'commit date'));
     s.appendChild(grid);
 
     var info = new Map();
@@ -539,12 +635,13 @@
           class: 'kg-fastp-point', d: shapePath(shape, X(f.index), Y(f.fast_1), 3), fill: colour, stroke: '#fff',
           'stroke-width': 0.8
         });
-        var rows = [['commit', sha], ['fast_1', fmtShare(f.fast_1)], ['fast_0', fmtShare(f.fast_0)],
-          ['problems', str(f.problems)]];
-        add(p, svg('title', null, hw + ' \u00b7 ' + sha + ': fast_1 ' + fmtShare(f.fast_1) + ', fast_0 ' + fmtShare(f.fast_0)));
         var commit = commitAt(m, f.index, f.sha);
-        info.set(p, { title: hw, subject: commit ? str(commit.subject) : '', rows: rows });
-        g.appendChild(p);
+        var rows = [['commit', sha], ['date', fmtDate(commit && commit.date)], ['fast_1', fmtShare(f.fast_1)],
+          ['fast_0', fmtShare(f.fast_0)], ['problems', str(f.problems)]];
+        add(p, svg('title', null, hw + ' \u00b7 ' + sha + ': fast_1 ' + fmtShare(f.fast_1) + ', fast_0 ' + fmtShare(f.fast_0)));
+        var target = linked(commitUrl(m, f.index, f.sha), p, true);
+        info.set(target, { title: hw, subject: commit ? str(commit.subject) : '', rows: rows });
+        g.appendChild(target);
       });
       s.appendChild(g);
     });
@@ -654,7 +751,7 @@
     var x0 = iMin - 0.5, x1 = iMax + 0.5;
     if (x1 - x0 < 4) { var cx = (x0 + x1) / 2; x0 = cx - 2; x1 = cx + 2; }
 
-    var W = 960, ml = 66, mr = 16, mt = 8, mb = 62;
+    var W = 960, ml = 66, mr = 16, mt = 8, mb = 80;
     var headH = 24;   // the panel's title and drift labels
     var gap = 14;
     var plotH = panels.length > 1 ? 190 : 260;
@@ -696,9 +793,9 @@
 
     // Grid and axes, per panel; commit ticks under the last panel, light guides through all.
     var grid = svg('g', { class: 'kg-axes' });
-    var xt = ordinalTicks(iMin, iMax, pw / (x1 - x0), 22);
+    var xt = dateTicks(m, iMin, iMax, X, 22);
     panels.forEach(function (pn) {
-      add(grid, svg('text', { class: 'kg-panel-title', x: ml, y: pn.top - 8 }, pn.hw));
+      add(grid, svg('text', { class: 'kg-panel-title', x: ml, y: pn.top - 8, 'data-hardware': pn.hw }, pn.hw));
       var ticks = logTicks(Math.pow(10, pn.l0), Math.pow(10, pn.l1), pn.ph / (pn.l1 - pn.l0), 20);
       ticks.minor.forEach(function (t) {
         var y = r2(Yp(pn, t.v));
@@ -709,8 +806,8 @@
         add(grid, svg('line', { class: 'kg-axis', x1: ml - 4, x2: ml, y1: y, y2: y }));
         add(grid, svg('text', { class: 'kg-tick-label', x: ml - 7, y: y + 4, 'text-anchor': 'end' }, fmtTick(v)));
       });
-      xt.forEach(function (i) {
-        var x = r2(X(i));
+      xt.forEach(function (t) {
+        var x = r2(X(t.index));
         add(grid, svg('line', { class: 'kg-grid-x', x1: x, x2: x, y1: pn.top, y2: pn.bottom }));
       });
       if (pn.untimed) {
@@ -720,19 +817,13 @@
       add(grid, svg('line', { class: 'kg-axis', x1: ml, x2: ml, y1: pn.top, y2: pn.bottom }));
       add(grid, svg('line', { class: 'kg-axis', x1: ml, x2: ml + pw, y1: pn.bottom, y2: pn.bottom }));
     });
-    xt.forEach(function (i) {
-      var x = r2(X(i));
-      add(grid, svg('line', { class: 'kg-axis', x1: x, x2: x, y1: plotBottom, y2: plotBottom + 4 }));
-      add(grid, svg('text', {
-        class: 'kg-tick-label kg-sha-label', x: x, y: plotBottom + 10, 'text-anchor': 'end',
-        transform: 'rotate(-40 ' + x + ' ' + (plotBottom + 10) + ')'
-      }, shaAt(m, i)));
-    });
+    commitAxis(grid, m, xt, X, plotBottom);
     var midY = r2((panels[0].top + plotBottom) / 2);
     add(grid, svg('text', {
       class: 'kg-axis-title', 'text-anchor': 'middle', x: 14, y: midY, transform: 'rotate(-90 14 ' + midY + ')'
     }, 'median time (ms, log scale)'));
-    add(grid, svg('text', { class: 'kg-axis-title', x: ml + pw / 2, y: H - 4, 'text-anchor': 'middle' }, 'commit'));
+    add(grid, svg('text', { class: 'kg-axis-title', x: ml + pw / 2, y: H - 4, 'text-anchor': 'middle' },
+      'commit date (one step per commit)'));
     s.appendChild(grid);
 
     // Drift markers, under the series, in their hardware's panel.
@@ -774,6 +865,26 @@
       var pts = arr(ser.points).filter(function (pt) { return pt && num(pt.index) !== null; })
         .slice().sort(function (a, b) { return a.index - b.index; });
       var timed = pts.filter(function (pt) { return pos(pt.median_ms) !== null; });
+      // The regression threshold as a band around each commit's predecessor: a kernel above
+      // it is more than the threshold slower than the commit before (what `pr` calls a
+      // regression when the interval agrees). Kernels only: references are not judged.
+      var previous = {};
+      if (!isRef && m.threshold !== null && timed.length > 1) {
+        var k = 1 + m.threshold / 100;
+        var d = '';
+        var steps = 0;
+        for (var ti = 1; ti < timed.length; ti++) {
+          var prev = timed[ti - 1].median_ms;
+          previous[timed[ti].index] = prev;
+          var bx0 = r2(X(timed[ti].index - 0.5)), bx1 = r2(X(timed[ti].index + 0.5));
+          var by0 = r2(Y(prev * k)), by1 = r2(Y(prev / k));
+          d += 'M' + bx0 + ' ' + by0 + 'H' + bx1 + 'V' + by1 + 'H' + bx0 + 'Z';
+          steps++;
+        }
+        add(g, svg('path', {
+          class: 'kg-threshold-band', fill: colour, d: d, 'data-threshold-pct': m.threshold, 'data-steps': steps
+        }));
+      }
       if (timed.length > 1) {
         add(g, svg('polyline', {
           class: 'kg-line' + (isRef ? ' kg-ref' : ''), stroke: colour,
@@ -808,6 +919,12 @@
         var sha = shortSha(pt.sha) || (commit ? shortSha(commit.sha) : '#' + pt.index);
         var date = pt.date || (commit && commit.date);
         var verdict = pt.verdict === null || pt.verdict === undefined ? '\u2014' : str(pt.verdict);
+        var eff = efficiencyOf(pt);
+        var prevMs = previous[pt.index];
+        var change = md !== null && prevMs !== undefined ? (md / prevMs - 1) * 100 : null;
+        var beyond = change !== null && m.threshold !== null && md > prevMs * (1 + m.threshold / 100);
+        if (beyond) mark.setAttribute('data-beyond-threshold', 'slower');
+        if (eff) mark.setAttribute('data-efficiency-pct', String(r2(eff.pct)));
         var rows = [
           ['commit', sha + '  (#' + pt.index + ')'],
           ['date', fmtDate(date)],
@@ -817,9 +934,17 @@
           ['correct', incorrect ? 'no' : 'yes', incorrect],
           ['speedup', fmtSpeedup(pt.speedup)]
         ];
+        if (change !== null) {
+          rows.push(['vs previous', fmtPct(change) + (m.threshold !== null ? ' (threshold ' + m.threshold + '%)' : ''), beyond]);
+        }
+        if (eff) {
+          rows.push(['efficiency', eff.label]);
+          if (eff.detail) rows.push(['achieved', eff.detail]);
+        }
         add(mark, svg('title', null, label + '\n' + rows.map(function (r) { return r[0] + ': ' + r[1]; }).join('\n')));
-        info.set(mark, { title: label, subject: commit ? str(commit.subject) : '', rows: rows });
-        g.appendChild(mark);
+        var target = linked(commit && commit.url, mark, true);
+        info.set(target, { title: label, subject: commit ? str(commit.subject) : '', rows: rows });
+        g.appendChild(target);
         markers++;
       });
       s.appendChild(g);
@@ -860,7 +985,10 @@
     sec.appendChild(legend);
     add(sec, el('p', { class: 'kg-key' },
       'Markers: median time; whiskers: interval; hollow red markers: incorrect; dashed lines: references; ' +
-      'marker shape: hardware; dotted vertical lines: drift. Click a legend entry to hide its series.'));
+      'marker shape: hardware; dotted vertical lines: drift' +
+      (m.threshold !== null ? '; shaded band: the previous commit\u2019s time \u00b1 the ' + m.threshold +
+        '% regression threshold' : '') +
+      (m.repoUrl ? '. Click a point to open its commit' : '') + '. Click a legend entry to hide its series.'));
 
     counters.plots++;
     counters.points += markers;
@@ -887,7 +1015,7 @@
       m.problems.forEach(function (p) { root.appendChild(problemSection(m, p, counters)); });
     }
     add(root, el('footer', { class: 'kg-footer' },
-      'Generated by kernelgate. Times are medians with their confidence intervals; x positions are commits in history order.'));
+      'Generated by kernelgate. Times are medians with their confidence intervals; x positions are commits in history order, labelled with their commit dates.'));
     document.body.setAttribute('data-kg-plots', String(counters.plots));
     document.body.setAttribute('data-kg-points', String(counters.points));
     document.body.setAttribute('data-kg-rendered', 'ok');

@@ -20,6 +20,27 @@ pub fn problem_url(dashboard_url: &str, problem: &str) -> String {
     format!("{}/#{}", dashboard_url.trim_end_matches('/'), slug(problem))
 }
 
+/// Where the page is published from: what the header names, where commits link to, and the
+/// regression threshold drawn as a band.
+#[derive(Debug, Clone, Default)]
+pub struct PageInfo {
+    /// `owner/name` shown in the header.
+    pub repo: String,
+    /// The repository's web address (`https://github.com/owner/name`); points link to
+    /// `<repo_url>/commit/<sha>`. `None`: no links.
+    pub repo_url: Option<String>,
+    /// The policy's regression threshold in percent (`[timing] threshold_pct`), drawn as a band
+    /// around each kernel's previous commit.
+    pub threshold_pct: f64,
+    /// RFC 3339.
+    pub generated_at: String,
+}
+
+/// A commit's page under `repo_url` (GitHub's layout, which Gitea and GitLab also serve).
+pub fn commit_url(repo_url: &str, sha: &str) -> String {
+    format!("{}/commit/{sha}", repo_url.trim_end_matches('/'))
+}
+
 /// Commits in history order: by commit date, ties in the order the store holds them.
 fn commit_order(records: &[Record]) -> Vec<(String, String, String)> {
     let mut seen = BTreeSet::new();
@@ -49,7 +70,13 @@ fn point(r: &Record, index: usize) -> Value {
         "verdict": r.verdict.map(|v| v.as_str()),
         "correct": r.correct,
         "speedup": r.speedup_eager.map(|s| s.value),
+        "efficiency": r.efficiency.as_ref().map(efficiency),
     })
+}
+
+/// A record's efficiency with the words the comment uses for it (one owner of the wording).
+fn efficiency(e: &kernelgate_model::Efficiency) -> Value {
+    json!({ "pct": e.pct, "bound": e.bound, "label": e.label(), "detail": e.detail() })
 }
 
 /// The speedup of a kernel record: its own, else the eager median of the same commit over it.
@@ -61,7 +88,7 @@ fn speedup_of(r: &Record, eager: Option<&Record>) -> Option<f64> {
 }
 
 /// The dashboard's data document (the schema `assets/dashboard.js` draws).
-pub fn data(records: &[Record], repo: &str, generated_at: &str, rule: &DriftRule) -> Value {
+pub fn data(records: &[Record], page: &PageInfo, rule: &DriftRule) -> Value {
     let commits = commit_order(records);
     let index: BTreeMap<&str, usize> = commits
         .iter()
@@ -135,6 +162,7 @@ pub fn data(records: &[Record], repo: &str, generated_at: &str, rule: &DriftRule
                             "problem": problem, "hardware": hw, "kernel": r.name,
                             "median_ms": r.median_ms, "lo_ms": r.ci_ms.map(|c| c.0),
                             "hi_ms": r.ci_ms.map(|c| c.1), "speedup": speedup, "sha": r.commit,
+                            "efficiency": r.efficiency.as_ref().map(efficiency),
                         }));
                     }
                 }
@@ -143,10 +171,13 @@ pub fn data(records: &[Record], repo: &str, generated_at: &str, rule: &DriftRule
     }
 
     json!({
-        "repo": repo,
-        "generated_at": generated_at,
+        "repo": page.repo,
+        "repo_url": page.repo_url,
+        "threshold_pct": page.threshold_pct,
+        "generated_at": page.generated_at,
         "commits": commits.iter().enumerate().map(|(i, (sha, date, subject))| json!({
             "sha": sha, "date": date, "index": i, "subject": subject,
+            "url": page.repo_url.as_deref().map(|u| commit_url(u, sha)),
         })).collect::<Vec<_>>(),
         "hardware": hardware,
         "problems": problem_docs,
@@ -245,6 +276,89 @@ pub fn write(data: &Value, out: &Path) -> std::io::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::record::SeriesKind;
+    use kernelgate_model::{Bound, Efficiency, Precision};
+
+    fn record(i: usize, device: &str, efficiency: Option<Efficiency>) -> Record {
+        Record {
+            commit: format!("{i:040x}"),
+            date: format!("2026-10-{:02}T10:00:00Z", i + 1),
+            subject: format!("commit {i}"),
+            device: device.into(),
+            precision: Precision::Fp32,
+            driver: String::new(),
+            cuda: String::new(),
+            torch: "2.11.0".into(),
+            problem: "level1/19_ReLU.py".into(),
+            kind: SeriesKind::Kernel,
+            name: "kernels/relu.py".into(),
+            median_ms: Some(0.05),
+            ci_ms: None,
+            correct: true,
+            verdict: None,
+            custom_share: None,
+            speedup_eager: None,
+            efficiency,
+        }
+    }
+
+    fn page(repo_url: Option<&str>) -> PageInfo {
+        PageInfo {
+            repo: "acme/kernels".into(),
+            repo_url: repo_url.map(String::from),
+            threshold_pct: 2.0,
+            generated_at: "2026-10-10T00:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn the_data_links_commits_carries_the_threshold_and_efficiency_per_device() {
+        let e = Efficiency {
+            pct: 77.2,
+            bound: Bound::Memory,
+            achieved: 3705.6,
+            peak: 4800.0,
+            precision: Precision::Fp32,
+        };
+        let records = vec![
+            record(0, "NVIDIA H200", Some(e)),
+            record(0, "AMD EPYC", None),
+            record(1, "NVIDIA H200", Some(e)),
+        ];
+        let d = data(
+            &records,
+            &page(Some("https://github.com/acme/kernels/")),
+            &DriftRule::default(),
+        );
+        assert_eq!(d["threshold_pct"], 2.0);
+        assert_eq!(d["commits"][1]["date"], "2026-10-02T10:00:00Z");
+        assert_eq!(
+            d["commits"][1]["url"],
+            format!("https://github.com/acme/kernels/commit/{:040x}", 1)
+        );
+        // One series per device, each with its own hardware label.
+        let series = d["problems"][0]["series"].as_array().unwrap();
+        let hardware: Vec<&str> = series
+            .iter()
+            .map(|s| s["hardware"].as_str().unwrap())
+            .collect();
+        assert_eq!(hardware, ["AMD_EPYC fp32", "NVIDIA_H200 fp32"]);
+        let gpu = &series[1]["points"][0]["efficiency"];
+        assert_eq!(gpu["pct"], 77.2);
+        assert_eq!(gpu["label"], "77% of memory bandwidth");
+        assert_eq!(gpu["detail"], "3706 GB/s of 4800 GB/s (memory-bound)");
+        assert!(series[0]["points"][0]["efficiency"].is_null());
+        let fastest = d["fastest"].as_array().unwrap();
+        assert!(fastest
+            .iter()
+            .any(|f| f["hardware"] == "NVIDIA_H200 fp32" && f["efficiency"]["pct"] == 77.2));
+
+        // Without a repository address there are no links.
+        let d = data(&records, &page(None), &DriftRule::default());
+        assert!(d["repo_url"].is_null());
+        assert!(d["commits"][0]["url"].is_null());
+    }
 
     #[test]
     fn slugs_are_anchor_safe() {

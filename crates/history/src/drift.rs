@@ -260,6 +260,7 @@ mod tests {
                 verdict: None,
                 custom_share: None,
                 speedup_eager: None,
+                efficiency: None,
             })
             .collect();
         let key = crate::series::SeriesKey::of(&points[0]);

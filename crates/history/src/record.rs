@@ -1,7 +1,7 @@
 //! One history record: a kernel's or a reference's time on one commit and hardware, and where
 //! records come from (a `kernelgate pr` report, or the baseline files of `kernelgate baseline`).
 
-use kernelgate_model::Precision;
+use kernelgate_model::{Efficiency, Precision};
 use kernelgate_report::{Interval, Report, Verdict};
 use kernelgate_timing::baseline::{BaselineEntry, BaselineFile, Variant};
 use serde::{Deserialize, Serialize};
@@ -78,6 +78,10 @@ pub struct Record {
     /// Eager reference time / this kernel's time, with its interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speedup_eager: Option<Interval>,
+    /// How close the kernel came to the device's limit (a GPU row of a `pr` report; `None` for
+    /// references, host rows, baseline files and records written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efficiency: Option<Efficiency>,
 }
 
 impl Record {
@@ -144,6 +148,7 @@ pub fn from_report(report: &Report, commit: &Commit) -> Vec<Record> {
             verdict: Some(row.verdict),
             custom_share: row.audit.as_ref().and_then(|a| a.custom_share),
             speedup_eager: row.speedup_eager,
+            efficiency: row.efficiency,
         };
         for (kind, ms, ci) in [
             (SeriesKind::Eager, row.reference_ms, row.reference_ci_ms),
@@ -167,6 +172,7 @@ pub fn from_report(report: &Report, commit: &Commit) -> Vec<Record> {
                     verdict: None,
                     custom_share: None,
                     speedup_eager: None,
+                    efficiency: None,
                     ..base.clone()
                 });
             }
@@ -227,7 +233,97 @@ pub fn from_baselines(files: &[BaselineFile], commit: &Commit) -> Vec<Record> {
                 verdict: None,
                 custom_share: None,
                 speedup_eager,
+                efficiency: None,
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernelgate_model::{Backend, Bound};
+    use kernelgate_report::{Change, KernelRow, OutcomeKind, OutcomeSummary};
+
+    fn commit() -> Commit {
+        Commit {
+            sha: "a".repeat(40),
+            date: "2026-10-01T10:00:00Z".into(),
+            subject: "s".into(),
+        }
+    }
+
+    fn relu_efficiency() -> Efficiency {
+        Efficiency {
+            pct: 77.2,
+            bound: Bound::Memory,
+            achieved: 3705.6,
+            peak: 4800.0,
+            precision: Precision::Fp32,
+        }
+    }
+
+    /// A report of one timed, correct GPU row with a reference time.
+    fn gpu_report(efficiency: Option<Efficiency>) -> Report {
+        let mut report: Report = serde_json::from_value(serde_json::json!({
+            "schema": kernelgate_report::SCHEMA,
+            "run": {"hardware": {"gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0",
+                                 "torch": "2.11.0", "cpu": "AMD EPYC"}},
+        }))
+        .unwrap();
+        let mut row = KernelRow::new(
+            "kernels/relu.py",
+            "level1/19_ReLU.py",
+            Backend::Cuda,
+            Precision::Fp32,
+            Change::Added,
+            OutcomeSummary::new(OutcomeKind::Correct, ""),
+        );
+        row.time_ms = Some(0.05);
+        row.reference_ms = Some(0.06);
+        row.efficiency = efficiency;
+        report.kernels.push(row);
+        report
+    }
+
+    #[test]
+    fn a_gpu_rows_efficiency_is_recorded_for_the_kernel_only() {
+        let records = from_report(&gpu_report(Some(relu_efficiency())), &commit());
+        let kernel = records
+            .iter()
+            .find(|r| r.kind == SeriesKind::Kernel)
+            .unwrap();
+        assert_eq!(kernel.efficiency, Some(relu_efficiency()));
+        let eager = records
+            .iter()
+            .find(|r| r.kind == SeriesKind::Eager)
+            .unwrap();
+        assert_eq!(eager.efficiency, None, "a reference has no efficiency");
+    }
+
+    #[test]
+    fn efficiency_round_trips_and_is_left_out_when_unknown() {
+        let with = from_report(&gpu_report(Some(relu_efficiency())), &commit())
+            .pop()
+            .unwrap();
+        let line = serde_json::to_string(&with).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(json["efficiency"]["pct"], 77.2);
+        assert_eq!(json["efficiency"]["bound"], "memory");
+        assert_eq!(serde_json::from_str::<Record>(&line).unwrap(), with);
+
+        let without = from_report(&gpu_report(None), &commit()).pop().unwrap();
+        let line = serde_json::to_string(&without).unwrap();
+        assert!(!line.contains("efficiency"), "{line}");
+    }
+
+    #[test]
+    fn a_record_written_before_efficiency_still_loads() {
+        // A line as the store held it before the field existed.
+        let old = r#"{"commit":"0123456789abcdef0123456789abcdef01234567","date":"2026-10-01T10:00:00Z","device":"NVIDIA H200","precision":"fp32","driver":"580","cuda":"13.0","torch":"2.11.0","problem":"level1/19_ReLU.py","kind":"kernel","name":"kernels/relu.py","median_ms":0.05,"ci_ms":[0.049,0.051],"correct":true,"verdict":"pass"}"#;
+        let r: Record = serde_json::from_str(old).unwrap();
+        assert_eq!(r.efficiency, None);
+        assert_eq!(r.median_ms, Some(0.05));
+        assert!(r.usable());
+    }
 }

@@ -46,6 +46,10 @@ fn the_baselines_workflow_appends_the_history_and_publishes_the_dashboard() {
     );
     assert!(script.contains("dashboard --store"), "{script}");
     assert!(
+        script.contains("--repo-url \"$GITHUB_SERVER_URL/$GITHUB_REPOSITORY\""),
+        "the dashboard links commits on this server, GitHub Enterprise included: {script}"
+    );
+    assert!(
         script.contains("refs/heads/$DATA_BRANCH"),
         "pushes the data branch only"
     );
