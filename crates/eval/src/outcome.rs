@@ -269,6 +269,16 @@ pub struct TimingResult {
     pub reference_check: Option<kernelgate_model::ReferenceCheck>,
 }
 
+impl TimingResult {
+    /// The event times (ms) of `series`; none when it was not timed.
+    pub fn event_ms(&self, series: kernelgate_timing::Series) -> Vec<f64> {
+        self.samples
+            .get(&series)
+            .map(|s| kernelgate_timing::sample::event_ms(s))
+            .unwrap_or_default()
+    }
+}
+
 /// Bytes every input read once and every output written once, and the FLOPs torch's
 /// `FlopCounterMode` counts on the reference (matmuls, convolutions; 0 when it knows none of
 /// its operators; `None` when not counted: CPU jobs skip it, see `JobSpec::count_flops`).
