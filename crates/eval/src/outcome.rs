@@ -360,6 +360,10 @@ pub struct EvalResult {
     pub precision_audit: Option<kernelgate_model::PrecisionAudit>,
     /// The seed the run used: report it so `--seed` can reproduce the run.
     pub seed: u64,
+    /// Correctness trials the runner ran: all of them when they passed, up to the failing one
+    /// otherwise; `None` when the runner never got to them.
+    #[serde(default)]
+    pub trials_run: Option<u32>,
     /// True when the seed was drawn at random (secret until the run ended).
     pub seed_random: bool,
     pub torch: Option<String>,
@@ -477,6 +481,7 @@ impl EvalResult {
             precompiled_header: None,
             seed,
             seed_random,
+            trials_run: None,
             torch: None,
             machine: None,
             phases: Vec::new(),
