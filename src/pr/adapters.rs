@@ -1,16 +1,15 @@
 //! The real lint, harness and timing behind the pipeline's traits.
 
-use kernelgate_eval::{JobRequest, JobSpec, Outcome, ShownPaths, Stage};
+use kernelgate_eval::{EvalResult, JobRequest, JobSpec, Outcome, ShownPaths, Stage};
 use kernelgate_lint::{LintOptions, SeverityOrOff};
 use kernelgate_model::{Condition, Config, Finding};
 use kernelgate_report::{
-    ComparisonSummary, ComparisonVerdict, Flag, Interval, OutcomeKind, OutcomeSummary,
+    ComparisonSummary, ComparisonVerdict, Flag, Interval, KernelRow, OutcomeKind, OutcomeSummary,
 };
-use kernelgate_timing::Series;
 use std::path::PathBuf;
 
 use super::baselines::RunKey;
-use super::evaluator::{Device, Evaluation, Evaluator, Linter, RunFacts};
+use super::evaluator::{Device, Evaluated, Evaluator, Linter};
 use super::plan::Job;
 
 /// `kernelgate_lint::lint_file` with the repository's severity overrides.
@@ -217,14 +216,14 @@ impl Evaluator for HarnessEvaluator {
             .retain(|(path, d, _)| !(path == job.path() && *d == device));
     }
 
-    fn evaluate(&self, job: &Job, device: Device) -> Evaluation {
+    fn evaluate(&self, job: &Job, device: Device) -> Evaluated {
         if job.problem_file.is_none() {
-            return Evaluation::skipped("no problem file");
+            return Evaluated::skipped("no problem file");
         }
         // No GPU for this run and a kernel that needs one: neutral, decided before the harness.
         if self.skips_for_want_of_a_gpu(job, Some(device)) {
             self.discard(job, device);
-            return Evaluation::skipped(self.no_gpu_message(job));
+            return Evaluated::skipped(self.no_gpu_message(job));
         }
         self.build_base(job);
         // Held until this eval ends: the lane's CPUs are this eval's alone.
@@ -235,7 +234,7 @@ impl Evaluator for HarnessEvaluator {
         }
         let spec = match self.spec(job, &job.kernel_file, &request) {
             Ok(spec) => spec,
-            Err(e) => return Evaluation::ended(OutcomeKind::Other, e),
+            Err(e) => return Evaluated::Error(e),
         };
         let prepared = {
             let mut stash = self.stash();
@@ -247,26 +246,26 @@ impl Evaluator for HarnessEvaluator {
             stash.retain(|(path, _, _)| path != job.path());
             mine
         };
-        let result = prepared
+        let mut result = prepared
             .unwrap_or_else(|| kernelgate_eval::prepare_job(&spec))
             .finish();
-        let on_cpu = device == Device::Cpu;
-        let machine = result.machine.clone();
-        let no_cuda = result.outcome.torch_found_no_cuda();
-        let mut eval = convert(result);
-        if on_cpu && !self.has_gpu && no_cuda {
+        let run_key = result.machine.as_ref().map(|machine| RunKey {
+            key: kernelgate_eval::hardware_key(machine, job.precision),
+            l2: self.config.timing.l2,
+        });
+        if device == Device::Cpu && !self.has_gpu && result.outcome.torch_found_no_cuda() {
             // torch found no CUDA (no toolkit, driver or device): the machine's limit, not the
             // candidate's failure.
-            eval = Evaluation::skipped(self.no_gpu_message(job));
+            return Evaluated::Skipped {
+                reason: self.no_gpu_message(job),
+                run_key,
+            };
         }
-        self.relative_paths(job, &mut eval);
-        if let Some(machine) = machine {
-            eval.run_key = Some(RunKey {
-                key: kernelgate_eval::hardware_key(&machine, job.precision),
-                l2: self.config.timing.l2,
-            });
+        self.shown_paths(job).apply_result(&mut result);
+        Evaluated::Ran {
+            result: Box::new(result),
+            run_key,
         }
-        eval
     }
 }
 
@@ -342,30 +341,14 @@ impl HarnessEvaluator {
         on_cpu && super::plan::needs_gpu(job.backend, &job.source)
     }
 
-    /// Messages and logs name files as the repository does (`kernels/...`), never by the
-    /// runner's absolute paths or temporary copies.
-    fn relative_paths(&self, job: &Job, eval: &mut Evaluation) {
-        let shown = self.shown_paths(job);
-        shown.apply(&mut eval.outcome.message);
-        if let Some(t) = eval.outcome.log_tail.as_mut() {
-            shown.apply(t);
-        }
-        for f in &mut eval.findings {
-            shown.apply(&mut f.message);
-        }
-        for f in &mut eval.flags {
-            shown.apply(&mut f.message);
-        }
-        shown.apply_json(&mut eval.outcome.details);
-    }
-
     /// `text` with the job's absolute paths written as the repository names them.
     fn relativize(&self, job: &Job, text: &mut String) {
         self.shown_paths(job).apply(text);
     }
 
     /// The job's absolute paths (kernel, base copy, problem, repository, extensions cache) and
-    /// the names the repository gives them.
+    /// the names the repository gives them: messages and logs never show the runner's absolute
+    /// paths or temporary copies.
     fn shown_paths(&self, job: &Job) -> ShownPaths {
         let mut shown = ShownPaths::default();
         shown.add(&job.kernel_file, job.path());
@@ -400,8 +383,10 @@ impl HarnessEvaluator {
     }
 }
 
-/// Maps the harness's result onto the report's vocabulary.
-pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
+/// Moves the harness's result onto its kernel's row: the one mapping from the harness's
+/// vocabulary onto the report's. The row's lint findings stay; what only the pipeline knows
+/// (the device's key, committed baselines, a changed reference) it adds after.
+pub fn convert(result: EvalResult, row: &mut KernelRow) {
     let kind = match &result.outcome {
         Outcome::Passed { .. } => OutcomeKind::Correct,
         Outcome::Incorrect { .. }
@@ -451,7 +436,6 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
 
     // Timing findings become flags the policy knows; other runtime findings stay findings.
     let mut flags = Vec::new();
-    let mut findings = Vec::new();
     for f in result.findings {
         let flag_code = match f.rule.as_str() {
             kernelgate_timing::sample::RULE_ESCAPED => Some(Condition::EscapedWork),
@@ -467,7 +451,7 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
                 severity: f.severity,
                 message: f.message,
             }),
-            None => findings.push(f),
+            None => row.findings.push(f),
         }
     }
     if outcome.kind == OutcomeKind::Correct
@@ -478,62 +462,38 @@ pub fn convert(result: kernelgate_eval::EvalResult) -> Evaluation {
         outcome.message = "correct, but work escaped the timed region".into();
         flags.retain(|f| f.code != Condition::EscapedWork);
     }
-
-    let mut eval = Evaluation::ended(outcome.kind, "");
-    eval.phases = result
-        .phases
-        .iter()
-        .map(|p| (p.name.clone(), p.ms))
-        .collect();
-    eval.memory = result.memory.clone();
-    eval.precision_audit = result.precision_audit.clone();
-    eval.reference_check = result
-        .timing
-        .as_ref()
-        .and_then(|t| t.reference_check.clone());
-    eval.outcome = outcome;
-    eval.findings = findings;
-    eval.flags = flags;
-    eval.facts = RunFacts {
-        device: result.device.clone(),
-        torch: result.torch.clone(),
-        seed: Some(result.seed),
-        sandbox: result.sandbox.clone(),
+    row.outcome = outcome;
+    row.flags.extend(flags);
+    row.seed = Some(result.seed);
+    row.memory = result.memory;
+    row.precision_audit = result.precision_audit;
+    row.audit = result.audit;
+    let Some(t) = result.timing else {
+        return;
     };
-    eval.audit = result.audit;
-    if let Some(t) = &result.timing {
-        let series = |name: Series| -> Vec<f64> {
-            t.samples
-                .get(&name)
-                .map(|s| s.iter().map(|x| x.ms).collect())
-                .unwrap_or_default()
-        };
-        eval.efficiency = t.efficiency;
-        eval.candidate_samples_ms = series(Series::Candidate);
-        eval.reference_samples_ms = series(Series::Reference);
-        if let Some(c) = &t.vs_reference {
-            let (s, (lo, hi)) = c.speedup();
-            eval.speedup_eager = Some(Interval::new(s, lo, hi));
-            eval.reference_ms = Some(c.base.median);
-            eval.reference_ci_ms = Some(c.base.ci95_median);
-            eval.time_ms = Some(c.head.median);
-            eval.time_ci_ms = Some(c.head.ci95_median);
-        }
-        if let Some(c) = &t.vs_base {
-            eval.vs_base = Some(ComparisonSummary {
-                ratio: c.ratio,
-                ci_lo: Some(c.ci95.0),
-                ci_hi: Some(c.ci95.1),
-                verdict: match c.verdict {
-                    kernelgate_timing::Verdict::Faster => ComparisonVerdict::Faster,
-                    kernelgate_timing::Verdict::Slower => ComparisonVerdict::Slower,
-                    kernelgate_timing::Verdict::Unchanged => ComparisonVerdict::Same,
-                },
-                against: None,
-            });
-            eval.time_ms.get_or_insert(c.head.median);
-            eval.time_ci_ms.get_or_insert(c.head.ci95_median);
-        }
+    row.reference_check = t.reference_check;
+    row.efficiency = t.efficiency;
+    if let Some(c) = &t.vs_reference {
+        let (s, (lo, hi)) = c.speedup();
+        row.speedup_eager = Some(Interval::new(s, lo, hi));
+        row.reference_ms = Some(c.base.median);
+        row.reference_ci_ms = Some(c.base.ci95_median);
+        row.time_ms = Some(c.head.median);
+        row.time_ci_ms = Some(c.head.ci95_median);
     }
-    eval
+    if let Some(c) = &t.vs_base {
+        row.vs_base = Some(ComparisonSummary {
+            ratio: c.ratio,
+            ci_lo: Some(c.ci95.0),
+            ci_hi: Some(c.ci95.1),
+            verdict: match c.verdict {
+                kernelgate_timing::Verdict::Faster => ComparisonVerdict::Faster,
+                kernelgate_timing::Verdict::Slower => ComparisonVerdict::Slower,
+                kernelgate_timing::Verdict::Unchanged => ComparisonVerdict::Same,
+            },
+            against: None,
+        });
+        row.time_ms.get_or_insert(c.head.median);
+        row.time_ci_ms.get_or_insert(c.head.ci95_median);
+    }
 }

@@ -1,11 +1,11 @@
-//! The gate's seams: where a job runs ([`Device`]), what evaluating and linting one kernel
-//! return ([`Evaluation`], [`RunFacts`]) and the traits the pipeline and the scheduler call
-//! ([`Evaluator`], [`Linter`]). `adapters` implements them over the harness and the linter;
+//! The gate's seams: where a job runs ([`Device`]), what evaluating one kernel returns
+//! ([`Evaluated`]: the harness's result, or why there is none) and the traits the pipeline and
+//! the scheduler call ([`Evaluator`], [`Linter`]). `adapters` implements them over the harness and the linter;
 //! tests implement them with fakes. Both `run` and `schedule` import from here, never from
 //! each other's internals.
 
+use kernelgate_eval::{EvalResult, Outcome};
 use kernelgate_model::Finding;
-use kernelgate_report::{ComparisonSummary, Flag, Interval, OutcomeKind, OutcomeSummary};
 
 use super::baselines::RunKey;
 use super::plan::Job;
@@ -54,94 +54,86 @@ pub fn nvidia_smi_list() -> Option<String> {
     kernelgate_eval::nvidia_smi(&["-L"])
 }
 
-/// What the harness and timing tell us about one kernel.
+/// What evaluating one kernel on one device came to: the harness's result, or why there is
+/// none. The pipeline moves it onto the kernel's row (`adapters::convert`).
 #[derive(Debug, Clone)]
-pub struct Evaluation {
-    pub outcome: OutcomeSummary,
-    /// Runtime findings (no span: `line == 0`).
-    pub findings: Vec<Finding>,
-    pub time_ms: Option<f64>,
-    pub time_ci_ms: Option<(f64, f64)>,
-    /// The candidate against the device's limit (GPU rows with a known floor).
-    pub efficiency: Option<kernelgate_model::Efficiency>,
-    pub reference_ms: Option<f64>,
-    pub reference_ci_ms: Option<(f64, f64)>,
-    pub compiled_ms: Option<f64>,
-    pub speedup_eager: Option<Interval>,
-    pub speedup_compile: Option<Interval>,
-    /// Head vs base version (ratio = head / base time).
-    pub vs_base: Option<ComparisonSummary>,
-    pub flags: Vec<Flag>,
-    /// Where and how the candidate ran, as the harness reported it.
-    pub facts: RunFacts,
-    /// Hardware key and L2 mode of the run, for committed baselines (`None`: no device reported).
-    pub run_key: Option<RunKey>,
-    /// Event times (ms) of the candidate and the live reference, for comparisons with stored
-    /// samples.
-    pub candidate_samples_ms: Vec<f64>,
-    pub reference_samples_ms: Vec<f64>,
-    /// The harness's op audit (custom share), for the policy.
-    pub audit: Option<kernelgate_model::OpAudit>,
-    /// The harness's phases (name, ms).
-    pub phases: Vec<(String, f64)>,
-    pub memory: Option<kernelgate_model::MemoryUse>,
-    pub precision_audit: Option<kernelgate_model::PrecisionAudit>,
-    pub reference_check: Option<kernelgate_model::ReferenceCheck>,
+pub enum Evaluated {
+    /// The harness ran the job: its result, paths shown as the repository names them.
+    Ran {
+        result: Box<EvalResult>,
+        /// Hardware key and L2 mode of the run, for committed baselines (`None`: the child
+        /// reported no machine).
+        run_key: Option<RunKey>,
+    },
+    /// Not evaluated on this runner, through nothing the candidate did (no problem file, or a
+    /// kernel that needs a GPU this runner lacks): neutral.
+    Skipped {
+        reason: String,
+        /// The machine a child reported before torch found no CUDA on it: the row names it.
+        run_key: Option<RunKey>,
+    },
+    /// kernelgate could not evaluate the kernel (its job could not be put together, or the
+    /// evaluator failed): fails the row.
+    Error(String),
 }
 
-/// What the harness reported about the candidate's run, typed: the row and the run's hardware
-/// read these, never the display blob (`outcome.details`) that carries them into report.json.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RunFacts {
-    /// The device the harness ran on (`NVIDIA H200`, `cpu`).
-    pub device: Option<kernelgate_model::RanOn>,
-    /// torch's version in the child.
-    pub torch: Option<String>,
-    /// The seed the run used.
-    pub seed: Option<u64>,
-    /// How the child was confined (`None`: no child was started).
-    pub sandbox: Option<kernelgate_model::SandboxLevel>,
-}
-
-impl Evaluation {
-    /// A job that was not run: nothing to evaluate on this runner (`message` says why).
-    pub fn skipped(message: impl Into<String>) -> Evaluation {
-        Evaluation::ended(OutcomeKind::Skipped, message)
+impl Evaluated {
+    /// The harness's result, with no hardware key.
+    pub fn ran(result: EvalResult) -> Evaluated {
+        Evaluated::Ran {
+            result: Box::new(result),
+            run_key: None,
+        }
     }
 
-    /// An evaluation that ended as `kind` with nothing measured: a job that could not run, or
-    /// the start of one whose measurements are filled in.
-    pub fn ended(kind: OutcomeKind, message: impl Into<String>) -> Evaluation {
-        Evaluation {
-            outcome: OutcomeSummary::new(kind, message),
-            findings: Vec::new(),
-            time_ms: None,
-            time_ci_ms: None,
-            efficiency: None,
-            reference_ms: None,
-            reference_ci_ms: None,
-            compiled_ms: None,
-            speedup_eager: None,
-            speedup_compile: None,
-            vs_base: None,
-            flags: Vec::new(),
-            facts: RunFacts::default(),
+    /// A job that was not run: nothing to evaluate on this runner (`reason` says why).
+    pub fn skipped(reason: impl Into<String>) -> Evaluated {
+        Evaluated::Skipped {
+            reason: reason.into(),
             run_key: None,
-            candidate_samples_ms: Vec::new(),
-            reference_samples_ms: Vec::new(),
-            audit: None,
-            phases: Vec::new(),
-            memory: None,
-            precision_audit: None,
-            reference_check: None,
         }
+    }
+
+    /// The hardware key and L2 mode of the machine the job reached, if it reached one.
+    pub fn run_key(&self) -> Option<&RunKey> {
+        match self {
+            Evaluated::Ran { run_key, .. } | Evaluated::Skipped { run_key, .. } => run_key.as_ref(),
+            Evaluated::Error(_) => None,
+        }
+    }
+
+    /// The machine or kernelgate failed before any candidate code ran: worth one more try.
+    pub fn is_infrastructure(&self) -> bool {
+        matches!(self, Evaluated::Ran { result, .. }
+            if matches!(result.outcome, Outcome::Infrastructure { .. }))
+    }
+
+    /// The harness's phases (name, ms), in order; none without a run.
+    pub fn phases(&self) -> Vec<(String, f64)> {
+        match self {
+            Evaluated::Ran { result, .. } => result
+                .phases
+                .iter()
+                .map(|p| (p.name.clone(), p.ms))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// A run of the harness that ended in `outcome` with nothing measured: the fakes of the
+    /// pipeline's tests.
+    #[cfg(test)]
+    pub(crate) fn ended(outcome: Outcome) -> Evaluated {
+        let mut result = EvalResult::new("level1/3_ReLU".into(), "k.py".into(), 1, false);
+        result.outcome = outcome;
+        Evaluated::ran(result)
     }
 }
 
 /// Runs one kernel (correctness, timing, base-vs-head) on one device. Must not panic on a bad
 /// kernel: every failure of the candidate is an outcome.
 pub trait Evaluator: Send + Sync {
-    fn evaluate(&self, job: &Job, device: Device) -> Evaluation;
+    fn evaluate(&self, job: &Job, device: Device) -> Evaluated;
     /// Whether the kernel runs on the CPU whatever the device (a CPU C++ extension): on a GPU
     /// runner it gets a CPU worker instead of a GPU.
     fn runs_on_cpu(&self, _job: &Job) -> bool {

@@ -5,7 +5,7 @@
 //! kernel, shards) → `run` (lint, evaluate on every device, incremental report) → `policy`
 //! (verdicts); `schedule` runs builds and evals (`cores` shares a GPU runner's CPUs out).
 //! Evaluation and lint are traits (`evaluator`), so the pipeline is tested with fakes and wired
-//! to the real crates in `adapters`.
+//! to the real crates in `adapters`, whose `convert` moves the harness's result onto its row.
 
 pub mod adapters;
 pub mod baselines;

@@ -7,12 +7,14 @@ use kernelgate_report::{
     Change, ComparisonSummary, ComparisonVerdict, Flag, KernelRow, OutcomeKind, OutcomeSummary,
     Report, Verdict,
 };
+use kernelgate_timing::Series;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 
+use super::adapters::convert;
 use super::baselines::{Committed, Live};
 use super::changes::KernelStatus;
-use super::evaluator::{Device, Evaluation, Evaluator, Linter};
+use super::evaluator::{Device, Evaluated, Evaluator, Linter};
 use super::plan::{Job, Plan};
 use super::policy::{self, Acks, Policy};
 use super::progress::{Event as Progress, Finished, Observer};
@@ -165,11 +167,37 @@ impl Pipeline<'_> {
         report: &mut Report,
         i: usize,
         job: &Job,
-        eval: Evaluation,
+        eval: Evaluated,
         invalid: &std::collections::BTreeSet<&str>,
     ) {
-        let run_key = eval.run_key.clone();
-        let facts = eval.facts.clone();
+        let run = &mut report.run;
+        if let Evaluated::Ran { result, .. } = &eval {
+            let hw = &mut run.hardware;
+            // The first GPU job names the hardware; a CPU job only until one arrives.
+            if let Some(d) = &result.device {
+                let known = kernelgate_model::RanOn::parse(&hw.gpu);
+                if hw.gpu.is_empty() || (known.is_cpu() && !d.is_cpu()) {
+                    hw.gpu = d.to_string();
+                }
+            }
+            if let (true, Some(t)) = (hw.torch.is_empty(), &result.torch) {
+                hw.torch = t.clone();
+            }
+            run.seed.get_or_insert(result.seed);
+            if let Some(level) = &result.sandbox {
+                run.add_sandbox_level(level.clone());
+            }
+        }
+        // Driver and CUDA of the first GPU job (CPU jobs say `none`).
+        if let Some(k) = eval.run_key().filter(|k| k.key.cuda != "none") {
+            let hw = &mut run.hardware;
+            if hw.driver.is_empty() {
+                hw.driver = k.key.driver.clone();
+            }
+            if hw.cuda.is_empty() {
+                hw.cuda = k.key.cuda.clone();
+            }
+        }
         apply(
             &mut report.kernels[i],
             eval,
@@ -181,32 +209,6 @@ impl Pipeline<'_> {
         // What the run observed about the problem is reported once, for the problem.
         report.take_problem_observations(i);
         policy::judge(&mut report.kernels[i], self.policy, &self.acks, &job.source);
-        let hw = &mut report.run.hardware;
-        // The first GPU job names the hardware; a CPU job only until one arrives.
-        if let Some(d) = &facts.device {
-            let known = kernelgate_model::RanOn::parse(&hw.gpu);
-            if hw.gpu.is_empty() || (known.is_cpu() && !d.is_cpu()) {
-                hw.gpu = d.to_string();
-            }
-        }
-        if let (true, Some(t)) = (hw.torch.is_empty(), &facts.torch) {
-            hw.torch = t.clone();
-        }
-        // Driver and CUDA of the first GPU job (CPU jobs say `none`).
-        if let Some(k) = run_key.filter(|k| k.key.cuda != "none") {
-            if hw.driver.is_empty() {
-                hw.driver = k.key.driver;
-            }
-            if hw.cuda.is_empty() {
-                hw.cuda = k.key.cuda;
-            }
-        }
-        if let Some(seed) = facts.seed {
-            report.run.seed.get_or_insert(seed);
-        }
-        if let Some(level) = facts.sandbox {
-            report.run.add_sandbox_level(level);
-        }
     }
 
     /// Writes the report's files to `out_dir` and tells the observer.
@@ -267,41 +269,46 @@ fn initial_row(job: &Job) -> KernelRow {
     row
 }
 
-/// Moves an evaluation onto its row, adding what only the pipeline knows (baselines, changed
-/// references).
+/// Moves an evaluation onto its row (the harness's result through [`convert`]), adding what only
+/// the pipeline knows (the device's key, baselines, changed references).
 fn apply(
     row: &mut KernelRow,
-    eval: Evaluation,
+    eval: Evaluated,
     job: &Job,
     baselines: &Committed,
     reference_changed: bool,
     threshold_pct: f64,
 ) {
-    row.outcome = eval.outcome;
-    row.seed = eval.facts.seed;
-    row.findings.extend(eval.findings);
-    row.time_ms = eval.time_ms;
-    row.time_ci_ms = eval.time_ci_ms;
-    row.efficiency = eval.efficiency;
-    row.reference_ms = eval.reference_ms;
-    row.reference_ci_ms = eval.reference_ci_ms;
-    row.device = eval.run_key.as_ref().map(|k| k.key.gpu.clone());
-    row.timed_on = eval.run_key.as_ref().map(|k| {
+    // The event times the committed baselines compare (none without timing).
+    let (run_key, candidate_ms, reference_ms) = match eval {
+        Evaluated::Ran { result, run_key } => {
+            let series = |s: Series| result.timing.as_ref().map(|t| t.event_ms(s));
+            let (candidate_ms, reference_ms) =
+                (series(Series::Candidate), series(Series::Reference));
+            convert(*result, row);
+            (
+                run_key,
+                candidate_ms.unwrap_or_default(),
+                reference_ms.unwrap_or_default(),
+            )
+        }
+        Evaluated::Skipped { reason, run_key } => {
+            row.outcome = OutcomeSummary::new(OutcomeKind::Skipped, reason);
+            (run_key, Vec::new(), Vec::new())
+        }
+        Evaluated::Error(why) => {
+            row.outcome = OutcomeSummary::new(OutcomeKind::Other, why);
+            (None, Vec::new(), Vec::new())
+        }
+    };
+    row.device = run_key.as_ref().map(|k| k.key.gpu.clone());
+    row.timed_on = run_key.as_ref().map(|k| {
         if k.key.is_gpu() {
             kernelgate_report::TimedOn::Gpu
         } else {
             kernelgate_report::TimedOn::Cpu
         }
     });
-    row.compiled_ms = eval.compiled_ms;
-    row.memory = eval.memory.clone();
-    row.precision_audit = eval.precision_audit.clone();
-    row.reference_check = eval.reference_check.clone();
-    row.speedup_eager = eval.speedup_eager;
-    row.speedup_compile = eval.speedup_compile;
-    row.vs_base = eval.vs_base;
-    row.flags.extend(eval.flags);
-    row.audit = eval.audit;
 
     if reference_changed || job.change.problem_changed {
         if row.outcome.kind == OutcomeKind::Infrastructure {
@@ -330,7 +337,7 @@ fn apply(
         });
         return;
     }
-    let (Some(run), Some(problem_file)) = (&eval.run_key, &job.problem_file) else {
+    let (Some(run), Some(problem_file)) = (&run_key, &job.problem_file) else {
         return;
     };
     let Ok(problem_source) = std::fs::read_to_string(problem_file) else {
@@ -347,8 +354,8 @@ fn apply(
             problem_sha256: &problem_sha256,
             kernel_paths,
             run,
-            candidate_ms: &eval.candidate_samples_ms,
-            reference_ms: &eval.reference_samples_ms,
+            candidate_ms: &candidate_ms,
+            reference_ms: &reference_ms,
         },
         threshold_pct,
     );
@@ -369,8 +376,8 @@ mod pipeline_tests {
     use super::*;
     use crate::pr::baselines::RunKey;
     use crate::pr::changes::{ChangeSet, KernelChange};
+    use kernelgate_eval::{EvalResult, Outcome, TimingResult};
     use kernelgate_model::{Backend, Precision};
-    use kernelgate_report::Interval;
     use std::collections::HashMap;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
@@ -409,18 +416,64 @@ mod pipeline_tests {
         }
     }
 
-    fn correct(speedup: f64) -> Evaluation {
-        let mut e = Evaluation::ended(OutcomeKind::Correct, "passed 5 correctness trials");
-        e.speedup_eager = Some(Interval::new(speedup, speedup * 0.98, speedup * 1.02));
-        e.time_ms = Some(1.0 / speedup);
-        e.reference_ms = Some(1.0);
-        e.facts.seed = Some(1234);
+    /// A correct run `speedup` times faster than a 1 ms reference (seed 1234).
+    fn correct(speedup: f64) -> Evaluated {
+        Evaluated::ran(timed_result(1.0 / speedup, 1.0))
+    }
+
+    /// A correct result (seed 1234) whose event times lie around `candidate_ms` and
+    /// `reference_ms`, compared as the harness compares them.
+    fn timed_result(candidate_ms: f64, reference_ms: f64) -> EvalResult {
+        let (candidate, reference) = (around(candidate_ms), around(reference_ms));
+        let mut r = EvalResult::new("level1/3_ReLU".into(), "k.py".into(), 1234, false);
+        r.outcome = Outcome::Passed { trials: 5 };
+        r.timing = Some(TimingResult {
+            samples: [
+                (Series::Candidate, samples(&candidate)),
+                (Series::Reference, samples(&reference)),
+            ]
+            .into_iter()
+            .collect(),
+            vs_reference: Some(kernelgate_timing::compare(&reference, &candidate, 2.0).unwrap()),
+            ..TimingResult::default()
+        });
+        r
+    }
+
+    fn samples(ms: &[f64]) -> Vec<kernelgate_timing::Sample> {
+        ms.iter()
+            .map(|&ms| kernelgate_timing::Sample {
+                ms,
+                trailing_sync_ms: 0.0,
+                wall_ms: ms,
+                verified: false,
+                judge_ms: None,
+                worker_ms: None,
+            })
+            .collect()
+    }
+
+    /// The harness's result inside a fake's evaluation.
+    fn result(e: &mut Evaluated) -> &mut EvalResult {
+        match e {
+            Evaluated::Ran { result, .. } => result.as_mut(),
+            other => panic!("not a run: {other:?}"),
+        }
+    }
+
+    /// `e` against its base version, `ratio` times its time (head / base), as the harness
+    /// compares them.
+    fn against_base(mut e: Evaluated, ratio: f64) -> Evaluated {
+        let timing = result(&mut e).timing.as_mut().unwrap();
+        let head = timing.event_ms(Series::Candidate);
+        let base: Vec<f64> = head.iter().map(|ms| ms / ratio).collect();
+        timing.vs_base = Some(kernelgate_timing::compare(&base, &head, 2.0).unwrap());
         e
     }
 
     /// Returns canned evaluations by path; records which device ran what and how many ran at once.
     struct Fake {
-        by_path: HashMap<String, Evaluation>,
+        by_path: HashMap<String, Evaluated>,
         ran: Mutex<Vec<(String, Device)>>,
         active: Mutex<HashMap<String, usize>>,
         max_per_device: AtomicUsize,
@@ -439,7 +492,7 @@ mod pipeline_tests {
     }
 
     impl Fake {
-        fn new(by_path: Vec<(&str, Evaluation)>) -> Fake {
+        fn new(by_path: Vec<(&str, Evaluated)>) -> Fake {
             Fake {
                 by_path: by_path
                     .into_iter()
@@ -474,7 +527,7 @@ mod pipeline_tests {
     }
 
     impl Evaluator for Fake {
-        fn evaluate(&self, job: &Job, device: Device) -> Evaluation {
+        fn evaluate(&self, job: &Job, device: Device) -> Evaluated {
             if let Some(dir) = &self.out_dir {
                 // What a crash right now would leave behind: every finished kernel. The main
                 // thread writes the previous result while this worker starts: wait for that write
@@ -592,16 +645,14 @@ mod pipeline_tests {
 
     #[test]
     fn verdicts_follow_the_policy_and_a_broken_kernel_fails_only_its_row() {
-        let mut incorrect = Evaluation::ended(OutcomeKind::Incorrect, "max abs diff 0.3");
-        incorrect.facts.seed = Some(7);
-        let mut regressed = correct(1.5);
-        regressed.vs_base = Some(ComparisonSummary {
-            ratio: 1.20,
-            ci_lo: Some(1.15),
-            ci_hi: Some(1.25),
-            verdict: ComparisonVerdict::Slower,
-            against: None,
+        let incorrect = Evaluated::ended(Outcome::Incorrect {
+            message: "max abs diff 0.3".into(),
+            trials: Vec::new(),
+            passed_trials: 0,
+            total_trials: 5,
+            phase: None,
         });
+        let mut regressed = against_base(correct(1.5), 1.20);
         let reached = kernelgate_model::Efficiency {
             pct: 77.0,
             bound: kernelgate_model::Bound::Memory,
@@ -609,15 +660,8 @@ mod pipeline_tests {
             peak: 4800.0,
             precision: kernelgate_model::Precision::Fp32,
         };
-        regressed.efficiency = Some(reached);
-        let mut small_change = correct(1.5);
-        small_change.vs_base = Some(ComparisonSummary {
-            ratio: 1.01,
-            ci_lo: Some(1.0),
-            ci_hi: Some(1.02),
-            verdict: ComparisonVerdict::Same,
-            against: None,
-        });
+        result(&mut regressed).timing.as_mut().unwrap().efficiency = Some(reached);
+        let small_change = against_base(correct(1.5), 1.01);
         let fake = Fake::new(vec![
             ("k/incorrect.py", incorrect),
             ("k/regressed.py", regressed),
@@ -752,10 +796,10 @@ mod pipeline_tests {
 
     #[test]
     fn an_infrastructure_failure_is_neutral_never_the_candidates_failure() {
-        let infra = Evaluation::ended(
-            OutcomeKind::Infrastructure,
-            "the child process ended before the harness started",
-        );
+        let infra = Evaluated::ended(Outcome::Infrastructure {
+            message: "the child process ended before the harness started".into(),
+            traceback: String::new(),
+        });
         let fake = Fake::new(vec![("k/infra.py", infra), ("k/ok.py", correct(1.5))]);
         let plan = Plan::from_jobs(
             changes(),
@@ -927,15 +971,16 @@ mod pipeline_tests {
         }
     }
 
-    fn timed(candidate_ms: f64, reference_ms: f64) -> Evaluation {
-        let mut e = correct(reference_ms / candidate_ms);
-        e.run_key = Some(RunKey {
-            key: h200(),
-            l2: kernelgate_model::L2Mode::Cold,
-        });
-        e.candidate_samples_ms = around(candidate_ms);
-        e.reference_samples_ms = around(reference_ms);
-        e
+    /// A correct run on the H200 of [`h200`] (cold L2), its event times around `candidate_ms`
+    /// and `reference_ms`.
+    fn timed(candidate_ms: f64, reference_ms: f64) -> Evaluated {
+        Evaluated::Ran {
+            result: Box::new(timed_result(candidate_ms, reference_ms)),
+            run_key: Some(RunKey {
+                key: h200(),
+                l2: kernelgate_model::L2Mode::Cold,
+            }),
+        }
     }
 
     #[test]
@@ -1037,7 +1082,7 @@ mod pipeline_tests {
     fn what_the_runs_observe_about_their_problem_is_reported_once_and_warns_no_row() {
         let trivial = |path: &str| {
             let mut e = correct(2.0);
-            e.findings.push(Finding::runtime(
+            result(&mut e).findings.push(Finding::runtime(
                 path,
                 "eval/trivial-output-passes",
                 Severity::Warning,
@@ -1046,7 +1091,7 @@ mod pipeline_tests {
             e
         };
         let mut kernel_warning = trivial("k/c.py");
-        kernel_warning.findings.push(Finding::runtime(
+        result(&mut kernel_warning).findings.push(Finding::runtime(
             "k/c.py",
             "eval/nondeterministic",
             Severity::Warning,
@@ -1099,10 +1144,10 @@ mod pipeline_tests {
 
     #[test]
     fn a_reference_the_pr_breaks_fails_instead_of_going_neutral() {
-        let infra = Evaluation::ended(
-            OutcomeKind::Infrastructure,
-            "the problem file failed to load",
-        );
+        let infra = Evaluated::ended(Outcome::Infrastructure {
+            message: "the problem file failed to load".into(),
+            traceback: String::new(),
+        });
         let fake = Fake::new(vec![("k/a.py", infra)]);
         let mut j = job("k/a.py", KernelStatus::ProblemChanged, "");
         j.change.problem_changed = true;
@@ -1120,5 +1165,54 @@ mod pipeline_tests {
             r.outcome.message
         );
         assert_eq!(report.summary.verdict, Verdict::Fail);
+    }
+
+    #[test]
+    fn a_skip_and_an_error_of_ours_are_outcomes_of_their_own_never_a_measurement() {
+        // torch found no CUDA on a runner without a GPU: skipped, on the CPU the child reached.
+        let cpu = RunKey {
+            key: kernelgate_timing::HardwareKey {
+                gpu: "AMD EPYC 9654".into(),
+                driver: "none".into(),
+                cuda: "none".into(),
+                torch: "2.5.1+cpu".into(),
+                precision: Precision::Fp32,
+            },
+            l2: kernelgate_model::L2Mode::Cold,
+        };
+        let fake = Fake::new(vec![
+            (
+                "k/skipped.py",
+                Evaluated::Skipped {
+                    reason: "skipped — needs a GPU".into(),
+                    run_key: Some(cpu),
+                },
+            ),
+            ("k/error.py", Evaluated::Error("no job for it".into())),
+        ]);
+        let jobs = ["k/skipped.py", "k/error.py"]
+            .iter()
+            .map(|p| job(p, KernelStatus::Added, ""))
+            .collect();
+        let plan = Plan::from_jobs(changes(), jobs).unwrap();
+        let policy = Policy::default();
+        let out = tempfile::tempdir().unwrap();
+        let report = pipeline(&fake, &policy, &[], vec![Device::Cpu], out.path())
+            .run(&plan, Report::new(Default::default()))
+            .unwrap();
+        let skipped = row(&report, "k/skipped.py");
+        assert_eq!(skipped.outcome.kind, OutcomeKind::Skipped);
+        assert_eq!(skipped.outcome.message, "skipped — needs a GPU");
+        assert_eq!(skipped.verdict, Verdict::Skipped, "{:?}", skipped.reasons);
+        assert_eq!(skipped.device.as_deref(), Some("AMD EPYC 9654"));
+        assert_eq!(skipped.timed_on, Some(kernelgate_report::TimedOn::Cpu));
+        assert_eq!((skipped.seed, skipped.time_ms), (None, None));
+        let error = row(&report, "k/error.py");
+        assert_eq!(error.outcome.kind, OutcomeKind::Other);
+        assert_eq!(error.verdict, Verdict::Fail, "{:?}", error.reasons);
+        assert_eq!((error.device.as_deref(), error.timed_on), (None, None));
+        // No harness result: the run learned no seed, torch or device from either.
+        assert_eq!(report.run.seed, None);
+        assert!(report.run.hardware.gpu.is_empty() && report.run.hardware.torch.is_empty());
     }
 }

@@ -19,9 +19,9 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{mpsc, Condvar, Mutex};
 use std::time::Instant;
 
-use kernelgate_report::{OutcomeKind, TimeSpent};
+use kernelgate_report::TimeSpent;
 
-use super::evaluator::{Device, Evaluation, Evaluator};
+use super::evaluator::{Device, Evaluated, Evaluator};
 use super::plan::Job;
 
 /// What happened to one kernel, as it happened.
@@ -31,7 +31,7 @@ pub enum Event {
     Built(usize, Result<(), String>),
     EvalStarted(usize, Device),
     /// The last eval of the kernel (after a retry, if there was one).
-    Evaluated(usize, Device, Box<Evaluation>, TimeSpent),
+    Evaluated(usize, Device, Box<Evaluated>, TimeSpent),
 }
 
 /// Host memory one build may take (nvcc and g++ on torch's headers: 1.5-2.5 GiB).
@@ -402,7 +402,7 @@ fn eval_worker(
         }
         let mut eval = evaluate(evaluator, &jobs[i], device);
         let mut retries = 0;
-        if eval.outcome.kind == OutcomeKind::Infrastructure {
+        if eval.is_infrastructure() {
             // The machine's or kernelgate's fault, not the candidate's: once more.
             retries = 1;
             eval = evaluate(evaluator, &jobs[i], device);
@@ -423,7 +423,7 @@ fn eval_worker(
                 eval_ms: ms(started, ended),
                 total_ms: ms(stage_start, ended),
                 retries,
-                phases: eval.phases.clone(),
+                phases: eval.phases(),
             }
         };
         if tx
@@ -439,7 +439,7 @@ fn eval_worker(
     }
 }
 
-fn evaluate(evaluator: &dyn Evaluator, job: &Job, device: Device) -> Evaluation {
+fn evaluate(evaluator: &dyn Evaluator, job: &Job, device: Device) -> Evaluated {
     std::panic::catch_unwind(AssertUnwindSafe(|| evaluator.evaluate(job, device))).unwrap_or_else(
         |panic| {
             let msg = panic
@@ -447,10 +447,9 @@ fn evaluate(evaluator: &dyn Evaluator, job: &Job, device: Device) -> Evaluation 
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
-            Evaluation::ended(
-                OutcomeKind::Other,
-                format!("internal error in kernelgate (please report): {msg}"),
-            )
+            Evaluated::Error(format!(
+                "internal error in kernelgate (please report): {msg}"
+            ))
         },
     )
 }
@@ -459,6 +458,7 @@ fn evaluate(evaluator: &dyn Evaluator, job: &Job, device: Device) -> Evaluation 
 mod tests {
     use super::*;
     use crate::pr::changes::{KernelChange, KernelStatus};
+    use kernelgate_eval::Outcome;
     use kernelgate_model::{Backend, Precision};
     use std::collections::{HashMap, HashSet};
     use std::path::PathBuf;
@@ -630,7 +630,7 @@ mod tests {
         fn waiting(&self, device: Device, ready: usize) {
             self.note(&format!("waiting {device}"), &format!("{ready} ready"));
         }
-        fn evaluate(&self, job: &Job, device: Device) -> Evaluation {
+        fn evaluate(&self, job: &Job, device: Device) -> Evaluated {
             let n = {
                 let mut e = self.evals.lock().unwrap();
                 let n = e.entry(job.path().to_string()).or_insert(0);
@@ -641,15 +641,17 @@ mod tests {
             self.pass(format!("eval {}", job.path()));
             self.note(&format!("end {device}"), job.path());
             match self.flaky.get(job.path()) {
-                Some(always) if *always || n == 1 => {
-                    Evaluation::ended(OutcomeKind::Infrastructure, "CUDA driver error at start-up")
-                }
-                _ => Evaluation::ended(OutcomeKind::Correct, "passed 5 correctness trials"),
+                Some(always) if *always || n == 1 => Evaluated::ended(Outcome::Infrastructure {
+                    message: "CUDA driver error at start-up".into(),
+                    traceback: String::new(),
+                }),
+                _ => Evaluated::ended(Outcome::Passed { trials: 5 }),
             }
         }
     }
 
-    type Done = Vec<(usize, Device, OutcomeKind, TimeSpent)>;
+    /// Each kernel's last eval: its device, whether it was an infrastructure failure, its time.
+    type Done = Vec<(usize, Device, bool, TimeSpent)>;
 
     fn run_all(ev: &Gated, jobs: &[Job], devices: &[Device], builders: usize) -> Done {
         let mut done = Vec::new();
@@ -661,7 +663,7 @@ mod tests {
             builders,
             |e| {
                 if let Event::Evaluated(i, d, eval, spent) = e {
-                    done.push((i, d, eval.outcome.kind, spent));
+                    done.push((i, d, eval.is_infrastructure(), spent));
                 }
                 Ok(())
             },
@@ -824,12 +826,13 @@ mod tests {
         ];
         let done = run_all(&ev, &jobs, &[Device::Cuda(0)], 1);
         let once = done.iter().find(|d| d.0 == 0).unwrap();
-        assert_eq!((once.2, once.3.retries), (OutcomeKind::Correct, 1));
-        let always = done.iter().find(|d| d.0 == 1).unwrap();
         assert_eq!(
-            (always.2, always.3.retries),
-            (OutcomeKind::Infrastructure, 1)
+            (once.2, once.3.retries),
+            (false, 1),
+            "passed the second time"
         );
+        let always = done.iter().find(|d| d.0 == 1).unwrap();
+        assert_eq!((always.2, always.3.retries), (true, 1));
         assert_eq!(
             ev.evals.lock().unwrap()["always.py"],
             2,

@@ -13,7 +13,7 @@ use kernelgate::pr::adapters::convert;
 use kernelgate::pr::policy::{judge, Acks, Policy};
 use kernelgate_eval::{run_job, EvalResult, JobSpec};
 use kernelgate_model::{Backend, Device, OpAudit, OpClass, Precision, Severity};
-use kernelgate_report::{Change, KernelRow, OutcomeKind, Verdict};
+use kernelgate_report::{Change, KernelRow, OutcomeKind, OutcomeSummary, Verdict};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -57,20 +57,22 @@ fn audited(problem: &str, kernel: &str) -> EvalResult {
     r
 }
 
-/// The row the gate would judge, judged by the default policy.
-fn judged(kernel: &str, r: EvalResult) -> KernelRow {
-    let eval = convert(r);
-    let mut row = KernelRow::new(
-        format!("kernels/{kernel}"),
-        "level1/x",
+/// The row of `path` before its evaluation.
+fn unevaluated_row(path: String, problem: &str) -> KernelRow {
+    KernelRow::new(
+        path,
+        problem,
         Backend::Cpp,
         Precision::Fp32,
         Change::Added,
-        eval.outcome,
-    );
-    row.findings = eval.findings;
-    row.flags = eval.flags;
-    row.audit = eval.audit;
+        OutcomeSummary::new(OutcomeKind::NotRun, ""),
+    )
+}
+
+/// The row the gate would judge, judged by the default policy.
+fn judged(kernel: &str, r: EvalResult) -> KernelRow {
+    let mut row = unevaluated_row(format!("kernels/{kernel}"), "level1/x");
+    convert(r, &mut row);
     let source = std::fs::read_to_string(fixture(&format!("kernels/{kernel}"))).unwrap();
     judge(&mut row, &Policy::default(), &Acks::default(), &source);
     row
@@ -267,16 +269,8 @@ fn the_floor_and_warning_threshold_come_from_the_config() {
     let mut cfg = kernelgate_model::Config::default();
     cfg.policy.custom_share_floor_pct = (s * 100.0 + 1.0).min(100.0);
     cfg.policy.custom_share_warn_pct = 100.0;
-    let eval = convert(r);
-    let mut row = KernelRow::new(
-        "kernels/partial_mnist.py",
-        "level2/x",
-        Backend::Cpp,
-        Precision::Fp32,
-        Change::Added,
-        eval.outcome,
-    );
-    row.audit = eval.audit;
+    let mut row = unevaluated_row("kernels/partial_mnist.py".into(), "level2/x");
+    convert(r, &mut row);
     judge(
         &mut row,
         &Policy::from_config(&cfg, &[]),
@@ -329,19 +323,9 @@ fn no_hack_the_linter_leaves_to_the_runtime_passes_the_gate_clean() {
         spec.compile_timeout = Duration::from_secs(600);
         let r = run_job(&spec);
         let stderr = r.stderr_tail.clone();
-        let eval = convert(r);
-        let mut row = KernelRow::new(
-            format!("kernels/{f}"),
-            "level1/19_ReLU",
-            Backend::Cpp,
-            Precision::Fp32,
-            Change::Added,
-            eval.outcome,
-        );
+        let mut row = unevaluated_row(format!("kernels/{f}"), "level1/19_ReLU");
         row.findings = lint;
-        row.findings.extend(eval.findings);
-        row.flags = eval.flags;
-        row.audit = eval.audit;
+        convert(r, &mut row);
         judge(&mut row, &Policy::default(), &Acks::default(), &source);
         match row.verdict {
             Verdict::Fail => failed.push(*f),

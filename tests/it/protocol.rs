@@ -1,11 +1,12 @@
 //! The CLI ↔ runner contract, from both ends: the job the CLI serialises is the job the
 //! runner's `kg_protocol` parses, field for field; the three copies of the protocol number
-//! agree; every outcome kind the runner writes is one the CLI reads.
+//! agree; a real result the runner writes is the one the CLI reads, field for field.
 
 use crate::common::{python, root};
 
 use kernelgate_eval::outcome::Outcome;
 use kernelgate_eval::protocol::{Job, JobTiming, SandboxGrant, HARNESS_PROTOCOL};
+use kernelgate_eval::JobSpec;
 use kernelgate_model::config::L2Mode;
 use kernelgate_model::Precision;
 use std::process::Command;
@@ -53,6 +54,19 @@ fn job() -> Job {
         }),
         spawn_unix: Some(1.5),
     }
+}
+
+/// The harness extension beside the CLI.
+fn harness_library() -> std::path::PathBuf {
+    let lib = std::path::PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"))
+        .parent()
+        .unwrap()
+        .join("libkernelgate_harness.so");
+    assert!(
+        lib.is_file(),
+        "build the harness first: cargo build -p kernelgate-harness"
+    );
+    lib
 }
 
 /// Runs `script` with kg_protocol loaded from the harness's sources; returns stdout.
@@ -122,14 +136,7 @@ fn the_cli_the_harness_and_the_runner_speak_one_protocol_version() {
     let py = with_kg_protocol("print(kg_protocol.PROTOCOL)", "");
     assert_eq!(py, HARNESS_PROTOCOL.to_string(), "kg_protocol.PROTOCOL");
     // The built extension's own number (what `kernelgate --version` reports).
-    let lib = std::path::PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"))
-        .parent()
-        .unwrap()
-        .join("libkernelgate_harness.so");
-    assert!(
-        lib.is_file(),
-        "build the harness first: cargo build -p kernelgate-harness"
-    );
+    let lib = harness_library();
     let dir = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(&lib, dir.path().join("kernelgate_harness.abi3.so")).unwrap();
     let out = Command::new(python())
@@ -159,31 +166,37 @@ fn the_cli_the_harness_and_the_runner_speak_one_protocol_version() {
     assert_eq!(lines[2], "inf", "under 6 samples there is no interval");
 }
 
-/// Every `"kind": "..."` the runner writes names an [`Outcome`] variant (a renamed variant on
-/// one side would turn a verdict into an unparsable result).
+/// A real result of the Python harness reaches the CLI whole: `RunnerResult` refuses a field
+/// it does not know, so an honest CPU job that passes proves the runner's result and the CLI's
+/// type agree key for key, and what the runner reported arrives typed (its seed checked against
+/// the job's, its trials, its machine). Each outcome kind's real result is asserted by
+/// `tests/it/eval.rs` through the same path.
 #[test]
-fn every_outcome_kind_the_runner_writes_is_one_the_cli_reads() {
-    let re = regex::Regex::new(r#""kind": "([a-z_]+)""#).unwrap();
-    let mut kinds = std::collections::BTreeSet::new();
-    // Every module of the runner (the runner and its private stage modules).
-    let dir = root().join("crates/harness/python");
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "py") {
-            let src = std::fs::read_to_string(&path).unwrap();
-            kinds.extend(re.captures_iter(&src).map(|c| c[1].to_string()));
-        }
-    }
-    kinds.insert("infrastructure".into()); // the runner renames a harness_error to it
-    assert!(kinds.len() >= 10, "{kinds:?}");
-    for kind in &kinds {
-        let v = serde_json::json!({"kind": kind, "message": "m", "reason": "r",
-            "expected": null, "got": null});
-        if let Err(e) = serde_json::from_value::<Outcome>(v) {
-            assert!(
-                !e.to_string().contains("unknown variant"),
-                "the runner writes outcome kind `{kind}`, which the CLI does not know: {e}"
-            );
-        }
-    }
+fn a_real_result_of_the_runner_is_read_field_for_field() {
+    let fixtures = root().join("tests/fixtures/eval");
+    let mut spec = JobSpec::new(
+        fixtures.join("problems/relu.py"),
+        fixtures.join("kernels/honest_relu.py"),
+    );
+    spec.device = kernelgate_model::Device::Cpu;
+    spec.trials = 2;
+    spec.seed = Some(7);
+    spec.python = Some(python());
+    spec.harness = Some(harness_library());
+    let r = kernelgate_eval::run_job(&spec);
+    let Outcome::Passed { trials } = r.outcome else {
+        panic!("{:?}\nstderr: {}", r.outcome, r.stderr_tail);
+    };
+    assert_eq!(r.trials_run, Some(trials), "the runner's trials_run");
+    assert!(trials >= 2, "{trials}");
+    assert_eq!(r.seed, 7);
+    let machine = r.machine.as_ref().expect("the runner's machine");
+    assert_eq!(machine.cuda, "none", "{machine:?}");
+    assert!(
+        r.device.as_ref().is_some_and(|d| d.is_cpu()),
+        "{:?}",
+        r.device
+    );
+    assert_eq!(r.torch.as_deref(), Some(machine.torch.as_str()));
+    assert!(r.phases.iter().any(|p| p.name == "total"), "{:?}", r.phases);
 }

@@ -178,6 +178,17 @@ fn absorb(payload: &str, spec: &JobSpec, result: &mut EvalResult) -> Outcome {
             }
         }
     };
+    if let Some(seed) = r.seed.filter(|s| *s != result.seed) {
+        // The result is authenticated: a runner that ran another seed is a bug of ours.
+        return Outcome::HarnessError {
+            message: format!(
+                "the runner reports seed {seed}, not its job's {}: the CLI and the harness disagree",
+                result.seed
+            ),
+            traceback: String::new(),
+        };
+    }
+    result.trials_run = r.trials_run;
     result.device = r.device.map(|d| d.in_slot(spec.gpu));
     result.torch = r.torch;
     result.machine = r.machine;

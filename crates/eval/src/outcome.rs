@@ -269,6 +269,16 @@ pub struct TimingResult {
     pub reference_check: Option<kernelgate_model::ReferenceCheck>,
 }
 
+impl TimingResult {
+    /// The event times (ms) of `series`; none when it was not timed.
+    pub fn event_ms(&self, series: kernelgate_timing::Series) -> Vec<f64> {
+        self.samples
+            .get(&series)
+            .map(|s| kernelgate_timing::sample::event_ms(s))
+            .unwrap_or_default()
+    }
+}
+
 /// Bytes every input read once and every output written once, and the FLOPs torch's
 /// `FlopCounterMode` counts on the reference (matmuls, convolutions; 0 when it knows none of
 /// its operators; `None` when not counted: CPU jobs skip it, see `JobSpec::count_flops`).
@@ -350,6 +360,10 @@ pub struct EvalResult {
     pub precision_audit: Option<kernelgate_model::PrecisionAudit>,
     /// The seed the run used: report it so `--seed` can reproduce the run.
     pub seed: u64,
+    /// Correctness trials the runner ran: all of them when they passed, up to the failing one
+    /// otherwise; `None` when the runner never got to them.
+    #[serde(default)]
+    pub trials_run: Option<u32>,
     /// True when the seed was drawn at random (secret until the run ended).
     pub seed_random: bool,
     pub torch: Option<String>,
@@ -467,6 +481,7 @@ impl EvalResult {
             precompiled_header: None,
             seed,
             seed_random,
+            trials_run: None,
             torch: None,
             machine: None,
             phases: Vec::new(),

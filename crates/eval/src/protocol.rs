@@ -1,7 +1,8 @@
 //! The contract between the CLI and the harness's Python runner: the job the runner reads from
 //! stdin and the result it writes. Mirrored field for field by the dataclasses of
-//! `crates/harness/python/kg_protocol.py` (`Job`, `Timing`); both carry [`HARNESS_PROTOCOL`]
-//! and the runner refuses a job of another version, or one with a field missing or unknown.
+//! `crates/harness/python/kg_protocol.py` (`Job`, `Timing`, `Sandbox`; `Result`); both carry
+//! [`HARNESS_PROTOCOL`] and the runner refuses a job of another version, or one with a field
+//! missing or unknown, as the CLI refuses a result with a field it does not know.
 //! Every default is decided here, once: the runner reads what it is given.
 
 use std::collections::BTreeMap;
@@ -84,14 +85,24 @@ pub struct SandboxGrant {
     pub level: String,
 }
 
-/// What the runner writes back (authenticated by the launcher).
+/// What the runner writes back (authenticated by the launcher): `Runner.result` of
+/// `crates/harness/python/runner.py`. A field this side does not know is refused (a CLI and a
+/// harness from different builds), never dropped. Defaults cover the early answers (the runner's
+/// to a job it cannot read, the extension's `error_json`): outcome, findings, phases and timing.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct RunnerResult {
     pub outcome: Outcome,
     #[serde(default)]
     pub findings: Vec<RawFinding>,
     #[serde(default)]
     pub phases: Vec<(String, f64)>,
+    /// The seed the runner used: the job's.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Correctness trials the runner ran (all of them when they passed; up to the failing one).
+    #[serde(default)]
+    pub trials_run: Option<u32>,
     #[serde(default)]
     pub device: Option<kernelgate_model::RanOn>,
     #[serde(default)]
@@ -127,6 +138,7 @@ pub(crate) struct RunnerResult {
 
 /// A runtime finding as the runner reports it (`eval/` is prefixed to its rule).
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct RawFinding {
     pub rule: String,
     pub severity: Severity,
@@ -182,6 +194,38 @@ mod tests {
         assert_eq!(v["tolerance"], 1e-2);
         let back: Job = serde_json::from_value(v).unwrap();
         assert_eq!(back, job);
+    }
+
+    /// What `Runner.result` writes for a CPU job that passed, key for key.
+    const PASSED_ON_CPU: &str = r#"{"outcome": {"kind": "passed", "trials": 2},
+        "findings": [{"rule": "nondeterministic", "severity": "warning", "message": "m"}],
+        "phases": [["import", 1.5], ["total", 3.0]], "seed": 42, "device": "cpu",
+        "torch": "2.5.1+cpu", "machine": {"gpu": "cpu", "cuda": "none", "torch": "2.5.1+cpu"},
+        "trials_run": 2, "timing": null, "work": null, "bandwidth_gbs": null, "audit": null,
+        "memory": {"budget": null, "host_peak_bytes": 1024}, "precision_audit": null,
+        "extensions": [], "extensions_dir": "/ext", "precompiled_header": null}"#;
+
+    #[test]
+    fn the_runners_result_is_read_field_for_field_and_an_unknown_one_refused() {
+        let r: RunnerResult = serde_json::from_str(PASSED_ON_CPU).unwrap();
+        assert_eq!((r.seed, r.trials_run), (Some(42), Some(2)));
+        assert_eq!(r.findings[0].rule, "nondeterministic");
+        let mut v: serde_json::Value = serde_json::from_str(PASSED_ON_CPU).unwrap();
+        v["trials_ran"] = 2.into();
+        let e = serde_json::from_value::<RunnerResult>(v)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("trials_ran"), "{e}");
+        let mut v: serde_json::Value = serde_json::from_str(PASSED_ON_CPU).unwrap();
+        v["findings"][0]["line"] = 3.into();
+        assert!(serde_json::from_value::<RunnerResult>(v).is_err());
+        // The runner's answer to a job it cannot read.
+        let early = r#"{"outcome": {"kind": "harness_error", "message": "m"}, "findings": [],
+            "phases": [], "timing": null}"#;
+        assert!(serde_json::from_str::<RunnerResult>(early)
+            .unwrap()
+            .seed
+            .is_none());
     }
 
     #[test]

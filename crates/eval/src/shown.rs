@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::Outcome;
+use crate::{EvalResult, Outcome};
 
 /// Absolute paths and the names shown instead, longest path first.
 #[derive(Debug, Clone, Default)]
@@ -67,6 +67,19 @@ impl ShownPaths {
             self.apply(text);
         }
     }
+
+    /// Every text of a result: its outcome's, its findings' messages and the child's output.
+    pub fn apply_result(&self, result: &mut EvalResult) {
+        if self.subs.is_empty() {
+            return;
+        }
+        self.apply_outcome(&mut result.outcome);
+        for f in &mut result.findings {
+            self.apply(&mut f.message);
+        }
+        self.apply(&mut result.stdout_tail);
+        self.apply(&mut result.stderr_tail);
+    }
 }
 
 #[cfg(test)]
@@ -101,6 +114,21 @@ mod tests {
                 message: "kernels/a.py: error".into(),
                 log_tail: "In file kernels/a.py".into(),
             }
+        );
+        let mut result = EvalResult::new("p".into(), "k".into(), 1, false);
+        result.outcome = outcome;
+        result.findings.push(kernelgate_model::Finding::runtime(
+            "kernels/a.py",
+            "eval/x",
+            kernelgate_model::Severity::Warning,
+            "read /runner/repo/data.bin",
+        ));
+        result.stderr_tail = "Traceback: /tmp/kg-base-x/a.py line 3".into();
+        shown.apply_result(&mut result);
+        assert_eq!(result.findings[0].message, "read data.bin");
+        assert_eq!(
+            result.stderr_tail,
+            "Traceback: kernels/a.py (base version) line 3"
         );
     }
 }

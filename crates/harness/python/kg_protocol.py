@@ -1,5 +1,6 @@
 """The job the runner reads, as the CLI sends it: the mirror of `kernelgate_eval::protocol::Job`
-(crates/eval/src/protocol.rs), field for field. Every default is decided on the Rust side;
+(crates/eval/src/protocol.rs), field for field; and the result it writes back (`Result`, the
+mirror of `RunnerResult`, which refuses a field it does not know). Every default is decided on the Rust side;
 here a job of another protocol version, or with a field missing, unknown or of the wrong type,
 is refused with a message naming it (a CLI and a harness from different builds).
 
@@ -8,7 +9,7 @@ kg_timing), and given to the runner as `runner.kg_protocol`.
 """
 
 import json
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Optional
 
 PROTOCOL = 3
@@ -64,6 +65,35 @@ class Job:
     progress_path: str
     sandbox: Optional[Sandbox]
     spawn_unix: Optional[float]
+
+
+@dataclass
+class Result:
+    """What the runner writes back, each value the JSON the CLI's types read: the outcome an
+    `Outcome` (tagged by `kind`), findings `{rule, severity, message}`, phases `[name, ms]`,
+    the timing samples by series. Answers before the job is read carry only the first four."""
+
+    outcome: dict
+    findings: list
+    phases: list
+    timing: Optional[dict] = None
+    seed: Optional[int] = None
+    device: Optional[str] = None
+    torch: Optional[str] = None
+    machine: Optional[dict] = None
+    trials_run: Optional[int] = None
+    work: Optional[dict] = None
+    bandwidth_gbs: Optional[float] = None
+    audit: Optional[dict] = None
+    memory: Optional[dict] = None
+    precision_audit: Optional[dict] = None
+    extensions: list = field(default_factory=list)
+    extensions_dir: Optional[str] = None
+    precompiled_header: Optional[str] = None
+
+    def wire(self):
+        """The JSON object of the result file: every field by name (shallow: no copies)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 # JSON types each annotation accepts (bool is not an int here, an int is a float).

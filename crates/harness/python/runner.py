@@ -504,25 +504,25 @@ class Runner:
     # ---- the result --------------------------------------------------------------------------
     def result(self, outcome):
         ctx = self.ctx
-        return {
-            "outcome": outcome,
-            "findings": ctx.findings,
-            "phases": ctx.phases,
-            "seed": self.job.seed,
-            "device": self.device_label,
-            "torch": self.torch_version,
-            "machine": self.machine,
-            "trials_run": self.trials.trials_run,
-            "timing": self.timed.samples,
-            "work": self.timed.work,
-            "bandwidth_gbs": self.timed.bandwidth_gbs,
-            "audit": self.op_audit,
-            "memory": self.memory_use(),
-            "precision_audit": self.precision.result,
-            "extensions": self.extensions,
-            "extensions_dir": self.extensions_root,
-            "precompiled_header": self.pch,
-        }
+        return kg_protocol.Result(
+            outcome=outcome,
+            findings=ctx.findings,
+            phases=ctx.phases,
+            seed=self.job.seed,
+            device=self.device_label,
+            torch=self.torch_version,
+            machine=self.machine,
+            trials_run=self.trials.trials_run,
+            timing=self.timed.samples,
+            work=self.timed.work,
+            bandwidth_gbs=self.timed.bandwidth_gbs,
+            audit=self.op_audit,
+            memory=self.memory_use(),
+            precision_audit=self.precision.result,
+            extensions=self.extensions,
+            extensions_dir=self.extensions_root,
+            precompiled_header=self.pch,
+        )
 
     def memory_use(self):
         """Peak memory of this eval: the GPU's (torch's allocator) and the host's (this process)."""
@@ -576,7 +576,7 @@ def run(job_json, kg_timing=None, timer=None):
     except kg_protocol.ProtocolError as e:
         # Neither the machine's fault nor the candidate's: a CLI and a harness that do not match.
         outcome = {"kind": "harness_error", "message": f"kernelgate's harness cannot read its job: {e}"}
-        return dumps({"outcome": outcome, "findings": [], "phases": [], "timing": None})
+        return dumps(kg_protocol.Result(outcome=outcome, findings=[], phases=[]).wire())
     _link()
     runner = Runner(job, kg_timing, timer, job_json)
     outcome = {"kind": "passed"}
@@ -603,4 +603,4 @@ def run(job_json, kg_timing=None, timer=None):
         outcome["trials"] = runner.trials.trials_run
     total = sum(ms for _, ms in runner.ctx.phases)
     runner.ctx.phases.append(["total", total])
-    return dumps(_clean(runner.result(outcome)))
+    return dumps(_clean(runner.result(outcome).wire()))
