@@ -4,7 +4,9 @@
 # false alarm) and N times against a copy that sleeps about 3% of its runtime on the GPU after
 # each call (detection: `slower` is a hit), interleaved, in fresh processes as a pull request
 # runs them. Also the CV of the candidate's median across the A/A evals (a cross-process CV).
-# Usage:   OUT=dir N=40 KERNEL=kernels/level2/1_Matmul_ReLU_Add/cuda.py bash scripts/gpu-aa.sh LABEL BIN [LABEL BIN ...]
+# Usage:   OUT=dir N=40 bash scripts/gpu-aa.sh LABEL BIN [LABEL BIN ...]
+#          KERNEL=kernels/LEVEL/NAME/k.py (its problem from the path) or KERNEL=... PROBLEM=...;
+#          default: scripts/aa/square_matmul.py on level1/1_Square_matmul (no build per eval).
 # Results: $OUT/aa-LABEL.txt (the summary) and $OUT/aa-LABEL.jsonl (one line per eval).
 # Needs:   each BIN with its harness beside it, python3 with torch, nvcc + ninja.
 set -u
@@ -14,7 +16,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 export KERNELGATE_PYTHON=${KERNELGATE_PYTHON:-python3} PYTHONUNBUFFERED=1
 N=${N:-40}
-KERNEL=${KERNEL:-kernels/level2/1_Matmul_ReLU_Add/cuda.py}
+if [ -z "${KERNEL:-}" ]; then
+  KERNEL=scripts/aa/square_matmul.py
+  PROBLEM=${PROBLEM:-level1/1_Square_matmul}
+fi
 # The problem the kernel maps to by its path (kernels/LEVEL/NAME/...), for the slowed copy too.
 PROBLEM=${PROBLEM:-$(echo "$KERNEL" | cut -d/ -f2-3)}
 work=$(mktemp -d)
