@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The device calls that prove issues 46-48 and fill issue 50's baselines, from two device builds
+# carried as target/gpu/new (main) and target/gpu/old (809af37, main before the judge):
+#   cargo build --locked --profile device -p kernelgate -p kernelgate-harness   (each checkout)
+#   cp target/device/{kernelgate,libkernelgate_harness.so} target/gpu/{new,old}/
+# and `carry: ["target/gpu"]`. Each call stays under one deadline (scripts/gpu-call.sh) and
+# brings back one archive. Make the second call within 30 s of the first (the machine stays warm).
+#   first   smoke (CUDA and Triton ReLUs), the sandbox's escapes (47), honest kernels (48),
+#           the judge's GPU cheats before and after (46), the 13-kernel PR after and before
+#   second  the earlier judge fixtures after, A/A after and before (46), the references'
+#           baselines of every bundled problem (50)
+# Usage:   OUT=dir DEADLINE=560 bash scripts/gpu-proof-calls.sh first|second
+set -u
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+export R=$root N=$root/target/gpu/new/kernelgate O=$root/target/gpu/old/kernelgate
+export KERNELGATE_PYTHON=${KERNELGATE_PYTHON:-python3} MAX_JOBS=${MAX_JOBS:-$(nproc)}
+chmod +x target/gpu/*/kernelgate
+smoke='for b in cuda triton; do $N eval --problem level1/3_ReLU --kernel kernels/level1/3_ReLU/$b.py --device cuda --no-timing --format json >$OUT/smoke-$b.json 2>$OUT/smoke-$b.err; python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[1].split(\"/\")[-1], d[\"outcome\"][\"kind\"], d[\"outcome\"].get(\"message\",\"\")[:300]); sys.exit(d[\"outcome\"][\"kind\"]!=\"passed\")" $OUT/smoke-$b.json >>$OUT/smoke.txt || { tail -30 $OUT/smoke-$b.err >>$OUT/smoke.txt; exit 1; }; done'
+bench() { # LABEL BIN
+  echo "mkdir -p /tmp/bp; OUT=/tmp/bp KERNELGATE_BIN=$2 bash scripts/bench-pr.sh $1 >\$OUT/bench-$1.txt 2>&1; rc=\$?; cp /tmp/bp/report-$1/comment.md \$OUT/comment-$1.md; cp /tmp/bp/report-$1/report.json \$OUT/report-$1.json; exit \$rc"
+}
+case ${1:-} in
+  first)
+    OUT=$OUT DEADLINE=${DEADLINE:-560} bash scripts/gpu-call.sh \
+      "smoke:cuda|90|$smoke" \
+      'sandbox|110|KERNELGATE_BIN=$N python3 scripts/gpu-sandbox.py $OUT' \
+      'honest-pr|110|PR_LIMIT=100 bash scripts/gpu-honest-pr.sh after $N' \
+      'judge46|150|FIXTURES=judge46 PR_LIMIT=70 bash scripts/gpu-judge-pr.sh before $O after $N' \
+      "bench-after|135|$(bench after "$N")" \
+      "bench-before|135|$(bench before "$O")"
+    ;;
+  second)
+    OUT=$OUT DEADLINE=${DEADLINE:-560} bash scripts/gpu-call.sh \
+      'judge|90|FIXTURES=judge PR_LIMIT=85 bash scripts/gpu-judge-pr.sh after $N' \
+      'baselines|150|$N --repo $R baseline --device cuda --timeout 145 >$OUT/baseline-stdout.txt 2>$OUT/baseline-stderr.log; rc=$?; cp -r $R/results/timing $OUT/timing; exit $rc' \
+      'aa|330|N=${AA_N:-40} bash scripts/gpu-aa.sh after $N before $O'
+    ;;
+  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second" >&2; exit 2 ;;
+esac
