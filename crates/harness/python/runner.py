@@ -433,9 +433,8 @@ class Runner:
             raise kg_context.Stop(
                 {
                     "kind": "harness_error",
-                    "message": f"--device cuda was asked for, but torch {torch.__version__} sees no GPU "
-                    "(check the driver, CUDA_VISIBLE_DEVICES and that torch was built with CUDA); "
-                    "use --device cpu for C++ kernels",
+                    "message": f"--device cuda was asked for, but torch {torch.__version__} sees no GPU: "
+                    f"{cuda_failure(torch)}",
                 }
             )
         if not cpu_only and (want == "cuda" or (want == "auto" and has_cuda)):
@@ -553,6 +552,31 @@ def _extension_list(reported):
         if _isinstance(name, str) and _isinstance(library, str):
             out.append({"name": name[:200], "library": library[:1000], "built": e.get("built") is True, "rebuilt": e.get("rebuilt") is True})
     return out[:64]
+
+
+def cuda_failure(torch):
+    """Why torch sees no GPU, in torch's and the driver's words, and what to do about it."""
+    advice = "check the driver and CUDA_VISIBLE_DEVICES, or use --device cpu for C++ kernels"
+    if not torch.backends.cuda.is_built():
+        return "this torch is built without CUDA; install a CUDA build of torch, or use --device cpu for C++ kernels"
+    try:
+        torch.cuda.init()
+    except Exception as e:  # noqa: BLE001 - torch raises RuntimeError, AssertionError or its own types
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        reason = lines[-1] if lines else type(e).__name__
+        # torch prefixes the driver's own error ("Error 304: OS call failed ...") with a guess.
+        cut = reason.find("Error ")
+        reason = reason[cut:] if cut > 0 else reason
+        if "Error 304" in reason:
+            # An OS call the driver's start needs failed: in kernelgate's job, a refused syscall.
+            return (
+                f"{reason[:300]}: the CUDA driver could not make a system call it needs to start; in "
+                "kernelgate's sandbox that is a call the job's seccomp filter or Landlock refuses "
+                "(docs/sandbox.md, 'Jobs that may use the GPU'); KERNELGATE_SANDBOX=off on a kernel "
+                "you trust tells whether the sandbox is the cause"
+            )
+        return f"{reason[:300]} ({advice})"
+    return f"torch.cuda.init() succeeded but no device is visible ({advice})"
 
 
 def _clean(x):

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import types
 import unittest
 
 import torch
@@ -226,3 +227,43 @@ class LoadOnly(unittest.TestCase):
             with self.assertRaisesRegex(RuntimeError, "kg_base_ops.so.*did not build"):
                 self.load_inline()
         self.assertEqual(self.loaded, [])
+
+
+class NoGpuReason(unittest.TestCase):
+    """`runner.cuda_failure`: the row of a job that asked for CUDA and got none says why."""
+
+    def fake_torch(self, built=True, init_error=None):
+        def init():
+            if init_error is not None:
+                raise init_error
+
+        return types.SimpleNamespace(
+            backends=types.SimpleNamespace(cuda=types.SimpleNamespace(is_built=lambda: built)),
+            cuda=types.SimpleNamespace(init=init),
+        )
+
+    def test_a_torch_without_cuda_says_so(self):
+        self.assertIn("built without CUDA", runner.cuda_failure(self.fake_torch(built=False)))
+
+    def test_the_drivers_error_304_points_at_the_sandbox(self):
+        # torch's own text on an H100 whose driver could not make socket(AF_UNIX).
+        e = RuntimeError(
+            "Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling "
+            "NumCudaDevices() that might have already set an error? Error 304: OS call failed or "
+            "operation not supported on this OS"
+        )
+        msg = runner.cuda_failure(self.fake_torch(init_error=e))
+        self.assertTrue(msg.startswith("Error 304: OS call failed"), msg)
+        self.assertIn("KERNELGATE_SANDBOX=off", msg)
+        self.assertIn("docs/sandbox.md", msg)
+
+    def test_any_other_reason_is_torchs_with_the_usual_advice(self):
+        e = RuntimeError("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU")
+        msg = runner.cuda_failure(self.fake_torch(init_error=e))
+        self.assertIn("Found no NVIDIA driver", msg)
+        self.assertIn("CUDA_VISIBLE_DEVICES", msg)
+        self.assertNotIn("KERNELGATE_SANDBOX", msg)
+
+    def test_this_machines_torch_gives_a_reason(self):
+        # The real torch of the test venv (no GPU here): whatever it says, it is said.
+        self.assertGreater(len(runner.cuda_failure(torch)), 20)
