@@ -442,14 +442,8 @@ mod pipeline_tests {
 
     fn samples(ms: &[f64]) -> Vec<kernelgate_timing::Sample> {
         ms.iter()
-            .map(|&ms| kernelgate_timing::Sample {
-                ms,
-                trailing_sync_ms: 0.0,
-                wall_ms: ms,
-                verified: false,
-                judge_ms: None,
-                worker_ms: None,
-            })
+            .copied()
+            .map(kernelgate_timing::Sample::event)
             .collect()
     }
 

@@ -301,14 +301,7 @@ mod tests {
                     1.0
                 };
                 let ms = m * (1.0 + cv * g) * spike;
-                Sample {
-                    ms,
-                    trailing_sync_ms: 0.0,
-                    wall_ms: ms,
-                    verified: false,
-                    judge_ms: None,
-                    worker_ms: None,
-                }
+                Sample::event(ms)
             })
             .collect()
     }

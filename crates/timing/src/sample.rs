@@ -30,6 +30,21 @@ pub struct Sample {
     pub worker_ms: Option<f64>,
 }
 
+impl Sample {
+    /// A call whose events read `ms` with nothing after them: no trailing work, the host clock
+    /// agreeing, unchecked, no judge's clock (what a simulated series is made of).
+    pub fn event(ms: f64) -> Sample {
+        Sample {
+            ms,
+            trailing_sync_ms: 0.0,
+            wall_ms: ms,
+            verified: false,
+            judge_ms: None,
+            worker_ms: None,
+        }
+    }
+}
+
 /// A series of timed calls the harness reports (its key in the result's `samples`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
