@@ -183,7 +183,12 @@ fn grow_history(repo: &Path, report: &Value, store: &Path, seed: u64, step: bool
         );
         git(repo, &["add", "-A"]);
         let date = format!("2026-10-{:02}T{:02}:00:00Z", 1 + i / 2, 10 + i % 2);
-        let sha = commit(repo, &format!("revision {i} <b>not markup</b>"), &date);
+        // Squash-merged pull requests, as GitHub writes their subjects.
+        let sha = commit(
+            repo,
+            &format!("revision {i} <b>not markup</b> (#{})", 100 + i),
+            &date,
+        );
         let mut r = report.clone();
         r["run"]["head_sha"] = sha.clone().into();
         for row in r["kernels"].as_array_mut().unwrap() {
@@ -573,6 +578,22 @@ fn fifty_commits_of_history_drive_listing_drift_exports_and_the_dashboard() {
         3,
         "the kernel's and the reference's points at the step, and the drift alert's commit"
     );
+
+    // The drift alert's commit names its pull request, linked to its page.
+    let prs: Vec<String> = elements(&dom, "a", "kg-pr-link")
+        .into_iter()
+        .map(|a| a["href"].clone())
+        .collect();
+    assert!(
+        prs.contains(&format!(
+            "https://github.com/acme/kernels/pull/{}",
+            100 + STEP_AT
+        )),
+        "{prs:?}"
+    );
+    assert!(prs
+        .iter()
+        .all(|l| l.starts_with("https://github.com/acme/kernels/pull/1")));
 
     // The threshold band: the config's 3%, around each commit's predecessor, for the kernels.
     let bands = elements(&dom, "path", "kg-threshold-band");

@@ -224,6 +224,15 @@
     return c ? webUrl(c.url) : null;
   }
 
+  // The pull request the commit came from, as a link beside its sha (none when the subject
+  // names none).
+  function pullRequestLink(commit) {
+    var n = commit ? num(commit.pull_request) : null;
+    if (n === null) return null;
+    var label = el('span', { class: 'kg-pr' }, '#' + n);
+    return linked(commit.pull_request_url, label, false, 'kg-pr-link');
+  }
+
   function problemSlug(m, problem) {
     for (var i = 0; i < m.problems.length; i++) {
       if (str(m.problems[i].problem) === str(problem)) return str(m.problems[i].slug) || slugOf(problem);
@@ -535,6 +544,8 @@
       var commit = commitAt(m, null, f.sha);
       var title = str(f.sha) + (commit && commit.subject ? ' \u2014 ' + str(commit.subject) : '');
       add(cc, linked(commitUrl(m, null, f.sha), el('code', { title: title || null }, shortSha(f.sha) || '\u2014'), false));
+      var fpr = pullRequestLink(commit);
+      if (fpr) add(cc, ' ', fpr);
       tr.appendChild(cc);
       tb.appendChild(tr);
     });
@@ -563,6 +574,8 @@
       var meta = el('div', { class: 'kg-meta' });
       add(meta, fmtMs(d.before_ms) + ' \u2192 ' + fmtMs(d.after_ms) + ' ms from commit ',
         linked(commitUrl(m, driftIndex(m, d), d.sha), el('code', { title: str(d.sha) || null }, shortSha(d.sha) || '\u2014'), false));
+      var dpr = pullRequestLink(commit);
+      if (dpr) add(meta, ' of ', dpr);
       if (commit && commit.date) add(meta, ' (' + fmtDate(commit.date) + ')');
       li.appendChild(meta);
       ul.appendChild(li);
@@ -927,6 +940,7 @@
         if (eff) mark.setAttribute('data-efficiency-pct', String(r2(eff.pct)));
         var rows = [
           ['commit', sha + '  (#' + pt.index + ')'],
+          ['pull request', commit && num(commit.pull_request) !== null ? '#' + commit.pull_request : '\u2014'],
           ['date', fmtDate(date)],
           ['median', md === null ? 'not timed' : fmtMs(md) + ' ms', md === null],
           ['interval', fmtInterval(pt.lo_ms, pt.hi_ms) + (num(pt.lo_ms) !== null && num(pt.hi_ms) !== null ? ' ms' : '')],

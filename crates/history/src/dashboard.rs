@@ -41,6 +41,23 @@ pub fn commit_url(repo_url: &str, sha: &str) -> String {
     format!("{}/commit/{sha}", repo_url.trim_end_matches('/'))
 }
 
+/// The pull request a commit on the default branch came from, as GitHub writes it into the
+/// subject: a merge commit's `Merge pull request #12 from ...`, a squash's `... (#12)`.
+pub fn pull_request_of(subject: &str) -> Option<u64> {
+    let number = |s: &str| s.parse::<u64>().ok().filter(|n| *n > 0);
+    if let Some(rest) = subject.strip_prefix("Merge pull request #") {
+        return number(rest.split(' ').next()?);
+    }
+    let inner = subject.trim_end().strip_suffix(')')?;
+    let (_, n) = inner.rsplit_once("(#")?;
+    number(n)
+}
+
+/// A pull request's page under `repo_url`.
+pub fn pull_request_url(repo_url: &str, number: u64) -> String {
+    format!("{}/pull/{number}", repo_url.trim_end_matches('/'))
+}
+
 /// Commits in history order: by commit date, ties in the order the store holds them.
 fn commit_order(records: &[Record]) -> Vec<(String, String, String)> {
     let mut seen = BTreeSet::new();
@@ -175,10 +192,15 @@ pub fn data(records: &[Record], page: &PageInfo, rule: &DriftRule) -> Value {
         "repo_url": page.repo_url,
         "threshold_pct": page.threshold_pct,
         "generated_at": page.generated_at,
-        "commits": commits.iter().enumerate().map(|(i, (sha, date, subject))| json!({
-            "sha": sha, "date": date, "index": i, "subject": subject,
-            "url": page.repo_url.as_deref().map(|u| commit_url(u, sha)),
-        })).collect::<Vec<_>>(),
+        "commits": commits.iter().enumerate().map(|(i, (sha, date, subject))| {
+            let pr = pull_request_of(subject);
+            json!({
+                "sha": sha, "date": date, "index": i, "subject": subject,
+                "url": page.repo_url.as_deref().map(|u| commit_url(u, sha)),
+                "pull_request": pr,
+                "pull_request_url": page.repo_url.as_deref().zip(pr).map(|(u, n)| pull_request_url(u, n)),
+            })
+        }).collect::<Vec<_>>(),
         "hardware": hardware,
         "problems": problem_docs,
         "drift": drifts.iter().map(|d| json!({
@@ -358,6 +380,46 @@ mod tests {
         let d = data(&records, &page(None), &DriftRule::default());
         assert!(d["repo_url"].is_null());
         assert!(d["commits"][0]["url"].is_null());
+    }
+
+    #[test]
+    fn a_commit_names_the_pull_request_github_merged_it_from() {
+        assert_eq!(pull_request_of("Faster softmax (#42)"), Some(42));
+        assert_eq!(pull_request_of("Faster softmax (#42) "), Some(42));
+        assert_eq!(
+            pull_request_of("Merge pull request #7 from acme/relu"),
+            Some(7)
+        );
+        for plain in [
+            "Faster softmax",
+            "see (#42) for why",
+            "Faster softmax (#)",
+            "Faster softmax (#0)",
+            "Faster softmax (#4x)",
+            "Merge pull request #x from acme/relu",
+            "Merge branch 'main'",
+        ] {
+            assert_eq!(pull_request_of(plain), None, "{plain}");
+        }
+        let mut records = vec![
+            record(0, "NVIDIA H200", None),
+            record(1, "NVIDIA H200", None),
+        ];
+        records[1].subject = "Faster ReLU (#12)".into();
+        let d = data(
+            &records,
+            &page(Some("https://github.com/acme/kernels")),
+            &DriftRule::default(),
+        );
+        assert!(d["commits"][0]["pull_request"].is_null());
+        assert_eq!(d["commits"][1]["pull_request"], 12);
+        assert_eq!(
+            d["commits"][1]["pull_request_url"],
+            "https://github.com/acme/kernels/pull/12"
+        );
+        let d = data(&records, &page(None), &DriftRule::default());
+        assert_eq!(d["commits"][1]["pull_request"], 12);
+        assert!(d["commits"][1]["pull_request_url"].is_null());
     }
 
     #[test]
