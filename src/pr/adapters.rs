@@ -8,9 +8,9 @@ use kernelgate_report::{
 };
 use std::path::PathBuf;
 
-use super::baselines::RunKey;
 use super::evaluator::{Device, Evaluated, Evaluator, Linter};
 use super::plan::Job;
+use crate::baseline::judge::RunKey;
 
 /// `kernelgate_lint::lint_file` with the repository's severity overrides.
 pub struct RepoLinter {

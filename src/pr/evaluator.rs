@@ -7,8 +7,8 @@
 use kernelgate_eval::{EvalResult, Outcome};
 use kernelgate_model::Finding;
 
-use super::baselines::RunKey;
 use super::plan::Job;
+use crate::baseline::judge::RunKey;
 
 /// Where a job runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

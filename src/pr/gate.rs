@@ -9,7 +9,6 @@ use kernelgate_report::{Report, RunInfo};
 use std::path::{Path, PathBuf};
 
 use super::adapters::{HarnessEvaluator, RepoLinter};
-use super::baselines::Committed;
 use super::changes::{self, FileStatus};
 use super::evaluator::{self, Device};
 use super::judgment::{self, Judgment, JudgmentError};
@@ -19,6 +18,7 @@ use super::policy::{self, Acks, Policy};
 use super::progress::{Event, Observer};
 use super::run::Pipeline;
 use super::shard::Shard;
+use crate::baseline::judge::Committed;
 use crate::git::{Git, GitError};
 use crate::ops::publish;
 

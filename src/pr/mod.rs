@@ -8,7 +8,6 @@
 //! to the real crates in `adapters`, whose `convert` moves the harness's result onto its row.
 
 pub mod adapters;
-pub mod baselines;
 pub mod changes;
 pub mod cores;
 pub mod evaluator;

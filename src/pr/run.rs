@@ -12,13 +12,13 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 
 use super::adapters::convert;
-use super::baselines::{Committed, Live};
 use super::changes::KernelStatus;
 use super::evaluator::{Device, Evaluated, Evaluator, Linter};
 use super::plan::{Job, Plan};
 use super::policy::{self, Acks, Policy};
 use super::progress::{Event as Progress, Finished, Observer};
 use super::schedule::Event;
+use crate::baseline::judge::{Committed, Live};
 
 pub struct Pipeline<'a> {
     /// Builds at once in the compile stage ahead of the GPUs.
@@ -374,7 +374,7 @@ fn model_new_line(source: &str) -> Option<u32> {
 #[cfg(test)]
 mod pipeline_tests {
     use super::*;
-    use crate::pr::baselines::RunKey;
+    use crate::baseline::judge::RunKey;
     use crate::pr::changes::{ChangeSet, KernelChange};
     use kernelgate_eval::{EvalResult, Outcome, TimingResult};
     use kernelgate_model::{Backend, Precision};

@@ -2,7 +2,7 @@
 
 use crate::record::{Record, SeriesKind};
 use kernelgate_model::Precision;
-use kernelgate_timing::baseline::hardware_dir_name;
+pub use kernelgate_timing::baseline::hardware_label;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -32,11 +32,6 @@ impl SeriesKey {
     pub fn hardware(&self) -> String {
         hardware_label(&self.device, self.precision)
     }
-}
-
-/// `NVIDIA_H200 fp32`.
-pub fn hardware_label(device: &str, precision: Precision) -> String {
-    format!("{} {precision}", hardware_dir_name(device))
 }
 
 /// One series' records, oldest first (one per commit).

@@ -1,7 +1,5 @@
-//! `kernelgate baseline`: time the references on this machine, and with `--kernels` the
-//! accepted kernels, and write `results/timing/<HARDWARE>/` (KernelBench's two formats and
-//! kernelgate's own). [`record`] is the run; [`select_problems`] and [`kernel_plan`] say what
-//! it would time.
+//! Recording: `kernelgate baseline` times the references (and with `--kernels` the accepted
+//! kernels) and writes `results/timing/<HARDWARE>/`.
 //!
 //! Only the repository's own problem files run in the reference child (no candidate code): one
 //! process of the runner's Python importing the harness extension's `kg_timing.baseline`,
