@@ -9,6 +9,8 @@
 #           the judge's GPU cheats before and after (46), the 13-kernel PR after and before
 #   second  the earlier judge fixtures after, A/A after and before (46), the references'
 #           baselines of every bundled problem (50)
+#   one     when only one call fits: smoke, sandbox, honest, judge46 after, 13-kernel PR after,
+#           baselines
 # Usage:   OUT=dir DEADLINE=560 bash scripts/gpu-proof-calls.sh first|second
 set -u
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -36,5 +38,14 @@ case ${1:-} in
       'baselines|150|$N --repo $R baseline --device cuda --timeout 145 >$OUT/baseline-stdout.txt 2>$OUT/baseline-stderr.log; rc=$?; cp -r $R/results/timing $OUT/timing; exit $rc' \
       'aa|330|N=${AA_N:-40} bash scripts/gpu-aa.sh after $N before $O'
     ;;
-  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second" >&2; exit 2 ;;
+  one) # when the device time left allows one call only: every issue's "after", no "before"
+    OUT=$OUT DEADLINE=${DEADLINE:-560} bash scripts/gpu-call.sh \
+      "smoke:cuda|60|$smoke" \
+      'sandbox|90|KERNELGATE_BIN=$N python3 scripts/gpu-sandbox.py $OUT' \
+      'honest-pr|90|PR_LIMIT=80 bash scripts/gpu-honest-pr.sh after $N' \
+      'judge46|70|FIXTURES=judge46 PR_LIMIT=60 bash scripts/gpu-judge-pr.sh after $N' \
+      "bench-after|130|$(bench after "$N")" \
+      'baselines|120|$N --repo $R baseline --device cuda --timeout 115 >$OUT/baseline-stdout.txt 2>$OUT/baseline-stderr.log; rc=$?; cp -r $R/results/timing $OUT/timing; exit $rc'
+    ;;
+  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|one" >&2; exit 2 ;;
 esac
