@@ -6,6 +6,7 @@ use kernelgate_model::{
     Config, DatasetError, Device, KernelError, LookupError, Precision, ProblemError, ProblemSet,
     Severity,
 };
+use serde::Serialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -297,9 +298,8 @@ fn needs_gpu(r: &EvalResult) -> bool {
 impl LocalEval {
     /// The `--format json` document: the result's object and whether it needs a GPU.
     pub fn to_json(&self) -> serde_json::Value {
-        let mut v = result_json(&self.result);
-        v["needs_gpu"] = self.needs_gpu.into();
-        v
+        serde_json::to_value(EvalJson::new(&self.result, self.needs_gpu))
+            .expect("the eval document is plain data")
     }
 }
 
@@ -322,35 +322,88 @@ impl fmt::Display for LocalEval {
     }
 }
 
-/// The `--format json` object: the keys the issue fixes, plus seed, phases and log tails.
-fn result_json(r: &EvalResult) -> serde_json::Value {
-    serde_json::json!({
-        "problem": r.problem,
-        "kernel": r.kernel,
-        "device": r.device,
-        "outcome": r.outcome,
-        "findings": r.findings.iter().map(|f| serde_json::json!({
-            "rule": f.rule, "severity": f.severity, "message": f.message,
-        })).collect::<Vec<_>>(),
-        "timing": r.timing,
-        "floor_ms": r.timing.as_ref().and_then(|t| t.floor.as_ref()).map(|f| f.floor_ms),
-        "work": r.work,
-        "audit": r.audit,
-        "memory": r.memory,
-        "precision_audit": r.precision_audit,
-        "seed": r.seed,
-        "seed_random": r.seed_random,
-        "sandbox": r.sandbox,
-        "extensions": r.extensions,
-        "extensions_dir": r.extensions_dir,
-        "precompiled_header": r.precompiled_header,
-        "build": r.build_note(),
-        "torch": r.torch,
-        "phases": r.phases,
-        "exit": r.exit,
-        "stdout_tail": r.stdout_tail,
-        "stderr_tail": r.stderr_tail,
-    })
+/// The `--format json` document (docs/eval.md): what a reader of one eval needs, the seed,
+/// phases and log tails, and whether the kernel needs a GPU. A view of the [`EvalResult`], so
+/// every key is one of its fields or computed from them here.
+#[derive(Debug, Serialize)]
+struct EvalJson<'a> {
+    problem: &'a str,
+    kernel: &'a str,
+    device: Option<&'a kernelgate_model::RanOn>,
+    outcome: &'a Outcome,
+    findings: Vec<FindingJson<'a>>,
+    timing: Option<&'a kernelgate_eval::TimingResult>,
+    /// The physical floor of the problem's work on this device.
+    floor_ms: Option<f64>,
+    work: Option<&'a kernelgate_eval::ProblemWork>,
+    audit: Option<&'a kernelgate_model::OpAudit>,
+    memory: Option<&'a kernelgate_model::MemoryUse>,
+    precision_audit: Option<&'a kernelgate_model::PrecisionAudit>,
+    seed: u64,
+    seed_random: bool,
+    sandbox: Option<&'a kernelgate_model::SandboxLevel>,
+    extensions: &'a [kernelgate_eval::ExtensionBuild],
+    extensions_dir: Option<&'a str>,
+    precompiled_header: Option<&'a str>,
+    /// [`EvalResult::build_note`].
+    build: Option<String>,
+    torch: Option<&'a str>,
+    phases: &'a [kernelgate_eval::Phase],
+    exit: &'a kernelgate_eval::ExitInfo,
+    stdout_tail: &'a str,
+    stderr_tail: &'a str,
+    needs_gpu: bool,
+}
+
+/// A runtime finding as the document shows it (no line: runtime findings have none).
+#[derive(Debug, Serialize)]
+struct FindingJson<'a> {
+    rule: &'a str,
+    severity: Severity,
+    message: &'a str,
+}
+
+impl<'a> EvalJson<'a> {
+    fn new(r: &'a EvalResult, needs_gpu: bool) -> EvalJson<'a> {
+        EvalJson {
+            problem: &r.problem,
+            kernel: &r.kernel,
+            device: r.device.as_ref(),
+            outcome: &r.outcome,
+            findings: r
+                .findings
+                .iter()
+                .map(|f| FindingJson {
+                    rule: &f.rule,
+                    severity: f.severity,
+                    message: &f.message,
+                })
+                .collect(),
+            timing: r.timing.as_ref(),
+            floor_ms: r
+                .timing
+                .as_ref()
+                .and_then(|t| t.floor.as_ref())
+                .map(|f| f.floor_ms),
+            work: r.work.as_ref(),
+            audit: r.audit.as_ref(),
+            memory: r.memory.as_ref(),
+            precision_audit: r.precision_audit.as_ref(),
+            seed: r.seed,
+            seed_random: r.seed_random,
+            sandbox: r.sandbox.as_ref(),
+            extensions: &r.extensions,
+            extensions_dir: r.extensions_dir.as_deref(),
+            precompiled_header: r.precompiled_header.as_deref(),
+            build: r.build_note(),
+            torch: r.torch.as_deref(),
+            phases: &r.phases,
+            exit: &r.exit,
+            stdout_tail: &r.stdout_tail,
+            stderr_tail: &r.stderr_tail,
+            needs_gpu,
+        }
+    }
 }
 
 fn write_table(f: &mut fmt::Formatter<'_>, r: &EvalResult) -> fmt::Result {
