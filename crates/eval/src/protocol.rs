@@ -148,6 +148,7 @@ pub(crate) struct RawFinding {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     pub(crate) fn sample_job() -> Job {
         Job {
@@ -234,5 +235,74 @@ mod tests {
         v["trails"] = 5.into();
         let e = serde_json::from_value::<Job>(v).unwrap_err().to_string();
         assert!(e.contains("trails"), "{e}");
+    }
+
+    /// The field names a serde type reads, as its derive lists them (the `fields` it hands to
+    /// `deserialize_struct`): what the Python dataclasses are checked against.
+    fn serde_fields<T: serde::de::DeserializeOwned>() -> Vec<&'static str> {
+        use serde::de::{value::Error, Error as _, Visitor};
+        struct Names(Option<&'static [&'static str]>);
+        impl<'de> serde::Deserializer<'de> for &mut Names {
+            type Error = Error;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Error> {
+                Err(Error::custom("not a struct"))
+            }
+            fn deserialize_struct<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Error> {
+                self.0 = Some(fields);
+                Err(Error::custom("names read"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+                byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+                identifier ignored_any
+            }
+        }
+        let mut names = Names(None);
+        let _ = T::deserialize(&mut names);
+        let mut v = names.0.expect("a struct").to_vec();
+        v.sort_unstable();
+        v
+    }
+
+    /// The dataclasses of `kg_protocol.py` and these types name the same fields, both ways: a
+    /// field one side adds and the other lacks fails here, not in a run (the CLI refuses a
+    /// result field it does not know; a result field it knows but the runner never sends would
+    /// otherwise stay silently at its default).
+    #[test]
+    fn the_runners_dataclasses_and_these_types_name_the_same_fields() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../harness/python/kg_protocol.py");
+        let script = "import dataclasses, importlib.util, json, sys\n\
+             spec = importlib.util.spec_from_file_location('kg_protocol', sys.argv[1])\n\
+             m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n\
+             print(json.dumps({c: sorted(f.name for f in dataclasses.fields(getattr(m, c)))\n\
+                               for c in ['Job', 'Timing', 'Sandbox', 'Result']}))";
+        let out = std::process::Command::new(crate::find_python(Path::new(".")))
+            .arg("-c")
+            .arg(script)
+            .arg(&src)
+            .output()
+            .expect("a Python to read kg_protocol.py with");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let python: BTreeMap<String, Vec<String>> = serde_json::from_slice(&out.stdout).unwrap();
+        for (class, rust) in [
+            ("Job", serde_fields::<Job>()),
+            ("Timing", serde_fields::<JobTiming>()),
+            ("Sandbox", serde_fields::<SandboxGrant>()),
+            ("Result", serde_fields::<RunnerResult>()),
+        ] {
+            assert_eq!(
+                python[class], rust,
+                "kg_protocol.{class} against its Rust type"
+            );
+        }
     }
 }
