@@ -293,6 +293,8 @@ fn the_pull_requests_config_changes_are_a_table_that_applies_after_merge() {
 fn comment_all_passing() {
     let c = render_comment(&all_passing());
     assert!(c.starts_with(STICKY_MARKER));
+    // Read at a glance: a passing pull request's comment stays under 25 lines.
+    assert!(c.lines().count() < 25, "{} lines", c.lines().count());
     insta::assert_snapshot!(c);
 }
 
@@ -1157,5 +1159,53 @@ fn each_gpu_model_gets_its_own_table_and_geomean() {
     assert!(
         c.contains("#### GPU · NVIDIA H100 · geomean 2.00× over 1 correct kernel(s)"),
         "{c}"
+    );
+}
+
+/// The README's example comment is the comment of the real run it names, rendered by this
+/// build: `<!-- kernelgate-comment: REPORT -->`, the comment quoted, `<!-- /kernelgate-comment -->`.
+/// A change to the comment's layout fails here until the README is regenerated:
+/// `KERNELGATE_BLESS=1 cargo test -p kernelgate-report --test render readme`.
+#[test]
+fn the_readmes_example_is_the_comment_of_the_real_run_it_names() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme_path = root.join("README.md");
+    let readme = std::fs::read_to_string(&readme_path).unwrap();
+    let (open, close) = ("<!-- kernelgate-comment: ", "<!-- /kernelgate-comment -->");
+    let start = readme
+        .find(open)
+        .expect("the README's example comment marker");
+    let line_end = start + readme[start..].find('\n').unwrap();
+    let report_path = readme[start + open.len()..line_end]
+        .trim()
+        .trim_end_matches("-->")
+        .trim();
+    let end = line_end + readme[line_end..].find(close).expect("its closing marker");
+    let report = Report::read(&root.join(report_path)).unwrap();
+    let comment = render_comment(&report);
+    let body = comment
+        .strip_prefix(STICKY_MARKER)
+        .unwrap()
+        .trim()
+        .lines()
+        .map(|l| {
+            if l.is_empty() {
+                ">".to_string()
+            } else {
+                format!("> {l}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let expected = format!("{}\n{body}\n", &readme[..line_end]);
+    if std::env::var_os("KERNELGATE_BLESS").is_some() {
+        std::fs::write(&readme_path, format!("{expected}{}", &readme[end..])).unwrap();
+        return;
+    }
+    assert_eq!(
+        &readme[..end],
+        expected,
+        "the README's example is not this build's comment of {report_path}: regenerate it with \
+         KERNELGATE_BLESS=1 cargo test -p kernelgate-report --test render readme"
     );
 }
