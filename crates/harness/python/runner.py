@@ -149,10 +149,11 @@ def _load_module(path, name):
 
 @contextlib.contextmanager
 def _load_only():
-    """While a prebuilt base kernel is imported: torch's JIT build (`load_inline`, `load`) loads
-    the library the base's own build job left in the build directory instead of compiling. The
-    directory is read-only to this process, so the build's lock file could not be made, and
-    nothing the candidate could have touched is compiled in."""
+    """While a prebuilt kernel is imported (a base built by its own build job, or a build from
+    kernelgate's build store): torch's JIT build (`load_inline`, `load`) loads the library in
+    the build directory instead of compiling. The directory is read-only to this process, so
+    the build's lock file could not be made, and nothing the candidate could have touched is
+    compiled in."""
     import inspect
 
     import torch.utils.cpp_extension as cpp_extension
@@ -167,7 +168,7 @@ def _load_only():
             return cpp_extension._get_exec_path(name, build_directory)
         library = os.path.join(build_directory, name + cpp_extension.LIB_EXT)
         if not os.path.exists(library):
-            raise RuntimeError(f"its build job left no {library}: the base did not build")
+            raise RuntimeError(f"its prebuilt build holds no {library}: the kernel builds another extension than when it was built")
         return cpp_extension._import_module_from_library(name, build_directory, a["is_python_module"])
 
     cpp_extension._jit_compile = load_built

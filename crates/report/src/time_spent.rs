@@ -38,7 +38,11 @@ pub fn section(report: &Report) -> String {
             "| {}{retried} | {} | {} | {} | {} | {} | {} |\n",
             crate::comment::code(&k.path),
             secs(t.queued_ms),
-            secs(t.build_ms),
+            match (t.build, t.build_ms > 0.0) {
+                (Some(crate::schema::BuildSource::Store), _) => "store".to_string(),
+                (Some(b), false) => format!("{} ({})", secs(t.build_ms), b.as_str()),
+                _ => secs(t.build_ms),
+            },
             secs(t.wait_ms),
             secs(t.eval_ms),
             secs(t.total_ms),
@@ -47,7 +51,7 @@ pub fn section(report: &Report) -> String {
     }
     s.push_str(
         "\nQueued: before its build (or eval) started. Build: compiled on CPU cores ahead of the \
-         GPU. Wait: built, waiting for a device. Done at: from the start of evaluation.\n\n</details>\n",
+         GPU (`store`: loaded from the runner's build store, nothing compiled). Wait: built, waiting for a device. Done at: from the start of evaluation.\n\n</details>\n",
     );
     s
 }
