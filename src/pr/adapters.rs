@@ -137,13 +137,7 @@ impl HarnessEvaluator {
                 .clone()
                 .map(kernelgate_eval::ExtensionsDir::Store)
                 .unwrap_or_default(),
-            // Only a build whose every file is known is kept in the store.
-            sources_known: job.change.sources.complete()
-                && job
-                    .change
-                    .base_sources
-                    .as_ref()
-                    .is_none_or(|d| d.complete()),
+            sources_known: sources_known(job),
             // Builds and GPU evals keep off the CPU lanes; a CPU eval gets its lane's.
             cpus: match device {
                 Device::Cuda(_) => self.gpu_side(),
@@ -301,7 +295,7 @@ impl Evaluator for HarnessEvaluator {
 
 impl HarnessEvaluator {
     /// Triton compiles at its first launch, on the GPU; Python kernels build nothing. The
-    /// others build a torch extension, into the shared cache when there is one.
+    /// others build a torch extension, built ahead and kept when there is a build store.
     fn builds_extension(&self, job: &Job) -> bool {
         use kernelgate_model::Backend;
         matches!(
@@ -309,12 +303,15 @@ impl HarnessEvaluator {
             Backend::Cuda | Backend::Cute | Backend::Hip | Backend::Thunderkittens | Backend::Cpp
         ) && job.problem_file.is_some()
             && self.store.is_some()
+            // A build ahead is kept for the eval in the store only.
+            && sources_known(job)
     }
 
-    /// Builds the base version of an edited kernel, once, in a build job of its own and into
-    /// the directory keyed by its source (the one it had as a head: cached when a runner kept
-    /// its cache), before any process of the head's eval starts: the eval loads that build from
-    /// a directory it may only read, so no candidate can change what later jobs load. The build
+    /// Builds the base version of an edited kernel, once, in a build job of its own, kept in
+    /// the build store under its own key (the one it had as a head: nothing to do when its pull
+    /// request or main's baseline kept it), before any process of the head's eval starts: the
+    /// eval loads that build from the store, read-only, so no candidate can change what later
+    /// jobs load. The build
     /// stage calls it beside the head's build; a run without one (no GPU), before the eval. A
     /// base that does not build is the eval's warning (`base-kernel-failed`), not the head's.
     fn build_base(&self, job: &Job) {
@@ -411,6 +408,17 @@ impl HarnessEvaluator {
             job.backend.as_str()
         )
     }
+}
+
+/// Every file the kernel's builds (its head's and its base's) read is known: only such a
+/// build is kept in the build store, whose key is made of them.
+fn sources_known(job: &Job) -> bool {
+    job.change.sources.complete()
+        && job
+            .change
+            .base_sources
+            .as_ref()
+            .is_none_or(|d| d.complete())
 }
 
 /// Moves the harness's result onto its kernel's row: the one mapping from the harness's

@@ -4,7 +4,7 @@
 //! Real git, the real CLI, real child processes and real torch.
 //!
 //! The kernels share one C++ source (the number of passes is an argument), so torch compiles
-//! it once; `TORCH_EXTENSIONS_DIR` under `target/` keeps it across runs.
+//! it once per kernel; the suite's build store under `target/` keeps the builds across runs.
 
 use crate::common::{git, kernelgate_in, output_text, root, write};
 

@@ -41,6 +41,7 @@ pub(crate) fn conclude(
         python,
         publish,
         from_store,
+        missed: _,
         _dir,
     } = job;
     let report = spawned.supervise().map_err(|e| launch_error(e, &python))?;

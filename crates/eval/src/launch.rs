@@ -23,8 +23,22 @@ pub(crate) struct Started {
     pub(crate) publish: Option<Publish>,
     /// The build came from the build store (a hit): loaded read-only.
     pub(crate) from_store: bool,
+    /// Builds of this job (the head's, the base's) not in the build store when the process
+    /// started: one there by the time the job is given (a build job ended meanwhile) means a
+    /// fresh process that loads it ([`Started::stale`]).
+    pub(crate) missed: Vec<(BuildStore, StoreKey)>,
     /// Deleted with the job: the child's working directory, result file and logs.
     pub(crate) _dir: tempfile::TempDir,
+}
+
+impl Started {
+    /// A build this process would compile is in the build store now: it was started before
+    /// its build job ended (`pr` starts processes ahead). Starting it again loads the build.
+    pub(crate) fn stale(&self) -> bool {
+        self.missed
+            .iter()
+            .any(|(store, key)| matches!(store.lookup(key), Lookup::Hit(_)))
+    }
 }
 
 /// A build store miss: where the job builds and the key kernelgate publishes it under.
@@ -230,10 +244,12 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
     // can write, and is never published.
     let mut publish = None;
     let mut from_store = None;
+    let mut missed = Vec::new();
     if let Some((store, key)) = store_key(spec, &python, &kernel_key) {
         match store.lookup(&key) {
             Lookup::Hit(entry) => from_store = Some(entry),
             found => {
+                missed.push((store.clone(), key.clone()));
                 publish = Some(Publish {
                     store,
                     key,
@@ -248,9 +264,12 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
     }
     if let Some(bkey) = &base_key {
         if let Some((store, key)) = store_key(spec, &python, bkey) {
-            if let Lookup::Hit(entry) = store.lookup(&key) {
-                dirs.base = Some(entry);
-                dirs.base_read_only = true;
+            match store.lookup(&key) {
+                Lookup::Hit(entry) => {
+                    dirs.base = Some(entry);
+                    dirs.base_read_only = true;
+                }
+                _ => missed.push((store, key)),
             }
         }
     }
@@ -382,6 +401,7 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         python,
         publish,
         from_store: from_store.is_some(),
+        missed,
         _dir: dir,
     })
 }

@@ -113,6 +113,15 @@ impl PreparedJob {
         let Some(started) = started else {
             return result;
         };
+        // Started ahead, before a build it would compile was kept in the build store: a fresh
+        // process loads that build instead (a torch import, not a compile).
+        let started = match started {
+            Ok(s) if s.stale() => {
+                drop(s);
+                start(&spec, result.seed)
+            }
+            other => other,
+        };
         if let Err(e) = started.and_then(|s| conclude(&spec, s, &mut result)) {
             let message = e.to_string();
             result.outcome = match e {

@@ -520,9 +520,9 @@ pub fn toolchain(python: &Path) -> String {
         .map(|b| hex::encode(Sha256::digest(&b)))
         .unwrap_or_else(|_| "none".into());
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    // Versions, not paths: two environments with the same Python and torch share builds.
     let text = format!(
-        "python {} {py}\ntorch {torch} {torch_version}\ncxx {cxx} {}\nnvcc {}\n",
-        python.display(),
+        "python {py}\ntorch {torch_version}\ncxx {cxx} {}\nnvcc {}\n",
         first_lines(&cxx, &["--version"]),
         nvcc().map_or("none".into(), |n| format!(
             "{} {}",

@@ -183,7 +183,11 @@ class _Worker:
             before = runner_mod._extension_libraries(root, names) if root else {}
             try:
                 prebuilt = job.base_prebuilt if self.role == "base" else job.prebuilt
-                loader = runner_mod._load_only() if prebuilt else runner_mod.contextlib.nullcontext()
+                loader = (
+                    runner_mod._load_only(fallback=self.role == "candidate")
+                    if prebuilt
+                    else runner_mod.contextlib.nullcontext()
+                )
                 with loader:
                     module = runner_mod._load_module(path, f"kg_{self.role}_" + job.job_id)
             except BaseException as e:
