@@ -832,44 +832,25 @@ fn rules(r: &KernelRow) -> Vec<String> {
     r.findings.iter().map(|f| f.rule.clone()).collect()
 }
 
-/// The runner's build store across pull requests: main's kernels are built once; a pull
-/// request that edits one kernel builds that kernel alone (its base version loads the build it
-/// had as a head, not rebuilt, not renamed `_v1`); the same pull request again builds nothing.
+/// The runner's build store across pull requests: main's kernel is built once; a pull request
+/// that edits it builds that kernel alone (its base version loads the build it had as a head,
+/// not rebuilt, not renamed `_v1`); the same pull request again builds nothing.
 #[test]
 fn the_build_store_builds_each_kernel_once_across_pull_requests() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, [before, add2, edit2], _) = add_then_edit(&kernel("relu", 1));
     let d = dir.path();
-    let commit = |message: &str| {
-        git(d, &["add", "-A"]);
-        git(d, &["commit", "-q", "-m", message]);
-        git(d, &["rev-parse", "HEAD"])
-    };
-    git(d, &["init", "-q"]);
-    for p in ["3_ReLU.py", "5_Sigmoid.py"] {
-        write(d, &format!("KernelBench/level1/{p}"), &small_problem(p));
-    }
-    write(d, "kernelgate.toml", CONFIG);
-    let before = commit("problems");
-    write(d, "kernels/level1/3_ReLU/cpp.py", &kernel("relu", 6));
-    write(d, "kernels/level1/5_Sigmoid/cpp.py", &kernel("sigmoid", 1));
-    let add2 = commit("add");
-    write(d, "kernels/level1/3_ReLU/cpp.py", &kernel("relu", 1));
-    let edit2 = commit("edit");
     let store = tempfile::tempdir().unwrap();
     let relu = "kernels/level1/3_ReLU/cpp.py";
-    let sigmoid = "kernels/level1/5_Sigmoid/cpp.py";
 
-    // main's kernels: each built once and kept.
+    // main's kernel: built once and kept.
     let t0 = std::time::Instant::now();
     let (report, _) = pr_with_store(d, &before, &add2, store.path());
     let first_s = t0.elapsed().as_secs_f64();
-    for path in [relu, sigmoid] {
-        let r = row(&report, path);
-        assert_eq!(r.outcome.kind, OutcomeKind::Correct, "{r:#?}");
-        assert_eq!(build_of(r), Some(BuildSource::Built), "{r:#?}");
-    }
+    let r = row(&report, relu);
+    assert_eq!(r.outcome.kind, OutcomeKind::Correct, "{r:#?}");
+    assert_eq!(build_of(r), Some(BuildSource::Built), "{r:#?}");
     let main_builds = entries(store.path());
-    assert_eq!(main_builds.len(), 2, "{main_builds:?}");
+    assert_eq!(main_builds.len(), 1, "{main_builds:?}");
     let libraries: Vec<PathBuf> = main_builds
         .iter()
         .map(|e| e.join("kg_pr_test_ops/kg_pr_test_ops.so"))
@@ -901,7 +882,7 @@ fn the_build_store_builds_each_kernel_once_across_pull_requests() {
         "{r:#?}"
     );
     assert!(stdout.contains("[build: compiled, kept]"), "{stdout}");
-    assert_eq!(entries(store.path()).len(), 3);
+    assert_eq!(entries(store.path()).len(), 2);
     assert_eq!(mtimes(), first, "main's builds were rebuilt");
     for e in entries(store.path()) {
         let mut names: Vec<String> = std::fs::read_dir(&e)
@@ -930,10 +911,10 @@ fn the_build_store_builds_each_kernel_once_across_pull_requests() {
         "{r:#?}"
     );
     assert!(stdout.contains("[build: from store]"), "{stdout}");
-    assert_eq!(entries(store.path()).len(), 3);
+    assert_eq!(entries(store.path()).len(), 2);
     assert_eq!(mtimes(), first);
     eprintln!(
-        "build store: main's 2 kernels {first_s:.1} s, the one-kernel edit {edit_s:.1} s, \
+        "build store: main's kernel {first_s:.1} s, the one-kernel edit {edit_s:.1} s, \
          the same pull request again {again_s:.1} s"
     );
 }
