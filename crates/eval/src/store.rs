@@ -106,7 +106,27 @@ impl BuildStore {
         let root = std::fs::canonicalize(&root).map_err(io(&root))?;
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700));
-        Ok(BuildStore { root })
+        let store = BuildStore { root };
+        store.sweep(std::time::Duration::from_secs(24 * 3600));
+        Ok(store)
+    }
+
+    /// Removes what a kernelgate process that died mid-publish (or mid-removal) left: its
+    /// `.incoming-*` and `.removed-*` directories older than `age`. Never an entry.
+    fn sweep(&self, age: std::time::Duration) {
+        let Ok(rd) = std::fs::read_dir(&self.root) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let old = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|d| d >= age));
+            if old && (name.starts_with(".incoming-") || name.starts_with(".removed-")) {
+                self.remove(&e.path());
+            }
+        }
     }
 
     /// The runner's store: `$KERNELGATE_BUILD_STORE`, else `kernelgate/builds` in
@@ -641,6 +661,24 @@ mod tests {
             assert!(matches!(store.lookup(&k), Lookup::Corrupt(_)));
             assert_eq!(store.lookup(&k), Lookup::Miss);
         }
+    }
+
+    #[test]
+    fn what_a_dead_publisher_left_is_swept_and_entries_are_not() {
+        let root = tempfile::tempdir().unwrap();
+        let store = BuildStore::open(root.path()).unwrap();
+        let staging = tempfile::tempdir().unwrap();
+        staged(staging.path(), "kg_relu", b"lib");
+        let entry = store
+            .publish(&key("a"), staging.path(), &["kg_relu".into()])
+            .unwrap();
+        let left = root.path().join(".incoming-dead");
+        std::fs::create_dir_all(left.join("kg_relu")).unwrap();
+        read_only(&left);
+        store.sweep(std::time::Duration::ZERO);
+        assert!(!left.exists());
+        assert!(entry.is_dir());
+        assert_eq!(store.lookup(&key("a")), Lookup::Hit(entry));
     }
 
     #[test]
