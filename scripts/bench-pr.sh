@@ -28,9 +28,10 @@ cp -r "$root/kernels" "$repo/"
 git -C "$repo" -c user.name=bench -c user.email=bench@localhost add -A
 git -C "$repo" -c user.name=bench -c user.email=bench@localhost commit -qm "add the bundled kernels"
 n=$(git -C "$repo" diff --name-only bench-base HEAD -- kernels | wc -l)
-# A cold extensions cache: every build happens in this run.
-export TORCH_EXTENSIONS_DIR="$OUT/ext-$label"
-rm -rf "$TORCH_EXTENSIONS_DIR"
+# A cold build store: every build happens in this run (a second run over the same kernels,
+# with the store kept, builds nothing: KEEP_STORE=1).
+export KERNELGATE_BUILD_STORE="$OUT/store-$label"
+[ "${KEEP_STORE:-0}" = 1 ] || rm -rf "$KERNELGATE_BUILD_STORE"
 t0=$(date +%s.%N)
 set +e
 "$bin" --repo "$repo" pr --base bench-base --head HEAD --device "${DEVICE:-cuda}" \
@@ -70,11 +71,11 @@ print(f"verdict {s['verdict']}: {s['passed']} passed, {s['warned']} warned, {s['
 PY
 # Whether nvcc's steps ran side by side (kg_nvcc named in the builds' nvcc line), and what the
 # CUDA translation units took (ninja's log: start and end in ms).
-echo "build.ninja naming kg_nvcc: $(grep -l kg_nvcc "$TORCH_EXTENSIONS_DIR"/*/*/build.ninja 2>/dev/null | wc -l)" \
-  "of $(ls "$TORCH_EXTENSIONS_DIR"/*/*/build.ninja 2>/dev/null | wc -l)"
-cat "$TORCH_EXTENSIONS_DIR"/*/*/.ninja_log 2>/dev/null | awk '$4 ~ /cuda\.cuda\.o$/ {print ($2 - $1) / 1000}' | sort -n |
+echo "build.ninja naming kg_nvcc: $(grep -l kg_nvcc "$KERNELGATE_BUILD_STORE"/*/*/build.ninja 2>/dev/null | wc -l)" \
+  "of $(ls "$KERNELGATE_BUILD_STORE"/*/*/build.ninja 2>/dev/null | wc -l)"
+cat "$KERNELGATE_BUILD_STORE"/*/*/.ninja_log 2>/dev/null | awk '$4 ~ /cuda\.cuda\.o$/ {print ($2 - $1) / 1000}' | sort -n |
   awk '{a[NR] = $1} END {if (NR) printf "cuda.cuda.o: %d compiles, median %.1f s, max %.1f s\n", NR, a[int((NR + 1) / 2)], a[NR]}' || true
-cat "$TORCH_EXTENSIONS_DIR"/*/*/*.kg_nvcc.json 2>/dev/null | python3 -c '
+cat "$KERNELGATE_BUILD_STORE"/*/*/*.kg_nvcc.json 2>/dev/null | python3 -c '
 import json, sys
 runs = [json.loads(line) for line in sys.stdin.read().replace("}{", "}\n{").splitlines() if line.strip()]
 for r in runs:

@@ -76,8 +76,8 @@ if [[ " $cases " == *" edit "* ]]; then
   # A real edit of the CUDA source: the block size.
   sed -i 's/const int threads = 256;/const int threads = 512;/' "$repo/$kernel"
   git_ commit -qam "edit the kernel"
-  export TORCH_EXTENSIONS_DIR="$OUT/ext-edit"
-  rm -rf "$TORCH_EXTENSIONS_DIR"
+  export KERNELGATE_BUILD_STORE="$OUT/store-edit"
+  rm -rf "$KERNELGATE_BUILD_STORE"
   for step in "add:empty:with-kernel" "edit:with-kernel:HEAD"; do
     IFS=: read -r name base head <<<"$step"
     t0=$(now)
@@ -106,9 +106,9 @@ PY
     # The build's parts (ninja's log: start and end in ms of each compile and the link), each
     # extension directory of the cache; a directory built earlier shows its old entries.
     # Whether nvcc's steps ran side by side (kg_nvcc named in the build's nvcc line).
-    echo "   build.ninja naming kg_nvcc: $(grep -l kg_nvcc "$TORCH_EXTENSIONS_DIR"/*/*/build.ninja 2>/dev/null | wc -l)" \
-      "of $(ls "$TORCH_EXTENSIONS_DIR"/*/*/build.ninja 2>/dev/null | wc -l)"
-    for t in "$TORCH_EXTENSIONS_DIR"/*/*/*.kg_nvcc.json; do
+    echo "   build.ninja naming kg_nvcc: $(grep -l kg_nvcc "$KERNELGATE_BUILD_STORE"/*/*/build.ninja 2>/dev/null | wc -l)" \
+      "of $(ls "$KERNELGATE_BUILD_STORE"/*/*/build.ninja 2>/dev/null | wc -l)"
+    for t in "$KERNELGATE_BUILD_STORE"/*/*/*.kg_nvcc.json; do
       [ -f "$t" ] || continue
       python3 - "$t" <<'PY'
 import json, sys
@@ -117,7 +117,7 @@ steps = ", ".join(f"{s['chain']} {s['tool']} {s['start_s']:.1f}-{s['end_s']:.1f}
 print(f"   kg_nvcc {t['total_s']:.1f} s: {steps}")
 PY
     done
-    for log in "$TORCH_EXTENSIONS_DIR"/*/*/.ninja_log; do
+    for log in "$KERNELGATE_BUILD_STORE"/*/*/.ninja_log; do
       [ -f "$log" ] || continue
       echo "   ninja $(basename "$(dirname "$(dirname "$log")")")/$(basename "$(dirname "$log")"):" \
         "$(awk '!/^#/ {printf "%s %.1f s; ", $4, ($2 - $1) / 1000}' "$log")"

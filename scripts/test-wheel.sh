@@ -99,11 +99,13 @@ demo="$work/demo"
 rm -rf "$demo"
 # Timing is the test suite's business (tests/it/demo.rs); here every kernel is built or loaded,
 # checked and reported through the installed package, without the timed trials (minutes of CPU
-# on 2 cores). The builds are the test suite's (its extensions cache, keyed by kernel source,
-# where tests/it/demo.rs built the same demo): the eval above compiled through the package.
+# on 2 cores). The builds are the test suite's (its build store, keyed by the kernels' files,
+# torch and the toolchain, where tests/it/demo.rs built the same demo): the eval above compiled
+# through the package.
 mkdir -p "$root/target/kernelgate-test-torch-extensions"
 run env KERNELGATE_BIN="$venv/bin/kernelgate" KERNELGATE_PYTHON="$venv/bin/python" KG_DEMO_OUT="$demo" KG_DEMO_DEVICE=cpu \
   KG_DEMO_ARGS=--no-timing TORCH_EXTENSIONS_DIR="$root/target/kernelgate-test-torch-extensions" \
+  KERNELGATE_BUILD_STORE="$root/target/kernelgate-test-build-store" \
   bash scripts/demo.sh > "$work/demo.log" 2>&1 || { tail -n 40 "$work/demo.log" >&2; fail "scripts/demo.sh failed ($work/demo.log)"; }
 run "$venv/bin/python" - "$demo/report/report.json" <<'PY' || fail "the demo's report is not what the demo's head commit should give ($demo/report)"
 import json, sys

@@ -760,7 +760,8 @@ fn time_kernels(
     }
     let path = t.dir.join(KERNELS_FILE);
     let mut file = BaselineFile::load_or_default(&path)?;
-    let (extensions, _scratch) = kernelgate_eval::shared_extensions_dir()?;
+    // The runner's build store: main's baseline fills it for the pull requests after.
+    let store = kernelgate_eval::BuildStore::for_runner()?;
     let mut tally = Tally::default();
     for k in &kernels {
         let Some(p) = problems.iter().find(|p| p.key == k.problem_key) else {
@@ -775,7 +776,7 @@ fn time_kernels(
             });
             continue;
         }
-        let Some((entry, stats)) = time_kernel(t, k, p, &extensions, observer)? else {
+        let Some((entry, stats)) = time_kernel(t, k, p, store.as_ref(), observer)? else {
             tally.failed += 1;
             continue;
         };
@@ -805,19 +806,24 @@ fn time_kernel(
     t: &Target<'_>,
     k: &Kernel,
     p: &Problem,
-    extensions: &Path,
+    store: Option<&kernelgate_eval::BuildStore>,
     observer: &dyn Observer,
 ) -> anyhow::Result<Option<(BaselineEntry, SeriesStats)>> {
     let kpath = t.repo.join(&k.path); // an absolute path stays as it is
     let source =
         std::fs::read_to_string(&kpath).with_context(|| format!("reading {}", kpath.display()))?;
+    let (sources, sources_known) = kernelgate_model::deps::disk_sources(t.repo, &kpath);
     let request = JobRequest {
         problem_label: Some(p.key.clone()),
         kernel_label: Some(k.path.display().to_string()),
-        sources: kernelgate_model::deps::sources_on_disk(t.repo, &kpath),
+        sources,
+        sources_known,
         precision: Some(k.precision),
         seed: Some(42),
-        extensions_dir: kernelgate_eval::ExtensionsDir::Keyed(extensions.to_path_buf()),
+        extensions_dir: store
+            .cloned()
+            .map(kernelgate_eval::ExtensionsDir::Store)
+            .unwrap_or_default(),
         device: Some(if t.gpu { Device::Cuda } else { Device::Cpu }),
         ..JobRequest::default()
     };

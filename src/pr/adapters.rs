@@ -63,8 +63,10 @@ pub struct HarnessEvaluator {
     pub config: Config,
     /// Device preference (`auto`, `cuda`, `cpu`) from the command line or config.
     pub device: kernelgate_model::Device,
-    /// Shared torch extensions cache across jobs (rebuilds of the same source are skipped).
-    pub extensions_dir: Option<PathBuf>,
+    /// The runner's build store (`KERNELGATE_BUILD_STORE`): a build of the same files,
+    /// flags, torch and toolchain is never compiled twice, across pull requests too. `None`:
+    /// every job builds for itself.
+    pub store: Option<kernelgate_eval::BuildStore>,
     pub seed: Option<u64>,
     /// Correctness only (no timing), for quick local runs.
     pub no_timing: bool,
@@ -77,6 +79,10 @@ pub struct HarnessEvaluator {
     /// Kernels whose base version the build stage builds (or built) in a build job of its own:
     /// their evals load that build read-only ([`JobSpec::base_prebuilt`]).
     pub bases_built: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// What the build stage did with each kernel's build (by path): a build compiled ahead is
+    /// loaded by its eval from the store, and its row says it was compiled in this run.
+    pub built_ahead:
+        std::sync::Mutex<std::collections::BTreeMap<String, kernelgate_eval::StoreUse>>,
     /// A GPU runner's CPUs shared out between builds/GPU evals and the CPU lanes; `None`: every
     /// job on every CPU.
     pub cores: Option<super::cores::CorePlan>,
@@ -127,10 +133,11 @@ impl HarnessEvaluator {
                 Device::Cpu => None,
             },
             extensions_dir: self
-                .extensions_dir
+                .store
                 .clone()
-                .map(kernelgate_eval::ExtensionsDir::Keyed)
+                .map(kernelgate_eval::ExtensionsDir::Store)
                 .unwrap_or_default(),
+            sources_known: sources_known(job),
             // Builds and GPU evals keep off the CPU lanes; a CPU eval gets its lane's.
             cpus: match device {
                 Device::Cuda(_) => self.gpu_side(),
@@ -188,6 +195,12 @@ impl Evaluator for HarnessEvaluator {
             let _ = base.join();
             result
         });
+        if let Some(u) = &result.build_store {
+            self.built_ahead
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(job.path().to_string(), u.clone());
+        }
         match result.outcome {
             Outcome::Passed { .. } => Ok(()),
             other => {
@@ -249,6 +262,17 @@ impl Evaluator for HarnessEvaluator {
         let mut result = prepared
             .unwrap_or_else(|| kernelgate_eval::prepare_job(&spec))
             .finish();
+        // Compiled by the build stage of this run, then loaded from the store by the eval.
+        let ahead = self
+            .built_ahead
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(job.path());
+        if let Some(u) = ahead.filter(|u| u.compiled()) {
+            if result.build_store == Some(kernelgate_eval::StoreUse::Store) {
+                result.build_store = Some(u);
+            }
+        }
         let run_key = result.machine.as_ref().map(|machine| RunKey {
             key: kernelgate_eval::hardware_key(machine, job.precision),
             l2: self.config.timing.l2,
@@ -271,20 +295,23 @@ impl Evaluator for HarnessEvaluator {
 
 impl HarnessEvaluator {
     /// Triton compiles at its first launch, on the GPU; Python kernels build nothing. The
-    /// others build a torch extension, into the shared cache when there is one.
+    /// others build a torch extension, built ahead and kept when there is a build store.
     fn builds_extension(&self, job: &Job) -> bool {
         use kernelgate_model::Backend;
         matches!(
             job.backend,
             Backend::Cuda | Backend::Cute | Backend::Hip | Backend::Thunderkittens | Backend::Cpp
         ) && job.problem_file.is_some()
-            && self.extensions_dir.is_some()
+            && self.store.is_some()
+            // A build ahead is kept for the eval in the store only.
+            && sources_known(job)
     }
 
-    /// Builds the base version of an edited kernel, once, in a build job of its own and into
-    /// the directory keyed by its source (the one it had as a head: cached when a runner kept
-    /// its cache), before any process of the head's eval starts: the eval loads that build from
-    /// a directory it may only read, so no candidate can change what later jobs load. The build
+    /// Builds the base version of an edited kernel, once, in a build job of its own, kept in
+    /// the build store under its own key (the one it had as a head: nothing to do when its pull
+    /// request or main's baseline kept it), before any process of the head's eval starts: the
+    /// eval loads that build from the store, read-only, so no candidate can change what later
+    /// jobs load. The build
     /// stage calls it beside the head's build; a run without one (no GPU), before the eval. A
     /// base that does not build is the eval's warning (`base-kernel-failed`), not the head's.
     fn build_base(&self, job: &Job) {
@@ -363,8 +390,8 @@ impl HarnessEvaluator {
             }
             shown.add(root, ".");
         }
-        if let Some(ext) = &self.extensions_dir {
-            shown.add(ext, "$TORCH_EXTENSIONS_DIR");
+        if let Some(store) = &self.store {
+            shown.add(store.root(), "$KERNELGATE_BUILD_STORE");
         }
         shown
     }
@@ -381,6 +408,17 @@ impl HarnessEvaluator {
             job.backend.as_str()
         )
     }
+}
+
+/// Every file the kernel's builds (its head's and its base's) read is known: only such a
+/// build is kept in the build store, whose key is made of them.
+fn sources_known(job: &Job) -> bool {
+    job.change.sources.complete()
+        && job
+            .change
+            .base_sources
+            .as_ref()
+            .is_none_or(|d| d.complete())
 }
 
 /// Moves the harness's result onto its kernel's row: the one mapping from the harness's

@@ -120,6 +120,21 @@ impl Evaluated {
         }
     }
 
+    /// Where the kernel's extension build came from (the build store, or compiled now).
+    pub fn build_source(&self) -> Option<kernelgate_report::BuildSource> {
+        use kernelgate_eval::StoreUse;
+        use kernelgate_report::BuildSource;
+        match self {
+            Evaluated::Ran { result, .. } => result.build_store.as_ref().map(|u| match u {
+                StoreUse::Store => BuildSource::Store,
+                StoreUse::Built => BuildSource::Built,
+                StoreUse::Rebuilt { .. } => BuildSource::Rebuilt,
+                StoreUse::BuiltNotKept { .. } => BuildSource::NotKept,
+            }),
+            _ => None,
+        }
+    }
+
     /// A run of the harness that ended in `outcome` with nothing measured: the fakes of the
     /// pipeline's tests.
     #[cfg(test)]

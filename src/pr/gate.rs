@@ -44,9 +44,9 @@ pub enum GateError {
     Plan(#[from] PlanError),
     #[error(transparent)]
     Report(#[from] kernelgate_report::ReportError),
-    /// The shared extensions directory could not be made.
+    /// The runner's build store could not be opened.
     #[error(transparent)]
-    Extensions(#[from] std::io::Error),
+    Store(#[from] kernelgate_eval::StoreError),
 }
 
 /// Where the report goes.
@@ -365,7 +365,8 @@ fn evaluate(
             evaluator::nvidia_smi_list,
         ),
     };
-    let (extensions, _scratch) = kernelgate_eval::shared_extensions_dir()?;
+    // The runner's setting, never the pull request's configuration.
+    let store = kernelgate_eval::BuildStore::for_runner()?;
     let gpus = devices
         .iter()
         .filter(|d| matches!(d, Device::Cuda(_)))
@@ -395,13 +396,14 @@ fn evaluate(
     let evaluator = HarnessEvaluator {
         config: cfg.clone(),
         device,
-        extensions_dir: Some(extensions),
+        store,
         seed: opts.seed,
         no_timing: opts.no_timing,
         repo_root: Some(git.root().to_path_buf()),
         has_gpu: gpus > 0,
         prepared: Default::default(),
         bases_built: Default::default(),
+        built_ahead: Default::default(),
         free_lanes: std::sync::Mutex::new(
             cores.as_ref().map(|c| c.lanes.clone()).unwrap_or_default(),
         ),

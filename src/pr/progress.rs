@@ -147,6 +147,9 @@ impl Finished<'_> {
         if let Some(d) = self.device {
             line.push_str(&format!(" ({d})"));
         }
+        if let Some(b) = row.time_spent.as_ref().and_then(|t| t.build) {
+            line.push_str(&format!(" [build: {}]", b.as_str()));
+        }
         line
     }
 

@@ -424,6 +424,7 @@ fn eval_worker(
                 total_ms: ms(stage_start, ended),
                 retries,
                 phases: eval.phases(),
+                build: eval.build_source(),
             }
         };
         if tx

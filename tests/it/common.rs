@@ -31,8 +31,8 @@ const AMBIENT: &[&str] = &[
 ];
 
 /// `kernelgate --repo <repo>` as the tests run it: nothing ambient ([`AMBIENT`]), the
-/// checkout's Python, and one torch extensions cache under `target/` (each C++ fixture
-/// compiles once per source).
+/// checkout's Python, one torch extensions cache and one build store under `target/` (each
+/// C++ fixture compiles once per source).
 pub fn kernelgate_in(repo: &Path) -> Command {
     let ext = test_extensions_dir();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kernelgate"));
@@ -41,8 +41,17 @@ pub fn kernelgate_in(repo: &Path) -> Command {
         cmd.env_remove(k);
     }
     cmd.env("KERNELGATE_PYTHON", python())
-        .env("TORCH_EXTENSIONS_DIR", ext);
+        .env("TORCH_EXTENSIONS_DIR", ext)
+        .env("KERNELGATE_BUILD_STORE", test_build_store());
     cmd
+}
+
+/// The suite's build store for `pr` and `baseline` (created): each C++ fixture compiles once
+/// per source across runs of the suite. Tests that count builds use a store of their own.
+pub fn test_build_store() -> PathBuf {
+    let store = root().join("target/kernelgate-test-build-store");
+    std::fs::create_dir_all(&store).unwrap();
+    store
 }
 
 /// The suite's torch extensions cache (created): each C++ fixture compiles once per source, and

@@ -6,7 +6,7 @@
 //! which `scripts/test.sh` runs first) and a Python with torch (`scripts/setup-python.sh`).
 //! A few minutes on two cores: every kernel is compiled by torch.
 
-use crate::common::{root, test_extensions_dir};
+use crate::common::{root, test_build_store, test_extensions_dir};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -57,6 +57,8 @@ fn demo_gates_the_head_commit_on_cpu() {
         // The suite's extensions cache (keyed by kernel source): the wheel test's demo
         // (scripts/test-wheel.sh) loads these builds instead of compiling them again.
         .env("TORCH_EXTENSIONS_DIR", test_extensions_dir())
+        // The suite's build store: `pr` keeps its builds there, the wheel test's demo loads them.
+        .env("KERNELGATE_BUILD_STORE", test_build_store())
         .output()
         .expect("run scripts/demo.sh");
     let stdout = String::from_utf8_lossy(&run.stdout);

@@ -910,3 +910,69 @@ fn kernelgate_pch_builds_a_checked_entry_and_a_cpp_build_is_offered_it() {
         "{note}"
     );
 }
+
+/// The build store from the harness's side: a build job keeps its build (published by
+/// kernelgate from the job's staging directory), the next build job of the same files starts no
+/// process, and an eval loads the kept build read-only, compiling nothing.
+#[test]
+fn a_build_job_keeps_its_build_in_the_store_and_the_eval_loads_it_read_only() {
+    use kernelgate_eval::{run_job, BuildStore, ExtensionsDir, JobSpec, StoreUse};
+    let dir = tempfile::tempdir().unwrap();
+    let store = BuildStore::open(dir.path().join("store")).unwrap();
+    let mut spec = JobSpec::new(
+        fixture("problems/relu.py"),
+        fixture("kernels/honest_relu.py"),
+    );
+    spec.device = kernelgate_model::Device::Cpu;
+    spec.trials = 1;
+    spec.seed = Some(42);
+    spec.shifted_trials = 0;
+    spec.python = Some(python());
+    spec.harness = Some(
+        PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"))
+            .parent()
+            .unwrap()
+            .join("libkernelgate_harness.so"),
+    );
+    spec.extensions_dir = ExtensionsDir::Store(store.clone());
+    spec.sources_known = true;
+    spec.compile_timeout = Duration::from_secs(600);
+    spec.timing = None;
+    spec.audit = false;
+    spec.build_only = true;
+    let built = run_job(&spec);
+    assert_eq!(
+        built.build_store,
+        Some(StoreUse::Built),
+        "{:?}\n{}",
+        built.outcome,
+        built.stderr_tail
+    );
+    let t0 = Instant::now();
+    let again = run_job(&spec);
+    assert_eq!(again.build_store, Some(StoreUse::Store));
+    assert!(again.passed() && again.phases.is_empty(), "{again:?}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+
+    spec.build_only = false;
+    let eval = run_job(&spec);
+    assert!(eval.passed(), "{:?}\n{}", eval.outcome, eval.stderr_tail);
+    assert_eq!(eval.build_store, Some(StoreUse::Store));
+    assert!(
+        !eval.extensions.is_empty() && eval.extensions.iter().all(|e| !e.built),
+        "{:?}",
+        eval.extensions
+    );
+    assert!(
+        eval.extensions_dir
+            .as_deref()
+            .is_some_and(|d| Path::new(d).starts_with(store.root())),
+        "{:?}",
+        eval.extensions_dir
+    );
+    // Without a complete dependency set nothing is looked up or kept.
+    spec.sources_known = false;
+    let unknown = run_job(&spec);
+    assert!(unknown.passed(), "{:?}", unknown.outcome);
+    assert_eq!(unknown.build_store, None);
+}

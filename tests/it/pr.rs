@@ -4,12 +4,12 @@
 //! Real git, the real CLI, real child processes and real torch.
 //!
 //! The kernels share one C++ source (the number of passes is an argument), so torch compiles
-//! it once; `TORCH_EXTENSIONS_DIR` under `target/` keeps it across runs.
+//! it once per kernel; the suite's build store under `target/` keeps the builds across runs.
 
 use crate::common::{git, kernelgate_in, output_text, root, write};
 
 use kernelgate_report::{
-    BaselineKind, Change, ComparisonVerdict, KernelRow, OutcomeKind, Report, Verdict,
+    BaselineKind, BuildSource, Change, ComparisonVerdict, KernelRow, OutcomeKind, Report, Verdict,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -758,8 +758,9 @@ fn keyed_baselines_from_main_give_vs_main_and_refuse_other_keys_and_changed_prob
     );
 }
 
-/// `kernelgate pr` on the CPU with its own extensions cache, as a runner keeps one between jobs.
-fn pr_with_cache(repo: &Path, base: &str, head: &str, cache: &Path) -> Report {
+/// `kernelgate pr` on the CPU with its own build store, as a runner keeps one between pull
+/// requests: the report and what it printed.
+fn pr_with_store(repo: &Path, base: &str, head: &str, store: &Path) -> (Report, String) {
     let out = tempfile::tempdir().unwrap();
     let run = kernelgate(
         repo,
@@ -776,10 +777,29 @@ fn pr_with_cache(repo: &Path, base: &str, head: &str, cache: &Path) -> Report {
             "--ack-label",
             "kernelgate:ack-speedup",
         ],
-        &[("TORCH_EXTENSIONS_DIR", cache.to_str().unwrap())],
+        &[("KERNELGATE_BUILD_STORE", store.to_str().unwrap())],
     );
     assert!(matches!(run.status.code(), Some(0 | 1)), "{}", text(&run));
-    read_report(out.path())
+    (
+        read_report(out.path()),
+        String::from_utf8_lossy(&run.stdout).into_owned(),
+    )
+}
+
+/// The build store's entries (one directory per key), sorted.
+fn entries(store: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(store)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Where a row's build came from, as the report says.
+fn build_of(r: &KernelRow) -> Option<BuildSource> {
+    r.time_spent.as_ref().and_then(|t| t.build)
 }
 
 /// A repository where main adds a ReLU kernel (`add`) and a pull request edits it (`edit`):
@@ -812,73 +832,127 @@ fn rules(r: &KernelRow) -> Vec<String> {
     r.findings.iter().map(|f| f.rule.clone()).collect()
 }
 
-/// The base version of an edited kernel is the source it had as a head: its build, kept in the
-/// runner's cache by the pull request that added it, is loaded as it is (not rebuilt, not
-/// renamed `_v1`), and timed against the head.
+/// The runner's build store across pull requests: main's kernel is built once; a pull request
+/// that edits it builds that kernel alone (its base version loads the build it had as a head,
+/// not rebuilt, not renamed `_v1`); the same pull request again builds nothing.
 #[test]
-fn an_edited_kernels_base_loads_the_build_it_had_as_a_head() {
-    let (dir, [before, add, edit], added) = add_then_edit(&kernel("relu", 1));
-    let cache = tempfile::tempdir().unwrap();
-    let report = pr_with_cache(dir.path(), &before, &add, cache.path());
-    let path = "kernels/level1/3_ReLU/cpp.py";
-    assert_eq!(row(&report, path).outcome.kind, OutcomeKind::Correct);
-    let built = kernelgate_eval::extensions_subdir(cache.path(), &added)
-        .join("kg_pr_test_ops/kg_pr_test_ops.so");
-    let mtime = || std::fs::metadata(&built).and_then(|m| m.modified());
-    let first = mtime().unwrap_or_else(|e| panic!("{}: {e}", built.display()));
+fn the_build_store_builds_each_kernel_once_across_pull_requests() {
+    let (dir, [before, add2, edit2], _) = add_then_edit(&kernel("relu", 1));
+    let d = dir.path();
+    let store = tempfile::tempdir().unwrap();
+    let relu = "kernels/level1/3_ReLU/cpp.py";
 
-    let report = pr_with_cache(dir.path(), &add, &edit, cache.path());
-    let relu = row(&report, path);
-    assert_eq!(relu.change, Change::Modified);
-    assert_eq!(relu.outcome.kind, OutcomeKind::Correct, "{relu:#?}");
+    // main's kernel: built once and kept.
+    let t0 = std::time::Instant::now();
+    let (report, _) = pr_with_store(d, &before, &add2, store.path());
+    let first_s = t0.elapsed().as_secs_f64();
+    let r = row(&report, relu);
+    assert_eq!(r.outcome.kind, OutcomeKind::Correct, "{r:#?}");
+    assert_eq!(build_of(r), Some(BuildSource::Built), "{r:#?}");
+    let main_builds = entries(store.path());
+    assert_eq!(main_builds.len(), 1, "{main_builds:?}");
+    let libraries: Vec<PathBuf> = main_builds
+        .iter()
+        .map(|e| e.join("kg_pr_test_ops/kg_pr_test_ops.so"))
+        .collect();
+    let mtimes = || -> Vec<_> {
+        libraries
+            .iter()
+            .map(|l| std::fs::metadata(l).and_then(|m| m.modified()).unwrap())
+            .collect()
+    };
+    let first = mtimes();
+
+    // A pull request that edits the ReLU: one build, the edited kernel's.
+    let t0 = std::time::Instant::now();
+    let (report, stdout) = pr_with_store(d, &add2, &edit2, store.path());
+    let edit_s = t0.elapsed().as_secs_f64();
+    assert_eq!(report.kernels.len(), 1, "{:#?}", report.kernels);
+    let r = row(&report, relu);
+    assert_eq!(r.change, Change::Modified);
+    assert_eq!(r.outcome.kind, OutcomeKind::Correct, "{r:#?}");
+    assert_eq!(build_of(r), Some(BuildSource::Built), "{r:#?}");
     assert_eq!(
-        vs_base_verdict(relu),
+        vs_base_verdict(r),
         Some(ComparisonVerdict::Faster),
-        "{relu:#?}"
+        "{r:#?}"
     );
     assert!(
-        !rules(relu).iter().any(|r| r.starts_with("eval/base-")),
-        "{relu:#?}"
+        !rules(r).iter().any(|x| x.starts_with("eval/base-")),
+        "{r:#?}"
     );
-    assert_eq!(mtime().unwrap(), first, "the base's build was rebuilt");
-    // Neither the base's directory nor the head's holds a renamed build (`kg_pr_test_ops_v1`).
-    let head_dir = kernelgate_eval::extensions_subdir(cache.path(), &kernel("relu", 1));
-    for dir in [
-        built.parent().unwrap().parent().unwrap(),
-        head_dir.as_path(),
-    ] {
-        let names: Vec<String> = std::fs::read_dir(dir)
+    assert!(stdout.contains("[build: compiled, kept]"), "{stdout}");
+    assert_eq!(entries(store.path()).len(), 2);
+    assert_eq!(mtimes(), first, "main's builds were rebuilt");
+    for e in entries(store.path()) {
+        let mut names: Vec<String> = std::fs::read_dir(&e)
             .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .map(|x| x.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names, ["kg_pr_test_ops"], "{}", dir.display());
+        names.sort();
+        assert_eq!(
+            names,
+            ["MANIFEST.json", "kg_pr_test_ops"],
+            "{}",
+            e.display()
+        );
     }
+
+    // The same kernels again (a second pull request, or a re-run): nothing is built.
+    let t0 = std::time::Instant::now();
+    let (report, stdout) = pr_with_store(d, &add2, &edit2, store.path());
+    let again_s = t0.elapsed().as_secs_f64();
+    let r = row(&report, relu);
+    assert_eq!(r.outcome.kind, OutcomeKind::Correct, "{r:#?}");
+    assert_eq!(build_of(r), Some(BuildSource::Store), "{r:#?}");
+    assert_eq!(
+        vs_base_verdict(r),
+        Some(ComparisonVerdict::Faster),
+        "{r:#?}"
+    );
+    assert!(stdout.contains("[build: from store]"), "{stdout}");
+    assert_eq!(entries(store.path()).len(), 2);
+    assert_eq!(mtimes(), first);
+    eprintln!(
+        "build store: main's kernel {first_s:.1} s, the one-kernel edit {edit_s:.1} s, \
+         the same pull request again {again_s:.1} s"
+    );
 }
 
-/// The base's cached build is read-only to the eval's process: a candidate that tries to plant
-/// a library beside it is blocked (its import fails) and named, and the build later jobs load is as its build left
-/// it.
+/// No candidate writes the build store: a kernel that tries, from its own process, to replace
+/// the library of its base's entry is blocked and named, and the entry stays as kernelgate
+/// wrote it. An entry damaged on disk (truncated) is found out, removed and built again, never
+/// loaded.
 #[test]
-fn a_candidate_cannot_plant_a_file_in_its_bases_cached_build() {
-    let added = kernel("relu", 6);
-    let cache = tempfile::tempdir().unwrap();
-    let base_dir = kernelgate_eval::extensions_subdir(cache.path(), &added);
-    let planted = base_dir.join("kg_pr_test_ops/planted.so");
-    let planting = format!(
-        "{}\nimport pathlib\n\npathlib.Path({:?}).write_text('planted')\n",
-        kernel("relu", 1),
-        planted.display().to_string()
-    );
-    let (dir, [before, add, edit], _) = add_then_edit(&planting);
-    pr_with_cache(dir.path(), &before, &add, cache.path());
-    let library = base_dir.join("kg_pr_test_ops/kg_pr_test_ops.so");
-    let mtime = || std::fs::metadata(&library).and_then(|m| m.modified());
-    let first = mtime().unwrap_or_else(|e| panic!("{}: {e}", library.display()));
+fn a_candidate_cannot_write_the_build_store_and_a_truncated_entry_is_rebuilt() {
+    let store = tempfile::tempdir().unwrap();
+    let path = "kernels/level1/3_ReLU/cpp.py";
+    let (clean, [before, add, _], _) = add_then_edit(&kernel("relu", 1));
+    let (report, _) = pr_with_store(clean.path(), &before, &add, store.path());
+    assert_eq!(build_of(row(&report, path)), Some(BuildSource::Built));
+    let first = entries(store.path());
+    let [entry] = &first[..] else {
+        panic!("{first:?}");
+    };
+    let library = entry.join("kg_pr_test_ops/kg_pr_test_ops.so");
+    let bytes = std::fs::read(&library).unwrap();
 
-    let report = pr_with_cache(dir.path(), &add, &edit, cache.path());
-    let relu = row(&report, "kernels/level1/3_ReLU/cpp.py");
-    assert!(!planted.exists(), "planted: {}", planted.display());
-    assert_eq!(mtime().unwrap(), first, "the base's build changed");
+    // Replaces the library of its base's entry, from its own process (past the linter, as an
+    // attacker would write it: the sandbox is what stops it). The write fails, and so does the
+    // import.
+    let planting = format!(
+        "{}\nimport pathlib\n\ntmp_target = {:?}\npathlib.Path(tmp_target).write_text('planted')\n",
+        kernel("relu", 1),
+        library.display().to_string()
+    );
+    let (dir, [_, added, edit], _) = add_then_edit(&planting);
+    let (report, _) = pr_with_store(dir.path(), &added, &edit, store.path());
+    let relu = row(&report, path);
+    assert_eq!(
+        std::fs::read(&library).unwrap(),
+        bytes,
+        "the base's build changed"
+    );
     let denied: Vec<&str> = relu
         .findings
         .iter()
@@ -888,13 +962,39 @@ fn a_candidate_cannot_plant_a_file_in_its_bases_cached_build() {
     assert!(
         denied
             .iter()
-            .any(|m| m.contains("planted.so") && m.contains("blocked by the sandbox")),
+            .any(|m| m.contains("kg_pr_test_ops.so") && m.contains("blocked by the sandbox")),
         "{relu:#?}"
     );
     assert_eq!(relu.verdict, Verdict::Fail, "{relu:#?}");
-    // The base was loaded (read-only) before the candidate ran: no warning about it.
+    // The base was loaded from the store, read-only, before the candidate ran.
     assert!(
         !rules(relu).iter().any(|r| r == "eval/base-kernel-failed"),
         "{relu:#?}"
     );
+    // Its own build, whose import failed, is not kept: the base's entry is the only one.
+    assert_eq!(entries(store.path()), first);
+
+    // Truncated on disk: the next run finds it out, builds again and keeps the new build.
+    let mut perms = std::fs::metadata(entry.join("kg_pr_test_ops"))
+        .unwrap()
+        .permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(entry.join("kg_pr_test_ops"), perms.clone()).unwrap();
+    std::fs::set_permissions(&library, perms).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&library)
+        .unwrap()
+        .set_len(100)
+        .unwrap();
+    let (report, stdout) = pr_with_store(clean.path(), &before, &add, store.path());
+    let r = row(&report, path);
+    assert_eq!(r.outcome.kind, OutcomeKind::Correct, "{r:#?}");
+    assert_eq!(build_of(r), Some(BuildSource::Rebuilt), "{r:#?}");
+    assert!(
+        stdout.contains("compiled again (damaged entry)"),
+        "{stdout}"
+    );
+    assert!(std::fs::read(&library).unwrap().len() > 100);
 }

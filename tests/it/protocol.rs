@@ -20,6 +20,7 @@ fn job() -> Job {
         base_kernel: Some("/b.py".into()),
         base_extensions_dir: Some("/ext/base".into()),
         base_prebuilt: true,
+        prebuilt: false,
         device: kernelgate_model::Device::Cuda,
         cpu_backend: false,
         precision: Precision::Fp16,

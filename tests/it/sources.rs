@@ -352,7 +352,8 @@ fn a_cpp_only_edit_is_built_and_timed_at_head_and_at_base() {
     commit(d, "fewer passes");
 
     let out_dir = tempfile::tempdir().unwrap();
-    let ext = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let ext = &store;
     let out = kernelgate_in(d)
         .args([
             "pr",
@@ -366,7 +367,7 @@ fn a_cpp_only_edit_is_built_and_timed_at_head_and_at_base() {
         ])
         .arg("--out")
         .arg(out_dir.path())
-        .env("TORCH_EXTENSIONS_DIR", ext.path())
+        .env("KERNELGATE_BUILD_STORE", ext.path())
         .output()
         .unwrap();
     let report: kernelgate_report::Report = serde_json::from_str(
@@ -386,8 +387,18 @@ fn a_cpp_only_edit_is_built_and_timed_at_head_and_at_base() {
             && vs_base.verdict != kernelgate_report::ComparisonVerdict::Invalid,
         "{row:?}"
     );
-    let builds = std::fs::read_dir(ext.path()).unwrap().count();
-    assert!(builds >= 2, "one build per dependency set, found {builds}");
+    // Two entries in the build store: one per dependency set.
+    let builds = std::fs::read_dir(ext.path())
+        .unwrap()
+        .filter(|e| {
+            !e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with('.')
+        })
+        .count();
+    assert_eq!(builds, 2, "one build per dependency set, found {builds}");
     let comment = std::fs::read_to_string(out_dir.path().join("comment.md")).unwrap();
     assert!(
         comment.contains("via `kernels/level1/3_ReLU/sib_relu.cpp`"),

@@ -13,8 +13,10 @@ use crate::outcome::{EvalResult, Outcome, Phase};
 use crate::protocol::RunnerResult;
 use crate::sandbox::{self, SandboxLevel};
 
-use crate::launch::{launch_error, Started};
+use crate::launch::{launch_error, Publish, Started};
+use crate::store::StoreUse;
 use crate::summary::{efficiency, physical_floor, summarise_timing};
+use std::path::Path;
 
 /// Runtime finding: processes of the candidate outlived its job outside the job's group.
 pub const RULE_STRAY_PROCESS: &str = "eval/stray-process";
@@ -37,6 +39,9 @@ pub(crate) fn conclude(
     let Started {
         spawned,
         python,
+        publish,
+        from_store,
+        missed: _,
         _dir,
     } = job;
     let report = spawned.supervise().map_err(|e| launch_error(e, &python))?;
@@ -159,11 +164,61 @@ pub(crate) fn conclude(
             ),
         ));
     }
+    if from_store {
+        result.build_store = Some(StoreUse::Store);
+    }
+    if let Some(p) = publish {
+        let t0 = std::time::Instant::now();
+        result.build_store = keep_build(p, result, report.strays);
+        if result.build_store.is_some() {
+            result.phases.push(Phase {
+                name: "store_publish".into(),
+                ms: t0.elapsed().as_secs_f64() * 1000.0,
+            });
+        }
+    }
     result.phases.push(Phase {
         name: "job_wall".into(),
         ms: started.elapsed().as_secs_f64() * 1000.0,
     });
     Ok(())
+}
+
+/// Publishes what a job built in its staging directory into the build store, when the job may
+/// be trusted to have built only there: its sandbox confined its writes, no process of it
+/// outlived it, and the extensions it built lie in its staging directory. `None`: it built
+/// nothing (no extension, or its import failed).
+fn keep_build(p: Publish, result: &EvalResult, strays: usize) -> Option<StoreUse> {
+    let built: Vec<String> = result
+        .extensions
+        .iter()
+        .filter(|e| e.built && Path::new(&e.library).starts_with(&p.staging))
+        .map(|e| e.name.clone())
+        .collect();
+    if built.is_empty() {
+        return None;
+    }
+    let not_kept = |why: &str| Some(StoreUse::BuiltNotKept { why: why.into() });
+    match &result.sandbox {
+        Some(SandboxLevel::Full | SandboxLevel::Partial(_)) => {}
+        _ => return not_kept("the sandbox did not confine the job's writes"),
+    }
+    if strays > 0 {
+        return not_kept("processes of the job outlived it");
+    }
+    if matches!(
+        result.outcome,
+        Outcome::Timeout { .. } | Outcome::Infrastructure { .. } | Outcome::HarnessError { .. }
+    ) {
+        return not_kept("the job did not end cleanly");
+    }
+    match p.store.publish(&p.key, &p.staging, &built) {
+        Ok(_) => Some(match p.corrupt {
+            Some(why) => StoreUse::Rebuilt { why },
+            None => StoreUse::Built,
+        }),
+        Err(e) => not_kept(&e.to_string()),
+    }
 }
 
 /// Takes the runner's (authenticated) result into `result` and returns the outcome: runtime

@@ -13,6 +13,11 @@ pub enum ExtensionsDir {
     /// `baseline`, whose build stage and eval meet there; two kernels never share a build, and
     /// the base version of an edited kernel finds the build it had as a head.
     Keyed(PathBuf),
+    /// The runner's build store (`pr`, `baseline`; [`crate::store`]): a job whose build is in
+    /// the store loads it read-only; one whose build is not builds in a staging directory of
+    /// its own, which kernelgate publishes into the store once the build succeeded. No job's
+    /// process ever writes the store.
+    Store(crate::store::BuildStore),
     /// torch's own build directory, as `python kernel.py` uses it: `$TORCH_EXTENSIONS_DIR` when
     /// set, else `py<ver>_<cuda>` under this root (the runner names it as torch does). A local
     /// `kernelgate eval` loads the contributor's build when sources, flags and torch match.
@@ -47,19 +52,6 @@ impl ExtensionsDir {
     pub fn is_shared(&self) -> bool {
         !matches!(self, ExtensionsDir::PerJob)
     }
-}
-
-/// Where the jobs of one run share compiled extensions (kernels sharing a source compile
-/// once): `$TORCH_EXTENSIONS_DIR`, torch's own variable, kept across runs; else a temporary
-/// folder that lives as long as the returned guard.
-pub fn shared_extensions_dir() -> std::io::Result<(PathBuf, Option<tempfile::TempDir>)> {
-    if let Some(dir) = std::env::var_os("TORCH_EXTENSIONS_DIR").filter(|d| !d.is_empty()) {
-        return Ok((PathBuf::from(dir), None));
-    }
-    let scratch = tempfile::Builder::new()
-        .prefix("kernelgate-ext-")
-        .tempdir()?;
-    Ok((scratch.path().to_path_buf(), Some(scratch)))
 }
 
 /// torch's own build directory as a local eval's child may use it: the folder torch builds in
@@ -104,7 +96,7 @@ impl TorchBuilds {
 }
 
 /// A name torch can build under (a Python identifier): never a path.
-fn is_plain_name(name: &str) -> bool {
+pub(crate) fn is_plain_name(name: &str) -> bool {
     let mut chars = name.chars();
     name.len() <= 128
         && chars
@@ -207,6 +199,8 @@ impl ExtensionsDir {
     ) -> JobDirs {
         let head = match self {
             ExtensionsDir::Keyed(root) => extensions_subdir(root, kernel_key),
+            // The staging directory; a store hit is the launcher's to put in its place.
+            ExtensionsDir::Store(_) => job_dir.join("torch_extensions"),
             ExtensionsDir::Torch { root, .. } => root.clone(),
             ExtensionsDir::PerJob => job_dir.join("torch_extensions"),
         };
@@ -217,7 +211,7 @@ impl ExtensionsDir {
             // earlier run. One the eval would build in itself stays the job's own: the
             // candidate's process could write there, and later jobs would load it.
             ExtensionsDir::Keyed(root) if base_read_only => extensions_subdir(root, src),
-            ExtensionsDir::Keyed(_) | ExtensionsDir::PerJob => {
+            ExtensionsDir::Keyed(_) | ExtensionsDir::PerJob | ExtensionsDir::Store(_) => {
                 job_dir.join("torch_extensions_base")
             }
             // torch's own directory holds the head's build under the same name.

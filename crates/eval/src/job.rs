@@ -24,6 +24,10 @@ pub struct JobSpec {
     pub sources: Vec<PathBuf>,
     /// The same for [`JobSpec::base_kernel`].
     pub base_sources: Vec<PathBuf>,
+    /// [`JobSpec::sources`] (and [`JobSpec::base_sources`]) are every file the builds read:
+    /// every path the kernel loads was resolved (`kernelgate_model::deps`). Only such a build
+    /// is kept in the build store ([`ExtensionsDir::Store`]), whose key is made of them.
+    pub sources_known: bool,
     /// Names used in the result (e.g. `level1/19_ReLU` and a repo-relative kernel path).
     pub problem_label: Option<String>,
     pub kernel_label: Option<String>,
@@ -90,6 +94,7 @@ impl JobSpec {
             base_kernel: None,
             sources: Vec::new(),
             base_sources: Vec::new(),
+            sources_known: false,
             problem_label: None,
             kernel_label: None,
             device: Device::Auto,
@@ -154,6 +159,7 @@ impl JobSpec {
         spec.progress = req.progress;
         spec.cpus = req.cpus.clone();
         spec.sources = req.sources.clone();
+        spec.sources_known = req.sources_known;
         match req.stage {
             Stage::Eval => {
                 spec.timing = (!req.no_timing).then(|| cfg.timing.clone());
@@ -199,6 +205,8 @@ pub struct JobRequest {
     pub sources: Vec<PathBuf>,
     /// The base kernel's ([`JobSpec::base_sources`]; eval stage only).
     pub base_sources: Vec<PathBuf>,
+    /// The dependency sets are complete ([`JobSpec::sources_known`]).
+    pub sources_known: bool,
     /// The base was built ahead into the keyed cache ([`JobSpec::base_prebuilt`]).
     pub base_prebuilt: bool,
     /// `None`: `[defaults] device`.

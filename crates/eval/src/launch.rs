@@ -11,6 +11,7 @@ use crate::job::JobSpec;
 use crate::locate::{find_harness, find_python, libcuda_present};
 use crate::pch;
 use crate::protocol::{Job, JobTiming, HARNESS_PROTOCOL};
+use crate::store::{BuildSettings, BuildStore, Lookup, StoreKey};
 
 use std::path::{Path, PathBuf};
 
@@ -18,8 +19,81 @@ use std::path::{Path, PathBuf};
 pub(crate) struct Started {
     pub(crate) spawned: child::Spawned,
     pub(crate) python: PathBuf,
+    /// What kernelgate publishes into the build store once the job built (a store miss).
+    pub(crate) publish: Option<Publish>,
+    /// The build came from the build store (a hit): loaded read-only.
+    pub(crate) from_store: bool,
+    /// Builds of this job (the head's, the base's) not in the build store when the process
+    /// started: one there by the time the job is given (a build job ended meanwhile) means a
+    /// fresh process that loads it ([`Started::stale`]).
+    pub(crate) missed: Vec<(BuildStore, StoreKey)>,
     /// Deleted with the job: the child's working directory, result file and logs.
     pub(crate) _dir: tempfile::TempDir,
+}
+
+impl Started {
+    /// A build this process would compile is in the build store now: it was started before
+    /// its build job ended (`pr` starts processes ahead). Starting it again loads the build.
+    pub(crate) fn stale(&self) -> bool {
+        self.missed
+            .iter()
+            .any(|(store, key)| matches!(store.lookup(key), Lookup::Hit(_)))
+    }
+}
+
+/// A build store miss: where the job builds and the key kernelgate publishes it under.
+pub(crate) struct Publish {
+    pub(crate) store: BuildStore,
+    pub(crate) key: StoreKey,
+    /// The job's own staging directory (`TORCH_EXTENSIONS_DIR` in the child).
+    pub(crate) staging: PathBuf,
+    /// The entry found was corrupt (why): removed, built again.
+    pub(crate) corrupt: Option<String>,
+}
+
+/// The build store's key of one build of a job, and the store (`None`: the job does not use
+/// the store: another extensions directory, or a dependency set not all known).
+fn store_key(spec: &JobSpec, python: &Path, build_key: &str) -> Option<(BuildStore, StoreKey)> {
+    let ExtensionsDir::Store(store) = &spec.extensions_dir else {
+        return None;
+    };
+    if !spec.sources_known {
+        return None;
+    }
+    let problem = std::fs::read(&spec.problem).ok()?;
+    let switch = nvcc_side_by_side(
+        &spec.extensions_dir,
+        std::env::var(NVCC_PARALLEL_ENV).ok().as_deref(),
+    );
+    let settings = BuildSettings {
+        arch_list: cuda_arch_list(),
+        kernelgate: vec![
+            format!("{NVCC_PARALLEL_ENV}={switch}"),
+            format!(
+                "pch={}",
+                pch::job_pch_root().map_or("none".into(), |p| p.display().to_string())
+            ),
+        ],
+    };
+    Some((
+        store.clone(),
+        StoreKey::for_build(build_key, &problem, python, &settings),
+    ))
+}
+
+/// A build-only job whose build is in the build store: nothing to start (`None`: start it).
+pub(crate) fn stored_build(spec: &JobSpec) -> Option<PathBuf> {
+    if !spec.build_only {
+        return None;
+    }
+    let python = job_python(spec);
+    let src = kernelgate_model::read_source(&spec.kernel).ok()?;
+    let key = kernelgate_model::deps::build_key(&spec.kernel, &src, &spec.sources);
+    let (store, key) = store_key(spec, &python, &key)?;
+    match store.lookup(&key) {
+        Lookup::Hit(entry) => Some(entry),
+        _ => None,
+    }
 }
 
 /// The job's interpreter. The child starts in its own directory: a relative path to it (not a
@@ -86,6 +160,7 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
             .map(|p| abs(p).display().to_string()),
         base_extensions_dir: None,
         base_prebuilt: false,
+        prebuilt: false,
         device: spec.device,
         cpu_backend,
         precision: spec.precision,
@@ -157,16 +232,53 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         (ExtensionsDir::Torch { .. }, None) => ExtensionsDir::PerJob,
         (d, _) => d.clone(),
     };
-    let dirs = extensions_dir.job_dirs(
+    let mut dirs = extensions_dir.job_dirs(
         dir.path(),
         &kernel_key,
         base_key.as_deref(),
         spec.base_prebuilt,
     );
-    let ext_dir = match &torch_builds {
-        Some(b) => b.dir.clone(),
-        None => absolute(&dirs.head),
+    // The build store: a verified entry is loaded read-only; a miss builds in the job's own
+    // staging directory, which kernelgate publishes once the job built. The base's build is
+    // only ever read from the store: one the eval builds lies where the candidate's process
+    // can write, and is never published.
+    let mut publish = None;
+    let mut from_store = None;
+    let mut missed = Vec::new();
+    if let Some((store, key)) = store_key(spec, &python, &kernel_key) {
+        match store.lookup(&key) {
+            Lookup::Hit(entry) => from_store = Some(entry),
+            found => {
+                missed.push((store.clone(), key.clone()));
+                publish = Some(Publish {
+                    store,
+                    key,
+                    staging: absolute(&dirs.head),
+                    corrupt: match found {
+                        Lookup::Corrupt(why) => Some(why),
+                        _ => None,
+                    },
+                })
+            }
+        }
+    }
+    if let Some(bkey) = &base_key {
+        if let Some((store, key)) = store_key(spec, &python, bkey) {
+            match store.lookup(&key) {
+                Lookup::Hit(entry) => {
+                    dirs.base = Some(entry);
+                    dirs.base_read_only = true;
+                }
+                _ => missed.push((store, key)),
+            }
+        }
+    }
+    let ext_dir = match (&torch_builds, &from_store) {
+        (_, Some(entry)) => entry.clone(),
+        (Some(b), None) => b.dir.clone(),
+        (None, None) => absolute(&dirs.head),
     };
+    job.prebuilt = from_store.is_some();
     let base_ext_dir = dirs.base.as_deref().map(absolute);
     job.base_extensions_dir = base_ext_dir.as_ref().map(|d| d.display().to_string());
     job.base_prebuilt = dirs.base_read_only;
@@ -189,7 +301,12 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         // Keep a CPU job (and a build) off the GPU even where one exists.
         env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
     }
-    if spec.build_only || matches!(extensions_dir, ExtensionsDir::Keyed(_)) {
+    if spec.build_only
+        || matches!(
+            extensions_dir,
+            ExtensionsDir::Keyed(_) | ExtensionsDir::Store(_)
+        )
+    {
         // The build (no GPU visible) and the eval must compile for the same architectures,
         // or the eval rebuilds what the build left. A job that builds for itself keeps the
         // environment's own list, as `python kernel.py` does, so it can load that build.
@@ -219,10 +336,12 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         env.push((pch::PCH_DIR_ENV.into(), root.display().to_string()));
     }
     // What is granted to the sandboxed child must exist.
-    let build_dirs: Vec<PathBuf> = match &torch_builds {
-        Some(b) => b.writable(),
-        None if extensions_dir.is_shared() => vec![ext_dir.clone()],
-        None => Vec::new(),
+    let build_dirs: Vec<PathBuf> = match (&torch_builds, &from_store) {
+        // A store entry is read, never written.
+        (_, Some(_)) => Vec::new(),
+        (Some(b), None) => b.writable(),
+        (None, None) if extensions_dir.is_shared() => vec![ext_dir.clone()],
+        (None, None) => Vec::new(),
     };
     for d in &build_dirs {
         let _ = std::fs::create_dir_all(d);
@@ -267,6 +386,8 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
         )
         // A prebuilt base's directory is read, never written: later jobs load that build.
         .chain(base_ext_dir.clone().filter(|_| dirs.base_read_only))
+        // So is the candidate's build from the store.
+        .chain(from_store.clone())
         .chain(pch_root)
         .collect(),
         write_dirs: build_dirs
@@ -278,6 +399,9 @@ pub(crate) fn start(spec: &JobSpec, seed: u64) -> Result<Started, EvalError> {
     Ok(Started {
         spawned,
         python,
+        publish,
+        from_store: from_store.is_some(),
+        missed,
         _dir: dir,
     })
 }
@@ -315,7 +439,7 @@ const NVCC_PARALLEL_ENV: &str = "KERNELGATE_NVCC_PARALLEL";
 /// Always set in the child, which would otherwise inherit this process's value.
 fn nvcc_side_by_side(dir: &ExtensionsDir, ours: Option<&str>) -> &'static str {
     match dir {
-        ExtensionsDir::Keyed(_) if ours != Some("0") => "1",
+        ExtensionsDir::Keyed(_) | ExtensionsDir::Store(_) if ours != Some("0") => "1",
         _ => "0",
     }
 }

@@ -24,6 +24,7 @@ mod pidns;
 pub mod protocol;
 pub mod sandbox;
 mod shown;
+pub mod store;
 mod summary;
 
 pub use child::{
@@ -35,7 +36,7 @@ pub use conclude::{
     RULE_HARNESS_HOOKED, RULE_PRECISION_DOWNGRADE, RULE_STRAY_PROCESS, RULE_TORCH_PATCHED,
 };
 pub use error::EvalError;
-pub use extensions::{extensions_subdir, shared_extensions_dir, ExtensionsDir};
+pub use extensions::{extensions_subdir, ExtensionsDir};
 pub use hardware::{hardware_key, nvidia_smi, Machine};
 pub use job::{runner_python, JobRequest, JobSpec, Stage};
 use launch::{start, Started};
@@ -48,6 +49,7 @@ pub use pch::{build_pch, pch_root, PchBuild, PCH_DIR_ENV};
 pub use protocol::HARNESS_PROTOCOL;
 pub use sandbox::{SandboxLevel, SandboxMode};
 pub use shown::ShownPaths;
+pub use store::{BuildStore, StoreError, StoreUse, BUILD_STORE_ENV};
 pub use summary::physical_floor;
 
 /// Runs one job to an outcome. Never panics on candidate behaviour and never returns an error:
@@ -62,7 +64,8 @@ pub fn run_job(spec: &JobSpec) -> EvalResult {
 pub struct PreparedJob {
     spec: JobSpec,
     result: EvalResult,
-    started: Result<Started, EvalError>,
+    /// `None`: nothing to start (a build-only job whose build is in the build store).
+    started: Option<Result<Started, EvalError>>,
 }
 
 /// Starts the job's child process; see [`PreparedJob`].
@@ -71,7 +74,7 @@ pub fn prepare_job(spec: &JobSpec) -> PreparedJob {
         Some(s) => (s, false),
         None => (rand::random::<u32>() as u64, true),
     };
-    let result = EvalResult::new(
+    let mut result = EvalResult::new(
         spec.problem_label
             .clone()
             .unwrap_or_else(|| spec.problem.display().to_string()),
@@ -81,8 +84,19 @@ pub fn prepare_job(spec: &JobSpec) -> PreparedJob {
         seed,
         seed_random,
     );
+    if let Some(entry) = launch::stored_build(spec) {
+        // Built before, by this runner, from the same files and toolchain: nothing to do.
+        result.outcome = Outcome::Passed { trials: 0 };
+        result.build_store = Some(StoreUse::Store);
+        result.extensions_dir = Some(entry.display().to_string());
+        return PreparedJob {
+            started: None,
+            spec: spec.clone(),
+            result,
+        };
+    }
     PreparedJob {
-        started: start(spec, seed),
+        started: Some(start(spec, seed)),
         spec: spec.clone(),
         result,
     }
@@ -96,6 +110,18 @@ impl PreparedJob {
             mut result,
             started,
         } = self;
+        let Some(started) = started else {
+            return result;
+        };
+        // Started ahead, before a build it would compile was kept in the build store: a fresh
+        // process loads that build instead (a torch import, not a compile).
+        let started = match started {
+            Ok(s) if s.stale() => {
+                drop(s);
+                start(&spec, result.seed)
+            }
+            other => other,
+        };
         if let Err(e) = started.and_then(|s| conclude(&spec, s, &mut result)) {
             let message = e.to_string();
             result.outcome = match e {

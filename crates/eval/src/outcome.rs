@@ -388,6 +388,10 @@ pub struct EvalResult {
     /// The precompiled `torch/extension.h` entry on the child's `CPATH` (`kernelgate pch`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precompiled_header: Option<String>,
+    /// Where the candidate's build came from when the job uses the build store: loaded from
+    /// it, or compiled (and kept, or why not). `None`: no store, or nothing built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_store: Option<crate::store::StoreUse>,
 }
 
 /// One compiled extension the candidate's import needed.
@@ -422,6 +426,24 @@ impl EvalResult {
                 .collect()
         };
         let (built, reused) = (names(true), names(false));
+        use crate::store::StoreUse;
+        let kept = match &r.build_store {
+            Some(StoreUse::Store) => {
+                return Some(format!(
+                    "loaded {} from the runner's build store (built earlier from the same files, \
+                     flags, torch and compiler): nothing compiled",
+                    reused.join(", ")
+                ))
+            }
+            Some(StoreUse::Built) => "; kept in the runner's build store".to_string(),
+            Some(StoreUse::Rebuilt { why }) => format!(
+                "; the build store's entry was damaged ({why}): removed, and this build kept"
+            ),
+            Some(StoreUse::BuiltNotKept { why }) => {
+                format!("; not kept in the runner's build store: {why}")
+            }
+            None => String::new(),
+        };
         if built.is_empty() {
             return Some(format!(
                 "loaded {} as built earlier in {dir} (same sources, flags and torch): nothing compiled",
@@ -448,6 +470,12 @@ impl EvalResult {
             Some(_) => "",
             None => "; `kernelgate pch` once on this machine precompiles torch/extension.h for C++ builds",
         };
+        if r.build_store.is_some() {
+            return Some(format!(
+                "compiled {}{secs}{header}{kept}{hint}",
+                built.join(", ")
+            ));
+        }
         Some(if rebuilt.is_empty() {
             format!(
                 "compiled {}{secs}{header} into {dir}; the next eval of the same source loads it{hint}",
@@ -479,6 +507,7 @@ impl EvalResult {
             extensions: Vec::new(),
             extensions_dir: None,
             precompiled_header: None,
+            build_store: None,
             seed,
             seed_random,
             trials_run: None,

@@ -33,6 +33,9 @@ pub struct Job {
     /// The base's build is already in `base_extensions_dir`, which this process may only read:
     /// the runner loads the built libraries and compiles nothing.
     pub base_prebuilt: bool,
+    /// The candidate's build is already in `TORCH_EXTENSIONS_DIR`, an entry of the build store
+    /// this process may only read: the runner loads the built libraries and compiles nothing.
+    pub prebuilt: bool,
     /// `auto`, `cpu` or `cuda` (the visible GPU is chosen by `CUDA_VISIBLE_DEVICES`).
     pub device: kernelgate_model::Device,
     /// The kernel builds a CPU-only extension: it runs on the CPU whatever the device.
@@ -159,6 +162,7 @@ mod tests {
             base_kernel: None,
             base_extensions_dir: None,
             base_prebuilt: false,
+            prebuilt: false,
             device: kernelgate_model::Device::Cpu,
             cpu_backend: false,
             precision: Precision::Bf16,

@@ -49,6 +49,7 @@ class Job:
     base_kernel: Optional[str]
     base_extensions_dir: Optional[str]
     base_prebuilt: bool
+    prebuilt: bool
     device: str
     cpu_backend: bool
     precision: str

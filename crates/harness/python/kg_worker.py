@@ -182,7 +182,12 @@ class _Worker:
             names = None if builds is None else [n for n in builds.split(":") if n]
             before = runner_mod._extension_libraries(root, names) if root else {}
             try:
-                loader = runner_mod._load_only() if (self.role == "base" and job.base_prebuilt) else runner_mod.contextlib.nullcontext()
+                prebuilt = job.base_prebuilt if self.role == "base" else job.prebuilt
+                loader = (
+                    runner_mod._load_only(fallback=self.role == "candidate")
+                    if prebuilt
+                    else runner_mod.contextlib.nullcontext()
+                )
                 with loader:
                     module = runner_mod._load_module(path, f"kg_{self.role}_" + job.job_id)
             except BaseException as e:

@@ -148,11 +148,13 @@ def _load_module(path, name):
 
 
 @contextlib.contextmanager
-def _load_only():
-    """While a prebuilt base kernel is imported: torch's JIT build (`load_inline`, `load`) loads
-    the library the base's own build job left in the build directory instead of compiling. The
-    directory is read-only to this process, so the build's lock file could not be made, and
-    nothing the candidate could have touched is compiled in."""
+def _load_only(fallback=False):
+    """While a prebuilt kernel is imported (a base built by its own build job, or a build from
+    kernelgate's build store): torch's JIT build (`load_inline`, `load`) loads the library in
+    the build directory instead of compiling. The directory is read-only to this process, so
+    the build's lock file could not be made, and nothing the candidate could have touched is
+    compiled in. `fallback`: a library the directory lacks is built as torch would (the
+    candidate's build from the store: only what the store holds is loaded without a build)."""
     import inspect
 
     import torch.utils.cpp_extension as cpp_extension
@@ -166,8 +168,15 @@ def _load_only():
         if a.get("is_standalone"):
             return cpp_extension._get_exec_path(name, build_directory)
         library = os.path.join(build_directory, name + cpp_extension.LIB_EXT)
+        if not os.path.exists(library) and fallback:
+            # Not a build the store holds (a directory of the kernel's own choosing): torch's
+            # own JIT build, wherever this process may write.
+            return original(*args, **kwargs)
         if not os.path.exists(library):
-            raise RuntimeError(f"its build job left no {library}: the base did not build")
+            raise RuntimeError(
+                f"its prebuilt build holds no {library}: it did not build, or the kernel builds another "
+                "extension than when it was built"
+            )
         return cpp_extension._import_module_from_library(name, build_directory, a["is_python_module"])
 
     cpp_extension._jit_compile = load_built
@@ -406,12 +415,16 @@ class Runner:
         # A base version builds in a build job of its own (the CLI's), never beside a candidate.
         ctx.mark("compile")
         self.candidate_started = True
+        # What the import builds is reported: kernelgate keeps those builds in its build store.
+        root, names = self.extensions_root, self.extension_names
+        before = _extension_libraries(root, names) if root else {}
         try:
             mod = _load_module(job.kernel, "kg_candidate_" + job.job_id)
         except BaseException as e:
             ctx.mark("run")
             ctx.phase("compile")
             raise kg_context.Stop(ctx.compile_error(e))
+        self.extensions = extension_builds(root, before, names) if root else []
         model_new = getattr(mod, "ModelNew", None)
         if model_new is not None and init_inputs is not None:
             try:

@@ -164,6 +164,12 @@ impl Dependencies {
         (!self.unresolved.is_empty() && under).then_some(Touch::Directory)
     }
 
+    /// Every path the kernel names was resolved and found: the set is every file its build
+    /// reads from the repository (a build store key may be made of it).
+    pub fn complete(&self) -> bool {
+        self.unresolved.is_empty() && self.missing.is_empty()
+    }
+
     /// The report's sentences for the paths that could not be resolved.
     pub fn reasons(&self) -> Vec<String> {
         self.unresolved
@@ -305,6 +311,12 @@ pub fn resolve(tree: &dyn SourceTree, kernel: &str, source: &str) -> Dependencie
 /// (a kernel outside it: in its own directory's tree), for a command that runs it from disk
 /// (`eval`, `baseline --kernels`). Unreadable: none.
 pub fn sources_on_disk(repo: &Path, kernel: &Path) -> Vec<PathBuf> {
+    disk_sources(repo, kernel).0
+}
+
+/// [`sources_on_disk`], and whether the set is complete ([`Dependencies::complete`]; false for
+/// an unreadable kernel).
+pub fn disk_sources(repo: &Path, kernel: &Path) -> (Vec<PathBuf>, bool) {
     let full = if kernel.is_absolute() {
         kernel.to_path_buf()
     } else {
@@ -316,15 +328,16 @@ pub fn sources_on_disk(repo: &Path, kernel: &Path) -> Vec<PathBuf> {
     } else {
         match (full.parent(), full.file_name()) {
             (Some(dir), Some(name)) => (dir.to_path_buf(), PathBuf::from(name)),
-            _ => return Vec::new(),
+            _ => return (Vec::new(), false),
         }
     };
     let Ok(source) = crate::read_source(&full) else {
-        return Vec::new();
+        return (Vec::new(), false);
     };
     let rel = rel.to_string_lossy().replace('\\', "/");
     let deps = resolve(&DiskTree::new(&root), &rel, &source);
-    deps.files.iter().map(|f| root.join(f)).collect()
+    let files = deps.files.iter().map(|f| root.join(f)).collect();
+    (files, deps.complete())
 }
 
 /// The text a torch extension build is keyed by: the kernel's source, then each dependency's

@@ -420,6 +420,35 @@ pub struct TimeSpent {
     /// The harness's own phases of the eval (`compile`, `timing`, `audit`, ...), in order.
     #[serde(default)]
     pub phases: Vec<(String, f64)>,
+    /// Where the kernel's extension build came from: the runner's build store or a compile
+    /// in this run. `None`: nothing to build, or no build store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildSource>,
+}
+
+/// Where a kernel's extension build came from (the runner's build store, docs/runner.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuildSource {
+    /// Loaded from the build store: built earlier from the same files, flags and toolchain.
+    Store,
+    /// Compiled in this run and kept in the store.
+    Built,
+    /// Compiled in this run; the store's entry was damaged and was replaced.
+    Rebuilt,
+    /// Compiled in this run and not kept (the job's writes were not confined, or it failed).
+    NotKept,
+}
+
+impl BuildSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BuildSource::Store => "from store",
+            BuildSource::Built => "compiled, kept",
+            BuildSource::Rebuilt => "compiled again (damaged entry), kept",
+            BuildSource::NotKept => "compiled, not kept",
+        }
+    }
 }
 
 /// Where a row's times were measured: the comment groups rows by it, and host timings carry

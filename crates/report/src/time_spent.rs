@@ -38,7 +38,11 @@ pub fn section(report: &Report) -> String {
             "| {}{retried} | {} | {} | {} | {} | {} | {} |\n",
             crate::comment::code(&k.path),
             secs(t.queued_ms),
-            secs(t.build_ms),
+            match (t.build, t.build_ms > 0.0) {
+                (Some(crate::schema::BuildSource::Store), _) => "store".to_string(),
+                (Some(b), false) => format!("in eval ({})", b.as_str()),
+                _ => secs(t.build_ms),
+            },
             secs(t.wait_ms),
             secs(t.eval_ms),
             secs(t.total_ms),
@@ -47,7 +51,8 @@ pub fn section(report: &Report) -> String {
     }
     s.push_str(
         "\nQueued: before its build (or eval) started. Build: compiled on CPU cores ahead of the \
-         GPU. Wait: built, waiting for a device. Done at: from the start of evaluation.\n\n</details>\n",
+         GPU (`store`: loaded from the runner's build store, nothing compiled; `in eval`: compiled by \
+         the eval itself). Wait: built, waiting for a device. Done at: from the start of evaluation.\n\n</details>\n",
     );
     s
 }
@@ -86,6 +91,19 @@ mod tests {
                 ("reference".into(), 300.0),
                 ("total".into(), 2_800.0),
             ],
+            build: Some(BuildSource::Built),
+        });
+        r.kernels.push(row.clone());
+        row.path = "kernels/c.py".into();
+        row.time_spent = Some(TimeSpent {
+            build: Some(BuildSource::Store),
+            ..TimeSpent::default()
+        });
+        r.kernels.push(row.clone());
+        row.path = "kernels/d.py".into();
+        row.time_spent = Some(TimeSpent {
+            build: Some(BuildSource::Built),
+            ..TimeSpent::default()
         });
         r.kernels.push(row);
         let not_run = KernelRow::new(
@@ -98,7 +116,12 @@ mod tests {
         );
         r.kernels.push(not_run);
         let s = section(&r);
-        assert!(s.starts_with("\n<details><summary>Where the time went (1 kernel(s), 66.0 s"));
+        assert!(s.starts_with("\n<details><summary>Where the time went (3 kernel(s), 66.0 s"));
+        assert!(s.contains("| `kernels/c.py` | 0.0 s | store |"), "{s}");
+        assert!(
+            s.contains("| `kernels/d.py` | 0.0 s | in eval (compiled, kept) |"),
+            "{s}"
+        );
         assert!(s.contains("| `kernels/a.py` (retried) | 0.1 s | 61.0 s | 2.0 s | 2.9 s | 66.0 s | timing 0.9 s, checks 0.4 s, reference 0.3 s |"), "{s}");
         assert!(!s.contains("kernels/b.py"));
         assert_eq!(section(&Report::new(RunInfo::default())), "");

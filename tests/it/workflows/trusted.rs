@@ -393,6 +393,10 @@ fn every_workflow_judges_a_pull_request_by_the_default_branchs_config() {
             "TORCH_EXTENSIONS_DIR".into(),
             crate::common::test_extensions_dir().display().to_string(),
         ));
+        run.runner_env.push((
+            "KERNELGATE_BUILD_STORE".into(),
+            crate::common::test_build_store().display().to_string(),
+        ));
         let (code, log) = run.step("run", &path);
         assert_eq!(code, 0, "{file}: {log}");
         assert_eq!(run.output("run", "exit-code"), "1", "{file}: {log}");

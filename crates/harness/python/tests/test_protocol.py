@@ -25,6 +25,7 @@ def job(**over):
         "base_kernel": None,
         "base_extensions_dir": None,
         "base_prebuilt": False,
+        "prebuilt": False,
         "device": "cuda",
         "cpu_backend": False,
         "precision": "fp32",
