@@ -5,9 +5,11 @@
 //!
 //! Needs the harness extension next to the CLI (`cargo build -p kernelgate-harness`) and a
 //! Python with torch and ninja (`KERNELGATE_PYTHON` or `.venv`). The matmul fixtures share one
-//! C++ source, so torch compiles it once into `target/kernelgate-test-torch-extensions`.
+//! C++ source, and the hack fixtures another: torch compiles each once, in a build directory
+//! under `target/kernelgate-test-torch-extensions` that the jobs of that source share
+//! (`common::share_builds`), and the other jobs load that build.
 
-use crate::common::{python, root, test_extensions_dir, AUDIT_DEFENDS};
+use crate::common::{python, root, share_builds, AUDIT_DEFENDS};
 
 use kernelgate::pr::adapters::convert;
 use kernelgate::pr::policy::{judge, Acks, Policy};
@@ -34,7 +36,6 @@ fn harness() -> PathBuf {
 
 /// Correctness (2 trials, seed 42) and the audit on the CPU; no timing.
 fn audited(problem: &str, kernel: &str) -> EvalResult {
-    let ext = test_extensions_dir();
     let mut spec = JobSpec::new(
         fixture(&format!("problems/{problem}")),
         fixture(&format!("kernels/{kernel}")),
@@ -45,7 +46,7 @@ fn audited(problem: &str, kernel: &str) -> EvalResult {
     spec.shifted_trials = 0;
     spec.python = Some(python());
     spec.harness = Some(harness());
-    spec.extensions_dir = kernelgate_eval::ExtensionsDir::Keyed(ext);
+    share_builds(&mut spec);
     spec.compile_timeout = Duration::from_secs(600);
     let r = run_job(&spec);
     assert!(
@@ -294,7 +295,6 @@ fn the_floor_and_warning_threshold_come_from_the_config() {
 /// CPU C++ ones are evaluated here; the CUDA ones need a GPU (a CPU runner skips them).
 #[test]
 fn no_hack_the_linter_leaves_to_the_runtime_passes_the_gate_clean() {
-    let ext = test_extensions_dir();
     let problem = root().join("tests/fixtures/eval/problems/relu.py");
     let problem_src = std::fs::read_to_string(&problem).unwrap();
     let (mut failed, mut warned) = (Vec::new(), Vec::new());
@@ -319,7 +319,7 @@ fn no_hack_the_linter_leaves_to_the_runtime_passes_the_gate_clean() {
         spec.seed = Some(42);
         spec.python = Some(python());
         spec.harness = Some(harness());
-        spec.extensions_dir = kernelgate_eval::ExtensionsDir::Keyed(ext.clone());
+        share_builds(&mut spec);
         spec.compile_timeout = Duration::from_secs(600);
         let r = run_job(&spec);
         let stderr = r.stderr_tail.clone();

@@ -62,6 +62,67 @@ pub fn test_extensions_dir() -> PathBuf {
     ext
 }
 
+/// Where the jobs of fixtures that build one and the same C++ extension share its build:
+/// torch's own build directory (`ExtensionsDir::Torch`, the one a contributor's `python kernel.py`
+/// leaves for a local eval), one per extension under the suite's cache. The first job compiles,
+/// every later one loads that build as a `pr` eval loads its build job's: torch compares the
+/// sources, flags and its version, and a job that finds another building waits on torch's lock.
+/// The directory is named by the kernel's `load_inline(...)` call and the C++ it holds
+/// (triple-quoted strings assigned to a name, with `torch::` or `#include`), so fixtures whose
+/// extensions differ never build in one directory. A kernel without such a call, or whose extension names its source does
+/// not state, gets the keyed cache (a build per source).
+pub fn share_builds(spec: &mut kernelgate_eval::JobSpec) {
+    let source = std::fs::read_to_string(&spec.kernel)
+        .unwrap_or_else(|e| panic!("{}: {e}", spec.kernel.display()));
+    let names = kernelgate_lint::embedded::extension_names(&source).filter(|n| !n.is_empty());
+    spec.extensions_dir = match (extension_key(&source), &names) {
+        (Some(key), Some(_)) => kernelgate_eval::ExtensionsDir::Torch {
+            root: test_extensions_dir().join(format!("torch-{key:016x}")),
+            exact: true,
+        },
+        _ => kernelgate_eval::ExtensionsDir::Keyed(test_extensions_dir()),
+    };
+    spec.extension_names = names;
+}
+
+/// What decides a fixture's extension build: its `load_inline(...)` call (name, flags, the
+/// sources it names) and the C++ text of the triple-quoted strings it assigns; None without the
+/// call.
+fn extension_key(source: &str) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let start = source.find("load_inline(")?;
+    let mut depth = 0usize;
+    let mut end = None;
+    for (i, c) in source[start..].char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    end = Some(start + i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    // A fixed hasher: the same fixture finds the same directory in every run.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    source[start..end?].hash(&mut h);
+    // The strings assigned to a name (`CPP = r"""..."""`), not docstrings.
+    let parts: Vec<&str> = source.split("\"\"\"").collect();
+    for i in (1..parts.len()).step_by(2) {
+        let assigned = parts[i - 1]
+            .rsplit('\n')
+            .next()
+            .is_some_and(|line| line.contains('='));
+        if assigned && (parts[i].contains("torch::") || parts[i].contains("#include")) {
+            parts[i].hash(&mut h);
+        }
+    }
+    Some(h.finish())
+}
+
 /// A finished command's status and both streams, for assertion messages.
 pub fn output_text(out: &Output) -> String {
     format!(

@@ -110,6 +110,9 @@ class Worker:
         self.request(None, "starting")
         self.loaded = self.request(None, "importing and constructing the model")
         self.extensions = self.loaded.get("extensions") if isinstance(self.loaded.get("extensions"), list) else []
+        # The precompiled-header entry on the worker's CPATH when it imported the model's code.
+        pch = self.loaded.get("precompiled_header")
+        self.precompiled_header = pch if isinstance(pch, str) else None
 
     # ---- the wire ------------------------------------------------------------------------------
     def died(self, where):

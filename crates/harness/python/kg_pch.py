@@ -12,8 +12,8 @@ torch, Python and compiler, `<root>/<key>/torch/extension.h.gch/{O0,O2}.gch`, ch
 each variant with the flags torch gives a C++ source, and renames the entry into place whole.
 Beside the `.gch` directory sits a `torch/extension.h` that forwards to torch's own: gcc
 serves only a TU's first include from the `.gch` and opens that file for any later one.
-`use` (the runner, after its torch import and before the candidate's) puts the entry on `CPATH`
-when it exists. torch's build hash and `build.ninja` do not change, so a contributor's own
+`use` (the runner and each worker, after their torch import and before any model code) puts
+the entry on `CPATH` when it exists. torch's build hash and `build.ninja` do not change, so a contributor's own
 build is still reused, and a compile whose flags match no variant parses the header as before.
 
 gcc does not check that the header changed since the `.gch` was made: the key names torch's
@@ -84,11 +84,13 @@ def entry_for(root, torch):
 
 
 def use(root, torch, environ=os.environ):
-    """Puts this torch's entry under `root` first on `CPATH`; returns it, or None when none."""
+    """Puts this torch's entry under `root` first on `CPATH` (once: a process that inherited it
+    from the runner keeps it first); returns it, or None when none."""
     entry = entry_for(root, torch)
     if entry:
         rest = environ.get("CPATH")
-        environ["CPATH"] = entry + (os.pathsep + rest if rest else "")
+        if not (rest and rest.split(os.pathsep)[0] == entry):
+            environ["CPATH"] = entry + (os.pathsep + rest if rest else "")
     return entry
 
 

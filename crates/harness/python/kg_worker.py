@@ -127,6 +127,15 @@ class _Worker:
         import torch
 
         self.torch = torch
+        # The candidate's (and the base's) C++ builds run here: torch's header precompiled by
+        # `kernelgate pch` and nvcc's side-by-side wrapper, as the runner offers them to its own
+        # builds. A worker prestarted before the runner set them up did not inherit them.
+        pch_root = os.environ.get("KERNELGATE_PCH_DIR")
+        pch = runner_mod.kg_pch.use(pch_root, torch) if runner_mod.kg_pch is not None else None
+        if runner_mod.kg_nvcc is not None:
+            runner_mod.kg_nvcc.use(
+                pch_root, getattr(runner_mod.kg_nvcc, "SOURCE", None), lambda: runner_mod._real_nvcc(torch)
+            )
         r = runner_mod.kg_context.Context(job, self.kg_timing, None)
         r.torch = torch
         r.T = r.capture(torch)
@@ -222,7 +231,7 @@ class _Worker:
             except Exception:
                 pass
         self.timer = self.kg_timing.make_timer({"device": dev.type, "l2": "warm"})
-        self.reply({"ok": True, "extensions": extensions, "pid": os.getpid()})
+        self.reply({"ok": True, "extensions": extensions, "pid": os.getpid(), "precompiled_header": pch})
         return True
 
     def bind(self, message, fds):

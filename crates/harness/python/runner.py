@@ -375,6 +375,10 @@ class Runner:
         finally:
             ctx.mark("run")
         self.extensions = _extension_list(cand.worker.extensions)
+        # The entry the candidate's builds were offered is the one its worker had on CPATH (the
+        # runner's own, never another path the worker's reply might name).
+        if cand.worker.precompiled_header != self.pch:
+            self.pch = None
         ctx.phase("compile")
         return cand, None
 

@@ -58,6 +58,9 @@ class Entries(unittest.TestCase):
         fresh = {}
         kg_pch.use(self.root, self.torch, fresh)
         self.assertEqual(fresh["CPATH"], entry)
+        # A worker started with the runner's environment: the entry stays first, once.
+        self.assertEqual(kg_pch.use(self.root, self.torch, env), entry)
+        self.assertEqual(env["CPATH"], entry + os.pathsep + "/opt/include")
 
     def test_no_root_or_no_header_offers_nothing(self):
         env = {}
