@@ -9,6 +9,7 @@
 #           the judge's GPU cheats before and after (46), the 13-kernel PR after and before
 #   second  the earlier judge fixtures after, A/A after and before (46), the references'
 #           baselines of every bundled problem (50)
+#   short   smoke, sandbox, honest kernels (the least device time)
 #   one     when only one call fits: smoke, sandbox, honest, judge46 after, 13-kernel PR after,
 #           baselines
 # Usage:   OUT=dir DEADLINE=560 bash scripts/gpu-proof-calls.sh first|second
@@ -47,5 +48,11 @@ case ${1:-} in
       "bench-after|130|$(bench after "$N")" \
       'baselines|120|$N --repo $R baseline --device cuda --timeout 115 >$OUT/baseline-stdout.txt 2>$OUT/baseline-stderr.log; rc=$?; cp -r $R/results/timing $OUT/timing; exit $rc'
     ;;
-  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|one" >&2; exit 2 ;;
+  short) # the least that proves a GPU row runs under the sandbox: smoke, the escapes, honest kernels
+    OUT=$OUT DEADLINE=${DEADLINE:-200} bash scripts/gpu-call.sh \
+      "smoke:cuda|60|$smoke" \
+      'sandbox|90|KERNELGATE_BIN=$N python3 scripts/gpu-sandbox.py $OUT' \
+      'honest-pr|90|PR_LIMIT=80 bash scripts/gpu-honest-pr.sh after $N'
+    ;;
+  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|one|short" >&2; exit 2 ;;
 esac
