@@ -23,7 +23,7 @@ pub struct Args {
     /// `get_inputs()` shapes); name missing packages; exit 1 if any problem fails.
     #[arg(long)]
     pub check: bool,
-    /// With --check: seconds allowed to load one problem.
+    /// With --check: seconds allowed to load one problem (counted once torch is imported).
     #[arg(long, default_value_t = 120, value_name = "SECONDS")]
     pub check_timeout: u64,
 }

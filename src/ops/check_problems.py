@@ -18,6 +18,9 @@ except ModuleNotFoundError as e:
     emit({"fatal": "no_torch", "python": sys.executable, "error": str(e)})
     sys.exit(0)
 
+# Starting Python and importing torch is not a problem's time: each problem's limit starts here.
+emit({"ready": True})
+
 
 def describe(x):
     if isinstance(x, torch.Tensor):

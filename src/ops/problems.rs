@@ -292,6 +292,10 @@ pub fn pip_name(module: &str) -> &str {
 
 const CHECK_SCRIPT: &str = include_str!("check_problems.py");
 
+/// How long the check's Python may take to start and import torch (its own limit, apart from
+/// each problem's `--check-timeout`).
+const STARTUP_LIMIT: Duration = Duration::from_secs(120);
+
 /// Loads every problem in one Python process (torch imported once); a problem that hangs or
 /// kills the process costs only its own row, and the rest continue in a fresh process.
 fn check(
@@ -348,13 +352,25 @@ fn check(
         let rx = &script.lines;
         let mut done = 0;
         let mut stopped: Option<String> = None;
+        // Until the script says torch is imported, the wait is the interpreter's start, not a
+        // problem's: a loaded runner's torch import must not count against the first problem.
+        let mut ready = false;
         while done < todo.len() {
             let key = &todo[done].0;
-            match rx.recv_timeout(limit) {
+            let wait = if ready {
+                limit
+            } else {
+                limit.max(STARTUP_LIMIT)
+            };
+            match rx.recv_timeout(wait) {
                 Ok(line) => {
                     let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
                         continue; // a problem's own print
                     };
+                    if v.get("ready").is_some() {
+                        ready = true;
+                        continue;
+                    }
                     if v.get("fatal").is_some() {
                         drop(script);
                         return Err(ProblemsError::NoTorch {
@@ -390,6 +406,13 @@ fn check(
                     };
                     out.insert(key.clone(), check);
                     done += 1;
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !ready => {
+                    stopped = Some(format!(
+                        "Python and torch did not start within {} s; the problem was not loaded",
+                        wait.as_secs()
+                    ));
+                    break;
                 }
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                     stopped = Some(format!(

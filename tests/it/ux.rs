@@ -464,6 +464,35 @@ fn problems_check_survives_hangs_and_crashes_and_hides_the_token() {
     }
 }
 
+/// `--check-timeout` is each problem's own time: the interpreter's start and torch's import (a
+/// few seconds, more on a loaded runner) do not count against the first problem.
+#[test]
+fn problems_check_timeout_starts_after_torch_is_imported() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q"]);
+    let relu = std::fs::read_to_string(root().join("KernelBench/level1/3_ReLU.py")).unwrap();
+    write(d, "KernelBench/level1/3_ReLU.py", &relu);
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-q", "-m", "problems"]);
+    let out = kernelgate(
+        d,
+        &[
+            "problems",
+            "--check",
+            "--check-timeout",
+            "1",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let relu = problem_check(&rows, "level1/3_ReLU");
+    assert_eq!(relu["ok"], true, "{relu:#}");
+}
+
 /// Lint errors only warn here, so a kernel that fails at import reaches the harness; its
 /// message names its own absolute path, which the comment must not show.
 #[test]
