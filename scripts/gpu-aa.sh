@@ -73,9 +73,17 @@ def _kg_aa_slower(self, *args):
 
 ModelNew.forward = _kg_aa_slower
 PY
+  kept=0
   for i in $(seq "$N"); do
-    eval_pair "$label" "$bin" aa "$KERNEL"
-    eval_pair "$label" "$bin" slow "$slow"
+    for kind in aa slow; do
+      if [ "$kind" = aa ]; then eval_pair "$label" "$bin" aa "$KERNEL"; else eval_pair "$label" "$bin" slow "$slow"; fi
+      # An eval off its expected verdict or far from 1 keeps its whole JSON (its samples), up to 8.
+      if [ "$kept" -lt 8 ] && python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).readlines()[-1]); want='unchanged' if sys.argv[2]=='aa' else 'slower'; sys.exit(0 if d.get('verdict')!=want or abs((d.get('ratio') or 1)-1)>0.15 else 1)" "$OUT/aa-$label.jsonl" "$kind"; then
+        kept=$((kept + 1)); cp "$work/e.json" "$OUT/aa-$label-off-$i-$kind.json"
+      fi
+    done
+    # A time budget (AA_SECONDS) ends the pairs early with the summary still written.
+    if [ -n "${AA_SECONDS:-}" ] && [ $((SECONDS - t0)) -gt "$AA_SECONDS" ]; then break; fi
   done
   python3 - "$OUT/aa-$label.jsonl" "$label" "$KERNEL" "$cycles" "$((SECONDS - t0))" >"$OUT/aa-$label.txt" <<'PY'
 import json, statistics, sys

@@ -9,6 +9,7 @@
 #           the judge's GPU cheats before and after (46), the 13-kernel PR after and before
 #   second  the earlier judge fixtures after, A/A after and before (46), the references'
 #           baselines of every bundled problem (50)
+#   third   after fixes: smoke, the judge's fixtures, honest kernels, A/A (one label)
 #   short   smoke, sandbox, honest kernels (the least device time)
 #   one     when only one call fits: smoke, sandbox, honest, judge46 after, 13-kernel PR after,
 #           baselines
@@ -47,6 +48,14 @@ case ${1:-} in
       'judge46|70|FIXTURES=judge46 PR_LIMIT=60 bash scripts/gpu-judge-pr.sh after $N' \
       "bench-after|130|$(bench after "$N")" \
       'baselines|120|$N --repo $R baseline --device cuda --timeout 115 >$OUT/baseline-stdout.txt 2>$OUT/baseline-stderr.log; rc=$?; cp -r $R/results/timing $OUT/timing; exit $rc'
+    ;;
+  third) # after fixes to the first two: the judge's fixtures and honest kernels again, more A/A
+    OUT=$OUT DEADLINE=${DEADLINE:-560} bash scripts/gpu-call.sh \
+      "smoke:cuda|60|$smoke" \
+      'judge46|70|FIXTURES=judge46 PR_LIMIT=60 bash scripts/gpu-judge-pr.sh after $N' \
+      'judge|80|FIXTURES=judge PR_LIMIT=75 bash scripts/gpu-judge-pr.sh after $N' \
+      'honest-pr|70|PR_LIMIT=65 bash scripts/gpu-honest-pr.sh after $N' \
+      'aa|300|N=${AA_N:-40} AA_SECONDS=${AA_SECONDS:-270} bash scripts/gpu-aa.sh after $N'
     ;;
   short) # the least that proves a GPU row runs under the sandbox: smoke, the escapes, honest kernels
     OUT=$OUT DEADLINE=${DEADLINE:-200} bash scripts/gpu-call.sh \

@@ -5,7 +5,7 @@
 outputs and the centred set's (`audit`, `precision-downgrade`) and, during timing, verified timed
 calls the judge picks (`audit_timed`). `float64_outputs` is the float64 evaluation the
 correctness check falls back on (`kg_trials`, `reference-less-accurate`). `result` is the result's
-`precision_audit`. The limits and sampling are `kg_checks`'s.
+`precision_audit`. The limits, the narrower formats and the sampling are `kg_checks`'s.
 
 Loaded by the harness as a private module and given to the runner as `runner.kg_precision`; the
 runner gives it `kg_checks` and `kg_work`.
@@ -69,15 +69,8 @@ class Precision:
             if need > 0.5 * free:
                 self.result = {"skipped": f"float64 reference needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"}
                 return None
-        import copy
-
         try:
-            with torch.no_grad():
-                m64 = copy.deepcopy(ref_model).to(dtype=torch.float64)
-                x64 = [x.to(torch.float64) if _isinstance(x, T.Tensor) and x.is_floating_point() else x for x in inputs]
-                ctx.set_seed(s)
-                outs = ctx.as_list(m64(*x64))
-            ctx.sync()
+            outs = self.float64_forward(ref_model, inputs, s)
         except Exception as e:
             self.result = {"skipped": f"the reference does not run in float64 ({_type(e).__name__})"}
             return None
@@ -92,7 +85,7 @@ class Precision:
             e = kg_checks.flat_sample(o, idx).to(torch.float64)
             ref_err = kg_checks.relative_error(torch, kg_checks.flat_sample(r, idx), e)
             exact.append((idx, e, ref_err, tuple(r.shape)))
-        del m64, x64, outs
+        del outs
         ref_errors = [x[2] for x in exact if x is not None and x[2] is not None]
         if not ref_errors:
             return None
@@ -106,28 +99,47 @@ class Precision:
         """The reference's model run in float64 on `inputs`, or None where it does not fit in
         memory or does not run in float64 (then the reference alone decides)."""
         ctx = self.ctx
-        torch, T = ctx.torch, ctx.T
+        T = ctx.T
         ref_model = getattr(ctx, "ref_model", None)
         if ref_model is None or not any(r.is_floating_point() for r in refs):
             return None
-        import copy
-
         try:
             if ctx.dev.type == "cuda":
                 params = kg_work.nbytes(T, list(ref_model.parameters()) + list(ref_model.buffers()))
                 need = 2 * (params + kg_work.nbytes(T, inputs) + 3 * kg_work.nbytes(T, refs))
                 if need > 0.5 * ctx.free_gpu_bytes():
                     return None
-            with torch.no_grad():
-                m64 = copy.deepcopy(ref_model).to(dtype=torch.float64)
-                x64 = [x.to(torch.float64) if _isinstance(x, T.Tensor) and x.is_floating_point() else x for x in inputs]
-                if s is not None:
-                    ctx.set_seed(s)
-                outs = ctx.as_list(m64(*x64))
-            ctx.sync()
-            return outs
+            return self.float64_forward(ref_model, inputs, s)
         except Exception:
             return None
+
+    def float64_forward(self, ref_model, inputs, s, narrow_to=None):
+        """The reference's model run in float64 on `inputs`; with `narrow_to` (one of
+        `kg_checks.NARROWER_FORMATS`), its floating parameters, buffers and inputs first rounded
+        to that format. Raises what the model raises."""
+        import copy
+
+        ctx = self.ctx
+        torch, T = ctx.torch, ctx.T
+
+        def widened(x):
+            if narrow_to is not None:
+                x = kg_checks.narrowed(torch, x, narrow_to)
+            return x.to(torch.float64)
+
+        with torch.no_grad():
+            m64 = copy.deepcopy(ref_model)
+            if narrow_to is not None:
+                for p in list(m64.parameters()) + list(m64.buffers()):
+                    if p.is_floating_point():
+                        p.data = kg_checks.narrowed(torch, p.data, narrow_to)
+            m64 = m64.to(dtype=torch.float64)
+            x64 = [widened(x) if _isinstance(x, T.Tensor) and x.is_floating_point() else x for x in inputs]
+            if s is not None:
+                ctx.set_seed(s)
+            outs = ctx.as_list(m64(*x64))
+        ctx.sync()
+        return outs
 
     def audit(self, first_outputs):
         """The candidate's error against the float64 reference, relative to the reference's own,
@@ -191,6 +203,9 @@ class Precision:
             return
         torch = ctx.torch
         precision = ctx.job.precision
+        if ctx.has_finding("precision-downgrade"):
+            return
+        unexplained = []  # (output, its sample index, reference's error, candidate's error)
         for k, (o, ex) in enumerate(zip(outs, exact)):
             if ex is None or _type(o) is not ctx.T.Tensor or not o.is_floating_point():
                 continue
@@ -201,7 +216,7 @@ class Precision:
             if cand_err is None or ref_err is None:
                 continue
             limit = kg_checks.precision_limit(precision, ref_err)
-            if cand_err > limit and not ctx.has_finding("precision-downgrade"):
+            if cand_err > limit:
                 ctx.finding(
                     "precision-downgrade",
                     "error",
@@ -210,3 +225,40 @@ class Precision:
                     f"limit {limit:.2e}): it computes in lower precision than the problem's {precision} on the "
                     "calls it is timed on. Compute and accumulate in the problem's precision on every call",
                 )
+                return
+            if cand_err > kg_checks.PRECISION_EXPLAINED_RATIO * ref_err:
+                unexplained.append((k, o, idx, ref_err, cand_err))
+        if unexplained:
+            self.narrowed_operands(ref_model, s, inputs, unexplained)
+
+    def narrowed_operands(self, ref_model, s, inputs, outputs):
+        """Under the limit but well above the reference's error (`outputs`): is the candidate's
+        error that of operands rounded to a narrower format (`kg_checks.NARROWER_FORMATS`)? A
+        float64 reference on such operands then explains its outputs (`explained_by_narrowing`):
+        TF32 arithmetic on non-negative operands, whose rounding averages out below the floor."""
+        ctx = self.ctx
+        torch = ctx.torch
+        precision = ctx.job.precision
+        for fmt in kg_checks.NARROWER_FORMATS.get(precision, ()):
+            try:
+                narrowed = self.float64_forward(ref_model, inputs, s, narrow_to=fmt)
+            except Exception:
+                continue
+            for k, o, idx, ref_err, cand_err in outputs:
+                n = narrowed[k] if k < len(narrowed) else None
+                if _type(n) is not ctx.T.Tensor or n.shape != o.shape:
+                    continue
+                n_err = kg_checks.relative_error(
+                    torch, kg_checks.flat_sample(o, idx), kg_checks.flat_sample(n, idx).to(torch.float64)
+                )
+                if kg_checks.explained_by_narrowing(ref_err, cand_err, n_err):
+                    ctx.finding(
+                        "precision-downgrade",
+                        "error",
+                        f"on a timed call's inputs the candidate's output {k} is the reference's on {fmt} operands: "
+                        f"its relative error is {n_err:.2e} against a float64 reference on operands rounded to {fmt}, "
+                        f"{cand_err:.2e} against the exact one (the {precision} reference's own: {ref_err:.2e}). It "
+                        f"computes on {fmt} operands on the calls it is timed on; compute in the problem's {precision} "
+                        "on every call",
+                    )
+                    return

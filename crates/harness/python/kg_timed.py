@@ -16,6 +16,7 @@ runner gives it `kg_context`, `kg_checks`, `kg_work` and `kg_judge`.
 
 import os
 import traceback
+from random import Random as _Random
 from dataclasses import asdict as _asdict
 
 # Captured before any candidate code exists in the process.
@@ -272,13 +273,22 @@ class Timed:
                     }
                 )
             kept[name][i] = [o for o in outs if _isinstance(o, T.Tensor)]
-            if name == "candidate" and audits_left[0] > 0:
-                audits_left[0] -= 1
-                self.precision.audit_timed(ref_model, seeds[i], fresh.materialize(token), refs, outs)
+            if name == "candidate":
+                # A uniform sample of every verified call (reservoir): a candidate that keeps
+                # full precision for its first N calls, any N, is audited after them as likely.
+                audit_pool[0] += 1
+                call = (i, token, refs, outs)
+                if len(audit_pool[1]) < TIMED_PRECISION_AUDITS:
+                    audit_pool[1].append(call)
+                else:
+                    slot = audit_rng.randrange(audit_pool[0])
+                    if slot < TIMED_PRECISION_AUDITS:
+                        audit_pool[1][slot] = call
 
         # Timed calls the judge puts through the precision audit, picked among the verified ones
-        # after each call: the worker cannot tell which.
-        audits_left = [TIMED_PRECISION_AUDITS]
+        # (the worker cannot tell which), audited once the timing ends.
+        audit_pool = [0, []]
+        audit_rng = _Random(_urandom(16))
         try:
             samples = ctx.kg_timing.measure(
                 callables, n_sets, ctx.timer, self.timing_cfg(), verify, fresh, ["candidate"], capture
@@ -289,6 +299,9 @@ class Timed:
             raise Stop(failed.outcome)
         except BaseException as e:
             raise Stop(ctx.runtime_error(e, "timing"))
+        for i, token, refs, outs in audit_pool[1]:
+            self.precision.audit_timed(ref_model, seeds[i], fresh.materialize(token), refs, outs)
+        audit_pool[1] = []
         # The judge's clock beside every worker's (docs/timing.md, "Whose clock").
         clock = kg_judge.clock_findings(samples, ctx.dev.type)
         for rule, severity, message in clock:

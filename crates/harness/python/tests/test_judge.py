@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import statistics
 import textwrap
 import unittest
 
@@ -173,6 +174,34 @@ class Clock(unittest.TestCase):
         # in every call is caught (the profile-hook cheat on the H100).
         quiet = {"reference": self.series(0.6, 0.6), "candidate": self.series(0.001, 0.88)}
         self.assertEqual([f[:2] for f in kg_judge.clock_findings(quiet)], [("clock-disagrees", "error")])
+
+    def test_a_median_on_the_high_side_of_a_two_mode_round_trip_is_not_hidden_work(self):
+        # The round trip has two modes (0.56 and 0.80 ms: a wake-up or not). The reference's calls
+        # landed low 16 times in 20 (a narrow interquartile range); the candidate's, 11 times
+        # in 20 high: its median gap is 0.2 ms above, past the slack, by chance alone (an honest
+        # Triton ReLU's repeated calls on an H100, 0.18 ms over against 0.15 allowed).
+        def two_modes(ms, high, n=20, extra=0.0):
+            return [sample(ms, ms + extra + (0.80 if k < high else 0.56) + 0.002 * k) for k in range(n)]
+
+        honest = {"reference": two_modes(0.05, 4), "candidate_repeated": two_modes(0.048, 11)}
+        gap = statistics.median(s["judge_ms"] - s["ms"] for s in honest["candidate_repeated"])
+        ref_gap = statistics.median(s["judge_ms"] - s["ms"] for s in honest["reference"])
+        self.assertGreater(gap - ref_gap, 0.15)
+        self.assertEqual(kg_judge.clock_findings(honest), [])
+        # The same round trip with 0.3 ms of work after the timer in every call: every gap moves.
+        hook = {"reference": two_modes(0.05, 4), "candidate_repeated": two_modes(0.001, 4, extra=0.3)}
+        self.assertEqual([f[:2] for f in kg_judge.clock_findings(hook)], [("clock-disagrees", "error")])
+        # Work hidden in 11 calls of 20 only: too few apart for the finding, but the judge's
+        # clock still sets those times (the median gap's excess over the noise): no speed gained.
+        most = {"reference": two_modes(0.05, 4), "candidate_repeated": two_modes(0.001, 4)[:9] + two_modes(0.001, 4, extra=0.3)[9:]}
+        self.assertEqual(kg_judge.clock_findings(most), [])
+        kg_judge.judge_the_times(most, "cuda")
+        self.assertGreater(statistics.median(s["ms"] for s in most["candidate_repeated"]), 0.2)
+
+    def test_the_rank_test_sees_a_shift_not_a_median(self):
+        self.assertLess(kg_judge._shift_p([1.0] * 10, [0.5] * 10), 1e-4)
+        self.assertGreater(kg_judge._shift_p([0.5] * 10, [0.5] * 10), 0.4)
+        self.assertGreater(kg_judge._shift_p([0.5] * 10, [1.0] * 10), 0.99)
 
     def test_a_time_longer_than_the_judge_waited_is_impossible(self):
         samples = {"reference": self.series(1.0, 0.05), "candidate": [sample(2.0, 1.0)] * 10}
