@@ -134,6 +134,28 @@ fn full_precision_only_on_the_first_calls_fails_the_audit_of_timed_calls() {
 }
 
 #[test]
+fn narrowed_operands_on_the_timed_calls_under_the_limit_are_told_by_their_rounding() {
+    // The GPU fixture (TF32 on every call past the 16th, operands rounded by hand) on a K = 1024
+    // product of non-negative operands: on the CPU its error is TF32's, near the floor; the
+    // judge names the format from the error's correlation with a TF32-operand reference.
+    let (code, v) = eval_timed(
+        "problems/matmul_k1024.py",
+        "cuda/judge46/checked_calls_tf32_rounded.py",
+    );
+    assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
+    assert_error_finding(code, &v, "eval/precision-downgrade");
+    let timed = v["precision_audit"]["timed"]
+        .as_array()
+        .expect("audited timed calls");
+    assert!(!timed.is_empty(), "{v:#}");
+    let tf32 = timed[0]["narrowed"]
+        .as_array()
+        .and_then(|n| n.iter().find(|n| n["format"] == "tf32"))
+        .unwrap_or_else(|| panic!("no tf32 reference: {v:#}"));
+    assert!(tf32["correlation"].as_f64().unwrap() > 0.9, "{tf32}");
+}
+
+#[test]
 fn a_result_signed_with_a_key_from_the_candidates_heap_cannot_be_forged() {
     let (code, v) = eval_timed("problems/relu.py", "kernels/judge/forged_result.py");
     // No key in the worker: it finds nothing, ends its process, and the judge says so.

@@ -53,12 +53,12 @@ CLOCK_GAP_QUANTILE = {"cuda": 0.5, "cpu": 0.25}
 CLOCK_SLACK_SPREAD = {"cuda": 1.0, "cpu": 1.0}
 # And the series' gaps must sit above the reference's as a whole, not by the luck of a median:
 # a one-sided rank test (Mann-Whitney) of the two series of gaps, at this level. Work hidden in
-# every call shifts every gap (10 calls against 10, all apart, give p = 8e-5; 20 against 20,
-# 2e-8); an honest series whose median lands on the high side of a two-mode round trip does not
+# every call shifts every gap (10 calls against 10, all apart, give p = 8e-5; 12 against 12 with
+# two overlapping, 6e-4: the H100's ReLU profile-hook cheat at 1e-4 went unnamed); an honest series whose median lands on the high side of a two-mode round trip does not
 # (an honest Triton ReLU's repeated-call median was 0.18 ms above the reference's on an H100
 # running nvcc beside it, allowed 0.15 ms). Below the finding, `judge_the_times` still raises a
 # series' times by any excess over the noise: a cheat the test misses gains no speed from it.
-CLOCK_SHIFT_P = 1e-4
+CLOCK_SHIFT_P = 1e-3
 # A disagreement is an error on either device; on the GPU the judge's figures then replace the
 # worker's (`judge_the_times`), on the CPU the row fails on the finding alone (the judge's
 # per-call figures there carry the machine's scheduling).
@@ -446,8 +446,9 @@ def _raise(sample, ms):
 
 
 def judge_the_times(samples, device_type="cuda", disagreed=False, judged=("candidate", "base", "candidate_repeated")):
-    """The judge's clock bounds every worker's times, finding or not. A series whose gap to the
-    judge's clock exceeds the reference path's gap by more than the machine's noise (the fixed
+    """The judge's clock bounds every worker's times, finding or not. A series whose gaps to the
+    judge's clock sit above the reference path's as a whole (the rank test of `clock_findings`)
+    and whose gap exceeds the reference path's by more than the machine's noise (the fixed
     slack and the reference's scatter, never a share of the worker's own time: a timer that
     reports a fraction of each call gains nothing) has its times raised by that excess, so what
     the speedup rests on is what the judge waited. An honest series, inside the noise, keeps its
@@ -467,12 +468,16 @@ def judge_the_times(samples, device_type="cuda", disagreed=False, judged=("candi
                         _raise(s, max(floor, 0.0))
         return
     allowance = _noise(kind, spread)
+    ref_gaps = _gaps(samples, "reference")
     for name in judged:
         series = [s for s in samples.get(name, []) if s.get("judge_ms") is not None and s["ms"] == s["ms"]]
         if not series:
             continue
         excess = _quantile([s["judge_ms"] - s["ms"] for s in series], CLOCK_GAP_QUANTILE[kind]) - ref_gap - allowance
-        if excess > 0:
+        # Only a shift of the whole series (`CLOCK_SHIFT_P`), not where a dozen round trips' median
+        # fell: raising honest times by that chance put 4 false "slower" verdicts in 12 A/A evals
+        # of a 0.064 ms matmul on an H100 (the worker's 0.064 ms became 0.073 to 0.18 ms).
+        if excess > 0 and _shift_p(_gaps(samples, name), ref_gaps) < CLOCK_SHIFT_P:
             for s in series:
                 _raise(s, min(s["ms"] + excess, s["judge_ms"]))
 

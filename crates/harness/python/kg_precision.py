@@ -32,6 +32,8 @@ class Precision:
         self.exact = None
         # The candidate's outputs on the centred shifted set (`kg_trials`), judged here.
         self.centred_outputs = None
+        # The audited timed calls (`audit_timed`), each its worst output's errors.
+        self.timed = []
 
     def exact_reference(self, ref_model, trial, extra):
         """The reference in float64, before any candidate code exists, on trial 0's inputs and
@@ -194,7 +196,8 @@ class Precision:
 
     def audit_timed(self, ref_model, s, inputs, refs, outs):
         """The precision audit on a verified timed call's own content: a kernel that computes in
-        full precision only where it expects the audit (the first trials) shows here."""
+        full precision only where it expects the audit (the first trials) shows here. Each
+        audited call's worst output goes in the result's `precision_audit.timed`."""
         ctx = self.ctx
         kept = self.result
         exact = self.exact_set(ref_model, s, inputs, refs)
@@ -203,9 +206,7 @@ class Precision:
             return
         torch = ctx.torch
         precision = ctx.job.precision
-        if ctx.has_finding("precision-downgrade"):
-            return
-        unexplained = []  # (output, its sample index, reference's error, candidate's error)
+        rows = []
         for k, (o, ex) in enumerate(zip(outs, exact)):
             if ex is None or _type(o) is not ctx.T.Tensor or not o.is_floating_point():
                 continue
@@ -215,6 +216,22 @@ class Precision:
             cand_err = kg_checks.relative_error(torch, kg_checks.flat_sample(o, idx), e)
             if cand_err is None or ref_err is None:
                 continue
+            rows.append({"output": k, "reference_error": ref_err, "candidate_error": cand_err, "narrowed": [], "_o": o, "_idx": idx, "_exact": e})
+        if not rows:
+            return
+        worst = max(rows, key=lambda r: r["candidate_error"] / max(r["reference_error"], 1e-300))
+        unexplained = [r for r in rows if r["candidate_error"] > kg_checks.PRECISION_EXPLAINED_RATIO * r["reference_error"]]
+        if unexplained:
+            self.narrowed_errors(ref_model, s, inputs, unexplained)
+        for r in rows:
+            for private in ("_o", "_idx", "_exact"):
+                r.pop(private)
+        if kg_checks.finite_or_none(worst["candidate_error"]) is not None:  # JSON has no infinity
+            self.timed.append(worst)
+        if ctx.has_finding("precision-downgrade"):
+            return
+        for r in rows:
+            k, ref_err, cand_err = r["output"], r["reference_error"], r["candidate_error"]
             limit = kg_checks.precision_limit(precision, ref_err)
             if cand_err > limit:
                 ctx.finding(
@@ -226,39 +243,50 @@ class Precision:
                     "calls it is timed on. Compute and accumulate in the problem's precision on every call",
                 )
                 return
-            if cand_err > kg_checks.PRECISION_EXPLAINED_RATIO * ref_err:
-                unexplained.append((k, o, idx, ref_err, cand_err))
-        if unexplained:
-            self.narrowed_operands(ref_model, s, inputs, unexplained)
+            explained = [n for n in r["narrowed"] if kg_checks.explained_by_narrowing(ref_err, cand_err, n["correlation"])]
+            if explained:
+                n = max(explained, key=lambda n: n["correlation"])
+                fmt = n["format"]
+                ctx.finding(
+                    "precision-downgrade",
+                    "error",
+                    f"on a timed call's inputs the candidate's output {k} is the reference's on {fmt} operands: its "
+                    f"relative error is {cand_err:.2e} against the float64 reference (the {precision} reference's own: "
+                    f"{ref_err:.2e}) and runs along the error of a float64 reference on operands rounded to {fmt} "
+                    f"(correlation {n['correlation']:.2f}; an {precision} kernel's own error is independent of it). It "
+                    f"computes on {fmt} operands on the calls it is timed on; compute in the problem's {precision} "
+                    "on every call",
+                )
+                return
 
-    def narrowed_operands(self, ref_model, s, inputs, outputs):
-        """Under the limit but well above the reference's error (`outputs`): is the candidate's
-        error that of operands rounded to a narrower format (`kg_checks.NARROWER_FORMATS`)? A
-        float64 reference on such operands then explains its outputs (`explained_by_narrowing`):
-        TF32 arithmetic on non-negative operands, whose rounding averages out below the floor."""
+    def narrowed_errors(self, ref_model, s, inputs, rows):
+        """Under the limit but well above the reference's error (`rows`): the candidate's error
+        against a float64 reference on operands rounded to each narrower format
+        (`kg_checks.NARROWER_FORMATS`) and the correlation of their deviations from the exact
+        one, into each row's `narrowed`. The format whose rounding its error follows
+        (`explained_by_narrowing`) is the one it computes on: TF32 arithmetic on non-negative
+        operands, whose rounding averages out below the floor."""
         ctx = self.ctx
         torch = ctx.torch
-        precision = ctx.job.precision
-        for fmt in kg_checks.NARROWER_FORMATS.get(precision, ()):
+        for fmt in kg_checks.NARROWER_FORMATS.get(ctx.job.precision, ()):
             try:
                 narrowed = self.float64_forward(ref_model, inputs, s, narrow_to=fmt)
             except Exception:
                 continue
-            for k, o, idx, ref_err, cand_err in outputs:
+            for r in rows:
+                k, o, idx, e = r["output"], r["_o"], r["_idx"], r["_exact"]
                 n = narrowed[k] if k < len(narrowed) else None
                 if _type(n) is not ctx.T.Tensor or n.shape != o.shape:
                     continue
-                n_err = kg_checks.relative_error(
-                    torch, kg_checks.flat_sample(o, idx), kg_checks.flat_sample(n, idx).to(torch.float64)
-                )
-                if kg_checks.explained_by_narrowing(ref_err, cand_err, n_err):
-                    ctx.finding(
-                        "precision-downgrade",
-                        "error",
-                        f"on a timed call's inputs the candidate's output {k} is the reference's on {fmt} operands: "
-                        f"its relative error is {n_err:.2e} against a float64 reference on operands rounded to {fmt}, "
-                        f"{cand_err:.2e} against the exact one (the {precision} reference's own: {ref_err:.2e}). It "
-                        f"computes on {fmt} operands on the calls it is timed on; compute in the problem's {precision} "
-                        "on every call",
-                    )
-                    return
+                got, ns = kg_checks.flat_sample(o, idx), kg_checks.flat_sample(n, idx).to(torch.float64)
+                err = kg_checks.relative_error(torch, got, ns)
+                corr = kg_checks.narrowing_correlation(torch, got, e, ns)
+                if err is not None and kg_checks.finite_or_none(err) is not None and corr is not None:
+                    r["narrowed"].append({"format": fmt, "error": err, "correlation": corr})
+            del narrowed
+
+    def timed_result(self):
+        """The result's `precision_audit` with the audited timed calls in it."""
+        if not self.timed:
+            return self.result
+        return dict(self.result or {}, timed=self.timed)

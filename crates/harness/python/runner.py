@@ -534,7 +534,7 @@ class Runner:
             bandwidth_gbs=self.timed.bandwidth_gbs,
             audit=self.op_audit,
             memory=self.memory_use(),
-            precision_audit=self.precision.result,
+            precision_audit=self.precision.timed_result(),
             extensions=self.extensions,
             extensions_dir=self.extensions_root,
             precompiled_header=self.pch,

@@ -249,6 +249,32 @@ pub struct PrecisionAudit {
     /// Why no audit was made (memory, no float64 run), when none was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// The verified timed calls the judge put through the audit, picked among all of them after
+    /// the timing: a candidate exact only on the calls it expects audited shows here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timed: Vec<TimedPrecisionAudit>,
+}
+
+/// One audited timed call's worst output: the errors against the float64 reference and, when
+/// the candidate's is well above the reference's own, against float64 references on operands
+/// narrowed to each lower format (the one its error follows names the format it computes in).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TimedPrecisionAudit {
+    pub output: u32,
+    pub reference_error: f64,
+    pub candidate_error: f64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub narrowed: Vec<NarrowedError>,
+}
+
+/// The candidate's relative error against a float64 reference on operands rounded to `format`,
+/// and the correlation of the two references' deviations from the exact one (near 1: the
+/// candidate computes on such operands; near 0: its error is its own).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct NarrowedError {
+    pub format: String,
+    pub error: f64,
+    pub correlation: f64,
 }
 
 /// The reference timed alone before the candidate's import, between the candidate's timed calls,

@@ -18,8 +18,8 @@ pub mod target;
 pub mod types;
 
 pub use audit::{
-    AuditClock, AuditEntry, ExtensionCalls, MemoryUse, OpAudit, OpClass, PrecisionAudit,
-    ReferenceCheck,
+    AuditClock, AuditEntry, ExtensionCalls, MemoryUse, NarrowedError, OpAudit, OpClass,
+    PrecisionAudit, ReferenceCheck, TimedPrecisionAudit,
 };
 pub use config::{Condition, Config, ConfigError, Device, L2Mode, LintConfig, LintLevel};
 pub use dataset::{DatasetError, DatasetSpec};

@@ -181,7 +181,7 @@ class Clock(unittest.TestCase):
         # in 20 high: its median gap is 0.2 ms above, past the slack, by chance alone (an honest
         # Triton ReLU's repeated calls on an H100, 0.18 ms over against 0.15 allowed).
         def two_modes(ms, high, n=20, extra=0.0):
-            return [sample(ms, ms + extra + (0.80 if k < high else 0.56) + 0.002 * k) for k in range(n)]
+            return [sample(ms, ms + extra + (0.80 if k < high else 0.56) + 0.002 * ((k * 7) % n)) for k in range(n)]
 
         honest = {"reference": two_modes(0.05, 4), "candidate_repeated": two_modes(0.048, 11)}
         gap = statistics.median(s["judge_ms"] - s["ms"] for s in honest["candidate_repeated"])
@@ -191,15 +191,38 @@ class Clock(unittest.TestCase):
         # The same round trip with 0.3 ms of work after the timer in every call: every gap moves.
         hook = {"reference": two_modes(0.05, 4), "candidate_repeated": two_modes(0.001, 4, extra=0.3)}
         self.assertEqual([f[:2] for f in kg_judge.clock_findings(hook)], [("clock-disagrees", "error")])
-        # Work hidden in 11 calls of 20 only: too few apart for the finding, but the judge's
-        # clock still sets those times (the median gap's excess over the noise): no speed gained.
+        # Work hidden in 11 calls of 20: a shift of most of the series, caught; and the judge's
+        # clock sets those times (the median gap's excess over the noise): no speed gained.
         most = {"reference": two_modes(0.05, 4), "candidate_repeated": two_modes(0.001, 4)[:9] + two_modes(0.001, 4, extra=0.3)[9:]}
-        self.assertEqual(kg_judge.clock_findings(most), [])
+        self.assertEqual([f[:2] for f in kg_judge.clock_findings(most)], [("clock-disagrees", "error")])
         kg_judge.judge_the_times(most, "cuda")
         self.assertGreater(statistics.median(s["ms"] for s in most["candidate_repeated"]), 0.2)
 
+    def test_an_honest_series_keeps_its_times_where_its_median_round_trip_fell_high(self):
+        # An A/A eval on an H100 (results/gpu-proof/h100-round10-call3-aa-off/aa-after-off-10-aa.json):
+        # every worker's kernel took 0.064 ms, and the round trips scattered between 0.42 and
+        # 1.15 ms. The candidate's median gap landed 0.17 ms above the reference's by chance;
+        # raising its times by that made identical kernels 14% "slower".
+        gaps = {
+            "reference": [0.547, 0.58, 0.678, 0.753, 0.482, 0.545, 0.578, 0.724, 0.795, 0.619],
+            "candidate": [0.797, 0.422, 0.69, 0.425, 0.793, 0.958, 1.153, 0.758, 0.572, 0.78],
+            "candidate_repeated": [1.052, 0.518, 0.848, 0.802, 1.018, 0.574, 0.783, 0.611, 0.594, 1.051],
+            "base": [0.836, 0.964, 0.799, 0.574, 0.573, 0.975, 0.583, 0.578, 0.698, 0.705],
+        }
+        samples = {name: [sample(0.064, 0.064 + g) for g in gs] for name, gs in gaps.items()}
+        ref_gap, spread = kg_judge._reference_gap(samples, "cuda")
+        self.assertGreater(statistics.median(gaps["candidate"]) - ref_gap, kg_judge._noise("cuda", spread))
+        self.assertEqual(kg_judge.clock_findings(samples), [])
+        kg_judge.judge_the_times(samples, "cuda")
+        for name in ("candidate", "candidate_repeated", "base"):
+            self.assertEqual([s["ms"] for s in samples[name]], [0.064] * 10, name)
+
     def test_the_rank_test_sees_a_shift_not_a_median(self):
         self.assertLess(kg_judge._shift_p([1.0] * 10, [0.5] * 10), 1e-4)
+        # 0.3 ms hidden in each of 12 calls, two of them in the reference's range: still a shift.
+        ref = [0.6 + 0.01 * k for k in range(12)]
+        hook = [0.62, 0.65] + [0.9 + 0.01 * k for k in range(2, 12)]
+        self.assertLess(kg_judge._shift_p(hook, ref), kg_judge.CLOCK_SHIFT_P)
         self.assertGreater(kg_judge._shift_p([0.5] * 10, [0.5] * 10), 0.4)
         self.assertGreater(kg_judge._shift_p([0.5] * 10, [1.0] * 10), 0.99)
 

@@ -64,6 +64,7 @@ class TimedAudit(unittest.TestCase):
         precision = kg_precision.Precision(ctx)
         refs = ctx.reference(model, inputs, 0)
         precision.audit_timed(model, 0, inputs, refs, candidate_outputs)
+        self.timed = precision.timed_result()["timed"]
         return [f for f in ctx.findings if f["rule"] == "precision-downgrade"]
 
     def operands(self, seed=1):
@@ -81,6 +82,28 @@ class TimedAudit(unittest.TestCase):
         ref_err = kg_checks.relative_error(torch, torch.matmul(a, b).reshape(-1), exact.reshape(-1))
         self.assertLess(err, kg_checks.precision_limit("fp32", ref_err))
         [finding] = self.audit(Matmul(), [a, b], [out])
+        self.assertIn("on tf32 operands", finding["message"])
+        # The evidence stays in the result: the errors against each narrowed reference.
+        [row] = self.timed
+        by_format = {n["format"]: n for n in row["narrowed"]}
+        self.assertEqual(set(by_format), set(kg_checks.NARROWER_FORMATS["fp32"]))
+        self.assertLess(by_format["tf32"]["error"], 0.1 * row["candidate_error"])
+        self.assertGreater(by_format["tf32"]["correlation"], 0.99)
+
+    def test_narrowed_operands_under_an_accumulation_error_as_large_as_theirs_are_caught(self):
+        # Tensor cores do not accumulate as IEEE fp32 does: their own error, independent of the
+        # operands' rounding and here as large as it, leaves the rounding's trace in place.
+        a, b = self.operands(5)
+        exact = torch.matmul(a.double(), b.double())
+        out = narrowed_matmul("tf32")(a, b)
+        g = torch.Generator().manual_seed(6)
+        noise = torch.randn(out.shape, generator=g, dtype=torch.float64)
+        noise *= float(torch.linalg.vector_norm(out.double() - exact)) / float(torch.linalg.vector_norm(noise))
+        [finding] = self.audit(Matmul(), [a, b], [(out.double() + noise).float()])
+        self.assertIn("on tf32 operands", finding["message"])
+        # Half the operands narrowed (only `a`): still its trace.
+        half = torch.matmul(kg_checks.narrowed(torch, a, "tf32"), b)
+        [finding] = self.audit(Matmul(), [a, b], [half])
         self.assertIn("on tf32 operands", finding["message"])
         # Truncated TF32 or bf16 operands are biased on these sums: past the limit already.
         for fmt in ("tf32 (truncated)", "bf16"):
@@ -115,6 +138,9 @@ class TimedAudit(unittest.TestCase):
         ):
             with self.subTest(name=name):
                 self.assertEqual(self.audit(Matmul(), [a, b], [out]), [])
+                # Audited all the same: its error (if large enough to ask) follows no rounding.
+                [row] = self.timed
+                self.assertTrue(all(abs(n["correlation"]) < 0.2 for n in row["narrowed"]), row)
 
     def test_a_signed_problem_keeps_the_magnitude_check(self):
         # Centred operands: TF32 is far past the limit, the first check says so.
