@@ -53,12 +53,19 @@ CLOCK_GAP_QUANTILE = {"cuda": 0.5, "cpu": 0.25}
 CLOCK_SLACK_SPREAD = {"cuda": 1.0, "cpu": 1.0}
 # And the series' gaps must sit above the reference's as a whole, not by the luck of a median:
 # a one-sided rank test (Mann-Whitney) of the two series of gaps, at this level. Work hidden in
-# every call shifts every gap (10 calls against 10, all apart, give p = 8e-5; 12 against 12 with
-# two overlapping, 6e-4: the H100's ReLU profile-hook cheat at 1e-4 went unnamed); an honest series whose median lands on the high side of a two-mode round trip does not
-# (an honest Triton ReLU's repeated-call median was 0.18 ms above the reference's on an H100
-# running nvcc beside it, allowed 0.15 ms). Below the finding, `judge_the_times` still raises a
-# series' times by any excess over the noise: a cheat the test misses gains no speed from it.
-CLOCK_SHIFT_P = 1e-3
+# every call shifts every gap (10 calls against 10, all apart, give p = 8e-5; 20 against 20,
+# 2e-8). Honest workers' round trips differ by more than chance, though: in A/A evals on an H100
+# one worker's gaps sat 0.1 to 0.17 ms above the reference worker's for a whole eval (p = 6e-4
+# and 2.5e-4; results/gpu-proof/h100-round10-call3-aa-off), which at 1e-3 failed one honest eval
+# and, through `judge_the_times`, put "faster" on another. At 1e-4 all six recorded off-verdict
+# evals replay to their true verdicts; the ReLU profile-hook cheat (0.3 ms hidden per call) then
+# went without this finding once, failed on `timing/input-reuse-speedup` with its times raised
+# to the judge's (0.10x). The scale of honest inter-worker offsets wants a second trusted worker.
+CLOCK_SHIFT_P = 1e-4
+# Past this excess over the noise a series' times are raised (`judge_the_times`) without the
+# rank test: beyond the largest honest inter-worker offset seen (0.17 ms on the H100), so work
+# hidden in only some calls (a median gap, but no shift of the whole series) still buys nothing.
+CLOCK_RAISE_ALWAYS_MS = {"cuda": 0.2, "cpu": 2.0}
 # A disagreement is an error on either device; on the GPU the judge's figures then replace the
 # worker's (`judge_the_times`), on the CPU the row fails on the finding alone (the judge's
 # per-call figures there carry the machine's scheduling).
@@ -474,10 +481,11 @@ def judge_the_times(samples, device_type="cuda", disagreed=False, judged=("candi
         if not series:
             continue
         excess = _quantile([s["judge_ms"] - s["ms"] for s in series], CLOCK_GAP_QUANTILE[kind]) - ref_gap - allowance
-        # Only a shift of the whole series (`CLOCK_SHIFT_P`), not where a dozen round trips' median
-        # fell: raising honest times by that chance put 4 false "slower" verdicts in 12 A/A evals
-        # of a 0.064 ms matmul on an H100 (the worker's 0.064 ms became 0.073 to 0.18 ms).
-        if excess > 0 and _shift_p(_gaps(samples, name), ref_gaps) < CLOCK_SHIFT_P:
+        # A shift of the whole series (`CLOCK_SHIFT_P`) or an excess no honest worker showed
+        # (`CLOCK_RAISE_ALWAYS_MS`), not where a dozen round trips' median fell: raising honest
+        # times by that put 4 false verdicts in 12 A/A evals of a 0.064 ms matmul on an H100
+        # (the worker's 0.064 ms became 0.073 to 0.18 ms).
+        if excess > CLOCK_RAISE_ALWAYS_MS[kind] or (excess > 0 and _shift_p(_gaps(samples, name), ref_gaps) < CLOCK_SHIFT_P):
             for s in series:
                 _raise(s, min(s["ms"] + excess, s["judge_ms"]))
 
