@@ -9,7 +9,8 @@
 #           the judge's GPU cheats before and after (46), the 13-kernel PR after and before
 #   second  the earlier judge fixtures after, A/A after and before (46), the references'
 #           baselines of every bundled problem (50)
-#   third   after fixes: smoke, the judge's fixtures, honest kernels, A/A (one label)
+#   third   after fixes: smoke, the timed precision audit on TF32, the judge's fixtures, honest
+#           kernels, A/A (one label; a cold machine's smoke builds for ~60 s)
 #   short   smoke, sandbox, honest kernels (the least device time)
 #   one     when only one call fits: smoke, sandbox, honest, judge46 after, 13-kernel PR after,
 #           baselines
@@ -51,7 +52,8 @@ case ${1:-} in
     ;;
   third) # after fixes to the first two: the judge's fixtures and honest kernels again, more A/A
     OUT=$OUT DEADLINE=${DEADLINE:-560} bash scripts/gpu-call.sh \
-      "smoke:cuda|60|$smoke" \
+      "smoke:cuda|90|$smoke" \
+      'precision|80|bash scripts/gpu-precision.sh $N' \
       'judge46|70|FIXTURES=judge46 PR_LIMIT=60 bash scripts/gpu-judge-pr.sh after $N' \
       'judge|80|FIXTURES=judge PR_LIMIT=75 bash scripts/gpu-judge-pr.sh after $N' \
       'honest-pr|70|PR_LIMIT=65 bash scripts/gpu-honest-pr.sh after $N' \
