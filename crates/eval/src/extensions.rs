@@ -107,45 +107,12 @@ pub(crate) fn is_plain_name(name: &str) -> bool {
 
 /// torch's build folder under its default root, `py<ver><abiflags>_<cu<ver>|cpu>`, as
 /// `torch.utils.cpp_extension._get_build_directory` names it, without importing torch: the
-/// interpreter says its version and where torch lies, torch's `version.py` its CUDA. Asked once
-/// per interpreter.
+/// interpreter says its version and where torch lies ([`crate::interpreter`]), torch's
+/// `version.py` its CUDA.
 fn torch_build_folder(python: &Path) -> Option<String> {
-    use std::collections::BTreeMap;
-    use std::sync::{Mutex, OnceLock};
-    static CACHE: OnceLock<Mutex<BTreeMap<PathBuf, Option<String>>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    if let Some(v) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(python) {
-        return v.clone();
-    }
-    let script = "import sys, importlib.util as u\n\
-                  print(f\"py{sys.version_info.major}{sys.version_info.minor}{getattr(sys, 'abiflags', '')}\")\n\
-                  s = u.find_spec('torch')\n\
-                  print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')";
-    let mut cmd = std::process::Command::new(python);
-    cmd.args(["-c", script]).env_clear();
-    for (k, v) in std::env::vars() {
-        if crate::child::passes_to_child(&k) || k == "PYTHONPATH" {
-            cmd.env(k, v);
-        }
-    }
-    let folder = cmd
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| {
-            let out = String::from_utf8_lossy(&o.stdout).into_owned();
-            let mut lines = out.lines();
-            let py = lines.next()?.trim().to_string();
-            let torch = PathBuf::from(lines.next()?.trim());
-            let version = std::fs::read_to_string(torch.join("version.py")).ok()?;
-            Some(format!("{py}_{}", cuda_tag(&version)?))
-        });
-    cache
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(python.to_path_buf(), folder.clone());
-    folder
+    let facts = crate::interpreter::interpreter_facts(python)?;
+    let version = std::fs::read_to_string(facts.torch_dir?.join("version.py")).ok()?;
+    Some(format!("{}_{}", facts.build_tag, cuda_tag(&version)?))
 }
 
 /// `cu132` for a torch built with CUDA 13.2, `cpu` for one without, from its `version.py`

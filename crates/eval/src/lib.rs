@@ -15,6 +15,7 @@ mod error;
 mod exec;
 mod extensions;
 mod hardware;
+mod interpreter;
 mod job;
 mod launch;
 pub mod locate;

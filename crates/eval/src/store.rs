@@ -511,34 +511,12 @@ pub fn toolchain(python: &Path) -> String {
     if let Some(v) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(python) {
         return v.clone();
     }
-    let script = "import sys, importlib.util as u\n\
-                  print(sys.version.replace('\\n', ' '))\n\
-                  s = u.find_spec('torch')\n\
-                  print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')";
-    let mut cmd = std::process::Command::new(python);
-    cmd.args(["-c", script]).env_clear();
-    for (k, v) in std::env::vars() {
-        if crate::child::passes_to_child(&k) || k == "PYTHONPATH" {
-            cmd.env(k, v);
-        }
-    }
-    let (py, torch) = cmd
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| {
-            let out = String::from_utf8_lossy(&o.stdout).into_owned();
-            let mut lines = out.lines();
-            (
-                lines.next().unwrap_or("").trim().to_string(),
-                lines.next().unwrap_or("").trim().to_string(),
-            )
-        })
-        .unwrap_or_default();
-    let torch_version = std::fs::read(Path::new(&torch).join("version.py"))
-        .map(|b| hex::encode(Sha256::digest(&b)))
-        .unwrap_or_else(|_| "none".into());
+    let facts = crate::interpreter::interpreter_facts(python).unwrap_or_default();
+    let py = facts.version;
+    let torch_version = facts
+        .torch_dir
+        .and_then(|t| std::fs::read(t.join("version.py")).ok())
+        .map_or_else(|| "none".into(), |b| hex::encode(Sha256::digest(&b)));
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     // Versions, not paths: two environments with the same Python and torch share builds.
     let text = format!(
