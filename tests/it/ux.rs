@@ -266,37 +266,44 @@ fn problem_check(rows: &Value, key: &str) -> Value {
 
 /// Problems: two good ones, one with a syntax error, one without `Model`, one whose `Model`
 /// raises, and a level-4 one that needs `transformers` (absent from the test's Python).
-fn problems_repo() -> tempfile::TempDir {
+/// A git repository with `files` (path, content) in one commit: the problems `problems --check`
+/// reads.
+fn committed_repo(files: &[(String, String)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     git(d, &["init", "-q"]);
-    for p in ["3_ReLU.py", "5_Sigmoid.py"] {
-        let src = std::fs::read_to_string(root().join("KernelBench/level1").join(p)).unwrap();
-        write(d, &format!("KernelBench/level1/{p}"), &src);
+    for (path, content) in files {
+        write(d, path, content);
     }
-    write(
-        d,
-        "KernelBench/level1/7_Broken.py",
-        "import torch\n\nclass Model(torch.nn.Module)\n    pass\n",
-    );
-    write(
-        d,
-        "KernelBench/level1/8_NoModel.py",
-        "import torch\n\ndef get_inputs():\n    return [torch.randn(2)]\n\ndef get_init_inputs():\n    return []\n",
-    );
-    write(
-        d,
-        "KernelBench/level1/9_Raises.py",
-        "import torch\n\nclass Model(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        raise ValueError(f'bad size {n}')\n\ndef get_inputs():\n    return []\n\ndef get_init_inputs():\n    return [3]\n",
-    );
-    write(
-        d,
-        "KernelBench/level4/1_HF.py",
-        "import torch\nfrom transformers import AutoConfig\n\nclass Model(torch.nn.Module):\n    pass\n\ndef get_inputs():\n    return []\n\ndef get_init_inputs():\n    return []\n",
-    );
     git(d, &["add", "-A"]);
     git(d, &["commit", "-q", "-m", "problems"]);
     dir
+}
+
+/// The bundled KernelBench problem `level/name`, as a (path, content) pair.
+fn bundled_problem(level_name: &str) -> (String, String) {
+    let path = format!("KernelBench/{level_name}");
+    let src = std::fs::read_to_string(root().join(&path)).unwrap();
+    (path, src)
+}
+
+fn problems_repo() -> tempfile::TempDir {
+    committed_repo(&[
+        bundled_problem("level1/3_ReLU.py"),
+        bundled_problem("level1/5_Sigmoid.py"),
+        ("KernelBench/level1/7_Broken.py".into(),
+            "import torch\n\nclass Model(torch.nn.Module)\n    pass\n".into(),
+        ),
+        ("KernelBench/level1/8_NoModel.py".into(),
+            "import torch\n\ndef get_inputs():\n    return [torch.randn(2)]\n\ndef get_init_inputs():\n    return []\n".into(),
+        ),
+        ("KernelBench/level1/9_Raises.py".into(),
+            "import torch\n\nclass Model(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        raise ValueError(f'bad size {n}')\n\ndef get_inputs():\n    return []\n\ndef get_init_inputs():\n    return [3]\n".into(),
+        ),
+        ("KernelBench/level4/1_HF.py".into(),
+            "import torch\nfrom transformers import AutoConfig\n\nclass Model(torch.nn.Module):\n    pass\n\ndef get_inputs():\n    return []\n\ndef get_init_inputs():\n    return []\n".into(),
+        ),
+    ])
 }
 
 #[test]
@@ -393,26 +400,26 @@ fn problems_check_loads_each_problem_and_names_missing_packages() {
 /// in a fresh process, and problem code never sees the token.
 #[test]
 fn problems_check_survives_hangs_and_crashes_and_hides_the_token() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    git(d, &["init", "-q"]);
-    let relu = std::fs::read_to_string(root().join("KernelBench/level1/3_ReLU.py")).unwrap();
     let body = |init: &str| {
         format!(
             "import os, time\nimport torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n\ndef get_inputs():\n    return [torch.randn(2)]\n\ndef get_init_inputs():\n    {init}\n"
         )
     };
-    write(d, "KernelBench/level1/1_Hangs.py", &body("time.sleep(600)"));
-    write(d, "KernelBench/level1/2_Exits.py", &body("os._exit(9)"));
-    write(d, "KernelBench/level1/3_ReLU.py", &relu);
-    write(
-        d,
-        "KernelBench/level1/4_Token.py",
-        &body("raise ValueError('token=' + os.environ.get('GITHUB_TOKEN', 'absent'))"),
-    );
-    write(d, "KernelBench/level1/5_ReLU.py", &relu);
-    git(d, &["add", "-A"]);
-    git(d, &["commit", "-q", "-m", "problems"]);
+    let relu = bundled_problem("level1/3_ReLU.py").1;
+    let dir = committed_repo(&[
+        (
+            "KernelBench/level1/1_Hangs.py".into(),
+            body("time.sleep(600)"),
+        ),
+        ("KernelBench/level1/2_Exits.py".into(), body("os._exit(9)")),
+        ("KernelBench/level1/3_ReLU.py".into(), relu.clone()),
+        (
+            "KernelBench/level1/4_Token.py".into(),
+            body("raise ValueError('token=' + os.environ.get('GITHUB_TOKEN', 'absent'))"),
+        ),
+        ("KernelBench/level1/5_ReLU.py".into(), relu),
+    ]);
+    let d = dir.path();
     let started = std::time::Instant::now();
     let out = kernelgate(
         d,
@@ -468,13 +475,8 @@ fn problems_check_survives_hangs_and_crashes_and_hides_the_token() {
 /// few seconds, more on a loaded runner) do not count against the first problem.
 #[test]
 fn problems_check_timeout_starts_after_torch_is_imported() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = committed_repo(&[bundled_problem("level1/3_ReLU.py")]);
     let d = dir.path();
-    git(d, &["init", "-q"]);
-    let relu = std::fs::read_to_string(root().join("KernelBench/level1/3_ReLU.py")).unwrap();
-    write(d, "KernelBench/level1/3_ReLU.py", &relu);
-    git(d, &["add", "-A"]);
-    git(d, &["commit", "-q", "-m", "problems"]);
     let out = kernelgate(
         d,
         &[
