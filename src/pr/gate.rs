@@ -215,6 +215,10 @@ pub fn gate(
         }),
         Err(e) => observer.event(&Event::HistoryUnusable(e.to_string())),
     }
+    let builds = kernelgate_report::BuildCounts::of(&report);
+    if builds.any() {
+        observer.event(&Event::Builds(builds));
+    }
 
     let published = match mode {
         Publish::None => Ok(Vec::new()),

@@ -75,6 +75,8 @@ pub enum Event<'a> {
         store: &'a Path,
     },
     HistoryUnusable(String),
+    /// How many kernels' builds came from the build store and how many were compiled.
+    Builds(kernelgate_report::BuildCounts),
     PublishFailed(String),
     /// What publishing the report did (a line of [`crate::ops::publish::published_lines`]).
     Published(String),
@@ -226,6 +228,7 @@ impl fmt::Display for Event<'_> {
             Event::HistoryUnusable(e) => {
                 write!(f, "warning: the history store is not usable: {e}")
             }
+            Event::Builds(counts) => write!(f, "builds: {counts}"),
             Event::PublishFailed(e) => write!(f, "error: publishing the report failed: {e}"),
             Event::Published(line) => write!(f, "{line}"),
             Event::Verdict { summary: s, report } => write!(

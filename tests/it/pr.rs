@@ -882,6 +882,10 @@ fn the_build_store_builds_each_kernel_once_across_pull_requests() {
         "{r:#?}"
     );
     assert!(stdout.contains("[build: compiled, kept]"), "{stdout}");
+    assert!(
+        stdout.contains("builds: 0 from the build store, 1 compiled"),
+        "{stdout}"
+    );
     assert_eq!(entries(store.path()).len(), 2);
     assert_eq!(mtimes(), first, "main's builds were rebuilt");
     for e in entries(store.path()) {
@@ -911,6 +915,10 @@ fn the_build_store_builds_each_kernel_once_across_pull_requests() {
         "{r:#?}"
     );
     assert!(stdout.contains("[build: from store]"), "{stdout}");
+    assert!(
+        stdout.contains("builds: 1 from the build store, 0 compiled"),
+        "{stdout}"
+    );
     assert_eq!(entries(store.path()).len(), 2);
     assert_eq!(mtimes(), first);
     eprintln!(

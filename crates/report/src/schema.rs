@@ -451,6 +451,57 @@ impl BuildSource {
     }
 }
 
+/// How many of a run's kernels loaded their build from the store and how many compiled it:
+/// the line that says whether the build store did its work.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BuildCounts {
+    pub from_store: usize,
+    /// Compiled in this run (kept, kept again after a damaged entry, or not kept).
+    pub compiled: usize,
+    /// Of those compiled, the ones not kept in the store.
+    pub not_kept: usize,
+}
+
+impl BuildCounts {
+    /// The counts of `report`'s evaluated kernels that had an extension to build.
+    pub fn of(report: &Report) -> BuildCounts {
+        let mut c = BuildCounts::default();
+        for build in report
+            .kernels
+            .iter()
+            .filter_map(|k| k.time_spent.as_ref()?.build)
+        {
+            match build {
+                BuildSource::Store => c.from_store += 1,
+                BuildSource::Built | BuildSource::Rebuilt => c.compiled += 1,
+                BuildSource::NotKept => {
+                    c.compiled += 1;
+                    c.not_kept += 1;
+                }
+            }
+        }
+        c
+    }
+
+    pub fn any(&self) -> bool {
+        self.from_store + self.compiled > 0
+    }
+}
+
+impl std::fmt::Display for BuildCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} from the build store, {} compiled",
+            self.from_store, self.compiled
+        )?;
+        if self.not_kept > 0 {
+            write!(f, " ({} not kept)", self.not_kept)?;
+        }
+        Ok(())
+    }
+}
+
 /// Where a row's times were measured: the comment groups rows by it, and host timings carry
 /// their noise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,12 +14,15 @@ pub fn section(report: &Report) -> String {
         return String::new();
     }
     let wall = rows.iter().map(|(_, t)| t.total_ms).fold(0.0, f64::max);
-    let mut s = format!(
-        "\n<details><summary>Where the time went ({} kernel(s), {} of evaluation)</summary>\n\n\
+    let builds = crate::schema::BuildCounts::of(report);
+    let mut s =
+        format!(
+        "\n<details><summary>Where the time went ({} kernel(s), {} of evaluation{})</summary>\n\n\
          | Kernel | Queued | Build | Wait | Eval | Done at | Largest eval phases |\n\
          |---|--:|--:|--:|--:|--:|---|\n",
         rows.len(),
-        secs(wall)
+        secs(wall),
+        if builds.any() { format!("; builds: {builds}") } else { String::new() }
     );
     for (k, t) in rows {
         let mut phases: Vec<_> = t
@@ -116,7 +119,10 @@ mod tests {
         );
         r.kernels.push(not_run);
         let s = section(&r);
-        assert!(s.starts_with("\n<details><summary>Where the time went (3 kernel(s), 66.0 s"));
+        assert!(s.starts_with(
+            "\n<details><summary>Where the time went (3 kernel(s), 66.0 s of evaluation; \
+             builds: 1 from the build store, 2 compiled)</summary>"
+        ));
         assert!(s.contains("| `kernels/c.py` | 0.0 s | store |"), "{s}");
         assert!(
             s.contains("| `kernels/d.py` | 0.0 s | in eval (compiled, kept) |"),
