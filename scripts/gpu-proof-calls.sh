@@ -11,6 +11,7 @@
 #           baselines of every bundled problem (50)
 #   third   after fixes: smoke, the timed precision audit on TF32, the judge's fixtures, honest
 #           kernels, A/A (one label; a cold machine's smoke builds for ~60 s)
+#   aa      the A/A of issue 46 alone, 40 pairs (AA_SPIN_US=5000: the wire polled, an experiment)
 #   short   smoke, sandbox, honest kernels (the least device time)
 #   one     when only one call fits: smoke, sandbox, honest, judge46 after, 13-kernel PR after,
 #           baselines
@@ -59,11 +60,17 @@ case ${1:-} in
       'honest-pr|70|PR_LIMIT=65 bash scripts/gpu-honest-pr.sh after $N' \
       'aa|300|N=${AA_N:-40} AA_SECONDS=${AA_SECONDS:-270} bash scripts/gpu-aa.sh after $N'
     ;;
+  aa) # issue 46's A/A on its own (40 pairs fill a call); AA_SPIN_US=N polls the wire N us first
+    spin=''
+    if [ -n "${AA_SPIN_US:-}" ]; then spin="KERNELGATE_CHILD_ENV=KERNELGATE_WIRE_SPIN_US KERNELGATE_WIRE_SPIN_US=$AA_SPIN_US"; fi
+    OUT=$OUT DEADLINE=${DEADLINE:-570} bash scripts/gpu-call.sh \
+      "aa|560|$spin N=\${AA_N:-40} AA_SECONDS=\${AA_SECONDS:-520} bash scripts/gpu-aa.sh after\${AA_SPIN_US:+-spin} \$N"
+    ;;
   short) # the least that proves a GPU row runs under the sandbox: smoke, the escapes, honest kernels
     OUT=$OUT DEADLINE=${DEADLINE:-200} bash scripts/gpu-call.sh \
       "smoke:cuda|60|$smoke" \
       'sandbox|90|KERNELGATE_BIN=$N python3 scripts/gpu-sandbox.py $OUT' \
       'honest-pr|90|PR_LIMIT=80 bash scripts/gpu-honest-pr.sh after $N'
     ;;
-  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|one|short" >&2; exit 2 ;;
+  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|third|aa|one|short" >&2; exit 2 ;;
 esac

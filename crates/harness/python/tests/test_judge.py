@@ -57,6 +57,32 @@ class Wire(unittest.TestCase):
         self.assertEqual(reply, {"ok": True, "sum": 132.0})
         self.assertTrue(torch.equal(x, torch.arange(12, dtype=torch.float32).view(3, 4) * 2))
 
+    def test_a_polling_receiver_gets_the_message_and_its_descriptors_whole(self):
+        import threading
+
+        a, b = socket.socketpair()
+        r, w = os.pipe()
+        try:
+            # The message comes while the receiver polls, and after its polling ran out.
+            for delay, spin_ns in ((0.002, 50_000_000), (0.02, 1_000_000)):
+                t = threading.Timer(delay, lambda: kg_wire.send(a, {"op": "bind", "n": 1}, [r]))
+                t.start()
+                message, fds = kg_wire.recv(b, want_fds=True, spin_ns=spin_ns)
+                t.join()
+                self.assertEqual(message, {"op": "bind", "n": 1})
+                self.assertEqual(len(fds), 1)
+                os.write(w, b"x")
+                self.assertEqual(os.read(fds[0], 1), b"x")
+                os.close(fds[0])
+            # A closed peer ends the polling at once and reads as a wire error.
+            a.close()
+            with self.assertRaises(kg_wire.WireError):
+                kg_wire.recv(b, spin_ns=5_000_000_000)
+        finally:
+            b.close()
+            os.close(r)
+            os.close(w)
+
     def test_a_peer_that_closes_or_sends_garbage_is_a_wire_error(self):
         a, b = socket.socketpair()
         b.sendall(b"\x05\x00\x00\x00[[[[[")
