@@ -98,14 +98,18 @@ PRECISION_SAMPLE = 1 << 22
 # GEMM's sums have no cancellation and TF32 operands' rounding averages out: 7.9e-6 against the
 # fp32 reference's 8.4e-7 on a 4096^2 `torch.rand` product, under the floor, so the limit alone
 # misses it (a candidate at 7.9x on an H100, fp32 only on the calls it expected audited). What
-# gives it away is whose rounding its error is: its deviation from the exact result runs along
-# the deviation of a float64 reference on operands rounded to the narrower format (correlation
-# near 1, whatever the tensor cores' own accumulation error adds), where an fp32 kernel's own
-# error, any summation order, is independent of that rounding (correlation near 0). A candidate
-# is judged narrowed when the correlation reaches this...
-PRECISION_EXPLAINED_CORRELATION = 0.5
-# ...and its error is also this many times the reference's own (an fp32 kernel's exact error
-# below it needs no explanation).
+# gives it away is whose rounding its error is: its deviation d from the exact result contains
+# the deviation s of a float64 reference on operands rounded to the narrower format. The
+# regression coefficient of d on s, <d,s>/<s,s>, is near 1 for a kernel computing on such
+# operands whatever else it adds (the tensor cores' accumulation error, or noise added on
+# purpose: independent of s, it moves the coefficient by |noise| / (|s| sqrt(n)), a few
+# thousandths over millions of elements, where the correlation would fall with it); to bring it
+# down a kernel would need the exact result it skipped. An fp32 kernel's own error, any summation
+# order, is independent of the rounding: near 0. A candidate is judged narrowed when the
+# coefficient's lower bound (less `PRECISION_EXPLAINED_SIGMAS` standard errors) reaches this
+# (0.5 would miss a kernel that narrows one of two operands, whose coefficient is about 0.5)...
+PRECISION_EXPLAINED_COEFFICIENT = 0.3
+PRECISION_EXPLAINED_SIGMAS = 4.0
 PRECISION_EXPLAINED_RATIO = 3.0
 # The formats a problem's operands may be narrowed to, per precision (TF32 as the tensor cores
 # convert: rounded to nearest or truncated).
@@ -127,29 +131,37 @@ def narrowed(torch, x, fmt):
     return x.to(narrow).to(x.dtype)
 
 
-def narrowing_correlation(torch, got, exact, narrowed):
-    """The correlation of `got`'s deviation from `exact` with `narrowed`'s (all flat, float64
-    `exact` and `narrowed`), over the elements where both references are finite; None when
-    either deviation is zero or nothing is finite."""
+def narrowing_fit(torch, got, exact, narrowed):
+    """How `got`'s deviation from `exact` follows `narrowed`'s (all flat; `exact` and `narrowed`
+    float64), over the elements where both references are finite: (coefficient, its standard
+    error, correlation), or None when either deviation is zero or nothing is finite."""
     finite = torch.isfinite(exact) & torch.isfinite(narrowed)
-    if not bool(finite.any()):
+    n = int(finite.sum())
+    if n < 2:
         return None
     e = exact[finite]
     d = got[finite].to(torch.float64) - e
     s = narrowed[finite] - e
     if not bool(torch.isfinite(d).all()):
         return None
-    dn, sn = float(torch.linalg.vector_norm(d)), float(torch.linalg.vector_norm(s))
-    if dn == 0.0 or sn == 0.0:
+    ss, dd = float(torch.dot(s, s)), float(torch.dot(d, d))
+    if ss == 0.0 or dd == 0.0:
         return None
-    return float(torch.dot(d, s)) / (dn * sn)
+    ds = float(torch.dot(d, s))
+    coefficient = ds / ss
+    residual = max(dd - coefficient * ds, 0.0)
+    stderr = (residual / (n - 1)) ** 0.5 / ss**0.5
+    return coefficient, stderr, ds / (dd * ss) ** 0.5
 
 
-def explained_by_narrowing(reference_error, exact_error, correlation):
+def explained_by_narrowing(reference_error, exact_error, coefficient, stderr):
     """Whether a candidate's error is that of narrower operands (`PRECISION_EXPLAINED_*`)."""
-    if reference_error is None or exact_error is None or correlation is None:
+    if reference_error is None or exact_error is None or coefficient is None or stderr is None:
         return False
-    return exact_error > PRECISION_EXPLAINED_RATIO * reference_error and correlation >= PRECISION_EXPLAINED_CORRELATION
+    return (
+        exact_error > PRECISION_EXPLAINED_RATIO * reference_error
+        and coefficient - PRECISION_EXPLAINED_SIGMAS * stderr >= PRECISION_EXPLAINED_COEFFICIENT
+    )
 
 
 def sample_index(torch, numel, generator, device):

@@ -243,27 +243,32 @@ class Precision:
                     "calls it is timed on. Compute and accumulate in the problem's precision on every call",
                 )
                 return
-            explained = [n for n in r["narrowed"] if kg_checks.explained_by_narrowing(ref_err, cand_err, n["correlation"])]
+            explained = [
+                n for n in r["narrowed"] if kg_checks.explained_by_narrowing(ref_err, cand_err, n["coefficient"], n["stderr"])
+            ]
             if explained:
-                n = max(explained, key=lambda n: n["correlation"])
+                # The format whose reference is nearest the candidate; within 5% of it (TF32 and
+                # fp16 round values in fp16's range alike) the first in `NARROWER_FORMATS`.
+                nearest = min(n["error"] for n in explained)
+                n = next(n for n in explained if n["error"] <= 1.05 * nearest)
                 fmt = n["format"]
                 ctx.finding(
                     "precision-downgrade",
                     "error",
                     f"on a timed call's inputs the candidate's output {k} is the reference's on {fmt} operands: its "
                     f"relative error is {cand_err:.2e} against the float64 reference (the {precision} reference's own: "
-                    f"{ref_err:.2e}) and runs along the error of a float64 reference on operands rounded to {fmt} "
-                    f"(correlation {n['correlation']:.2f}; an {precision} kernel's own error is independent of it). It "
-                    f"computes on {fmt} operands on the calls it is timed on; compute in the problem's {precision} "
-                    "on every call",
+                    f"{ref_err:.2e}) and contains the error of a float64 reference on operands rounded to {fmt} "
+                    f"(coefficient {n['coefficient']:.2f} +- {n['stderr']:.2g}; an {precision} kernel's own error is "
+                    f"independent of it, near 0). It computes on {fmt} operands on the calls it is timed on; compute in "
+                    f"the problem's {precision} on every call",
                 )
                 return
 
     def narrowed_errors(self, ref_model, s, inputs, rows):
         """Under the limit but well above the reference's error (`rows`): the candidate's error
         against a float64 reference on operands rounded to each narrower format
-        (`kg_checks.NARROWER_FORMATS`) and the correlation of their deviations from the exact
-        one, into each row's `narrowed`. The format whose rounding its error follows
+        (`kg_checks.NARROWER_FORMATS`) and how its deviation from the exact one follows theirs
+        (`kg_checks.narrowing_fit`), into each row's `narrowed`. The format whose rounding its error follows
         (`explained_by_narrowing`) is the one it computes on: TF32 arithmetic on non-negative
         operands, whose rounding averages out below the floor."""
         ctx = self.ctx
@@ -280,9 +285,12 @@ class Precision:
                     continue
                 got, ns = kg_checks.flat_sample(o, idx), kg_checks.flat_sample(n, idx).to(torch.float64)
                 err = kg_checks.relative_error(torch, got, ns)
-                corr = kg_checks.narrowing_correlation(torch, got, e, ns)
-                if err is not None and kg_checks.finite_or_none(err) is not None and corr is not None:
-                    r["narrowed"].append({"format": fmt, "error": err, "correlation": corr})
+                fit = kg_checks.narrowing_fit(torch, got, e, ns)
+                if err is not None and kg_checks.finite_or_none(err) is not None and fit is not None:
+                    coefficient, stderr, corr = fit
+                    r["narrowed"].append(
+                        {"format": fmt, "error": err, "coefficient": coefficient, "stderr": stderr, "correlation": corr}
+                    )
             del narrowed
 
     def timed_result(self):

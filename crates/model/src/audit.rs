@@ -268,12 +268,15 @@ pub struct TimedPrecisionAudit {
 }
 
 /// The candidate's relative error against a float64 reference on operands rounded to `format`,
-/// and the correlation of the two references' deviations from the exact one (near 1: the
-/// candidate computes on such operands; near 0: its error is its own).
+/// and how its deviation from the exact result follows that reference's: the regression
+/// coefficient (near 1: the candidate computes on such operands; near 0: its error is its own),
+/// its standard error, and the correlation.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NarrowedError {
     pub format: String,
     pub error: f64,
+    pub coefficient: f64,
+    pub stderr: f64,
     pub correlation: f64,
 }
 
