@@ -25,7 +25,8 @@ f = [x["rule"] for x in d.get("findings", []) if x.get("severity") == "error" an
 print(k, d["outcome"]["kind"], f)
 for t in (d.get("precision_audit") or {}).get("timed", []):
     print("   timed: cand %.2e ref %.2e" % (t["candidate_error"], t["reference_error"]),
-          " ".join("%s:%.2e/r=%.2f" % (n["format"], n["error"], n["correlation"]) for n in t.get("narrowed", [])))
+          " ".join("%s:%.2e/b=%.2f+-%.2g/r=%.2f" % (n["format"], n["error"], n["coefficient"], n["stderr"], n["correlation"])
+                   for n in t.get("narrowed", [])))
 PY
 done
 cat "$OUT/precision.txt"
