@@ -10,7 +10,9 @@
 #   second  the earlier judge fixtures after, A/A after and before (46), the references'
 #           baselines of every bundled problem (50)
 #   third   after fixes: smoke, the timed precision audit on TF32, the judge's fixtures, honest
-#           kernels, the 13-kernel PR (a cold machine's smoke builds for ~60 s); then `aa`
+#           kernels, then `kernelgate pch` as a runner's set-up does (docs/runner.md: the
+#           precompiled header and nvcc's side-by-side wrapper; rounds 9-10 ran without) and the
+#           13-kernel PR (a cold machine's smoke builds for ~60 s); then `aa`
 #   aa      the A/A of issue 46 alone, 40 pairs (AA_SPIN_US=5000: the wire polled, an experiment)
 #   short   smoke, sandbox, honest kernels (the least device time)
 #   one     when only one call fits: smoke, sandbox, honest, judge46 after, 13-kernel PR after,
@@ -58,6 +60,7 @@ case ${1:-} in
       'judge46|70|FIXTURES=judge46 PR_LIMIT=60 bash scripts/gpu-judge-pr.sh after $N' \
       'judge|80|FIXTURES=judge PR_LIMIT=75 bash scripts/gpu-judge-pr.sh after $N' \
       'honest-pr|70|PR_LIMIT=65 bash scripts/gpu-honest-pr.sh after $N' \
+      'pch|100|$N pch >$OUT/pch.txt 2>&1' \
       "bench-after|135|$(bench after "$N")"
     ;;
   aa) # issue 46's A/A on its own (40 pairs fill a call); AA_SPIN_US=N polls the wire N us first
