@@ -33,6 +33,11 @@ DRAWS_MAX_GPU_BYTES = 16 << 30
 # must do so on most of them to move the median it is timed by: with 4 audits, one narrowed on
 # 60% of its calls escapes with probability 0.4^4 = 2.6% (with 2, 16%).
 TIMED_PRECISION_AUDITS = 4
+# The audited calls' outputs and references are held until the timing ends, up to this much
+# memory (and this share of the GPU's free memory); past it (a KernelBench-size ReLU's 6 GiB
+# outputs) the first verified calls are audited as they come, where the float64 audit fits at all.
+TIMED_AUDIT_HOLD_BYTES = 2 << 30
+TIMED_AUDIT_HOLD_SHARE = 0.1
 
 # Set by the runner (`runner._link`).
 kg_context = None
@@ -277,21 +282,31 @@ class Timed:
                 )
             kept[name][i] = [o for o in outs if _isinstance(o, T.Tensor)]
             if name == "candidate":
-                # A uniform sample of every verified call (reservoir): a candidate that keeps
-                # full precision for its first N calls, any N, is audited after them as likely.
-                audit_pool[0] += 1
-                call = (i, token, refs, outs)
-                if len(audit_pool[1]) < TIMED_PRECISION_AUDITS:
-                    audit_pool[1].append(call)
-                else:
-                    slot = audit_rng.randrange(audit_pool[0])
-                    if slot < TIMED_PRECISION_AUDITS:
-                        audit_pool[1][slot] = call
+                held = kg_work.nbytes(T, list(refs)) + kg_work.nbytes(T, kept[name][i])
+                if held * TIMED_PRECISION_AUDITS <= hold_budget:
+                    # A uniform sample of every verified call (reservoir): a candidate that keeps
+                    # full precision for its first N calls, any N, is audited after them as likely.
+                    audit_pool[0] += 1
+                    call = (i, token, refs, outs)
+                    if len(audit_pool[1]) < TIMED_PRECISION_AUDITS:
+                        audit_pool[1].append(call)
+                    else:
+                        slot = audit_rng.randrange(audit_pool[0])
+                        if slot < TIMED_PRECISION_AUDITS:
+                            audit_pool[1][slot] = call
+                elif audits_now[0] < TIMED_PRECISION_AUDITS:
+                    # Outputs too large to hold several of until the end: audited as they come.
+                    audits_now[0] += 1
+                    self.precision.audit_timed(ref_model, seeds[i], fresh.materialize(token), refs, outs)
 
         # Timed calls the judge puts through the precision audit, picked among the verified ones
         # (the worker cannot tell which), audited once the timing ends.
         audit_pool = [0, []]
         audit_rng = _Random(_urandom(16))
+        audits_now = [0]
+        hold_budget = TIMED_AUDIT_HOLD_BYTES
+        if ctx.dev.type == "cuda":
+            hold_budget = min(hold_budget, int(TIMED_AUDIT_HOLD_SHARE * ctx.free_gpu_bytes()))
         try:
             samples = ctx.kg_timing.measure(
                 callables, n_sets, ctx.timer, self.timing_cfg(), verify, fresh, ["candidate"], capture
