@@ -499,6 +499,7 @@ def clock_findings(samples, device_type="cuda", reference="reference", judged=("
     kind = "cpu" if device_type == "cpu" else "cuda"
     q = CLOCK_GAP_QUANTILE[kind]
     ref_gap, spread = _reference_gap(samples, kind, reference)
+    ref_gaps = _gaps(samples, reference)
     out = []
     for name in judged:
         if out:
@@ -521,7 +522,7 @@ def clock_findings(samples, device_type="cuda", reference="reference", judged=("
         gap = _quantile([s["judge_ms"] - s["ms"] for s in series], q)
         own = _median([s["ms"] for s in series])
         allowed = ref_gap + _noise(kind, spread) + CLOCK_SLACK_SHARE[kind] * own
-        if gap > allowed and _shift_p(_gaps(samples, name), _gaps(samples, reference)) < CLOCK_SHIFT_P:
+        if gap > allowed and _shift_p(_gaps(samples, name), ref_gaps) < CLOCK_SHIFT_P:
             out.append(
                 (
                     "clock-disagrees",

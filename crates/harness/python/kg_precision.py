@@ -64,13 +64,10 @@ class Precision:
         torch, T = ctx.torch, ctx.T
         if not any(r.is_floating_point() for r in refs):
             return None
-        if ctx.dev.type == "cuda":
-            params = kg_work.nbytes(T, list(ref_model.parameters()) + list(ref_model.buffers()))
-            need = 2 * (params + kg_work.nbytes(T, inputs) + 3 * kg_work.nbytes(T, refs))
-            free = ctx.free_gpu_bytes()
-            if need > 0.5 * free:
-                self.result = {"skipped": f"float64 reference needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"}
-                return None
+        too_big = self.float64_too_big(ref_model, inputs, refs)
+        if too_big:
+            self.result = {"skipped": too_big}
+            return None
         try:
             outs = self.float64_forward(ref_model, inputs, s)
         except Exception as e:
@@ -101,19 +98,29 @@ class Precision:
         """The reference's model run in float64 on `inputs`, or None where it does not fit in
         memory or does not run in float64 (then the reference alone decides)."""
         ctx = self.ctx
-        T = ctx.T
         ref_model = getattr(ctx, "ref_model", None)
         if ref_model is None or not any(r.is_floating_point() for r in refs):
             return None
         try:
-            if ctx.dev.type == "cuda":
-                params = kg_work.nbytes(T, list(ref_model.parameters()) + list(ref_model.buffers()))
-                need = 2 * (params + kg_work.nbytes(T, inputs) + 3 * kg_work.nbytes(T, refs))
-                if need > 0.5 * ctx.free_gpu_bytes():
-                    return None
+            if self.float64_too_big(ref_model, inputs, refs):
+                return None
             return self.float64_forward(ref_model, inputs, s)
         except Exception:
             return None
+
+    def float64_too_big(self, ref_model, inputs, refs):
+        """Why a float64 run of the reference does not fit in the GPU's free memory (the model,
+        the inputs and three outputs' worth, twice over), or None where it fits (or on the CPU)."""
+        ctx = self.ctx
+        if ctx.dev.type != "cuda":
+            return None
+        T = ctx.T
+        params = kg_work.nbytes(T, list(ref_model.parameters()) + list(ref_model.buffers()))
+        need = 2 * (params + kg_work.nbytes(T, inputs) + 3 * kg_work.nbytes(T, refs))
+        free = ctx.free_gpu_bytes()
+        if need > 0.5 * free:
+            return f"float64 reference needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
+        return None
 
     def float64_forward(self, ref_model, inputs, s, narrow_to=None):
         """The reference's model run in float64 on `inputs`; with `narrow_to` (one of
