@@ -285,15 +285,20 @@ mod gpu_cheats_on_the_cpu {
 
     #[test]
     fn an_output_copy_that_does_the_work_only_when_checked_shows_on_the_judges_clock() {
+        // A product of 1024: the work moved into the copy (~7 ms a call on a two-core machine)
+        // stands well clear of the CPU's clock slack (`CLOCK_SLACK_MS`, 1 ms and the reference's
+        // scatter). At 512 it was ~1.5 ms on one machine and under the slack on a faster one.
         let (code, v) = eval_timed(
-            "problems/matmul_512.py",
+            "problems/matmul_1024.py",
             "cuda/judge46/output_copy_patch.py",
         );
+        assert_clock_caught_on_the_cpu(code, &v);
+        // The failed row shows what the judge waited, not the worker's claim.
+        let ratio = v["timing"]["vs_reference"]["ratio"].as_f64().unwrap();
         assert!(
-            v["outcome"]["kind"] != "passed" || finding(&v, CLOCK).is_some(),
-            "{v:#}"
+            ratio > 0.8,
+            "a speedup the kernel did not earn: {ratio}: {v:#}"
         );
-        assert_eq!(code, 1, "{v:#}");
     }
 
     #[test]

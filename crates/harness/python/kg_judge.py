@@ -66,9 +66,9 @@ CLOCK_SHIFT_P = 1e-4
 # rank test: beyond the largest honest inter-worker offset seen (0.17 ms on the H100), so work
 # hidden in only some calls (a median gap, but no shift of the whole series) still buys nothing.
 CLOCK_RAISE_ALWAYS_MS = {"cuda": 0.2, "cpu": 2.0}
-# A disagreement is an error on either device; on the GPU the judge's figures then replace the
-# worker's (`judge_the_times`), on the CPU the row fails on the finding alone (the judge's
-# per-call figures there carry the machine's scheduling).
+# A disagreement is an error on either device, and the judge's figures then replace the
+# worker's (`judge_the_times`): a failed row still shows what the judge waited, never the
+# speedup the worker claimed (on the CPU they carry the machine's scheduling too).
 CLOCK_SEVERITY = {"cuda": "error", "cpu": "error"}
 
 
@@ -459,14 +459,14 @@ def judge_the_times(samples, device_type="cuda", disagreed=False, judged=("candi
     slack and the reference's scatter, never a share of the worker's own time: a timer that
     reports a fraction of each call gains nothing) has its times raised by that excess, so what
     the speedup rests on is what the judge waited. An honest series, inside the noise, keeps its
-    figures exactly. Where the clocks disagreed (`clock_findings` raised an error) on the GPU,
-    each call's time becomes at least what the judge waited minus the reference's gap, with no
-    allowance."""
+    figures exactly. Where the clocks disagreed (`clock_findings` raised an error), on either
+    device, each call's time becomes at least what the judge waited minus the reference's gap,
+    with no allowance."""
     kind = "cpu" if device_type == "cpu" else "cuda"
     ref_gap, spread = _reference_gap(samples, kind)
     if ref_gap is None:
         return
-    if disagreed and kind == "cuda":
+    if disagreed:
         for name in judged:
             for s in samples.get(name, []):
                 if s.get("judge_ms") is not None:

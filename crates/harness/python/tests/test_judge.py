@@ -124,6 +124,11 @@ class Clock(unittest.TestCase):
         kg_judge.judge_the_times(samples, "cuda", disagreed=True)
         self.assertAlmostEqual(samples["candidate"][0]["ms"], 1.0)
         self.assertAlmostEqual(samples["reference"][0]["ms"], 1.0)
+        # On the CPU too: the row fails on the finding, and shows no speedup the worker claimed.
+        cpu = {"reference": self.series(7.0, 0.5), "candidate": self.series(0.1, 7.3)}
+        kg_judge.judge_the_times(cpu, "cpu", disagreed=True)
+        self.assertAlmostEqual(cpu["candidate"][0]["ms"], 6.9)
+        self.assertAlmostEqual(cpu["candidate"][0]["worker_ms"], 0.1)
 
     def test_a_timer_that_reports_a_share_of_each_call_gains_nothing_below_the_finding(self):
         # 1 ms of work reported as 0.8 ms: inside the finding's slack (a quarter of the call),
