@@ -420,7 +420,9 @@ fn writable(dir: &Path) {
 }
 
 /// The environment variables a torch extension build reads (compiler, flags, architectures,
-/// toolkit); `TORCH_CUDA_ARCH_LIST` is passed as the job gets it.
+/// toolkit); `TORCH_CUDA_ARCH_LIST` is passed as the job gets it. Not `PATH`: what it decides
+/// (the C++ compiler, nvcc) is in the key by version ([`toolchain`]), and a runner's or a
+/// virtualenv's `PATH` differs between jobs that build the same thing.
 const BUILD_ENV: &[&str] = &[
     "CC",
     "CXX",
@@ -438,7 +440,6 @@ const BUILD_ENV: &[&str] = &[
     "NVCC_APPEND_FLAGS",
     "NVCC_PREPEND_FLAGS",
     "NVCC_CCBIN",
-    "PATH",
 ];
 
 /// What a build's key is made of besides its files: [`StoreKey::for_build`].
@@ -518,10 +519,17 @@ pub fn toolchain(python: &Path) -> String {
         .and_then(|t| std::fs::read(t.join("version.py")).ok())
         .map_or_else(|| "none".into(), |b| hex::encode(Sha256::digest(&b)));
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    // The compiler the job's build finds: its PATH starts with the interpreter's directory.
+    let cxx_found = python
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(|d| d.join(&cxx))
+        .filter(|p| !cxx.contains('/') && p.is_file())
+        .map_or_else(|| cxx.clone(), |p| p.display().to_string());
     // Versions, not paths: two environments with the same Python and torch share builds.
     let text = format!(
         "python {py}\ntorch {torch_version}\ncxx {cxx} {}\nnvcc {}\n",
-        first_lines(&cxx, &["--version"]),
+        first_lines(&cxx_found, &["--version"]),
         nvcc().map_or("none".into(), |n| format!(
             "{} {}",
             n.display(),
@@ -686,6 +694,30 @@ mod tests {
             .is_err());
         assert!(store.publish(&a, staging.path(), &[]).is_err());
         assert_eq!(store.lookup(&a), Lookup::Miss);
+    }
+
+    #[test]
+    fn the_key_names_the_compiler_the_job_finds_by_version_and_never_the_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+        let fake = dir.path().join(cxx.rsplit('/').next().unwrap());
+        std::fs::write(&fake, "#!/bin/sh\necho kernelgate-test-compiler 9.9\n").unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let text = toolchain(&dir.path().join("python"));
+        // A compiler beside the interpreter comes first on the job's PATH (a virtualenv's).
+        assert_eq!(
+            text.contains("kernelgate-test-compiler 9.9"),
+            !cxx.contains('/'),
+            "{text}"
+        );
+        let key = StoreKey::for_build(
+            "src",
+            b"problem",
+            &dir.path().join("python"),
+            &BuildSettings::default(),
+        );
+        assert!(!key.text().contains("env PATH="), "{}", key.text());
     }
 
     #[test]
