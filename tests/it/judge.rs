@@ -261,8 +261,10 @@ mod gpu_cheats_on_the_cpu {
 
     #[test]
     fn a_timer_that_reports_half_of_each_call_buys_no_speedup() {
+        // 2048: half of each call (~25 ms) is far above the CPU's slack on any machine; at 1024
+        // a machine three times faster than ours would have hidden half its calls' time inside it.
         let (_, v) = eval_timed(
-            "problems/matmul_1024.py",
+            "problems/matmul_2048.py",
             "cuda/judge46/timer_scale_half.py",
         );
         assert_eq!(
@@ -285,11 +287,11 @@ mod gpu_cheats_on_the_cpu {
 
     #[test]
     fn an_output_copy_that_does_the_work_only_when_checked_shows_on_the_judges_clock() {
-        // A product of 1024: the work moved into the copy (~7 ms a call on a two-core machine)
-        // stands well clear of the CPU's clock slack (`CLOCK_SLACK_MS`, 1 ms and the reference's
+        // A product of 2048: the work moved into the copy (~50 ms a call on a two-core machine)
+        // stands far clear of the CPU's clock slack (`CLOCK_SLACK_MS`, 1 ms and the reference's
         // scatter). At 512 it was ~1.5 ms on one machine and under the slack on a faster one.
         let (code, v) = eval_timed(
-            "problems/matmul_1024.py",
+            "problems/matmul_2048.py",
             "cuda/judge46/output_copy_patch.py",
         );
         assert_clock_caught_on_the_cpu(code, &v);
