@@ -409,6 +409,21 @@ fn usage_errors_exit_2_and_say_what_to_do() {
         text(&shard)
     );
 
+    // The runner's store limit, misspelt: stopped before anything is evaluated, with the fix.
+    let (base, head) = (git(dir.path(), &["rev-parse", "HEAD~1"]), "HEAD");
+    let limit = kernelgate(
+        dir.path(),
+        &["pr", "--base", &base, "--head", head, "--no-timing"],
+        &[("KERNELGATE_BUILD_STORE_MAX_GIB", "20G")],
+    );
+    assert_eq!(limit.status.code(), Some(2), "{}", text(&limit));
+    assert!(
+        String::from_utf8_lossy(&limit.stderr)
+            .contains("KERNELGATE_BUILD_STORE_MAX_GIB=\"20G\" is not a size"),
+        "{}",
+        text(&limit)
+    );
+
     let not_repo = tempfile::tempdir().unwrap();
     let out = kernelgate(not_repo.path(), &["pr", "--plan"], &[]);
     assert_eq!(out.status.code(), Some(2));

@@ -839,6 +839,7 @@ fn troubleshooting_lists_each_new_message() {
         "get_code_hash",
         "fast_p",
         "CPU (no GPU)",
+        "is not a size",
     ] {
         assert!(
             doc.contains(message),

@@ -24,6 +24,16 @@ use sha2::{Digest, Sha256};
 /// The runner's setting: the store's directory, or `off` for builds kept per job.
 pub const BUILD_STORE_ENV: &str = "KERNELGATE_BUILD_STORE";
 
+/// The runner's setting: how large the store may grow, in GiB ([`DEFAULT_MAX_GIB`] unset).
+pub const BUILD_STORE_MAX_GIB_ENV: &str = "KERNELGATE_BUILD_STORE_MAX_GIB";
+
+/// A CUDA extension's entry is tens of MB: room for a few thousand builds.
+pub const DEFAULT_MAX_GIB: f64 = 50.0;
+
+/// An entry used more recently than this is never evicted, whatever the store's size: a job of
+/// this run (or of one beside it) may be about to load it.
+const EVICT_IDLE: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
 /// The manifest's file name in an entry; written last, before the entry is renamed into place.
 const MANIFEST: &str = "MANIFEST.json";
 
@@ -42,6 +52,11 @@ pub enum StoreError {
     NothingBuilt(PathBuf),
     #[error("build store: extension name {0:?} is not a plain name")]
     BadName(String),
+    #[error(
+        "{BUILD_STORE_MAX_GIB_ENV}={0:?} is not a size: give the store's largest size in GiB \
+         (a positive number, such as 50), or unset it for {DEFAULT_MAX_GIB} GiB"
+    )]
+    BadLimit(String),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -129,9 +144,54 @@ impl BuildStore {
         }
     }
 
+    /// Removes the least recently used entries (their directory's time, set by each hit) while
+    /// the store's entries hold more than `max_bytes`, never one used within `idle`. Returns
+    /// how many it removed.
+    pub fn evict(&self, max_bytes: u64, idle: std::time::Duration) -> usize {
+        let Ok(rd) = std::fs::read_dir(&self.root) else {
+            return 0;
+        };
+        let mut entries: Vec<(std::time::SystemTime, u64, PathBuf)> = rd
+            .flatten()
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .filter_map(|e| {
+                let used = e.metadata().ok()?.modified().ok()?;
+                Some((used, entry_bytes(&e.path()), e.path()))
+            })
+            .collect();
+        let mut total: u64 = entries.iter().map(|(_, bytes, _)| bytes).sum();
+        entries.sort();
+        let mut removed = 0;
+        for (used, bytes, path) in entries {
+            if total <= max_bytes || used.elapsed().map_or(true, |age| age < idle) {
+                break;
+            }
+            self.remove(&path);
+            total = total.saturating_sub(bytes);
+            removed += 1;
+        }
+        removed
+    }
+
+    /// The runner's largest store size in bytes: `$KERNELGATE_BUILD_STORE_MAX_GIB`, else
+    /// [`DEFAULT_MAX_GIB`].
+    pub fn max_bytes_for_runner() -> Result<u64, StoreError> {
+        max_bytes(std::env::var(BUILD_STORE_MAX_GIB_ENV).ok().as_deref())
+    }
+
     /// The runner's store: `$KERNELGATE_BUILD_STORE`, else `kernelgate/builds` in
-    /// `$XDG_CACHE_HOME` or `~/.cache`; `None` when it is `off` or no home is known.
+    /// `$XDG_CACHE_HOME` or `~/.cache`; `None` when it is `off` or no home is known. Opening it
+    /// evicts the least recently used builds beyond `$KERNELGATE_BUILD_STORE_MAX_GIB`.
     pub fn for_runner() -> Result<Option<BuildStore>, StoreError> {
+        let max_bytes = Self::max_bytes_for_runner()?;
+        let store = Self::at_runner_root()?;
+        if let Some(store) = &store {
+            store.evict(max_bytes, EVICT_IDLE);
+        }
+        Ok(store)
+    }
+
+    fn at_runner_root() -> Result<Option<BuildStore>, StoreError> {
         let var = |v: &str| std::env::var_os(v).filter(|x| !x.is_empty());
         let root = match var(BUILD_STORE_ENV) {
             Some(dir) if dir == "off" => return Ok(None),
@@ -171,7 +231,12 @@ impl BuildStore {
             Ok(_) => {}
         }
         match verify(&entry, key) {
-            Ok(()) => Lookup::Hit(entry),
+            Ok(()) => {
+                // The entry's time says when it was last used: eviction takes the oldest first.
+                let _ = std::fs::File::open(&entry)
+                    .and_then(|d| d.set_modified(std::time::SystemTime::now()));
+                Lookup::Hit(entry)
+            }
             Err(why) => {
                 self.remove(&entry);
                 Lookup::Corrupt(why)
@@ -291,6 +356,36 @@ struct ManifestFile {
     path: String,
     size: u64,
     sha256: String,
+}
+
+/// The size limit `setting` gives (`$KERNELGATE_BUILD_STORE_MAX_GIB`), in bytes.
+fn max_bytes(setting: Option<&str>) -> Result<u64, StoreError> {
+    let gib = match setting.map(str::trim).filter(|v| !v.is_empty()) {
+        Some(v) => v
+            .parse::<f64>()
+            .ok()
+            .filter(|g| g.is_finite() && *g > 0.0)
+            .ok_or_else(|| StoreError::BadLimit(v.to_string()))?,
+        None => DEFAULT_MAX_GIB,
+    };
+    Ok((gib * (1u64 << 30) as f64) as u64)
+}
+
+/// The bytes an entry's manifest lists (an entry without a readable one: what its files hold).
+fn entry_bytes(entry: &Path) -> u64 {
+    if let Some(m) = std::fs::read(entry.join(MANIFEST))
+        .ok()
+        .and_then(|t| serde_json::from_slice::<Manifest>(&t).ok())
+    {
+        return m.files.iter().map(|f| f.size).sum();
+    }
+    let mut total = 0;
+    walk(entry, entry, &mut |rel, is_dir| {
+        if !is_dir {
+            total += std::fs::symlink_metadata(entry.join(rel)).map_or(0, |m| m.len());
+        }
+    });
+    total
 }
 
 /// `Ok` when `entry` is exactly what its manifest lists, for `key`; else why not.
@@ -665,6 +760,63 @@ mod tests {
         assert!(!left.exists());
         assert!(entry.is_dir());
         assert_eq!(store.lookup(&key("a")), Lookup::Hit(entry));
+    }
+
+    #[test]
+    fn the_least_recently_used_builds_go_first_beyond_the_limit_and_never_a_recent_one() {
+        let root = tempfile::tempdir().unwrap();
+        let store = BuildStore::open(root.path()).unwrap();
+        let staging = tempfile::tempdir().unwrap();
+        staged(staging.path(), "kg_relu", &[7u8; 1000]);
+        let day = std::time::Duration::from_secs(24 * 3600);
+        let aged = |entry: &Path, days: u32| {
+            let t = std::time::SystemTime::now() - day * days;
+            std::fs::File::open(entry).unwrap().set_modified(t).unwrap();
+        };
+        let keys: Vec<StoreKey> = (0..4).map(|i| key(&format!("build {i}"))).collect();
+        let entries: Vec<PathBuf> = keys
+            .iter()
+            .map(|k| {
+                store
+                    .publish(k, staging.path(), &["kg_relu".into()])
+                    .unwrap()
+            })
+            .collect();
+        let each = entry_bytes(&entries[0]);
+        assert!(each >= 1000, "{each}");
+        // Built 9, 8, 7 days ago and today; the oldest is then used: a hit makes it the newest.
+        for (e, days) in entries.iter().zip([9, 8, 7]) {
+            aged(e, days);
+        }
+        assert_eq!(store.lookup(&keys[0]), Lookup::Hit(entries[0].clone()));
+        // Room for two: the two least recently used go (built 8 and 7 days ago).
+        assert_eq!(store.evict(2 * each, day), 2);
+        let present: Vec<bool> = entries.iter().map(|e| e.is_dir()).collect();
+        assert_eq!(present, [true, false, false, true]);
+        assert_eq!(store.lookup(&keys[1]), Lookup::Miss);
+        // Over the limit, but both were used within the day: kept.
+        assert_eq!(store.evict(0, day), 0);
+        assert!(entries[0].is_dir() && entries[3].is_dir());
+        // Within the limit: nothing goes, however old.
+        aged(&entries[0], 30);
+        assert_eq!(store.evict(2 * each, day), 0);
+        assert_eq!(store.evict(each, day), 1);
+        assert!(!entries[0].exists() && entries[3].is_dir());
+    }
+
+    #[test]
+    fn the_runners_size_limit_is_a_positive_number_of_gib() {
+        let default = (DEFAULT_MAX_GIB * (1u64 << 30) as f64) as u64;
+        assert_eq!(max_bytes(None).unwrap(), default);
+        assert_eq!(max_bytes(Some(" ")).unwrap(), default);
+        assert_eq!(max_bytes(Some("0.5")).unwrap(), 1 << 29);
+        for bad in ["-1", "0", "lots", "nan", "inf"] {
+            let err = max_bytes(Some(bad)).unwrap_err().to_string();
+            assert!(
+                err.contains(BUILD_STORE_MAX_GIB_ENV) && err.contains("GiB"),
+                "{err}"
+            );
+        }
     }
 
     #[test]
