@@ -6,11 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${1:-release}"
 export KERNELGATE_COMMIT="${KERNELGATE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
-# The dev profile (the wheel test, after the test build) builds the workspace, as the test build
-# did: `-p kernelgate` alone unifies features otherwise and compiles ~58 crates again (about
-# 2 min on 2 cores); the workspace build compiles only kernelgate, for its commit.
+# The dev profile (the wheel test, after the test build) builds every target of the workspace,
+# as scripts/test.sh did: `-p kernelgate` alone, or the workspace without its tests, unifies
+# features otherwise and compiles ~100 crates again (about 2 min on 2 cores); this compiles at
+# most kernelgate, for its commit.
 if [ "$profile" = dev ]; then
-  cargo build --locked --profile dev --workspace
+  cargo build --locked --profile dev --workspace --all-targets
 else
   cargo build --locked --profile "$profile" -p kernelgate
 fi
