@@ -43,6 +43,7 @@ step() {
 step "cargo test" cargo test --workspace --locked --no-fail-fast
 # The harness's Python: lint, then its unit tests on CPU torch (the job protocol, the memory plan).
 step "ruff" .venv/bin/ruff check crates/harness/python
+step "ruff format" .venv/bin/ruff format --check crates/harness/python
 step "python unittest" .venv/bin/python -m unittest discover -s crates/harness/python/tests
 # The wheel (issue #20): built with maturin, installed into a fresh venv, kernelgate eval and pr
 # on the demo from the installed package with no cargo on PATH. KERNELGATE_SKIP_WHEEL_TEST=1 skips.

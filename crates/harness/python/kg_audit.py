@@ -40,16 +40,109 @@ _open = open
 _prefixes = tuple(p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix} if p)
 
 # Operator namespaces that are PyTorch's own; any other namespace is a custom op.
-TORCH_NAMESPACES = {"aten", "prim", "prims", "profiler", "c10d", "_c10d_functional", "inductor", "quantized", "cuda", "torch", "autograd", "_quantized", "mkldnn", "_dtensor", "higher_order"}
+TORCH_NAMESPACES = {
+    "aten",
+    "prim",
+    "prims",
+    "profiler",
+    "c10d",
+    "_c10d_functional",
+    "inductor",
+    "quantized",
+    "cuda",
+    "torch",
+    "autograd",
+    "_quantized",
+    "mkldnn",
+    "_dtensor",
+    "higher_order",
+}
 
 # Modules of Python callables that are never the candidate's kernels.
-FOREIGN_MODULES = ("torch", "triton", "numpy", "builtins", "_operator", "math", "itertools", "functools", "collections", "time", "sys", "os", "threading", "random", "ctypes", "pybind11", "_thread", "operator", "jax", "cupy")
+FOREIGN_MODULES = (
+    "torch",
+    "triton",
+    "numpy",
+    "builtins",
+    "_operator",
+    "math",
+    "itertools",
+    "functools",
+    "collections",
+    "time",
+    "sys",
+    "os",
+    "threading",
+    "random",
+    "ctypes",
+    "pybind11",
+    "_thread",
+    "operator",
+    "jax",
+    "cupy",
+)
 
 # ATen ops that allocate or re-view memory without computing: inside an extension call they are
 # the extension's own bookkeeping (torch::empty_like for its output), outside it glue.
-NO_COMPUTE = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "as_strided", "view", "_unsafe_view", "_reshape_alias", "reshape", "t", "transpose", "permute", "expand", "unsqueeze", "squeeze", "detach", "alias", "select", "slice", "lift_fresh", "resize_", "set_", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_same_size", "_local_scalar_dense", "unbind", "split", "chunk", "narrow", "_to_copy_noop", "view_as", "expand_as", "flatten", "unflatten", "diagonal", "movedim", "contiguous_noop"}
+NO_COMPUTE = {
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "as_strided",
+    "view",
+    "_unsafe_view",
+    "_reshape_alias",
+    "reshape",
+    "t",
+    "transpose",
+    "permute",
+    "expand",
+    "unsqueeze",
+    "squeeze",
+    "detach",
+    "alias",
+    "select",
+    "slice",
+    "lift_fresh",
+    "resize_",
+    "set_",
+    "sym_size",
+    "sym_stride",
+    "sym_numel",
+    "sym_storage_offset",
+    "is_same_size",
+    "_local_scalar_dense",
+    "unbind",
+    "split",
+    "chunk",
+    "narrow",
+    "_to_copy_noop",
+    "view_as",
+    "expand_as",
+    "flatten",
+    "unflatten",
+    "diagonal",
+    "movedim",
+    "contiguous_noop",
+}
 # Allocation with an initial value: an output or accumulator being set up, not the op's work.
-NO_COMPUTE |= {"zeros", "zeros_like", "zero_", "fill_", "full", "full_like", "ones", "ones_like", "new_zeros", "new_ones", "new_full", "scalar_tensor", "arange"}
+NO_COMPUTE |= {
+    "zeros",
+    "zeros_like",
+    "zero_",
+    "fill_",
+    "full",
+    "full_like",
+    "ones",
+    "ones_like",
+    "new_zeros",
+    "new_ones",
+    "new_full",
+    "scalar_tensor",
+    "arange",
+}
 
 # GPU kernel names by vendor library (lower-case substrings), checked in order.
 VENDOR_KERNELS = [
@@ -72,7 +165,21 @@ VENDOR_KERNELS = [
 ]
 CONV_OPS = ("conv", "cudnn")
 # GPU kernel names of ATen's own implementations.
-NATIVE_KERNELS = ("at::native", "at::cuda", "at_cuda_detail", "c10::", "void at::", "elementwise_kernel", "reduce_kernel", "catarraybatchedcopy", "distribution_elementwise", "indexselect", "scatter_gather", "memcpy", "memset")
+NATIVE_KERNELS = (
+    "at::native",
+    "at::cuda",
+    "at_cuda_detail",
+    "c10::",
+    "void at::",
+    "elementwise_kernel",
+    "reduce_kernel",
+    "catarraybatchedcopy",
+    "distribution_elementwise",
+    "indexselect",
+    "scatter_gather",
+    "memcpy",
+    "memset",
+)
 
 
 def _short(name):
@@ -91,7 +198,13 @@ def _short(name):
 # `cublasContext` inside mangled types), which says nothing about calling it.
 VENDOR_API = {
     lib: re.compile(rb"\x00" + prefix + rb"[A-Z][A-Za-z0-9_]*\x00")
-    for lib, prefix in {"cuBLAS": b"cublas", "cuDNN": b"cudnn", "cuFFT": b"cufft", "cuSPARSE": b"cusparse", "cuRAND": b"curand"}.items()
+    for lib, prefix in {
+        "cuBLAS": b"cublas",
+        "cuDNN": b"cudnn",
+        "cuFFT": b"cufft",
+        "cuSPARSE": b"cusparse",
+        "cuRAND": b"curand",
+    }.items()
 }
 # The most of an extension binary read to attribute kernels by code (bytes).
 BINARY_LIMIT = 512 << 20
@@ -104,7 +217,7 @@ def _kernel_ident(kernel):
     k = kernel.strip().replace("(anonymous namespace)::", "")
     if k.startswith("_Z"):
         i = 2
-        if k[i:i + 1] == "N":
+        if k[i : i + 1] == "N":
             i += 1
         ident = None
         while i < len(k) and k[i].isdigit():
@@ -112,9 +225,9 @@ def _kernel_ident(kernel):
             while j < len(k) and k[j].isdigit():
                 j += 1
             n = int(k[i:j])
-            ident = k[j:j + n]
+            ident = k[j : j + n]
             i = j + n
-            if k[i:i + 1] == "I":  # template arguments: the name before them is the function's
+            if k[i : i + 1] == "I":  # template arguments: the name before them is the function's
                 break
         return ident or None
     head = k.split("(", 1)[0]
@@ -143,7 +256,19 @@ def _vendor(kernel, ops):
 
 
 class _Call:
-    __slots__ = ("id", "function", "start", "wall", "nested_ms", "own_alloc_ms", "nested_compute", "sources", "no_op", "checked", "range")
+    __slots__ = (
+        "id",
+        "function",
+        "start",
+        "wall",
+        "nested_ms",
+        "own_alloc_ms",
+        "nested_compute",
+        "sources",
+        "no_op",
+        "checked",
+        "range",
+    )
 
     def __init__(self, id_, function):
         self.id = id_
@@ -714,11 +839,13 @@ class Auditor:
     def classify(self, kernel, us, chain, verdict, add):
         ext = next((i for i, n in enumerate(chain) if n.startswith("kg_ext::")), None)
         aten = [i for i, n in enumerate(chain) if n.startswith("aten::")]
-        customs = [i for i, n in enumerate(chain) if "::" in n and n.split("::")[0] not in TORCH_NAMESPACES and not n.startswith("kg_")]
+        customs = [
+            i for i, n in enumerate(chain) if "::" in n and n.split("::")[0] not in TORCH_NAMESPACES and not n.startswith("kg_")
+        ]
         by = None
         call_id = None
         if ext is not None:
-            tag = chain[ext][len("kg_ext::"):]
+            tag = chain[ext][len("kg_ext::") :]
             fn, _, cid = tag.rpartition("#")
             by = fn
             try:
@@ -853,7 +980,9 @@ def audit(torch, model, cand_mod, args, device_type):
     rows.sort(key=lambda r: -r["ms"])
     functions = {}
     for c in a.calls:
-        f = functions.setdefault(c.function, {"function": c.function, "calls": 0, "ineffective": 0, "reason": None, "checked": True})
+        f = functions.setdefault(
+            c.function, {"function": c.function, "calls": 0, "ineffective": 0, "reason": None, "checked": True}
+        )
         f["calls"] += 1
         if verdict.get(c.id) is not None:
             f["ineffective"] += 1

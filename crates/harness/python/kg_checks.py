@@ -313,7 +313,8 @@ def structural(T, outs, refs, args, keep, trial):
     for k, (o, r) in enumerate(zip(outs, refs)):
         if _type(o) is not T.Tensor:
             return failed(
-                "not_a_tensor", k,
+                "not_a_tensor",
+                k,
                 f"output {k} is a {_type(o).__module__}.{_type(o).__qualname__}; "
                 "ModelNew must return a plain torch.Tensor (no subclasses, no lazy objects)",
             )
@@ -321,17 +322,23 @@ def structural(T, outs, refs, args, keep, trial):
             got, want = list(o.shape), list(r.shape)
             return failed("shape_mismatch", k, f"output {k} has shape {got}, the reference {want}", expected=want, got=got)
         if o.dtype != r.dtype:
-            return failed("dtype_mismatch", k, f"output {k} is {o.dtype}, the reference {r.dtype}",
-                          expected=str(r.dtype), got=str(o.dtype))
+            return failed(
+                "dtype_mismatch", k, f"output {k} is {o.dtype}, the reference {r.dtype}", expected=str(r.dtype), got=str(o.dtype)
+            )
         if o.device != r.device:
-            return failed("device_mismatch", k, f"output {k} is on {o.device}, the reference on {r.device}",
-                          expected=str(r.device), got=str(o.device))
+            return failed(
+                "device_mismatch",
+                k,
+                f"output {k} is on {o.device}, the reference on {r.device}",
+                expected=str(r.device),
+                got=str(o.device),
+            )
         for j, a in enumerate(args):
             if _isinstance(a, T.Tensor) and overlaps(T, o, a):
                 return failed(
-                    "output_aliased", k,
-                    f"output {k} shares memory with input {j}: compute into a new tensor "
-                    "instead of writing the input in place",
+                    "output_aliased",
+                    k,
+                    f"output {k} shares memory with input {j}: compute into a new tensor instead of writing the input in place",
                 )
         for j, other in enumerate(outs[:k]):
             if overlaps(T, o, other):
@@ -339,7 +346,8 @@ def structural(T, outs, refs, args, keep, trial):
         for p in keep:
             if overlaps(T, o, p):
                 return failed(
-                    "output_aliased", k,
+                    "output_aliased",
+                    k,
                     f"output {k} shares memory with a tensor returned by an earlier call or with "
                     "the reference's output: results must not be cached or reused across calls",
                 )

@@ -132,9 +132,7 @@ class Context:
         refs = self.as_list(out)
         for r in refs:
             if not _isinstance(r, self.T.Tensor):
-                raise Stop(
-                    {"kind": "harness_error", "message": f"the reference Model returned {_type(r).__name__}, not tensors"}
-                )
+                raise Stop({"kind": "harness_error", "message": f"the reference Model returned {_type(r).__name__}, not tensors"})
         return refs
 
     def poison(self, shapes=None):

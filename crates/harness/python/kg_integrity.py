@@ -27,35 +27,66 @@ _type = type
 # Dispatch keys whose kernels run when the reference's ops execute in eager mode. Torch's own
 # lazy imports register others (Meta, FuncTorch*, Autocast*), which change nothing here.
 EAGER_KEYS = (
-    "CPU", "CUDA", "BackendSelect", "ADInplaceOrView", "Python", "PreDispatch", "PythonDispatcher",
-    "Autograd", "AutogradCPU", "AutogradCUDA", "AutogradOther", "CompositeImplicitAutograd",
-    "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
+    "CPU",
+    "CUDA",
+    "BackendSelect",
+    "ADInplaceOrView",
+    "Python",
+    "PreDispatch",
+    "PythonDispatcher",
+    "Autograd",
+    "AutogradCPU",
+    "AutogradCUDA",
+    "AutogradOther",
+    "CompositeImplicitAutograd",
+    "CompositeExplicitAutograd",
+    "CompositeExplicitAutogradNonFunctional",
 )
 # Settings names: (getter, setter) over torch; read before the import, put back after it.
 SETTINGS = (
     ("torch.get_num_threads()", lambda t: t.get_num_threads(), lambda t, v: t.set_num_threads(v)),
-    ("torch.backends.cuda.matmul.allow_tf32", lambda t: t.backends.cuda.matmul.allow_tf32,
-     lambda t, v: setattr(t.backends.cuda.matmul, "allow_tf32", v)),
-    ("torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
-     lambda t: t.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
-     lambda t, v: setattr(t.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction", v)),
-    ("torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
-     lambda t: t.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
-     lambda t, v: setattr(t.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction", v)),
-    ("torch.get_float32_matmul_precision()", lambda t: t.get_float32_matmul_precision(),
-     lambda t, v: t.set_float32_matmul_precision(v)),
-    ("torch.backends.cudnn.enabled", lambda t: t.backends.cudnn.enabled,
-     lambda t, v: setattr(t.backends.cudnn, "enabled", v)),
-    ("torch.backends.cudnn.allow_tf32", lambda t: t.backends.cudnn.allow_tf32,
-     lambda t, v: setattr(t.backends.cudnn, "allow_tf32", v)),
-    ("torch.backends.cudnn.benchmark", lambda t: t.backends.cudnn.benchmark,
-     lambda t, v: setattr(t.backends.cudnn, "benchmark", v)),
-    ("torch.backends.cudnn.deterministic", lambda t: t.backends.cudnn.deterministic,
-     lambda t, v: setattr(t.backends.cudnn, "deterministic", v)),
-    ("torch.backends.mkldnn.enabled", lambda t: t.backends.mkldnn.enabled,
-     lambda t, v: setattr(t.backends.mkldnn, "enabled", v)),
-    ("torch.are_deterministic_algorithms_enabled()", lambda t: t.are_deterministic_algorithms_enabled(),
-     lambda t, v: t.use_deterministic_algorithms(v)),
+    (
+        "torch.backends.cuda.matmul.allow_tf32",
+        lambda t: t.backends.cuda.matmul.allow_tf32,
+        lambda t, v: setattr(t.backends.cuda.matmul, "allow_tf32", v),
+    ),
+    (
+        "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+        lambda t: t.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        lambda t, v: setattr(t.backends.cuda.matmul, "allow_fp16_reduced_precision_reduction", v),
+    ),
+    (
+        "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+        lambda t: t.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        lambda t, v: setattr(t.backends.cuda.matmul, "allow_bf16_reduced_precision_reduction", v),
+    ),
+    (
+        "torch.get_float32_matmul_precision()",
+        lambda t: t.get_float32_matmul_precision(),
+        lambda t, v: t.set_float32_matmul_precision(v),
+    ),
+    ("torch.backends.cudnn.enabled", lambda t: t.backends.cudnn.enabled, lambda t, v: setattr(t.backends.cudnn, "enabled", v)),
+    (
+        "torch.backends.cudnn.allow_tf32",
+        lambda t: t.backends.cudnn.allow_tf32,
+        lambda t, v: setattr(t.backends.cudnn, "allow_tf32", v),
+    ),
+    (
+        "torch.backends.cudnn.benchmark",
+        lambda t: t.backends.cudnn.benchmark,
+        lambda t, v: setattr(t.backends.cudnn, "benchmark", v),
+    ),
+    (
+        "torch.backends.cudnn.deterministic",
+        lambda t: t.backends.cudnn.deterministic,
+        lambda t, v: setattr(t.backends.cudnn, "deterministic", v),
+    ),
+    ("torch.backends.mkldnn.enabled", lambda t: t.backends.mkldnn.enabled, lambda t, v: setattr(t.backends.mkldnn, "enabled", v)),
+    (
+        "torch.are_deterministic_algorithms_enabled()",
+        lambda t: t.are_deterministic_algorithms_enabled(),
+        lambda t, v: t.use_deterministic_algorithms(v),
+    ),
     ("torch.get_default_dtype()", lambda t: t.get_default_dtype(), lambda t, v: t.set_default_dtype(v)),
 )
 
@@ -88,8 +119,7 @@ def _namespaces(torch, ref_model):
         ("torch.nn.Module", _vars(torch.nn.Module)),
     ]
     vf = torch._C._VariableFunctions
-    out.append(("torch._C._VariableFunctions",
-                {k: _getattr(vf, k, None) for k in dir(vf) if not k.startswith("__")}))
+    out.append(("torch._C._VariableFunctions", {k: _getattr(vf, k, None) for k in dir(vf) if not k.startswith("__")}))
     seen = set()
     for m in ref_model.modules() if ref_model is not None else []:
         cls = _type(m)
@@ -207,12 +237,16 @@ class Witness:
                 shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
                 hooks.append(f"the dispatcher's kernels for {shown} were replaced")
         if hooks:
-            out.append((
-                "harness-hooked", "error",
-                "after the candidate's import and calls, " + "; ".join(hooks)
-                + ": such hooks run candidate code inside PyTorch operations the harness and the reference "
-                "perform (between timed calls, before comparisons). No kernel needs them: remove them",
-            ))
+            out.append(
+                (
+                    "harness-hooked",
+                    "error",
+                    "after the candidate's import and calls, "
+                    + "; ".join(hooks)
+                    + ": such hooks run candidate code inside PyTorch operations the harness and the reference "
+                    "perform (between timed calls, before comparisons). No kernel needs them: remove them",
+                )
+            )
         patched = []
         current = _functions(self.torch, self.ref_model)
         for name, old in self._functions.items():
@@ -222,11 +256,14 @@ class Witness:
             patched.append(name)
         if patched:
             shown = ", ".join(f"`{p}`" for p in patched[:6]) + (f" and {len(patched) - 6} more" if len(patched) > 6 else "")
-            out.append((
-                "torch-patched", "error",
-                f"the candidate replaced {shown}: code that wraps or replaces PyTorch's functions changes what "
-                "the reference computes or how fast it runs. Do not modify torch or the reference",
-            ))
+            out.append(
+                (
+                    "torch-patched",
+                    "error",
+                    f"the candidate replaced {shown}: code that wraps or replaces PyTorch's functions changes what "
+                    "the reference computes or how fast it runs. Do not modify torch or the reference",
+                )
+            )
         return out
 
     def restore_settings(self):
@@ -245,8 +282,10 @@ class Witness:
         if not changed:
             return None
         return (
-            "torch-settings-changed", "warning",
-            "the candidate changed PyTorch's global settings " + ", ".join(changed)
+            "torch-settings-changed",
+            "warning",
+            "the candidate changed PyTorch's global settings "
+            + ", ".join(changed)
             + "; kernelgate put them back, so the reference and any PyTorch ops the candidate keeps run as "
             "the problem defines them",
         )

@@ -311,7 +311,11 @@ class RemoteModel:
                 continue
             like = self.shared.outputs[k] if k < len(self.shared.outputs) else None
             device = like.device if like is not None else "cpu"
-            outs.append(torch.empty(0, dtype=dtype, device=device).new_full(shape[:8], float("nan")) if dtype.is_floating_point else torch.zeros(shape[:8], dtype=dtype, device=device))
+            outs.append(
+                torch.empty(0, dtype=dtype, device=device).new_full(shape[:8], float("nan"))
+                if dtype.is_floating_point
+                else torch.zeros(shape[:8], dtype=dtype, device=device)
+            )
         return outs
 
     def run(self, args, seed, where):
@@ -327,8 +331,11 @@ class RemoteModel:
             if isinstance(a, torch.Tensor):
                 if not isinstance(b, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
                     raise WorkerFailed(
-                        {"kind": "harness_error", "message": "the problem's inputs change shape between draws: "
-                         "kernelgate's judge shares buffers of one shape per input"}
+                        {
+                            "kind": "harness_error",
+                            "message": "the problem's inputs change shape between draws: "
+                            "kernelgate's judge shares buffers of one shape per input",
+                        }
                     )
                 b.copy_(a)
         if shared and isinstance(shared[0], torch.Tensor) and shared[0].is_cuda:

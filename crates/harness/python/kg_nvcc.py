@@ -90,10 +90,35 @@ def compilers(args):
 
 def eligible(args):
     """Whether the arguments ask for one object compiled from sources (`-c`), nothing else."""
-    banned = {"-dryrun", "--dryrun", "-E", "--preprocess", "-M", "-MM", "--generate-dependencies",
-              "-ptx", "--ptx", "-cubin", "--cubin", "-fatbin", "--fatbin", "-rdc=true",
-              "--relocatable-device-code=true", "-dc", "--device-c", "-dlink", "--device-link",
-              "-lib", "--lib", "-link", "--link", "-run", "--run", "-keep", "--keep"}
+    banned = {
+        "-dryrun",
+        "--dryrun",
+        "-E",
+        "--preprocess",
+        "-M",
+        "-MM",
+        "--generate-dependencies",
+        "-ptx",
+        "--ptx",
+        "-cubin",
+        "--cubin",
+        "-fatbin",
+        "--fatbin",
+        "-rdc=true",
+        "--relocatable-device-code=true",
+        "-dc",
+        "--device-c",
+        "-dlink",
+        "--device-link",
+        "-lib",
+        "--lib",
+        "-link",
+        "--link",
+        "-run",
+        "--run",
+        "-keep",
+        "--keep",
+    }
     return ("-c" in args or "--compile" in args) and not banned.intersection(args)
 
 
@@ -201,10 +226,12 @@ def module_id_steps(plan, source_digest, scratch):
         f.write(f"namespace kg_module_id_{source_digest} {{ int unique; }}\n")
     writer = plan.writer
     id_only = re.sub(ARG + r"\s*$", shlex.quote(stand_in), writer.rstrip())
-    id_only = re.sub(r"--gen_c_file_name\s+" + ARG,
-                     "--gen_c_file_name " + shlex.quote(os.path.join(scratch, "kg_id.cpp")), id_only)
-    id_only = re.sub(r"--stub_file_name\s+" + ARG,
-                     "--stub_file_name " + shlex.quote(os.path.join(scratch, "kg_id.stub.c")), id_only)
+    id_only = re.sub(
+        r"--gen_c_file_name\s+" + ARG, "--gen_c_file_name " + shlex.quote(os.path.join(scratch, "kg_id.cpp")), id_only
+    )
+    id_only = re.sub(
+        r"--stub_file_name\s+" + ARG, "--stub_file_name " + shlex.quote(os.path.join(scratch, "kg_id.stub.c")), id_only
+    )
     reader = re.sub(r"\s--gen_module_id_file(?=\s)", "", writer)
     return id_only, reader
 
@@ -229,11 +256,15 @@ class _Chain(threading.Thread):
                     self.ok = False
                     return
             start = time.monotonic()
-            p = subprocess.run(["bash", "-c", step], env=self.env, cwd=self.cwd,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            self.times.append({"chain": self.name, "tool": _tool(step),
-                               "start_s": round(start - self.t0, 2),
-                               "end_s": round(time.monotonic() - self.t0, 2)})
+            p = subprocess.run(["bash", "-c", step], env=self.env, cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            self.times.append(
+                {
+                    "chain": self.name,
+                    "tool": _tool(step),
+                    "start_s": round(start - self.t0, 2),
+                    "end_s": round(time.monotonic() - self.t0, 2),
+                }
+            )
             self.outputs.append(p.stdout)
             if p.returncode != 0:
                 self.ok = False
@@ -255,6 +286,7 @@ def _then(run, after):
             run()
         finally:
             after()
+
     return both
 
 
@@ -273,8 +305,12 @@ def _record(args, cwd, t0, times):
 
 # With a compile, the dependency file (`-MD -MF f`, as torch's build.ninja asks), and nvcc's
 # own dependency-only mode that writes the same file.
-WITH_COMPILE = {"-MD": "-M", "--generate-dependencies-with-compile": "-M",
-                "-MMD": "-MM", "--generate-nonsystem-dependencies-with-compile": "-MM"}
+WITH_COMPILE = {
+    "-MD": "-M",
+    "--generate-dependencies-with-compile": "-M",
+    "-MMD": "-MM",
+    "--generate-nonsystem-dependencies-with-compile": "-MM",
+}
 DEPENDENCY_OUTPUT = ("-MF", "--dependency-output")
 
 
@@ -329,8 +365,9 @@ def side_by_side(nvcc, args, cwd=None):
     try:
         nvcc_env = dict(os.environ, TMPDIR=scratch)
         compile_args, dependency_args = split_dependencies(args)
-        listed = subprocess.run([nvcc, *compile_args, "-dryrun"], env=nvcc_env, cwd=cwd,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        listed = subprocess.run(
+            [nvcc, *compile_args, "-dryrun"], env=nvcc_env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         if listed.returncode != 0:
             return f"`nvcc -dryrun` exited {listed.returncode}"
         try:

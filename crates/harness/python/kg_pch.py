@@ -235,6 +235,8 @@ def main(argv):
     state = "built" if built else "already built"
     print(f"{state}: {entry} ({size / 2**30:.1f} GiB; torch {torch.__version__}, {compiler()})")
     if others:
-        print(f"{len(others)} other entr{'y' if len(others) == 1 else 'ies'} under {root} (other torch or compiler): "
-              f"{', '.join(others)}; remove what is no longer used with rm -r")
+        print(
+            f"{len(others)} other entr{'y' if len(others) == 1 else 'ies'} under {root} (other torch or compiler): "
+            f"{', '.join(others)}; remove what is no longer used with rm -r"
+        )
     return 0

@@ -178,8 +178,15 @@ class Precision:
                 limit = kg_checks.precision_limit(precision, ref_err)
                 if label != "benchmark" and cand_err >= kg_checks.PRECISION_SAME_FUNCTION:
                     continue
-                row = {"inputs": label, "output": k, "reference_error": ref_err, "candidate_error": cand_err,
-                       "limit": limit, "elements": int(e.numel()), "sampled": idx is not None}
+                row = {
+                    "inputs": label,
+                    "output": k,
+                    "reference_error": ref_err,
+                    "candidate_error": cand_err,
+                    "limit": limit,
+                    "elements": int(e.numel()),
+                    "sampled": idx is not None,
+                }
                 if worst is None or cand_err / limit > worst["candidate_error"] / worst["limit"]:
                     worst = row
         self.exact = None
@@ -223,7 +230,17 @@ class Precision:
             cand_err = kg_checks.relative_error(torch, kg_checks.flat_sample(o, idx), e)
             if cand_err is None or ref_err is None:
                 continue
-            rows.append({"output": k, "reference_error": ref_err, "candidate_error": cand_err, "narrowed": [], "_o": o, "_idx": idx, "_exact": e})
+            rows.append(
+                {
+                    "output": k,
+                    "reference_error": ref_err,
+                    "candidate_error": cand_err,
+                    "narrowed": [],
+                    "_o": o,
+                    "_idx": idx,
+                    "_exact": e,
+                }
+            )
         if not rows:
             return
         worst = max(rows, key=lambda r: r["candidate_error"] / max(r["reference_error"], 1e-300))

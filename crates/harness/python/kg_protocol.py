@@ -114,7 +114,9 @@ def _build(cls, value, where):
     names = [f.name for f in fields(cls)]
     unknown = sorted(set(value) - set(names))
     if unknown:
-        raise ProtocolError(f"{where} has unknown field(s) {', '.join(unknown)}: the CLI and the harness are from different builds")
+        raise ProtocolError(
+            f"{where} has unknown field(s) {', '.join(unknown)}: the CLI and the harness are from different builds"
+        )
     missing = [n for n in names if n not in value]
     if missing:
         raise ProtocolError(f"{where} lacks field(s) {', '.join(missing)}: the CLI and the harness are from different builds")

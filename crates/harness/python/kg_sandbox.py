@@ -103,7 +103,9 @@ def install(policy, report):
             # refuses its connect() (and datagram ones outright). The socket module's own wrappers of an existing descriptor
             # (socketpair, accept, fromfd) raise the same event: not an attempt.
             if args[1] == unix and not _from_socket_module(sys._getframe(1)):
-                note("open a UNIX socket (to reach a server by its path; its connect() is denied by the sandbox's seccomp filter)")
+                note(
+                    "open a UNIX socket (to reach a server by its path; its connect() is denied by the sandbox's seccomp filter)"
+                )
         elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
             sock, address = args[0], args[-1]
             if getattr(sock, "family", None) in inet:

@@ -145,7 +145,11 @@ class Timed:
             self.reference_alone = self.time_alone(ref_model, sets, fresh)
         except BaseException as e:
             raise kg_context.Stop(
-                {"kind": "harness_error", "message": f"timing the reference before the candidate failed: {e!r}", "traceback": kg_context.tail(_format_exc())}
+                {
+                    "kind": "harness_error",
+                    "message": f"timing the reference before the candidate failed: {e!r}",
+                    "traceback": kg_context.tail(_format_exc()),
+                }
             )
         ctx.phase("reference_alone_timing")
 
@@ -164,7 +168,10 @@ class Timed:
         calls = 3 * (int(t.warmup) + 2 * int(t.max_samples) + 4)
         draws = ctx.kg_timing.draw_pool(
             lambda: ctx.gen_inputs(int.from_bytes(_urandom(4), "little")),
-            min(ctx.kg_timing.MAX_DRAWS, calls), input_bytes, max_bytes, 2.0,
+            min(ctx.kg_timing.MAX_DRAWS, calls),
+            input_bytes,
+            max_bytes,
+            2.0,
         )
         ctx.sync()
         return draws
@@ -218,9 +225,7 @@ class Timed:
         kept = {name: {} for name in callables}
         # A checked call's outputs are copied here by the harness the moment the call returns
         # (`capture`), before any PyTorch operation that candidate code could hook into.
-        snap_bufs = {
-            name: [T.zeros_like(r) for r in trials[0][2]] for name in ("candidate", "base") if name in callables
-        }
+        snap_bufs = {name: [T.zeros_like(r) for r in trials[0][2]] for name in ("candidate", "base") if name in callables}
         ctx.sync()
         harness_copy = ctx.timer.copy
 
@@ -266,7 +271,9 @@ class Timed:
             earlier = [t for j, ts in kept[name].items() for t in ts]
             compared = [sn if sn is not None else o for o, sn in zip(outs, snaps)] if snaps else outs
             bad = checks.structural(outs, refs, sets[i], earlier, i)
-            if not bad and checks.mismatch(compared, refs, fresh.materialize(token) if inputs_needed(compared, refs) else None, seeds[i]):
+            if not bad and checks.mismatch(
+                compared, refs, fresh.materialize(token) if inputs_needed(compared, refs) else None, seeds[i]
+            ):
                 bad = {"kind": "incorrect"}
             if bad:
                 aliased = bad.get("kind") == "output_aliased"

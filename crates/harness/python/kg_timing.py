@@ -163,12 +163,7 @@ class FreshInputs:
         return k
 
     def _copy(self, dst, src):
-        if (
-            self._harness_copy is not None
-            and dst.is_contiguous()
-            and src.is_contiguous()
-            and dst.device == src.device
-        ):
+        if self._harness_copy is not None and dst.is_contiguous() and src.is_contiguous() and dst.device == src.device:
             n = dst.numel() * dst.element_size()
             # The source leaves the host's caches: a draw read one call ago must not make the
             # next call faster than one never read (`Timer.copy`, the CPU's input reuse).
@@ -433,8 +428,11 @@ def machine(torch, device):
     sandbox) and the precision: `kernelgate_eval::hardware_key` is the key's one owner. The eval
     runner asks before the candidate is imported."""
     if str(device).startswith("cuda"):
-        return {"gpu": torch.cuda.get_device_name(torch.device(device)), "cuda": str(torch.version.cuda),
-                "torch": torch.__version__}
+        return {
+            "gpu": torch.cuda.get_device_name(torch.device(device)),
+            "cuda": str(torch.version.cuda),
+            "torch": torch.__version__,
+        }
     cpu = "cpu"
     try:
         with open("/proc/cpuinfo") as f:
@@ -467,8 +465,7 @@ def baseline(job_json, out_path=None):
     seed = int(job.get("seed", 42))
     n_sets = int(job.get("input_sets", 3))
     timer = make_timer(cfg)
-    out = {"machine": machine(torch, device), "device": device, "results": [],
-           "l2": cfg.get("l2", "cold")}
+    out = {"machine": machine(torch, device), "device": device, "results": [], "l2": cfg.get("l2", "cold")}
     if timer.is_cuda:
         out["bandwidth_gbs"] = timer.bandwidth_gbs()
         out["idle_sync_ms"] = timer.idle_sync_ms()

@@ -252,8 +252,7 @@ class Trials:
         first_snapshot = None
         for i, (s, inputs, refs) in enumerate(trials):
             same_shapes = all(
-                (not _isinstance(b, T.Tensor)) or (b.shape == x.shape and b.dtype == x.dtype)
-                for b, x in zip(bufs, inputs)
+                (not _isinstance(b, T.Tensor)) or (b.shape == x.shape and b.dtype == x.dtype) for b, x in zip(bufs, inputs)
             )
             if not same_shapes:
                 bufs = [T.clone(x) if _isinstance(x, T.Tensor) else x for x in inputs]
@@ -350,7 +349,11 @@ class Trials:
                 if label.startswith("centred"):
                     self.precision.centred_outputs = outs  # judged by the precision audit, passed or not
             except Stop as stop:
-                ctx.finding("shifted-inputs", "warning", f"on {label} inputs ModelNew failed: {stop.outcome.get('message', stop.outcome.get('kind'))}")
+                ctx.finding(
+                    "shifted-inputs",
+                    "warning",
+                    f"on {label} inputs ModelNew failed: {stop.outcome.get('message', stop.outcome.get('kind'))}",
+                )
                 continue
             bad = self.structural(outs, refs, args, keep, 0)
             d = None if bad else self.mismatch(outs, refs, shifted, s)

@@ -17,6 +17,7 @@ MAX_MESSAGE = 64 << 20
 MAX_FDS = 256
 _LEN = struct.Struct("<I")
 
+
 # How long a receiver polls for the next message before it blocks, in microseconds (0: it blocks
 # at once). A blocked worker is woken by the kernel when the judge writes, from whatever idle
 # state its core sank into; polling keeps both ends awake for the back-to-back calls of the

@@ -74,7 +74,12 @@ def confine():
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
     root = os.open("/", os.O_PATH | os.O_CLOEXEC)
     rule = _PathBeneath(_ACCESS_FS_EXECUTE, root)
-    if libc.syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
+    if (
+        libc.syscall(
+            _SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0)
+        )
+        < 0
+    ):
         raise OSError(ctypes.get_errno(), "landlock_add_rule")
     os.close(root)
     if libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
@@ -133,9 +138,7 @@ class _Worker:
         pch_root = os.environ.get("KERNELGATE_PCH_DIR")
         pch = runner_mod.kg_pch.use(pch_root, torch) if runner_mod.kg_pch is not None else None
         if runner_mod.kg_nvcc is not None:
-            runner_mod.kg_nvcc.use(
-                pch_root, getattr(runner_mod.kg_nvcc, "SOURCE", None), lambda: runner_mod._real_nvcc(torch)
-            )
+            runner_mod.kg_nvcc.use(pch_root, getattr(runner_mod.kg_nvcc, "SOURCE", None), lambda: runner_mod._real_nvcc(torch))
         r = runner_mod.kg_context.Context(job, self.kg_timing, None)
         r.torch = torch
         r.T = r.capture(torch)
@@ -193,9 +196,7 @@ class _Worker:
             try:
                 prebuilt = job.base_prebuilt if self.role == "base" else job.prebuilt
                 loader = (
-                    runner_mod._load_only(fallback=self.role == "candidate")
-                    if prebuilt
-                    else runner_mod.contextlib.nullcontext()
+                    runner_mod._load_only(fallback=self.role == "candidate") if prebuilt else runner_mod.contextlib.nullcontext()
                 )
                 with loader:
                     module = runner_mod._load_module(path, f"kg_{self.role}_" + job.job_id)
@@ -272,7 +273,12 @@ class _Worker:
                 if type(o) is not torch.Tensor:
                     meta.append({"type": type(o).__name__})
                     continue
-                m = {"type": "Tensor", "shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", ""), "device": o.device.type}
+                m = {
+                    "type": "Tensor",
+                    "shape": list(o.shape),
+                    "dtype": str(o.dtype).replace("torch.", ""),
+                    "device": o.device.type,
+                }
                 overlaps = self.runner_mod.kg_checks.overlaps
                 for j, a in enumerate(args):
                     if isinstance(a, torch.Tensor) and overlaps(r.T, o, a):

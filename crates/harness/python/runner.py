@@ -186,7 +186,6 @@ def _load_only(fallback=False):
         cpp_extension._jit_compile = original
 
 
-
 class Runner:
     """The judge's side of one job: the phases in their order, the workers, the result."""
 
@@ -230,9 +229,7 @@ class Runner:
         # Before any candidate code: C++ builds read torch's header precompiled by kernelgate.
         self.pch = kg_pch.use(os.environ.get("KERNELGATE_PCH_DIR"), torch)
         # A kept build's CUDA sources: nvcc's host and device steps side by side (kg_nvcc.py).
-        self.nvcc = kg_nvcc.use(
-            os.environ.get("KERNELGATE_PCH_DIR"), getattr(kg_nvcc, "SOURCE", None), lambda: _real_nvcc(torch)
-        )
+        self.nvcc = kg_nvcc.use(os.environ.get("KERNELGATE_PCH_DIR"), getattr(kg_nvcc, "SOURCE", None), lambda: _real_nvcc(torch))
         ctx.phase("torch_import")
         T = ctx.capture(torch)
         ctx.T = T
@@ -369,7 +366,9 @@ class Runner:
         ctx.mark("compile")
         self.candidate_started = True
         if ctx.timer is None and ctx.dev.type == "cuda" and self.kg_timing is not None:
-            ctx.timer = self.kg_timing.make_timer(self.timed.timing_cfg() if self.job.timing else {"device": "cuda", "l2": "cold"})
+            ctx.timer = self.kg_timing.make_timer(
+                self.timed.timing_cfg() if self.job.timing else {"device": "cuda", "l2": "cold"}
+            )
         try:
             cand = self.start_worker("candidate", "importing the kernel")
         finally:
@@ -394,7 +393,8 @@ class Runner:
         except kg_context.Stop as stop:
             o = stop.outcome
             ctx.finding(
-                "base-kernel-failed", "warning",
+                "base-kernel-failed",
+                "warning",
                 f"the base kernel could not be loaded for timing: {o.get('message') or o.get('reason') or o.get('kind')}",
             )
         finally:
@@ -450,8 +450,7 @@ class Runner:
             raise kg_context.Stop(
                 {
                     "kind": "harness_error",
-                    "message": f"--device cuda was asked for, but torch {torch.__version__} sees no GPU: "
-                    f"{cuda_failure(torch)}",
+                    "message": f"--device cuda was asked for, but torch {torch.__version__} sees no GPU: {cuda_failure(torch)}",
                 }
             )
         if not cpu_only and (want == "cuda" or (want == "auto" and has_cuda)):
@@ -567,7 +566,14 @@ def _extension_list(reported):
             continue
         name, library = e.get("name"), e.get("library")
         if _isinstance(name, str) and _isinstance(library, str):
-            out.append({"name": name[:200], "library": library[:1000], "built": e.get("built") is True, "rebuilt": e.get("rebuilt") is True})
+            out.append(
+                {
+                    "name": name[:200],
+                    "library": library[:1000],
+                    "built": e.get("built") is True,
+                    "rebuilt": e.get("rebuilt") is True,
+                }
+            )
     return out[:64]
 
 

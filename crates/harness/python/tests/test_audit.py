@@ -73,9 +73,7 @@ class AttributionByCode(unittest.TestCase):
 
     def test_a_library_kernel_the_extension_does_not_define_stays_the_librarys(self):
         a = self.auditor(self.OWN + b"\x00cublasSgemm_v2")
-        self.assertEqual(
-            self.classes(a, "ampere_sgemm_128x64_nn", ["kg_ext::sgemm#1"]), [("vendor", "cuBLAS")]
-        )
+        self.assertEqual(self.classes(a, "ampere_sgemm_128x64_nn", ["kg_ext::sgemm#1"]), [("vendor", "cuBLAS")])
 
     def test_an_extension_that_calls_the_library_cannot_claim_a_kernel_by_its_name(self):
         # A binary that calls cuBLAS and also names a function like cuBLAS's kernel: the name

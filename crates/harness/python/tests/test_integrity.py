@@ -71,10 +71,7 @@ class Witness(unittest.TestCase):
         self.assertEqual(rules(out), ["torch-patched"])
 
     def test_a_dispatcher_override_of_an_aten_op_is_harness_hooked(self):
-        out = witness(
-            "lib = torch.library.Library('aten', 'IMPL')\n"
-            "lib.impl('addmm', lambda *a, **k: torch.zeros(()), 'CPU')\n"
-        )
+        out = witness("lib = torch.library.Library('aten', 'IMPL')\nlib.impl('addmm', lambda *a, **k: torch.zeros(()), 'CPU')\n")
         self.assertEqual(rules(out), ["harness-hooked"])
         self.assertIn("aten::addmm", out["changes"][0][2])
 

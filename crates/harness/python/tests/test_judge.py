@@ -226,7 +226,10 @@ class Clock(unittest.TestCase):
         # Work hidden in 11 calls of 20: no shift of the whole series, but a median gap past any
         # honest worker's offset (`CLOCK_RAISE_ALWAYS_MS`), and the judge's clock sets those
         # times: no speed gained.
-        most = {"reference": two_modes(0.05, 4), "candidate_repeated": two_modes(0.001, 4)[:9] + two_modes(0.001, 4, extra=0.3)[9:]}
+        most = {
+            "reference": two_modes(0.05, 4),
+            "candidate_repeated": two_modes(0.001, 4)[:9] + two_modes(0.001, 4, extra=0.3)[9:],
+        }
         kg_judge.judge_the_times(most, "cuda")
         self.assertGreater(statistics.median(s["ms"] for s in most["candidate_repeated"]), 0.2)
 

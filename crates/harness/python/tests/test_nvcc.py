@@ -22,7 +22,7 @@ kg_nvcc = load("kg_nvcc")
 WRAPPER = os.path.join(PYDIR, "kg_nvcc.py")
 
 # The stand-in tools: one script, told which tool it is by its name.
-TOOL = r'''
+TOOL = r"""
 import hashlib, os, sys, time
 name = os.path.basename(sys.argv[0])
 args = sys.argv[1:]
@@ -85,10 +85,10 @@ elif name == "fatbinary":
     pass
 elif name == "nvlink":
     pass
-'''
+"""
 
 # The stand-in nvcc: `-dryrun` lists the chain; otherwise it compiles in turn (marked "serial").
-NVCC = r'''
+NVCC = r"""
 import os, subprocess, sys, time
 args = sys.argv[1:]
 tmp = os.environ.get("TMPDIR", "/tmp")
@@ -144,7 +144,7 @@ if mode == "unknown-tool":
 lines += ["rm %s" % t("3_x.fatbin")[1:-1], 'gcc -D__CUDA_ARCH_LIST__=900 -c -x c++ -m64 %s -o "%s" ' % (t("6_x.cudafe1.cpp"), obj)]
 for line in lines:
     print("#$ " + line, file=sys.stderr)
-'''
+"""
 
 
 def _read(path):
@@ -187,8 +187,9 @@ class StandIn:
         obj = os.path.join(self.dir.name, "cuda.cuda.o")
         if os.path.exists(obj):
             os.remove(obj)
-        env = dict(os.environ, PATH=self.bin + os.pathsep + os.environ["PATH"], TMPDIR=self.tmp,
-                   FAKE_LOG=self.log, FAKE_MODE=mode)
+        env = dict(
+            os.environ, PATH=self.bin + os.pathsep + os.environ["PATH"], TMPDIR=self.tmp, FAKE_LOG=self.log, FAKE_MODE=mode
+        )
         dep = ["-MD", "-MF", obj + ".d"] if deps else []
         args = [sys.executable, WRAPPER, self.nvcc, *extra, *dep, "-c", self.source, "-o", obj]
         p = subprocess.run(args, env=env, cwd=self.dir.name, capture_output=True, text=True, timeout=120)
@@ -221,9 +222,22 @@ class SideBySide(unittest.TestCase):
         with open(obj_path(self.s) + ".kg_nvcc.json") as f:
             times = json.load(f)
         chains = [(t["chain"], t["tool"]) for t in times["steps"]]
-        self.assertEqual(sorted(chains), sorted([("id", "cudafe++"), ("deps", "nvcc"), ("host", "gcc"), ("host", "cudafe++"),
-                                                 ("device", "gcc"), ("device", "cicc"), ("device", "ptxas"),
-                                                 ("device", "fatbinary"), ("last", "gcc")]))
+        self.assertEqual(
+            sorted(chains),
+            sorted(
+                [
+                    ("id", "cudafe++"),
+                    ("deps", "nvcc"),
+                    ("host", "gcc"),
+                    ("host", "cudafe++"),
+                    ("device", "gcc"),
+                    ("device", "cicc"),
+                    ("device", "ptxas"),
+                    ("device", "fatbinary"),
+                    ("last", "gcc"),
+                ]
+            ),
+        )
         self.assertGreaterEqual(times["total_s"], max(t["end_s"] for t in times["steps"]))
         # Intermediate files went to a private folder under TMPDIR, removed after.
         self.assertEqual(os.listdir(self.s.tmp), [])
@@ -342,13 +356,19 @@ class Parse(unittest.TestCase):
             kg_nvcc.parse(LISTING.replace("S/", "/tmp/"), ARGS, "/scratch")
 
     def test_a_cicc_that_writes_the_id_is_another_chain(self):
-        old = LISTING.replace("S/", "/scratch/").replace(" --gen_module_id_file", "").replace(
-            "-tused --module_id_file_name", "-tused --gen_module_id_file --module_id_file_name")
+        old = (
+            LISTING.replace("S/", "/scratch/")
+            .replace(" --gen_module_id_file", "")
+            .replace("-tused --module_id_file_name", "-tused --gen_module_id_file --module_id_file_name")
+        )
         with self.assertRaisesRegex(kg_nvcc.NotTheChain, "0 cudafe"):
             kg_nvcc.parse(old, ARGS, "/scratch")
 
     def test_a_dependency_step_after_the_host_compile_runs_after_it(self):
-        listing = LISTING.replace("S/", "/scratch/") + '#$ _NVVM_BRANCH_=nvvm\n#$ /opt/gcc/bin/gcc -E -x c++ -M "cuda.cu" > "cuda.cuda.o.d"\n'
+        listing = (
+            LISTING.replace("S/", "/scratch/")
+            + '#$ _NVVM_BRANCH_=nvvm\n#$ /opt/gcc/bin/gcc -E -x c++ -M "cuda.cu" > "cuda.cuda.o.d"\n'
+        )
         plan = kg_nvcc.parse(listing, ARGS, "/scratch")
         self.assertEqual(plan.aside, [])
         self.assertEqual(len(plan.tail), 1)
@@ -359,7 +379,9 @@ class Parse(unittest.TestCase):
             kg_nvcc.parse(twice, ARGS, "/scratch")
 
     def test_a_dependency_step_before_the_chains_runs_aside(self):
-        dep = '#$ /opt/gcc/bin/gcc -E -x c++ -M -MF "cuda.cuda.o.d" "cuda.cu" -o "/scratch/tmpxft_002f43ef_00000000-11_cuda.deps"\n'
+        dep = (
+            '#$ /opt/gcc/bin/gcc -E -x c++ -M -MF "cuda.cuda.o.d" "cuda.cu" -o "/scratch/tmpxft_002f43ef_00000000-11_cuda.deps"\n'
+        )
         listing = LISTING.replace("S/", "/scratch/")
         at = listing.index("#$ /opt/gcc/bin/gcc")
         plan = kg_nvcc.parse(listing[:at] + dep + listing[at:], ARGS, "/scratch")

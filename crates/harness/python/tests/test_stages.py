@@ -125,11 +125,20 @@ print(json.dumps(seen))
 class SandboxHook(unittest.TestCase):
     def test_writes_outside_the_job_and_other_processes_are_named_and_the_rest_is_quiet(self):
         with tempfile.TemporaryDirectory() as job, tempfile.TemporaryDirectory() as elsewhere:
-            policy = {"read_exec": [sys.prefix, "/usr", "/proc"], "read_files": [], "read_write": [os.path.realpath(job)],
-                      "denied_syscalls": {"ptrace": 101}, "denied_from_candidate": {}, "level": "off"}
+            policy = {
+                "read_exec": [sys.prefix, "/usr", "/proc"],
+                "read_files": [],
+                "read_write": [os.path.realpath(job)],
+                "denied_syscalls": {"ptrace": 101},
+                "denied_from_candidate": {},
+                "level": "off",
+            }
             out = subprocess.run(
                 [sys.executable, "-c", SANDBOX_CHILD, PYDIR, json.dumps(policy), job, elsewhere],
-                capture_output=True, text=True, timeout=60, check=True,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
             )
             seen = json.loads(out.stdout.strip().splitlines()[-1])
         messages = [m for _, _, m in seen]
