@@ -12,8 +12,9 @@ use std::process::Command;
 
 const CLOCK: &str = "eval/clock-disagrees";
 
-/// `kernelgate eval --device cpu --format json` with timing, seed 1; (exit code, JSON).
-fn eval_timed(problem: &str, kernel: &str) -> (i32, Value) {
+/// `kernelgate eval --device cpu --format json --seed 1` on two fixtures with `extra`; (exit
+/// code, JSON).
+fn eval_json(problem: &str, kernel: &str, extra: &[&str]) -> (i32, Value) {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"));
     let fx = |rel: &str| root().join("tests/fixtures/eval").join(rel);
     let out = Command::new(exe)
@@ -25,8 +26,7 @@ fn eval_timed(problem: &str, kernel: &str) -> (i32, Value) {
         .arg("--kernel")
         .arg(fx(kernel))
         .args(["--device", "cpu", "--format", "json", "--seed", "1"])
-        .arg("--extensions-dir")
-        .arg(test_extensions_dir())
+        .args(extra)
         .output()
         .expect("run kernelgate");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -37,6 +37,16 @@ fn eval_timed(problem: &str, kernel: &str) -> (i32, Value) {
         )
     });
     (out.status.code().unwrap_or(-1), v)
+}
+
+/// With timing, the suite's extensions cache.
+fn eval_timed(problem: &str, kernel: &str) -> (i32, Value) {
+    let ext = test_extensions_dir();
+    eval_json(
+        problem,
+        kernel,
+        &["--extensions-dir", &ext.display().to_string()],
+    )
 }
 
 fn finding<'v>(v: &'v Value, rule: &str) -> Option<&'v Value> {
@@ -184,37 +194,9 @@ fn an_honest_kernel_passes_with_the_judges_clock_in_agreement() {
     }
 }
 
-/// `kernelgate eval --device cpu --format json` without timing (correctness only), seed 1.
+/// Without timing (correctness only).
 fn eval_correctness(problem: &str, kernel: &str) -> (i32, Value) {
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_kernelgate"));
-    let fx = |rel: &str| root().join("tests/fixtures/eval").join(rel);
-    let out = Command::new(exe)
-        .env("KERNELGATE_PYTHON", python())
-        .current_dir(root())
-        .arg("eval")
-        .arg("--problem")
-        .arg(fx(problem))
-        .arg("--kernel")
-        .arg(fx(kernel))
-        .args([
-            "--device",
-            "cpu",
-            "--format",
-            "json",
-            "--seed",
-            "1",
-            "--no-timing",
-        ])
-        .output()
-        .expect("run kernelgate");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
-            "no JSON from kernelgate eval ({e}); stdout:\n{stdout}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap_or(-1), v)
+    eval_json(problem, kernel, &["--no-timing"])
 }
 
 #[test]

@@ -147,7 +147,7 @@ impl BuildStore {
     /// Removes the least recently used entries (their directory's time, set by each hit) while
     /// the store's entries hold more than `max_bytes`, never one used within `idle`. Returns
     /// how many it removed.
-    pub fn evict(&self, max_bytes: u64, idle: std::time::Duration) -> usize {
+    fn evict(&self, max_bytes: u64, idle: std::time::Duration) -> usize {
         let Ok(rd) = std::fs::read_dir(&self.root) else {
             return 0;
         };
@@ -175,7 +175,7 @@ impl BuildStore {
 
     /// The runner's largest store size in bytes: `$KERNELGATE_BUILD_STORE_MAX_GIB`, else
     /// [`DEFAULT_MAX_GIB`].
-    pub fn max_bytes_for_runner() -> Result<u64, StoreError> {
+    fn max_bytes_for_runner() -> Result<u64, StoreError> {
         max_bytes(std::env::var(BUILD_STORE_MAX_GIB_ENV).ok().as_deref())
     }
 
