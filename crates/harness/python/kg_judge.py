@@ -6,7 +6,7 @@ comparison, the clock, the result) lives only in its own memory.
 
 Each call: the judge writes the call's inputs into the shared buffers of one input set, flushes
 the GPU's L2 from its own context, reads its clock, sends the call, and reads its clock again
-when the reply arrives; the worker ran the model, timed it with its own events, copied the
+when the reply has arrived and a kernel of its own, launched after it, has run; the worker ran the model, timed it with its own events, copied the
 outputs into the shared output buffers and synchronised. The judge decides after the reply
 whether it reads and checks those outputs: the worker cannot tell."""
 
@@ -274,11 +274,13 @@ class RemoteModel:
     """The judge's handle on a model in a worker, called like the model: `run` for a checked
     call on the judge's inputs, `timed_call` inside `kg_timing.measure`."""
 
-    def __init__(self, worker, shared, seeds, flush):
+    def __init__(self, worker, shared, seeds, flush, settle=None):
         self.worker = worker
         self.shared = shared
         self.seeds = seeds
         self.flush = flush  # the judge's L2 flush (GPU), before every call alike
+        # The judge's own GPU work after every reply, waited for before its clock stops: see `_call`.
+        self.settle = settle or (lambda: None)
         self.calls = 0
         shared.bind(worker)
 
@@ -286,6 +288,13 @@ class RemoteModel:
         self.flush()
         t0 = _perf_ns()
         reply = self.worker.request({"op": "call", "set": i, "seed": int(seed), "where": where}, where)
+        # A worker can reply before its GPU work ends (launched after its synchronise, from
+        # another thread or stream) so that the work lands between calls, off both clocks. The
+        # judge's context and the worker's take turns on the GPU, so a kernel of the judge's own,
+        # waited for here, runs only after that work (or after a time slice of it; longer work
+        # would not be done when the judge reads the outputs). Every worker's call pays the same
+        # few microseconds; only left-over work shows in the gap over the reference's.
+        self.settle()
         judge_ms = (_perf_ns() - t0) / 1e6
         return reply, judge_ms
 

@@ -118,6 +118,41 @@ class Replies(unittest.TestCase):
         self.assertEqual(type(kg_judge._foreign("not an identifier!")).__name__, "object")
 
 
+class LeftOverWork(unittest.TestCase):
+    """A worker that replies before its work ends (GPU work launched after its synchronise):
+    the judge's clock stops only after its own settling kernel, which that work holds back."""
+
+    class Worker:
+        def __init__(self):
+            self.busy_until = 0
+
+        def request(self, msg, where, fds=None):
+            if msg.get("op") == "call":
+                # Replies at once, and leaves 30 ms of work behind it.
+                self.busy_until = kg_judge._perf_ns() + 30_000_000
+            return {"ms": 0.01, "outputs": []}
+
+    class Shared:
+        def bind(self, worker):
+            pass
+
+    def test_work_left_running_after_the_reply_is_on_the_judges_clock(self):
+        worker = self.Worker()
+
+        def settle():
+            # The judge's kernel waits for the device: here, until the left-over work is done.
+            while kg_judge._perf_ns() < worker.busy_until:
+                pass
+
+        remote = kg_judge.RemoteModel(worker, self.Shared(), [0], flush=lambda: None, settle=settle)
+        reply, judge_ms = remote._call(0, 0, "being timed")
+        self.assertEqual(reply["ms"], 0.01)
+        self.assertGreaterEqual(judge_ms, 30.0)
+        # Without a settling step (the CPU) the clock stops at the reply.
+        remote = kg_judge.RemoteModel(worker, self.Shared(), [0], flush=lambda: None)
+        self.assertLess(remote._call(0, 0, "being timed")[1], 30.0)
+
+
 class Clock(unittest.TestCase):
     def test_the_judges_figure_replaces_a_worker_clock_that_disagrees(self):
         samples = {"reference": self.series(1.0, 0.05), "candidate": self.series(0.2, 0.85)}
