@@ -3,14 +3,14 @@
 # kernels of tests/fixtures/eval/kernels/judge/ and honest kernels beside them, as kernels of two
 # KernelBench-layout problems (the fixtures' large ReLU and small matmul), plus the bundled CUDA
 # and Triton ReLUs, and the GPU versions of tests/fixtures/eval/cuda/judge46/ (one or two per
-# class of issue 46, each built to buy >= 2x on the harness before the judge) with their honest
-# control, as kernels of the 4096^2 fp32 matmul (902_Matmul4096). One table per binary: each
+# class of issue 46, each built to buy >= 2x on the harness before the judge; spill_after_reply
+# on the judge before `Runner.settle`, a00ba01) with their honest control, as kernels of the 4096^2 fp32 matmul (902_Matmul4096). One table per binary: each
 # kernel's verdict, speedup and error findings, so a kernelgate from before the judge (the
 # cheats' speedups) and today's (their failures) can be read side by side in one device call.
 # Usage:   OUT=dir bash scripts/gpu-judge-pr.sh LABEL BIN [LABEL BIN ...]
 #          FIXTURES=judge46 (only the 902 kernels) or FIXTURES=judge (only the earlier ones);
 #          default all. Each `kernelgate pr` gets PR_LIMIT s (default 480 here: the 902 kernels
-#          add 11 evals of a 4096^2 fp32 matmul; FIXTURES=judge46 keeps one binary well inside it).
+#          add 12 evals of a 4096^2 fp32 matmul; FIXTURES=judge46 keeps one binary well inside it).
 # Needs:   each BIN with its harness beside it, python3 with torch, nvcc + ninja, git.
 set -u
 OUT=${OUT:?set OUT to a directory}
