@@ -29,8 +29,8 @@ git -C "$repo" -c user.name=bench -c user.email=bench@localhost add -A
 git -C "$repo" -c user.name=bench -c user.email=bench@localhost commit -qm "add the bundled kernels"
 n=$(git -C "$repo" diff --name-only bench-base HEAD -- kernels | wc -l)
 # A cold build store: every build happens in this run (a second run over the same kernels,
-# with the store kept, builds nothing: KEEP_STORE=1).
-export KERNELGATE_BUILD_STORE="$OUT/store-$label"
+# with the store kept, builds nothing: KEEP_STORE=1; STORE=dir names another run's store).
+export KERNELGATE_BUILD_STORE="${STORE:-$OUT/store-$label}"
 [ "${KEEP_STORE:-0}" = 1 ] || rm -rf "$KERNELGATE_BUILD_STORE"
 t0=$(date +%s.%N)
 set +e

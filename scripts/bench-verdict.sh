@@ -37,14 +37,16 @@ if [[ " $cases " == *" eval "* ]]; then
   for run in ${EVAL_RUNS:-1 2}; do
     pch=()
     [[ $run == off* ]] && pch=(env KERNELGATE_PCH_DIR=off)
+    # Each eval timed on its own: the whole process, as a contributor's shell sees it.
     t0=$(now)
     set +e
     (cd "$root" && "${pch[@]}" "$bin" eval --kernel "$kernel" --problem "$problem" --device cuda) >"$OUT/eval-$run.txt" 2>"$OUT/eval-$run.err"
     rc=$?
+    t1=$(now)
     (cd "$root" && "${pch[@]}" "$bin" eval --kernel "$kernel" --problem "$problem" --device cuda --format json) >"$OUT/eval-$run.json" 2>/dev/null
     set -e
-    t1=$(now)
-    echo "== eval $run: kernelgate eval wall $(secs "$t0" "$t1") s for two evals (human, json), exit $rc"
+    t2=$(now)
+    echo "== eval $run: kernelgate eval wall $(secs "$t0" "$t1") s (human), $(secs "$t1" "$t2") s (json), exit $rc"
     grep -E '^(outcome|build|sandbox) ' "$OUT/eval-$run.txt" || true
     python3 - "$OUT/eval-$run.json" <<'PY'
 import json, sys

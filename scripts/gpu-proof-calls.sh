@@ -13,6 +13,7 @@
 #           kernels, then `kernelgate pch` as a runner's set-up does (docs/runner.md: the
 #           precompiled header and nvcc's side-by-side wrapper; rounds 9-10 ran without) and the
 #           13-kernel PR (a cold machine's smoke builds for ~60 s); then `aa`
+#   fourth  right after third: the spill cheat before settle, issue 49's second PR, eval walls, edit
 #   aa      the A/A of issue 46 alone, 40 pairs (AA_SPIN_US=5000: the wire polled, an experiment)
 #   short   smoke, sandbox, honest kernels (the least device time)
 #   one     when only one call fits: smoke, sandbox, honest, judge46 after, 13-kernel PR after,
@@ -23,6 +24,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 export R=$root N=$root/target/gpu/new/kernelgate O=$root/target/gpu/old/kernelgate
 export KERNELGATE_PYTHON=${KERNELGATE_PYTHON:-python3} MAX_JOBS=${MAX_JOBS:-$(nproc)}
+# Named, not derived from HOME: bench-verdict.sh's eval gives the contributor a fresh HOME.
+export KERNELGATE_PCH_DIR=${KERNELGATE_PCH_DIR:-$HOME/.cache/kernelgate/pch}
 chmod +x target/gpu/*/kernelgate
 smoke='for b in cuda triton; do $N eval --problem level1/3_ReLU --kernel kernels/level1/3_ReLU/$b.py --device cuda --no-timing --format json >$OUT/smoke-$b.json 2>$OUT/smoke-$b.err; python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[1].split(\"/\")[-1], d[\"outcome\"][\"kind\"], d[\"outcome\"].get(\"message\",\"\")[:300]); sys.exit(d[\"outcome\"][\"kind\"]!=\"passed\")" $OUT/smoke-$b.json >>$OUT/smoke.txt || { tail -30 $OUT/smoke-$b.err >>$OUT/smoke.txt; exit 1; }; done'
 bench() { # LABEL BIN
@@ -69,11 +72,22 @@ case ${1:-} in
     OUT=$OUT DEADLINE=${DEADLINE:-570} bash scripts/gpu-call.sh \
       "aa|560|$spin N=\${AA_N:-40} AA_SECONDS=\${AA_SECONDS:-520} bash scripts/gpu-aa.sh after\${AA_SPIN_US:+-spin} \$N"
     ;;
+  fourth) # right after `third` on the same machine (its pch and build store kept): the spill
+    # cheat before settle (a00ba01 as old), issue 49's second PR over stored builds, whole-process
+    # eval walls (4096^2 matmul, KernelBench-size ReLU with the contributor's build), one-kernel edit
+    OUT=$OUT DEADLINE=${DEADLINE:-560} bash scripts/gpu-call.sh \
+      'pch|100|$N pch >$OUT/pch.txt 2>&1' \
+      'spill-before|70|FIXTURES=judge46 PR_LIMIT=60 bash scripts/gpu-judge-pr.sh before $O' \
+      'verdict-matmul|60|KERNELGATE_BIN=$N KERNEL=tests/fixtures/eval/cuda/judge46/honest_matmul.py PROBLEM=tests/fixtures/eval/problems/matmul_4096.py CASES=eval EVAL_RUNS="1 2 3" OUT=$OUT/v bash scripts/bench-verdict.sh >$OUT/verdict-matmul.txt 2>&1' \
+      'verdict-relu-kb|120|KERNELGATE_BIN=$N PROBLEM=tests/fixtures/eval/problems/relu_kb_size.py CASES=eval EVAL_RUNS="1 2 3" OUT=$OUT/v bash scripts/bench-verdict.sh >$OUT/verdict-relu-kb.txt 2>&1' \
+      'edit|150|KERNELGATE_BIN=$N CASES=edit OUT=$OUT/v bash scripts/bench-verdict.sh >$OUT/edit.txt 2>&1' \
+      "bench-again|100|export STORE=/tmp/bp/store-after KEEP_STORE=1; $(bench again "$N")"
+    ;;
   short) # the least that proves a GPU row runs under the sandbox: smoke, the escapes, honest kernels
     OUT=$OUT DEADLINE=${DEADLINE:-200} bash scripts/gpu-call.sh \
       "smoke:cuda|60|$smoke" \
       'sandbox|90|KERNELGATE_BIN=$N python3 scripts/gpu-sandbox.py $OUT' \
       'honest-pr|90|PR_LIMIT=80 bash scripts/gpu-honest-pr.sh after $N'
     ;;
-  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|third|aa|one|short" >&2; exit 2 ;;
+  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|third|fourth|aa|one|short" >&2; exit 2 ;;
 esac
