@@ -34,36 +34,45 @@ def compare_chunks(o, r):
         yield 0, o, r
 
 
-def plan_memory(set_bytes, input_bytes, available, trials, shifted, input_sets, share=0.8):
-    """How many copies the harness keeps on the GPU. What it holds at once: every trial's inputs
-    and outputs and the shifted sets (`set_bytes` each); timing's input sets and their
-    fresh-content pool (a copy of every set's inputs, at least two); the correctness check's
-    working set (the argument buffers, the candidate's outputs, their snapshot and the previous
-    call's outputs) and the comparison's chunked scratch. Cuts timing sets first, then shifted
-    sets, then trials (at least one of each that is asked for). Sized from a KernelBench-size
-    ReLU on the H200, which the former estimate (two sets of headroom) ran out of memory."""
+def plan_memory(set_bytes, input_bytes, available, trials, shifted, input_sets, workers=2, draws=2, share=0.8):
+    """How many copies the judge keeps on the GPU. What is held at once:
+    - every trial's inputs and outputs and the shifted sets (`set_bytes` each);
+    - the buffers the workers share: one input set per timing set, and the outputs;
+    - timing's fresh-content pool: a copy of every timing set and its new draws (`draws`, 0
+      without timing; one when memory is short: content then repeats, as `FreshInputs` says);
+    - the correctness check's working set: the argument buffers, the judge's copy of the
+      outputs and the comparison's chunked scratch;
+    - each worker's own outputs before it copies them into the shared buffers (`workers`: the
+      reference's, the candidate's, the base's), in processes that did not exist when the free
+      memory was read.
+    Cuts timing sets first, then the pool's draws, then shifted sets, then trials (at least one
+    of each that is asked for). Sized from a KernelBench-size ReLU on the H100 (80 GB), which the
+    former plan (no shared buffers, no workers) let run out of memory in its first comparison."""
     budget = share * available
     output_bytes = max(0, set_bytes - input_bytes)
     scratch = 4 * 8 * COMPARE_CHUNK
 
-    def need(t, sh, n):
-        timing = input_bytes * (n + max(n, 2))
-        # check_trials keeps every earlier output under 8 GiB of them, else the last call's.
-        kept = t * output_bytes if t * output_bytes < (8 << 30) else output_bytes
-        check = input_bytes + 2 * output_bytes + kept + scratch
-        return set_bytes * (t + sh) + timing + check
+    def need(t, sh, n, d):
+        shared = n * input_bytes + output_bytes
+        pool = input_bytes * (n + d) if d else 0
+        check = input_bytes + output_bytes + scratch
+        return set_bytes * (t + sh) + shared + pool + check + workers * output_bytes
 
-    t, sh, n = trials, shifted, input_sets
+    t, sh, n, d = trials, shifted, input_sets, draws
     reduced = []
-    while need(t, sh, n) > budget and n > 1:
+    while need(t, sh, n, d) > budget and n > 1:
         n -= 1
-    while need(t, sh, n) > budget and sh > 0:
+    while need(t, sh, n, d) > budget and d > 1:
+        d -= 1
+    while need(t, sh, n, d) > budget and sh > 0:
         sh -= 1
-    while need(t, sh, n) > budget and t > 1:
+    while need(t, sh, n, d) > budget and t > 1:
         t -= 1
     n = min(n, t)
     if n < input_sets and n < trials:
         reduced.append(f"{n} of {input_sets} timing input sets")
+    if d < draws:
+        reduced.append("1 fresh draw of the inputs for timing (content repeats)")
     if sh < shifted:
         reduced.append(f"{sh} of {shifted} shifted-input trials")
     if t < trials:
@@ -72,7 +81,10 @@ def plan_memory(set_bytes, input_bytes, available, trials, shifted, input_sets, 
         "trials": t,
         "shifted": sh,
         "input_sets": n,
-        "need_bytes": need(t, sh, n),
+        "draws": d,
+        "need_bytes": need(t, sh, n, d),
+        # The pool's draws may take what the plan left over, and always the ones it counted.
+        "draw_bytes": max(d * input_bytes, budget - need(t, sh, n, d) + d * input_bytes),
         "available": available,
         "reduced": reduced,
     }

@@ -6,8 +6,7 @@ comparison, the clock, the result) lives only in its own memory.
 
 Each call: the judge writes the call's inputs into the shared buffers of one input set, flushes
 the GPU's L2 from its own context, reads its clock, sends the call, and reads its clock again
-when the reply has arrived and a kernel of its own, launched after it, has run (GPU); the
-worker ran the model, timed it with its own events, copied the outputs into the shared output
+when the reply has arrived; the worker ran the model, timed it with its own events, copied the outputs into the shared output
 buffers and synchronised. The judge decides after the reply whether it reads and checks those
 outputs: the worker cannot tell."""
 
@@ -30,8 +29,12 @@ _TEXT_FIELDS = ("message", "reason", "log_tail", "traceback", "where")
 
 # Worker clock against the judge's (`clock_findings`): the candidate's gap between the judge's
 # time and its own reported time may exceed the reference worker's (the same path, trusted code)
-# by this much, in ms, plus this share of the candidate's own time.
-CLOCK_SLACK_MS = {"cuda": 0.03, "cpu": 1.0}
+# by this much, in ms, plus this share of the candidate's own time. On an H100 (round 11) the
+# candidate's and the base's workers, running the reference's own kernel, had round trips up to
+# 0.27 ms longer than the reference worker's for a whole eval (p = 2e-5 in the rank test below);
+# at 0.03 ms that failed 6 of 37 A/A evals and two honest CUDA kernels of a pull request. Work
+# hidden below this is not told apart (docs/security.md).
+CLOCK_SLACK_MS = {"cuda": 0.35, "cpu": 1.0}
 CLOCK_SLACK_SHARE = {"cuda": 0.25, "cpu": 1.0}
 # Which gap of a series is compared. On the GPU the judge's round trip is steady: the median. On
 # the CPU the judge and its workers share a few cores with everything else on the machine, and a
@@ -275,13 +278,11 @@ class RemoteModel:
     """The judge's handle on a model in a worker, called like the model: `run` for a checked
     call on the judge's inputs, `timed_call` inside `kg_timing.measure`."""
 
-    def __init__(self, worker, shared, seeds, flush, settle=None):
+    def __init__(self, worker, shared, seeds, flush):
         self.worker = worker
         self.shared = shared
         self.seeds = seeds
         self.flush = flush  # the judge's L2 flush (GPU), before every call alike
-        # The judge's own GPU work after every reply, waited for before its clock stops: see `_call`.
-        self.settle = settle or (lambda: None)
         self.calls = 0
         shared.bind(worker)
 
@@ -289,13 +290,8 @@ class RemoteModel:
         self.flush()
         t0 = _perf_ns()
         reply = self.worker.request({"op": "call", "set": i, "seed": int(seed), "where": where}, where)
-        # A worker can reply before its GPU work ends (launched after its synchronise, from
-        # another thread or stream) so that the work lands between calls, off both clocks. The
-        # judge's context and the worker's take turns on the GPU, so a kernel of the judge's own,
-        # waited for here, runs only after that work (or after a time slice of it; longer work
-        # would not be done when the judge reads the outputs). Every worker's call pays the same
-        # few microseconds; only left-over work shows in the gap over the reference's.
-        self.settle()
+        # A worker can reply before its GPU work ends (work launched after its synchronise) and
+        # the work then runs between calls, off both clocks: open on the GPU (docs/security.md).
         judge_ms = (_perf_ns() - t0) / 1e6
         return reply, judge_ms
 

@@ -162,6 +162,10 @@ class Timed:
         input_bytes = kg_work.nbytes(ctx.T, sets[0])
         if ctx.dev.type == "cuda":
             max_bytes = min(0.3 * ctx.free_gpu_bytes(), float(DRAWS_MAX_GPU_BYTES))
+            planned = self.trials.draw_bytes()
+            if planned is not None:
+                # What the memory plan (`kg_checks.plan_memory`) left for them.
+                max_bytes = min(max_bytes, float(planned))
         else:
             max_bytes = float(2 << 30)
         t = ctx.job.timing

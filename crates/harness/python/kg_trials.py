@@ -75,6 +75,9 @@ class Trials:
         input_bytes = kg_work.nbytes(T, inputs)
         set_bytes = input_bytes + kg_work.nbytes(T, refs)
         free = ctx.free_gpu_bytes()
+        # The workers that will hold outputs of their own: the candidate's, and with timing the
+        # reference's and the base version's.
+        workers = 1 + (1 if job.timing else 0) + (1 if job.timing and job.base_kernel else 0)
         plan = kg_checks.plan_memory(
             set_bytes=set_bytes,
             input_bytes=input_bytes,
@@ -82,6 +85,8 @@ class Trials:
             trials=trials,
             shifted=job.shifted_trials,
             input_sets=job.timing.input_sets if job.timing else 1,
+            workers=workers,
+            draws=2 if job.timing else 0,
         )
         self.memory_budget = plan
         if plan["reduced"]:
@@ -200,6 +205,10 @@ class Trials:
     def snapshot(self, outs):
         return [self.ctx.T.clone(o) for o in outs]
 
+    def draw_bytes(self):
+        """The GPU memory timing's fresh draws may take, by the memory plan (None: no plan)."""
+        return self.memory_budget["draw_bytes"] if self.memory_budget else None
+
     def assert_inputs_unchanged(self, args, inputs, i):
         T = self.ctx.T
         for j, (a, x) in enumerate(zip(args, inputs)):
@@ -215,9 +224,12 @@ class Trials:
                 )
 
     def assert_outputs_settled(self, outs, snap, i, failures, n_trials):
-        """The outputs, a moment after forward returned, are what they were when it returned."""
+        """The outputs, a moment after forward returned, are what they were when it returned
+        (`snap`: taken then; from a worker, the shared buffers as they are now)."""
         T = self.ctx.T
         for k, (o, sn) in enumerate(zip(outs, snap)):
+            if not _isinstance(o, T.Tensor) or not _isinstance(sn, T.Tensor) or o.shape != sn.shape or o.dtype != sn.dtype:
+                continue
             if not T.equal(o, sn) and not (o.is_floating_point() and bool(o.isnan().any())):
                 raise kg_context.Stop(
                     {
@@ -250,6 +262,10 @@ class Trials:
         previous = []
         failures = []
         first_snapshot = None
+        # A worker's outputs reach the judge as copies taken at the reply (`RemoteModel.read_outputs`):
+        # the copy is the snapshot, nothing the worker holds can alias it, and what settles late
+        # shows in the shared output buffers, compared with the copy a moment later.
+        remote = _isinstance(cand, kg_judge.RemoteModel)
         for i, (s, inputs, refs) in enumerate(trials):
             same_shapes = all(
                 (not _isinstance(b, T.Tensor)) or (b.shape == x.shape and b.dtype == x.dtype) for b, x in zip(bufs, inputs)
@@ -273,7 +289,7 @@ class Trials:
             if bad:
                 raise Stop(bad)
             self.assert_inputs_unchanged(args, inputs, i)
-            snap = self.snapshot(outs)
+            snap = outs if remote else self.snapshot(outs)
             detail = self.mismatch(snap, refs, inputs, s)
             if detail:
                 detail["trial"] = i
@@ -291,8 +307,13 @@ class Trials:
                 )
             _sleep(0.02)
             ctx.sync()
-            self.assert_outputs_settled(outs, snap, i, failures, len(trials))
-            if keep_all:
+            if remote:
+                self.assert_outputs_settled(outs, cand.shared.outputs, i, failures, len(trials))
+            else:
+                self.assert_outputs_settled(outs, snap, i, failures, len(trials))
+            if remote:
+                pass
+            elif keep_all:
                 previous.extend(outs)
             else:
                 previous = list(outs)

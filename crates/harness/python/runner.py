@@ -206,7 +206,6 @@ class Runner:
         self.extensions_root = None
         self.pch = None
         self.workers = []
-        self.probe = None  # the judge's one-element tensor for `settle` (GPU)
         # Whether candidate code may have run: failures before it are the machine's or ours.
         self.candidate_started = False
 
@@ -349,21 +348,9 @@ class Runner:
             nested = sandbox is not None and str(sandbox.level) != "off"
             worker = kg_judge.Worker(self.job_json, role, ctx.dev, ctx.finding, started, nested)
             self.workers.append(worker)
-            return kg_judge.RemoteModel(worker, ctx.shared, ctx.shared_seeds, self.flush_l2, self.settle)
+            return kg_judge.RemoteModel(worker, ctx.shared, ctx.shared_seeds, self.flush_l2)
         except kg_judge.WorkerFailed as failed:
             raise kg_context.Stop(failed.outcome)
-
-    def settle(self):
-        """After a worker's reply, before the judge's clock stops (`RemoteModel._call`): one
-        tiny kernel in the judge's own context, waited for. GPU work the worker left running
-        holds it back. Nothing on the CPU."""
-        ctx = self.ctx
-        if ctx.dev.type != "cuda":
-            return
-        if self.probe is None:
-            self.probe = ctx.torch.zeros(1, device=ctx.dev)
-        self.probe.add_(1)
-        ctx.torch.cuda.synchronize(ctx.dev)
 
     def flush_l2(self):
         timer = self.ctx.timer

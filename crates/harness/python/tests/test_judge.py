@@ -118,41 +118,6 @@ class Replies(unittest.TestCase):
         self.assertEqual(type(kg_judge._foreign("not an identifier!")).__name__, "object")
 
 
-class LeftOverWork(unittest.TestCase):
-    """A worker that replies before its work ends (GPU work launched after its synchronise):
-    the judge's clock stops only after its own settling kernel, which that work holds back."""
-
-    class Worker:
-        def __init__(self):
-            self.busy_until = 0
-
-        def request(self, msg, where, fds=None):
-            if msg.get("op") == "call":
-                # Replies at once, and leaves 30 ms of work behind it.
-                self.busy_until = kg_judge._perf_ns() + 30_000_000
-            return {"ms": 0.01, "outputs": []}
-
-    class Shared:
-        def bind(self, worker):
-            pass
-
-    def test_work_left_running_after_the_reply_is_on_the_judges_clock(self):
-        worker = self.Worker()
-
-        def settle():
-            # The judge's kernel waits for the device: here, until the left-over work is done.
-            while kg_judge._perf_ns() < worker.busy_until:
-                pass
-
-        remote = kg_judge.RemoteModel(worker, self.Shared(), [0], flush=lambda: None, settle=settle)
-        reply, judge_ms = remote._call(0, 0, "being timed")
-        self.assertEqual(reply["ms"], 0.01)
-        self.assertGreaterEqual(judge_ms, 30.0)
-        # Without a settling step (the CPU) the clock stops at the reply.
-        remote = kg_judge.RemoteModel(worker, self.Shared(), [0], flush=lambda: None)
-        self.assertLess(remote._call(0, 0, "being timed")[1], 30.0)
-
-
 class Clock(unittest.TestCase):
     def test_the_judges_figure_replaces_a_worker_clock_that_disagrees(self):
         samples = {"reference": self.series(1.0, 0.05), "candidate": self.series(0.2, 0.85)}
@@ -166,9 +131,10 @@ class Clock(unittest.TestCase):
         self.assertAlmostEqual(cpu["candidate"][0]["worker_ms"], 0.1)
 
     def test_a_timer_that_reports_a_share_of_each_call_gains_nothing_below_the_finding(self):
-        # 1 ms of work reported as 0.8 ms: inside the finding's slack (a quarter of the call),
-        # but the judge waited the whole millisecond, and that is what the speedup rests on.
-        samples = {"reference": self.series(1.0, 0.05), "candidate": self.series(0.8, 0.25)}
+        # 1 ms of work reported as 0.6 ms: inside the finding's slack (the machine's noise and a
+        # quarter of the call), but the judge waited the whole millisecond, and the time is
+        # raised by all but the machine's noise.
+        samples = {"reference": self.series(1.0, 0.05), "candidate": self.series(0.6, 0.45)}
         self.assertEqual(kg_judge.clock_findings(samples), [])
         kg_judge.judge_the_times(samples, "cuda")
         self.assertAlmostEqual(samples["candidate"][0]["ms"], 1.0 - kg_judge.CLOCK_SLACK_MS["cuda"])
@@ -237,9 +203,10 @@ class Clock(unittest.TestCase):
 
         honest = {"reference": loaded(0.05, 0.0), "candidate": loaded(0.05, 0.2)}
         self.assertEqual(kg_judge.clock_findings(honest), [])
-        # A quiet machine: the reference's gaps are steady, and 0.28 ms of work after the timer
-        # in every call is caught (the profile-hook cheat on the H100).
-        quiet = {"reference": self.series(0.6, 0.6), "candidate": self.series(0.001, 0.88)}
+        # A quiet machine: the reference's gaps are steady, and 0.5 ms of work after the timer
+        # in every call is caught (the profile-hook cheat's class; below `CLOCK_SLACK_MS` honest
+        # workers' round trips differ as much, round 11).
+        quiet = {"reference": self.series(0.6, 0.6), "candidate": self.series(0.001, 1.1)}
         self.assertEqual([f[:2] for f in kg_judge.clock_findings(quiet)], [("clock-disagrees", "error")])
 
     def test_a_median_on_the_high_side_of_a_two_mode_round_trip_is_not_hidden_work(self):
@@ -255,15 +222,15 @@ class Clock(unittest.TestCase):
         ref_gap = statistics.median(s["judge_ms"] - s["ms"] for s in honest["reference"])
         self.assertGreater(gap - ref_gap, 0.15)
         self.assertEqual(kg_judge.clock_findings(honest), [])
-        # The same round trip with 0.3 ms of work after the timer in every call: every gap moves.
-        hook = {"reference": two_modes(0.05, 4), "candidate_repeated": two_modes(0.001, 4, extra=0.3)}
+        # The same round trip with 0.5 ms of work after the timer in every call: every gap moves.
+        hook = {"reference": two_modes(0.05, 4), "candidate_repeated": two_modes(0.001, 4, extra=0.5)}
         self.assertEqual([f[:2] for f in kg_judge.clock_findings(hook)], [("clock-disagrees", "error")])
         # Work hidden in 11 calls of 20: no shift of the whole series, but a median gap past any
         # honest worker's offset (`CLOCK_RAISE_ALWAYS_MS`), and the judge's clock sets those
         # times: no speed gained.
         most = {
             "reference": two_modes(0.05, 4),
-            "candidate_repeated": two_modes(0.001, 4)[:9] + two_modes(0.001, 4, extra=0.3)[9:],
+            "candidate_repeated": two_modes(0.001, 4)[:9] + two_modes(0.001, 4, extra=0.8)[9:],
         }
         kg_judge.judge_the_times(most, "cuda")
         self.assertGreater(statistics.median(s["ms"] for s in most["candidate_repeated"]), 0.2)
@@ -281,22 +248,28 @@ class Clock(unittest.TestCase):
         }
         samples = {name: [sample(0.064, 0.064 + g) for g in gs] for name, gs in gaps.items()}
         ref_gap, spread = kg_judge._reference_gap(samples, "cuda")
-        self.assertGreater(statistics.median(gaps["candidate"]) - ref_gap, kg_judge._noise("cuda", spread))
+        self.assertGreater(statistics.median(gaps["candidate"]) - ref_gap, 0.15)
         self.assertEqual(kg_judge.clock_findings(samples), [])
         kg_judge.judge_the_times(samples, "cuda")
         for name in ("candidate", "candidate_repeated", "base"):
             self.assertEqual([s["ms"] for s in samples[name]], [0.064] * 10, name)
 
     def test_the_recorded_a_a_evals_that_went_wrong_replay_to_their_true_verdicts(self):
-        # Six evals of round 10's third H100 call whose verdict was wrong or far from 1, with the
-        # worker's own times restored: the A/A ones are no longer changed by the judge's clock
-        # (no finding, medians within 2%), the slowed ones (3% of GPU sleep, 7% measured) stay
-        # slower.
-        folder = os.path.join(PYDIR, "..", "..", "..", "results", "gpu-proof", "h100-round10-call3-aa-off")
-        names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
-        self.assertEqual(len(names), 6)
-        for name in names:
-            with open(os.path.join(folder, name)) as f:
+        # Six evals of round 10's third H100 call and seven of round 11's whose verdict was wrong
+        # or far from 1, with the worker's own times restored: the A/A ones are not changed by
+        # the judge's clock (no finding, medians within 2%), the slowed ones (3% of GPU sleep,
+        # 5-8% measured) stay slower. In round 11 the candidate's and the base's workers (the
+        # same kernel as the reference's) had round trips up to 0.27 ms longer than the
+        # reference worker's for a whole eval (p = 2e-5): `CLOCK_SLACK_MS`.
+        root = os.path.join(PYDIR, "..", "..", "..", "results", "gpu-proof")
+        paths = []
+        for folder, count in (("h100-round10-call3-aa-off", 6), ("h100-round11-aa-off", 7)):
+            names = sorted(n for n in os.listdir(os.path.join(root, folder)) if n.endswith(".json"))
+            self.assertEqual(len(names), count, folder)
+            paths += [os.path.join(root, folder, n) for n in names]
+        for path in paths:
+            name = os.path.basename(path)
+            with open(path) as f:
                 samples = json.load(f)["timing"]["samples"]
             for series in samples.values():
                 for s in series:
