@@ -14,6 +14,8 @@
 #           precompiled header and nvcc's side-by-side wrapper; rounds 9-10 ran without) and the
 #           13-kernel PR (a cold machine's smoke builds for ~60 s); then `aa`
 #   fourth  right after third: the spill cheat before settle, issue 49's second PR, eval walls, edit
+#   next    round 12: the time slice between contexts, the KernelBench-size ReLU's memory, the
+#           judge's fixtures and honest kernels with room to finish, the 13-kernel PR; then aa
 #   aa      the A/A of issue 46 alone, 40 pairs (AA_SPIN_US=5000: the wire polled, an experiment)
 #   short   smoke, sandbox, honest kernels (the least device time)
 #   one     when only one call fits: smoke, sandbox, honest, judge46 after, 13-kernel PR after,
@@ -34,7 +36,7 @@ bench() { # LABEL BIN
 case ${1:-} in
   first)
     OUT=$OUT DEADLINE=${DEADLINE:-560} bash scripts/gpu-call.sh \
-      "smoke:cuda|90|$smoke" \
+      "smoke:cuda|150|$smoke" \
       'sandbox|110|KERNELGATE_BIN=$N python3 scripts/gpu-sandbox.py $OUT' \
       'honest-pr|110|PR_LIMIT=100 bash scripts/gpu-honest-pr.sh after $N' \
       'judge46|150|FIXTURES=judge46 PR_LIMIT=70 bash scripts/gpu-judge-pr.sh before $O after $N' \
@@ -49,7 +51,7 @@ case ${1:-} in
     ;;
   one) # when the device time left allows one call only: every issue's "after", no "before"
     OUT=$OUT DEADLINE=${DEADLINE:-560} bash scripts/gpu-call.sh \
-      "smoke:cuda|60|$smoke" \
+      "smoke:cuda|150|$smoke" \
       'sandbox|90|KERNELGATE_BIN=$N python3 scripts/gpu-sandbox.py $OUT' \
       'honest-pr|90|PR_LIMIT=80 bash scripts/gpu-honest-pr.sh after $N' \
       'judge46|70|FIXTURES=judge46 PR_LIMIT=60 bash scripts/gpu-judge-pr.sh after $N' \
@@ -58,7 +60,7 @@ case ${1:-} in
     ;;
   third) # after fixes to the first two: the judge's fixtures and honest kernels again, more A/A
     OUT=$OUT DEADLINE=${DEADLINE:-560} bash scripts/gpu-call.sh \
-      "smoke:cuda|90|$smoke" \
+      "smoke:cuda|150|$smoke" \
       'precision|80|bash scripts/gpu-precision.sh $N' \
       'judge46|70|FIXTURES=judge46 PR_LIMIT=60 bash scripts/gpu-judge-pr.sh after $N' \
       'judge|80|FIXTURES=judge PR_LIMIT=75 bash scripts/gpu-judge-pr.sh after $N' \
@@ -83,11 +85,22 @@ case ${1:-} in
       'edit|150|KERNELGATE_BIN=$N CASES=edit OUT=$OUT/v bash scripts/bench-verdict.sh >$OUT/edit.txt 2>&1' \
       "bench-again|100|export STORE=/tmp/bp/store-after KEEP_STORE=1; $(bench again "$N")"
     ;;
+  next) # round 12, after round 11's fixes: the time slice between contexts (the spill cheat's
+    # question), the KernelBench-size ReLU under the new memory plan, the judge's fixtures and
+    # honest kernels with room to finish, the 13-kernel PR; then `aa` (the new clock slack)
+    OUT=$OUT DEADLINE=${DEADLINE:-560} bash scripts/gpu-call.sh \
+      "smoke:cuda|150|$smoke" \
+      'timeslice|40|python3 scripts/gpu-timeslice.py 10 >$OUT/timeslice.txt 2>&1' \
+      'relu-kb|120|KERNELGATE_BIN=$N PROBLEM=tests/fixtures/eval/problems/relu_kb_size.py CASES=eval EVAL_RUNS="1 2" OUT=$OUT/v bash scripts/bench-verdict.sh >$OUT/verdict-relu-kb.txt 2>&1' \
+      'judge46|90|FIXTURES=judge46 PR_LIMIT=85 bash scripts/gpu-judge-pr.sh after $N' \
+      'honest-pr|110|PR_LIMIT=105 bash scripts/gpu-honest-pr.sh after $N' \
+      "bench-after|135|$(bench after "$N")"
+    ;;
   short) # the least that proves a GPU row runs under the sandbox: smoke, the escapes, honest kernels
     OUT=$OUT DEADLINE=${DEADLINE:-200} bash scripts/gpu-call.sh \
-      "smoke:cuda|60|$smoke" \
+      "smoke:cuda|150|$smoke" \
       'sandbox|90|KERNELGATE_BIN=$N python3 scripts/gpu-sandbox.py $OUT' \
       'honest-pr|90|PR_LIMIT=80 bash scripts/gpu-honest-pr.sh after $N'
     ;;
-  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|third|fourth|aa|one|short" >&2; exit 2 ;;
+  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|third|fourth|next|aa|one|short" >&2; exit 2 ;;
 esac
