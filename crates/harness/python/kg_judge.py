@@ -6,9 +6,9 @@ comparison, the clock, the result) lives only in its own memory.
 
 Each call: the judge writes the call's inputs into the shared buffers of one input set, flushes
 the GPU's L2 from its own context, reads its clock, sends the call, and reads its clock again
-when the reply has arrived; the worker ran the model, timed it with its own events, copied the outputs into the shared output
-buffers and synchronised. The judge decides after the reply whether it reads and checks those
-outputs: the worker cannot tell."""
+when the reply has arrived; the worker ran the model, timed it with its own events, copied the
+outputs into the shared output buffers and synchronised. The judge decides after the reply
+whether it reads and checks those outputs: the worker cannot tell."""
 
 import math
 import os

@@ -311,12 +311,10 @@ class Trials:
                 self.assert_outputs_settled(outs, cand.shared.outputs, i, failures, len(trials))
             else:
                 self.assert_outputs_settled(outs, snap, i, failures, len(trials))
-            if remote:
-                pass
-            elif keep_all:
-                previous.extend(outs)
-            else:
-                previous = list(outs)
+                if keep_all:
+                    previous.extend(outs)
+                else:
+                    previous = list(outs)
             del args
         ctx.phases.append(["candidate_trials", t_calls * 1000.0])
         ctx.phases.append(["checks", (_perf() - t0_all - t_calls) * 1000.0])
