@@ -34,20 +34,29 @@ def compare_chunks(o, r):
         yield 0, o, r
 
 
-def plan_memory(set_bytes, input_bytes, available, trials, shifted, input_sets, workers=2, draws=2, share=0.8):
+# The share of the GPU's free memory the memory plan fills (`plan_memory`): the rest is for the
+# CUDA contexts and the allocator's rounding.
+MEMORY_SHARE = 0.9
+
+
+def plan_memory(set_bytes, input_bytes, available, trials, shifted, input_sets, workers=2, draws=2, share=MEMORY_SHARE):
     """How many copies the judge keeps on the GPU. What is held at once:
     - every trial's inputs and outputs and the shifted sets (`set_bytes` each);
     - the buffers the workers share: one input set per timing set, and the outputs;
     - timing's fresh-content pool: a copy of every timing set and its new draws (`draws`, 0
       without timing; one when memory is short: content then repeats, as `FreshInputs` says);
     - the correctness check's working set: the argument buffers, the judge's copy of the
-      outputs and the comparison's chunked scratch;
+      outputs, the first trial's outputs (kept for the precision audit) and the comparison's
+      chunked scratch; or timing's, if larger: the first trial's outputs, a verified call's copy
+      and the reference on its content;
     - each worker's own outputs before it copies them into the shared buffers (`workers`: the
       reference's, the candidate's, the base's), in processes that did not exist when the free
       memory was read.
     Cuts timing sets first, then the pool's draws, then shifted sets, then trials (at least one
-    of each that is asked for). Sized from a KernelBench-size ReLU on the H100 (80 GB), which the
-    former plan (no shared buffers, no workers) let run out of memory in its first comparison."""
+    of each that is asked for), to `share` of the memory (the rest: CUDA contexts and the
+    allocator's rounding; the workers' outputs are counted). Sized from a KernelBench-size ReLU
+    on the H100 (80 GB), which the former plan (no shared buffers, no workers, 80%) let run out
+    of memory in its first comparison."""
     budget = share * available
     output_bytes = max(0, set_bytes - input_bytes)
     scratch = 4 * 8 * COMPARE_CHUNK
@@ -55,7 +64,7 @@ def plan_memory(set_bytes, input_bytes, available, trials, shifted, input_sets, 
     def need(t, sh, n, d):
         shared = n * input_bytes + output_bytes
         pool = input_bytes * (n + d) if d else 0
-        check = input_bytes + output_bytes + scratch
+        check = max(input_bytes + 2 * output_bytes + scratch, 3 * output_bytes)
         return set_bytes * (t + sh) + shared + pool + check + workers * output_bytes
 
     t, sh, n, d = trials, shifted, input_sets, draws
@@ -83,6 +92,7 @@ def plan_memory(set_bytes, input_bytes, available, trials, shifted, input_sets, 
         "input_sets": n,
         "draws": d,
         "need_bytes": need(t, sh, n, d),
+        "budget_bytes": budget,  # need_bytes above it: even the fewest copies may not fit
         # The pool's draws may take what the plan left over, and always the ones it counted.
         "draw_bytes": max(d * input_bytes, budget - need(t, sh, n, d) + d * input_bytes),
         "available": available,

@@ -229,7 +229,12 @@ class Timed:
         kept = {name: {} for name in callables}
         # A checked call's outputs are copied here by the harness the moment the call returns
         # (`capture`), before any PyTorch operation that candidate code could hook into.
-        snap_bufs = {name: [T.zeros_like(r) for r in trials[0][2]] for name in ("candidate", "base") if name in callables}
+        # (A worker's outputs come as the judge's own copies, `read_outputs`: no buffer here.)
+        snap_bufs = {
+            name: [T.zeros_like(r) for r in trials[0][2]]
+            for name in ("candidate", "base")
+            if name in callables and not _isinstance(callables[name], kg_judge.RemoteModel)
+        }
         ctx.sync()
         harness_copy = ctx.timer.copy
 
@@ -291,9 +296,12 @@ class Timed:
                         "phase": "timing",
                     }
                 )
-            kept[name][i] = [o for o in outs if _isinstance(o, T.Tensor)]
+            tensors = [o for o in outs if _isinstance(o, T.Tensor)]
+            # The judge's copies of a worker's outputs alias nothing a later call returns: none kept.
+            if not _isinstance(callables.get(name), kg_judge.RemoteModel):
+                kept[name][i] = tensors
             if name == "candidate":
-                held = kg_work.nbytes(T, list(refs)) + kg_work.nbytes(T, kept[name][i])
+                held = kg_work.nbytes(T, list(refs)) + kg_work.nbytes(T, tensors)
                 if held * TIMED_PRECISION_AUDITS <= hold_budget:
                     # A uniform sample of every verified call (reservoir): a candidate that keeps
                     # full precision for its first N calls, any N, is audited after them as likely.

@@ -66,7 +66,7 @@ class Trials:
     def fit_memory(self, inputs, refs, trials):
         """The harness's GPU memory budget: from the first input set's size, the copies it keeps
         (correctness trials, the shifted set, timing's input sets and their fresh-content pool,
-        outputs) must fit in 80% of what is free with room for the candidate's own outputs;
+        outputs, the workers' own) must fit in 90% of what is free;
         when they do not, keep fewer (timing sets, then the shifted set, then trials), say so in
         a warning, and return how many trials to keep."""
         ctx = self.ctx
@@ -89,17 +89,22 @@ class Trials:
             draws=2 if job.timing else 0,
         )
         self.memory_budget = plan
-        if plan["reduced"]:
+        over = plan["need_bytes"] > plan["budget_bytes"]
+        if plan["reduced"] or over:
             job.shifted_trials = plan["shifted"]
             if job.timing:
                 job.timing.input_sets = plan["input_sets"]
+            kept = "kept " + ", ".join(plan["reduced"]) + " so the harness's own copies fit" if plan["reduced"] else ""
+            if over:
+                kept += (", and " if kept else "") + (
+                    f"even so they need {plan['need_bytes'] / 2**30:.1f} GiB of the "
+                    f"{plan['budget_bytes'] / 2**30:.1f} GiB planned for: the eval may run out of GPU memory"
+                )
             ctx.finding(
                 "memory-budget",
                 "warning",
                 f"the problem's inputs and outputs take {set_bytes / 2**30:.2f} GiB per set and "
-                f"{plan['available'] / 2**30:.1f} GiB of GPU memory is available: kept "
-                + ", ".join(plan["reduced"])
-                + " so the harness's own copies fit",
+                f"{plan['available'] / 2**30:.1f} GiB of GPU memory is available: " + kept,
             )
         return plan["trials"]
 

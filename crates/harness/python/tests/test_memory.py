@@ -57,7 +57,7 @@ class PlanMemory(unittest.TestCase):
         # 4096 x 393216 fp32: 6.4 GB of input and 6.4 GB of output per set.
         p = self.plan(12, 130)
         self.assertGreaterEqual(p["trials"], 3)
-        self.assertLessEqual(p["need_bytes"], 0.8 * 130 * GIB)
+        self.assertLessEqual(p["need_bytes"], kg_checks.MEMORY_SHARE * 130 * GIB)
         self.assertTrue(p["reduced"], "something must give at this size")
         self.assertTrue(p["reduced"][0].endswith("timing input sets"), p["reduced"])
 
@@ -65,19 +65,27 @@ class PlanMemory(unittest.TestCase):
         # Measured on an H100 (79.2 GiB): with 1 trial, no shifted set and 1 timing set the
         # judge held 60.9 GiB and each of two workers 6.5 GiB when the first comparison asked
         # for 6 GiB more: out of memory. The former plan counted 56 GiB (no shared buffers, no
-        # workers) against a budget of 62.9 GiB. The judge's share: the trial (12), the shared
-        # input set and outputs (12), timing's copy of the set and two draws (18), the argument
-        # buffers, the output copy and its snapshot (18).
+        # workers) against a budget of 62.9 GiB (80%). The judge's share: the trial (12), the
+        # shared input set and outputs (12), timing's copy of the set and two draws (18), the
+        # argument buffers, the output copy and its snapshot (18).
         held = 60.85 + 2 * 6.5
         p_full = kg_checks.plan_memory(12 * GIB, 6 * GIB, 10_000 * GIB, 1, 0, 1, workers=2)
         self.assertGreaterEqual(p_full["need_bytes"], (held - 6.5) * GIB, "a plan that counts less than was held")
         p = self.plan(12, 78.6)
-        self.assertLessEqual(p["need_bytes"], 0.8 * 78.6 * GIB)
+        self.assertLessEqual(p["need_bytes"], kg_checks.MEMORY_SHARE * 78.6 * GIB)
         self.assertEqual((p["trials"], p["shifted"], p["input_sets"], p["draws"]), (1, 0, 1, 1))
         self.assertIn("1 fresh draw of the inputs for timing (content repeats)", p["reduced"])
         # The fresh draws may take what the plan left, never fewer than it counted.
         self.assertGreaterEqual(p["draw_bytes"], 6 * GIB)
         self.assertLess(p["draw_bytes"], 12 * GIB)
+
+    def test_a_plan_that_cannot_fit_says_so(self):
+        # The same ReLU with a base version to time (a third worker) on the H100.
+        p = kg_checks.plan_memory(12 * GIB, 6 * GIB, 78.6 * GIB, 5, 1, 3, workers=3)
+        self.assertEqual((p["trials"], p["shifted"], p["input_sets"], p["draws"]), (1, 0, 1, 1))
+        self.assertGreater(p["need_bytes"], p["budget_bytes"])
+        fits = self.plan(12, 78.6)
+        self.assertLessEqual(fits["need_bytes"], fits["budget_bytes"])
 
     def test_each_worker_is_counted(self):
         one = kg_checks.plan_memory(2 * GIB, GIB, 100 * GIB, 5, 1, 3, workers=1)
@@ -92,7 +100,7 @@ class PlanMemory(unittest.TestCase):
         p = self.plan(12, 139, input_sets=2)
         p_full = kg_checks.plan_memory(12 * GIB, 6 * GIB, 10_000 * GIB, 5, 1, 2)
         self.assertGreaterEqual(p_full["need_bytes"], 114 * GIB)
-        self.assertLessEqual(p["need_bytes"], 0.8 * 139 * GIB)
+        self.assertLessEqual(p["need_bytes"], kg_checks.MEMORY_SHARE * 139 * GIB)
         self.assertTrue(p["reduced"], p)
 
     def test_comparisons_work_in_bounded_chunks(self):
@@ -137,7 +145,7 @@ class PlanMemory(unittest.TestCase):
         self.assertEqual((p["shifted"], p["input_sets"]), (0, 1))
         self.assertLess(p["trials"], 5)
         self.assertGreaterEqual(p["trials"], 1)
-        self.assertIn("correctness trials", p["reduced"][-1])
+        self.assertTrue(any("correctness trials" in r for r in p["reduced"]), p["reduced"])
         p = self.plan(100, 10)
         self.assertEqual((p["trials"], p["shifted"], p["input_sets"]), (1, 0, 1))
 
