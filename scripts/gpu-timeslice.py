@@ -5,8 +5,10 @@ so at once, without waiting; process B (the "judge") then launches one tiny kern
 it. If B waits for all of A's work, a kernel of the judge's own after each reply puts left-over
 work on its clock; if B waits one time slice, it does not (round 11: `Runner.settle` did not).
 
-Prints one line per case: A's work (one long kernel, or many short ones), B's wait (median and
-max of REPS), and A's work as measured by its own events.
+Prints one line per case: A's work (one long kernel, or many short ones), B's wait for a tiny
+kernel (median and max of REPS), B's events around a 2 ms kernel of its own launched the same
+way (a probe: if A's work shares the GPU with it in time slices, the probe's elapsed time grows
+by the share A got, which is what a judge would read), and A's work by its own events.
 Usage:   python3 scripts/gpu-timeslice.py [REPS]      (a GPU machine; about 20 s)
 """
 
@@ -57,9 +59,14 @@ def main():
     torch.cuda.synchronize()
     per_ms = here.recv()
     print(f"# {torch.cuda.get_device_name()}; torch.cuda._sleep: {per_ms:.0f} cycles per ms")
-    print(f"{'A: work (ms) x pieces':>24} {'B: wait median (ms)':>20} {'B: wait max (ms)':>17} {'A: events (ms)':>15}")
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    probe_ms = 2.0
+    print(
+        f"{'A: work (ms) x pieces':>24} {'B: wait median (ms)':>20} {'B: wait max (ms)':>17} "
+        f"{'B: 2 ms probe (ms)':>19} {'A: events (ms)':>15}"
+    )
     for ms, pieces in [(0.0, 1), (0.5, 1), (1.0, 1), (2.0, 1), (5.0, 1), (10.0, 1), (20.0, 1), (5.0, 100), (20.0, 400)]:
-        waits, own = [], []
+        waits, probes, own = [], [], []
         for _ in range(reps):
             here.send((ms, pieces))
             assert here.recv() == "launched"
@@ -68,7 +75,18 @@ def main():
             torch.cuda.synchronize()
             waits.append((time.perf_counter_ns() - t0) / 1e6)
             own.append(here.recv())
-        print(f"{ms:>17.1f} x {pieces:<4} {statistics.median(waits):>20.3f} {max(waits):>17.3f} {statistics.median(own):>15.3f}")
+            here.send((ms, pieces))
+            assert here.recv() == "launched"
+            start.record()
+            torch.cuda._sleep(int(per_ms * probe_ms))
+            end.record()
+            end.synchronize()
+            probes.append(start.elapsed_time(end))
+            here.recv()
+        print(
+            f"{ms:>17.1f} x {pieces:<4} {statistics.median(waits):>20.3f} {max(waits):>17.3f} "
+            f"{statistics.median(probes):>19.3f} {statistics.median(own):>15.3f}"
+        )
     here.send(None)
     p.join()
 
