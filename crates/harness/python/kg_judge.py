@@ -180,7 +180,7 @@ class Worker:
             raise WorkerFailed(_sanitised(reply.get("outcome"), where))
         return reply
 
-    def stop(self):
+    def ask_to_stop(self):
         """Asks the worker to end and closes the pair: a worker ends when its pair closes. The
         judge may not be able to signal it (sibling Landlock domains); whatever is left ends with
         the job's process group."""
@@ -189,10 +189,21 @@ class Worker:
         except OSError:
             pass
         self.sock.close()
+
+    def wait_stopped(self):
         try:
             self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             _kill(self.proc)
+
+
+def stop_all(workers):
+    """Ends every worker of the job: all are asked first, so they end side by side (each takes
+    a few hundred milliseconds to exit), then each is waited for."""
+    for worker in workers:
+        worker.ask_to_stop()
+    for worker in workers:
+        worker.wait_stopped()
 
 
 def _spawn(ruleset_fd, nested=True):
@@ -549,4 +560,4 @@ def clock_findings(samples, device_type="cuda", reference="reference", judged=("
     return out
 
 
-__all__ = ["Worker", "SharedSets", "RemoteModel", "WorkerFailed", "clock_findings", "judge_the_times", "prestart"]
+__all__ = ["Worker", "SharedSets", "RemoteModel", "WorkerFailed", "clock_findings", "judge_the_times", "prestart", "stop_all"]

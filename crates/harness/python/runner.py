@@ -638,8 +638,7 @@ def run(job_json, kg_timing=None, timer=None):
             "message": f"kernelgate's runner failed: {e!r}",
             "traceback": kg_context.tail(_format_exc()),
         }
-    for worker in runner.workers:
-        worker.stop()
+    kg_judge.stop_all(runner.workers)
     while PRESTARTED:
         proc, sock = PRESTARTED.pop()
         sock.close()  # an idle worker ends when its pair closes

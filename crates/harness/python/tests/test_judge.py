@@ -118,6 +118,25 @@ class Replies(unittest.TestCase):
         self.assertEqual(type(kg_judge._foreign("not an identifier!")).__name__, "object")
 
 
+class Ending(unittest.TestCase):
+    def test_every_worker_is_asked_to_stop_before_any_is_waited_for(self):
+        events = []
+
+        class Worker:
+            def __init__(self, name):
+                self.name = name
+
+            def ask_to_stop(self):
+                events.append(("ask", self.name))
+
+            def wait_stopped(self):
+                events.append(("wait", self.name))
+
+        kg_judge.stop_all([Worker("reference"), Worker("candidate"), Worker("base")])
+        self.assertEqual([e[0] for e in events], ["ask"] * 3 + ["wait"] * 3)
+        self.assertEqual([e[1] for e in events[3:]], ["reference", "candidate", "base"])
+
+
 class Clock(unittest.TestCase):
     def test_the_judges_figure_replaces_a_worker_clock_that_disagrees(self):
         samples = {"reference": self.series(1.0, 0.05), "candidate": self.series(0.2, 0.85)}
