@@ -78,6 +78,7 @@ def plan_memory(set_bytes, input_bytes, available, trials, shifted, input_sets, 
     while need(t, sh, n, d) > budget and t > 1:
         t -= 1
     n = min(n, t)
+    needed = need(t, sh, n, d)
     if n < input_sets and n < trials:
         reduced.append(f"{n} of {input_sets} timing input sets")
     if d < draws:
@@ -91,10 +92,10 @@ def plan_memory(set_bytes, input_bytes, available, trials, shifted, input_sets, 
         "shifted": sh,
         "input_sets": n,
         "draws": d,
-        "need_bytes": need(t, sh, n, d),
+        "need_bytes": needed,
         "budget_bytes": budget,  # need_bytes above it: even the fewest copies may not fit
         # The pool's draws may take what the plan left over, and always the ones it counted.
-        "draw_bytes": max(d * input_bytes, budget - need(t, sh, n, d) + d * input_bytes),
+        "draw_bytes": max(d * input_bytes, budget - needed + d * input_bytes),
         "available": available,
         "reduced": reduced,
     }

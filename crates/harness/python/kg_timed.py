@@ -227,22 +227,22 @@ class Timed:
         # Outputs of checked calls stay referenced, so the allocator cannot hand their memory out
         # again: a later output in the same memory was kept and returned by the candidate.
         kept = {name: {} for name in callables}
+        # Models in workers: their outputs come as the judge's own copies (`read_outputs`).
+        remote = {name for name, fn in callables.items() if _isinstance(fn, kg_judge.RemoteModel)}
         # A checked call's outputs are copied here by the harness the moment the call returns
         # (`capture`), before any PyTorch operation that candidate code could hook into.
-        # (A worker's outputs come as the judge's own copies, `read_outputs`: no buffer here.)
         snap_bufs = {
             name: [T.zeros_like(r) for r in trials[0][2]]
             for name in ("candidate", "base")
-            if name in callables and not _isinstance(callables[name], kg_judge.RemoteModel)
+            if name in callables and name not in remote
         }
         ctx.sync()
         harness_copy = ctx.timer.copy
 
         def capture(name, out):
-            fn = callables.get(name)
-            if _isinstance(fn, kg_judge.RemoteModel):
+            if name in remote:
                 # The judge's copies, read from the shared output buffers right after the reply.
-                return fn.read_outputs(out), None
+                return callables[name].read_outputs(out), None
             outs = ctx.as_list(out)
             bufs = snap_bufs.get(name)
             if bufs is None:
@@ -298,7 +298,7 @@ class Timed:
                 )
             tensors = [o for o in outs if _isinstance(o, T.Tensor)]
             # The judge's copies of a worker's outputs alias nothing a later call returns: none kept.
-            if not _isinstance(callables.get(name), kg_judge.RemoteModel):
+            if name not in remote:
                 kept[name][i] = tensors
             if name == "candidate":
                 held = kg_work.nbytes(T, list(refs)) + kg_work.nbytes(T, tensors)

@@ -94,7 +94,7 @@ class Trials:
             job.shifted_trials = plan["shifted"]
             if job.timing:
                 job.timing.input_sets = plan["input_sets"]
-            kept = "kept " + ", ".join(plan["reduced"]) + " so the harness's own copies fit" if plan["reduced"] else ""
+            kept = ("kept " + ", ".join(plan["reduced"]) + " so the harness's own copies fit") if plan["reduced"] else ""
             if over:
                 kept += (", and " if kept else "") + (
                     f"even so they need {plan['need_bytes'] / 2**30:.1f} GiB of the "
