@@ -12,6 +12,7 @@ whether it reads and checks those outputs: the worker cannot tell."""
 
 import math
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -70,6 +71,25 @@ CLOCK_SHIFT_P = 1e-4
 # offset seen) a series' times are raised (`judge_the_times`) without the rank test, so work
 # hidden in only some calls (a median gap, but no shift of the whole series) still buys nothing.
 CLOCK_RAISE_ALWAYS_MS = {"cuda": 0.2, "cpu": 2.0}
+# The judge's probes after a worker's timed call (`GapWatch`). A jump of the probe kernel's
+# clock longer than WATCH_GAP_US is another context's turn on the GPU. Between probes the GPU is
+# left idle WATCH_WINDOW_US, so a context with work queued takes its turn; a probe that starts
+# within WATCH_CLEAN_US proves none did (on an H100 an idle GPU's start takes 8-10 us, at most 48
+# in 200, and a switch from another context 150-190 us: round 12). Past WATCH_CAP_MS of the
+# worker's work after its reply the call fails.
+WATCH_GAP_US = 4.0
+WATCH_WINDOW_US = 100.0
+WATCH_CLEAN_US = 80.0
+WATCH_CAP_MS = 2000.0
+# The first probe's wait (a context switch, plus work left running) is charged beyond the
+# reference worker's median by more than this many times its p90 - median, plus this many us.
+WATCH_FIRST_SPREAD = 3.0
+WATCH_FIRST_SLACK_US = 10.0
+# A series whose median charge exceeds this share of its median time, and WATCH_FINDING_MS, did
+# work on the GPU after its replies: a finding (`work-after-reply`), besides the charge.
+WATCH_FINDING_SHARE = 0.02
+WATCH_FINDING_MS = 0.002
+
 # A disagreement is an error on either device, and the judge's figures then replace the
 # worker's (`judge_the_times`): a failed row still shows what the judge waited, never the
 # speedup the worker claimed (on the CPU they carry the machine's scheduling too).
@@ -125,6 +145,7 @@ class Worker:
         self.device = device
         self.findings = findings  # the judge's finding(rule, severity, message)
         self.judge_ms = None
+        self.paused = False
         self.proc, self.sock = started if started is not None else _spawn(None, nested)
         kg_wire.send(self.sock, {"role": role, "job": job_json, "device": str(device)})
         self.request(None, "starting")
@@ -163,9 +184,34 @@ class Worker:
             "ended the process (os._exit, sys.exit from a thread, abort)",
         }
 
+    def pause(self):
+        """Stops the worker's process (every thread of it) between its timed calls: it can queue
+        no GPU work while others are timed or the judge watches. Returns once it has stopped
+        (or ended); False where the judge may not signal it."""
+        try:
+            os.kill(self.proc.pid, signal.SIGSTOP)
+        except OSError:
+            return False
+        self.paused = True
+        try:
+            # WNOWAIT: an exit stays for `proc.wait` to collect.
+            os.waitid(os.P_PID, self.proc.pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            pass
+        return True
+
+    def resume(self):
+        if self.paused:
+            self.paused = False
+            try:
+                os.kill(self.proc.pid, signal.SIGCONT)
+            except OSError:
+                pass
+
     def request(self, message, where, fds=()):
         """Sends `message` (None: only read the load's reply) and returns the reply; a failure
         the worker reports or its death raises `WorkerFailed`."""
+        self.resume()
         try:
             if message is not None:
                 kg_wire.send(self.sock, message, fds)
@@ -184,6 +230,7 @@ class Worker:
         """Asks the worker to end and closes the pair: a worker ends when its pair closes. The
         judge may not be able to signal it (sibling Landlock domains); whatever is left ends with
         the job's process group."""
+        self.resume()
         try:
             kg_wire.send(self.sock, {"op": "stop"})
         except OSError:
@@ -244,6 +291,144 @@ def prestart(ruleset_fds):
     return [_spawn(fd) for fd in ruleset_fds]
 
 
+class GapWatch:
+    """What the judge sees of the GPU right after a worker's timed call replied
+    (`kernelgate_harness.GpuWatch`, a kernel of the judge's own that reads the GPU's clock).
+
+    Contexts of different processes take turns on the GPU; a switch between them costs about
+    0.15-0.19 ms on an H100, and a context with work keeps the GPU for a time slice (about 2 ms)
+    while another waits (round 12, `scripts/gpu-watch.py`). Right after the reply the judge
+    launches a probe: it starts once the GPU is the judge's, after whatever the worker left
+    running (`first_wait_ms`: a context switch, plus that work). The judge then stops the worker
+    (`Worker.pause`: no thread of it can queue more), leaves the GPU idle for WATCH_WINDOW_US, so
+    whatever the worker had queued gets its turn, and probes again: a probe that starts as fast as
+    on an idle GPU proves nobody else ran in between; one that waited is charged and the judge
+    looks again. Each call's sample gets `after_reply_ms` (the later probes' waits) and
+    `first_wait_ms`; `charge_work_after_reply` then charges the first wait beyond the reference
+    worker's (the same path, trusted code) to the call's `ms` and `judge_ms`."""
+
+    def __init__(self, gpu_watch, window_us=None, clean_us=None, cap_ms=None):
+        self.gpu = gpu_watch
+        self.window_s = (WATCH_WINDOW_US if window_us is None else window_us) / 1e6
+        self.clean_ms = (WATCH_CLEAN_US if clean_us is None else clean_us) / 1e3
+        self.cap_s = (WATCH_CAP_MS if cap_ms is None else cap_ms) / 1e3
+        self.pending = None  # the last call's observation, until `measure` makes its sample
+        starts = sorted(self._probe()[0] for _ in range(41))
+        self.idle_start_ms = starts[len(starts) // 2]
+
+    @classmethod
+    def for_device(cls, device):
+        """A watch for a CUDA device, None elsewhere (on the CPU a worker's left-over work races
+        the judge's copy of its outputs instead, `kg_trials.check_trials`)."""
+        if getattr(device, "type", None) != "cuda":
+            return None
+        import kernelgate_harness
+
+        index = getattr(device, "index", None)
+        return cls(kernelgate_harness.GpuWatch(f"cuda:{index or 0}", gap_us=WATCH_GAP_US))
+
+    def _probe(self):
+        """One probe: (its start delay, GPU time others took while it ran), both in ms."""
+        self.gpu.start(quiet_us=0.0)
+        self.gpu.worker_stopped()
+        stolen, _jumps, start_ms, _watched, _pace, _state = self.gpu.stop()
+        return start_ms, stolen
+
+    def after_reply(self, worker):
+        """Right after `worker`'s timed call replied: probes until the GPU is provably idle of
+        its work, the worker stopped from the first probe on."""
+        first, stolen = self._probe()
+        if not worker.pause():
+            raise WorkerFailed(
+                {
+                    "kind": "harness_error",
+                    "message": "the judge could not stop the worker between its timed calls, so work it "
+                    "leaves on the GPU would not be charged to it",
+                }
+            )
+        charge = stolen
+        probes = 1
+        deadline = _perf_ns() + int(self.cap_s * 1e9)
+        while True:
+            until = _perf_ns() + int(self.window_s * 1e9)
+            while _perf_ns() < until:
+                pass  # the GPU idle: a context with work queued takes its turn now
+            start_ms, stolen = self._probe()
+            probes += 1
+            if start_ms < self.clean_ms and stolen == 0.0:
+                break
+            charge += max(0.0, start_ms - self.idle_start_ms) + stolen
+            if _perf_ns() > deadline:
+                raise WorkerFailed(
+                    {
+                        "kind": "runtime_error",
+                        "message": f"the {worker.role}'s GPU work went on for more than {self.cap_s:.0f} s after "
+                        "its call replied: a kernel must finish its work before it returns",
+                        "phase": "timing",
+                    }
+                )
+        self.pending = {"after_reply_ms": charge, "first_wait_ms": first, "watch_probes": probes}
+
+    def take_sample(self, sample):
+        """The watched call's sample: its observation goes there."""
+        if self.pending is not None:
+            sample.update(self.pending)
+            self.pending = None
+
+
+def charge_work_after_reply(samples, reference="reference"):
+    """Charges each timed call's GPU work after its reply to its `ms` and `judge_ms`: the later
+    probes' waits (`after_reply_ms`, as observed) plus the first probe's wait beyond the reference
+    worker's median by more than its own scatter (WATCH_FIRST_SPREAD times p90 - median, plus
+    WATCH_FIRST_SLACK_US). `after_reply_ms` becomes the whole charge. Samples the watch did not
+    observe are left alone."""
+    firsts = sorted(s["first_wait_ms"] for s in samples.get(reference) or [] if _number(s.get("first_wait_ms")) is not None)
+    if firsts:
+        med = firsts[len(firsts) // 2]
+        allowed = med + WATCH_FIRST_SPREAD * (firsts[int(0.9 * (len(firsts) - 1))] - med) + WATCH_FIRST_SLACK_US / 1e3
+    else:
+        allowed = None
+    for series in samples.values():
+        for s in series if isinstance(series, list) else []:
+            if not isinstance(s, dict) or _number(s.get("after_reply_ms")) is None:
+                continue
+            charge = s["after_reply_ms"]
+            first = _number(s.get("first_wait_ms"))
+            if allowed is not None and first is not None and first > allowed:
+                charge += first - allowed
+            s["after_reply_ms"] = charge
+            if charge > 0:
+                for key in ("ms", "judge_ms"):
+                    if _number(s.get(key)) is not None:
+                        s[key] += charge
+
+
+def work_after_reply(samples, judged=("candidate", "base", "candidate_repeated")):
+    """`(rule, severity, message)` for each judged series whose calls left GPU work running
+    after their replies (`GapWatch`, `charge_work_after_reply`): the median charge over
+    WATCH_FINDING_SHARE of the median time and WATCH_FINDING_MS. The times already carry the
+    charge; this says why."""
+    out = []
+    for name in judged:
+        series = samples.get(name) or []
+        charges = [s["after_reply_ms"] for s in series if _number(s.get("after_reply_ms")) is not None]
+        times = [s["ms"] for s in series if _number(s.get("ms")) is not None]
+        if not charges or not times:
+            continue
+        c, t = _median(charges), _median(times)
+        if c > WATCH_FINDING_MS and c > WATCH_FINDING_SHARE * t:
+            out.append(
+                (
+                    "work-after-reply",
+                    "error",
+                    f"the {name}'s GPU work went on after its calls returned: a median {c:.4f} ms per call "
+                    f"ran after the reply (of {t:.4f} ms timed with it); the timings include it. A kernel must "
+                    "finish its work (or have it ordered on the stream it was called on) before the call returns",
+                )
+            )
+    return out
+
+
 class SharedSets:
     """The input sets and output buffers every worker of a job maps: the only memory the judge
     shares. Each set is refilled by the judge right before the call that uses it."""
@@ -295,14 +480,13 @@ class RemoteModel:
         self.seeds = seeds
         self.flush = flush  # the judge's L2 flush (GPU), before every call alike
         self.calls = 0
+        self.watch = None  # a `GapWatch` while the judge times this model on a GPU
         shared.bind(worker)
 
     def _call(self, i, seed, where):
         self.flush()
         t0 = _perf_ns()
         reply = self.worker.request({"op": "call", "set": i, "seed": int(seed), "where": where}, where)
-        # A worker can reply before its GPU work ends (work launched after its synchronise) and
-        # the work then runs between calls, off both clocks: open on the GPU (docs/security.md).
         judge_ms = (_perf_ns() - t0) / 1e6
         return reply, judge_ms
 
@@ -384,10 +568,19 @@ class RemoteModel:
         if self.shared.sets and any(isinstance(b, torch.Tensor) and b.is_cuda for b in self.shared.sets[i]):
             torch.cuda.synchronize()
         reply, judge_ms = self._call(i, self.seeds[i % len(self.seeds)], "being timed")
+        # A worker can reply before its GPU work ends (work launched after its synchronise, from
+        # another thread or stream): the judge looks at the GPU before anything else (`GapWatch`).
+        if self.watch is not None:
+            self.watch.after_reply(self.worker)
         ms = _finite(reply.get("ms"))
         trailing = _finite(reply.get("trailing_sync_ms"))
         wall = _finite(reply.get("wall_ms"))
         return ms, trailing, wall, judge_ms, reply
+
+    def take_sample(self, sample):
+        """`kg_timing.measure`'s sample of the timed call that just returned (what the watch saw)."""
+        if self.watch is not None:
+            self.watch.take_sample(sample)
 
     def audit(self, seed):
         """The op audit, run in the worker: an observation, never a verdict."""
@@ -400,6 +593,13 @@ def _finite(x):
     except (TypeError, ValueError):
         return float("nan")
     return x if x == x and abs(x) != float("inf") else float("nan")
+
+
+def _number(x):
+    """A finite int or float (not a bool), else None."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return x
 
 
 def _median(xs):

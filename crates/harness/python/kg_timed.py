@@ -326,7 +326,12 @@ class Timed:
         hold_budget = TIMED_AUDIT_HOLD_BYTES
         if ctx.dev.type == "cuda":
             hold_budget = min(hold_budget, int(TIMED_AUDIT_HOLD_SHARE * ctx.free_gpu_bytes()))
+        # The judge looks at the GPU right after each worker's timed call (`kg_judge.GapWatch`):
+        # work a worker leaves running after its reply is charged to its call.
         try:
+            watch = kg_judge.GapWatch.for_device(ctx.dev) if remote else None
+            for name in remote:
+                callables[name].watch = watch
             samples = ctx.kg_timing.measure(
                 callables, n_sets, ctx.timer, self.timing_cfg(), verify, fresh, ["candidate"], capture
             )
@@ -336,6 +341,12 @@ class Timed:
             raise Stop(failed.outcome)
         except BaseException as e:
             raise Stop(ctx.runtime_error(e, "timing"))
+        finally:
+            for name in remote:
+                callables[name].watch = None
+        kg_judge.charge_work_after_reply(samples)
+        for rule, severity, message in kg_judge.work_after_reply(samples):
+            ctx.finding(rule, severity, message)
         for i, token, refs, outs in audit_pool[1]:
             self.precision.audit_timed(ref_model, seeds[i], fresh.materialize(token), refs, outs)
         audit_pool[1] = []

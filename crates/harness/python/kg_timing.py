@@ -345,6 +345,9 @@ def measure(callables, n_input_sets, timer, cfg, verify=None, inputs=None, repea
                 sample = {"ms": ms, "trailing_sync_ms": trailing, "wall_ms": wall, "input_set": j, "verified": check}
                 if name in judge_ms:
                     sample["judge_ms"] = judge_ms[name]
+                take = getattr(callables[name], "take_sample", None)
+                if take is not None:
+                    take(sample)  # what the judge saw of the GPU after the reply (kg_judge.GapWatch)
                 samples[series].append(sample)
                 if check:
                     verify(name, j, out, token)

@@ -8,6 +8,7 @@
 //! prints, writes files or exits early cannot produce a result the CLI accepts.
 
 mod timer;
+mod watch;
 
 use hmac::{Hmac, Mac};
 use pyo3::prelude::*;
@@ -415,5 +416,6 @@ fn kernelgate_harness(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PROTOCOL", PROTOCOL)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     timer::register(m)?;
+    watch::register(m)?;
     Ok(())
 }

@@ -325,3 +325,181 @@ class Clock(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class FakeGpuWatch:
+    """`kernelgate_harness.GpuWatch`'s interface: each probe's (start delay, stolen) in ms is
+    given by the test, after 41 idle ones for the calibration."""
+
+    def __init__(self, probes=(), idle=0.008):
+        self.probes = [(idle, 0.0)] * 41 + list(probes)
+        self.running = False
+        self.log = []
+
+    def start(self, quiet_us=None):
+        assert not self.running
+        self.running = True
+        self.log.append("start")
+
+    def worker_stopped(self):
+        self.log.append("worker_stopped")
+
+    def stop(self):
+        assert self.running
+        self.running = False
+        start_ms, stolen = self.probes.pop(0)
+        return (stolen, int(stolen > 0), start_ms, 0.001, 1.0, "quiet")
+
+
+class FakeWorker:
+    role = "candidate"
+
+    def __init__(self, can_pause=True, log=None):
+        self.can_pause = can_pause
+        self.paused = False
+        self.log = log
+
+    def pause(self):
+        if self.log is not None:
+            self.log.append("pause")
+        self.paused = self.can_pause
+        return self.can_pause
+
+
+def observed(watch, worker=None):
+    watch.after_reply(worker or FakeWorker())
+    s = sample(1.0, 1.2)
+    watch.take_sample(s)
+    return s
+
+
+class GpuWatchAfterReplies(unittest.TestCase):
+    def test_a_probe_goes_out_before_the_worker_is_stopped_and_until_one_starts_at_once(self):
+        gpu = FakeGpuWatch(probes=[(0.17, 0.0), (0.4, 0.0), (0.3, 0.05), (0.009, 0.0)])
+        watch = kg_judge.GapWatch(gpu, window_us=1.0)
+        self.assertAlmostEqual(watch.idle_start_ms, 0.008)
+        worker = FakeWorker(log=gpu.log)
+        s = observed(watch, worker)
+        self.assertTrue(worker.paused)
+        # The first probe is launched before the pause: work the worker left shows in its wait.
+        first_pause = gpu.log.index("pause")
+        self.assertEqual(gpu.log[first_pause - 2 : first_pause], ["start", "worker_stopped"])
+        self.assertEqual(s["first_wait_ms"], 0.17)
+        self.assertEqual(s["watch_probes"], 4)
+        # The waits of the later probes (past the idle start) and what others took during them.
+        self.assertAlmostEqual(s["after_reply_ms"], (0.4 - 0.008) + (0.3 - 0.008 + 0.05))
+        self.assertEqual(s["ms"], 1.0, "charged after the timing, against the reference's first waits")
+        self.assertEqual(gpu.probes, [])
+
+    def test_the_first_wait_is_charged_beyond_the_reference_workers(self):
+        firsts = [0.16, 0.17, 0.18, 0.17, 0.19, 0.17, 0.16, 0.18, 0.17, 0.175]
+        samples = {
+            "reference": [dict(sample(1.0, 1.2), first_wait_ms=f, after_reply_ms=0.0) for f in firsts],
+            "candidate": [dict(sample(0.5, 0.7), first_wait_ms=f + 1.3, after_reply_ms=0.2) for f in firsts],
+            "base": [dict(sample(1.0, 1.2), first_wait_ms=f + 0.01, after_reply_ms=0.0) for f in firsts],
+        }
+        kg_judge.charge_work_after_reply(samples)
+        ref = sorted(firsts)
+        allowed = ref[5] + 3 * (ref[int(0.9 * 9)] - ref[5]) + 0.010
+        for s, f in zip(samples["candidate"], firsts):
+            self.assertAlmostEqual(s["after_reply_ms"], 0.2 + max(0.0, f + 1.3 - allowed))
+            self.assertAlmostEqual(s["ms"], 0.5 + s["after_reply_ms"])
+            self.assertAlmostEqual(s["judge_ms"], 0.7 + s["after_reply_ms"])
+        # Within the reference's own scatter: nothing charged, the honest times kept.
+        self.assertTrue(all(s["ms"] == 1.0 and s["after_reply_ms"] == 0.0 for s in samples["base"]))
+        self.assertTrue(all(s["ms"] == 1.0 for s in samples["reference"]))
+        found = kg_judge.work_after_reply(samples)
+        self.assertEqual([(r, sev) for r, sev, _ in found], [("work-after-reply", "error")])
+        self.assertIn("the candidate's GPU work went on", found[0][2])
+
+    def test_samples_the_watch_did_not_see_are_left_alone(self):
+        samples = {
+            "reference": [sample(1.0, 1.2)],
+            "candidate": [sample(0.5, 0.7)],
+            "reference_before_import": [sample(1.0, 1.1)],
+        }
+        kg_judge.charge_work_after_reply(samples)
+        self.assertEqual(samples["candidate"][0]["ms"], 0.5)
+        self.assertEqual(kg_judge.work_after_reply(samples), [])
+
+    def test_a_gpu_that_never_goes_quiet_after_a_reply_fails_the_call(self):
+        watch = kg_judge.GapWatch(FakeGpuWatch(probes=[(0.2, 0.0)] + [(2.0, 0.0)] * 50), window_us=1.0, cap_ms=0.0)
+        with self.assertRaises(kg_judge.WorkerFailed) as failed:
+            watch.after_reply(FakeWorker())
+        self.assertEqual(failed.exception.outcome["kind"], "runtime_error")
+        self.assertIn("after its call replied", failed.exception.outcome["message"])
+
+    def test_a_worker_the_judge_cannot_stop_is_not_timed(self):
+        watch = kg_judge.GapWatch(FakeGpuWatch(probes=[(0.17, 0.0)]), window_us=1.0)
+        with self.assertRaises(kg_judge.WorkerFailed) as failed:
+            watch.after_reply(FakeWorker(can_pause=False))
+        self.assertEqual(failed.exception.outcome["kind"], "harness_error")
+
+    def test_an_honest_call_costs_two_probes_and_no_charge(self):
+        watch = kg_judge.GapWatch(FakeGpuWatch(probes=[(0.17, 0.0), (0.009, 0.0)]), window_us=1.0)
+        s = observed(watch)
+        self.assertEqual((s["after_reply_ms"], s["watch_probes"]), (0.0, 2))
+        s2 = sample(1.0, 1.2)
+        watch.take_sample(s2)  # a sample with no call watched since: nothing added
+        self.assertNotIn("after_reply_ms", s2)
+
+    def test_cpu_devices_have_no_watch(self):
+        self.assertIsNone(kg_judge.GapWatch.for_device(torch.device("cpu")))
+
+
+class Pausing(unittest.TestCase):
+    def _state(self, pid):
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+
+    def test_a_paused_worker_runs_no_thread_until_it_is_asked_again(self):
+        # A process with a busy thread besides its main one, as work launched from a thread is.
+        child = textwrap.dedent(
+            """
+            import sys, threading, time
+            n = [0]
+            def spin():
+                while True:
+                    n[0] += 1
+            threading.Thread(target=spin, daemon=True).start()
+            while True:
+                sys.stdout.write(f"{n[0]}\\n"); sys.stdout.flush()
+                time.sleep(0.01)
+            """
+        )
+        p = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+        try:
+            p.stdout.readline()
+            worker = kg_judge.Worker.__new__(kg_judge.Worker)
+            worker.proc, worker.paused = p, False
+            self.assertTrue(worker.pause())
+            self.assertTrue(worker.paused)
+            self.assertEqual(self._state(p.pid), "T")
+            tasks = os.listdir(f"/proc/{p.pid}/task")
+            self.assertGreaterEqual(len(tasks), 2)
+            for tid in tasks:
+                with open(f"/proc/{p.pid}/task/{tid}/stat") as f:
+                    self.assertEqual(f.read().rsplit(")", 1)[1].split()[0], "T", "every thread stops")
+            worker.resume()
+            self.assertFalse(worker.paused)
+            self.assertIn(self._state(p.pid), ("R", "S"))
+            first = int(p.stdout.readline())
+            # Drain what was written before the pause, then see the count move on.
+            later = first
+            for _ in range(50):
+                later = int(p.stdout.readline())
+                if later > first:
+                    break
+            self.assertGreater(later, first)
+        finally:
+            p.kill()
+            p.wait()
+            p.stdout.close()
+
+    def test_pausing_a_worker_that_has_ended_returns(self):
+        p = subprocess.Popen([sys.executable, "-c", "pass"])
+        p.wait()
+        worker = kg_judge.Worker.__new__(kg_judge.Worker)
+        worker.proc, worker.paused = p, False
+        worker.pause()  # no hang on a process that is gone
+        worker.resume()
