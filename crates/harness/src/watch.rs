@@ -232,7 +232,9 @@ impl GpuWatch {
                 .strip_prefix("cuda:")
                 .and_then(|n| n.parse::<usize>().ok())
                 .ok_or_else(|| {
-                    PyValueError::new_err(format!("device must be \"cuda\" or \"cuda:N\", not {d:?}"))
+                    PyValueError::new_err(format!(
+                        "device must be \"cuda\" or \"cuda:N\", not {d:?}"
+                    ))
                 })?,
         };
         for (name, v) in [
@@ -242,7 +244,9 @@ impl GpuWatch {
             ("life_ms", life_ms),
         ] {
             if !(v.is_finite() && v > 0.0) {
-                return Err(PyValueError::new_err(format!("{name} must be positive, not {v}")));
+                return Err(PyValueError::new_err(format!(
+                    "{name} must be positive, not {v}"
+                )));
             }
         }
         let ctx = CudaContext::new(ordinal)
@@ -254,15 +258,17 @@ impl GpuWatch {
         let module = unsafe { result::module::load_data(ptx.as_ptr() as *const c_void) }
             .map_err(|e| cuda_err("loading the watch kernel", e))?;
         // SAFETY: the module was just loaded and holds this entry.
-        let func = unsafe { result::module::get_function(module, CString::new("kg_watch").unwrap()) }
-            .map_err(|e| cuda_err("finding the watch kernel", e))?;
+        let func =
+            unsafe { result::module::get_function(module, CString::new("kg_watch").unwrap()) }
+                .map_err(|e| cuda_err("finding the watch kernel", e))?;
         let stream = result::stream::create(result::stream::StreamKind::NonBlocking)
             .map_err(|e| cuda_err("creating the watch's stream", e))?;
         // Mapped, so the kernel reads the host's stop and the host reads its figures.
         let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
         // SAFETY: plain pinned allocation, freed in Drop.
         let ctl = unsafe { result::malloc_host(SLOTS * 8, flags) }
-            .map_err(|e| cuda_err("allocating the watch's mapped memory", e))? as *mut u64;
+            .map_err(|e| cuda_err("allocating the watch's mapped memory", e))?
+            as *mut u64;
         Ok(GpuWatch {
             _ctx: ctx,
             _module: module,
@@ -298,7 +304,11 @@ impl GpuWatch {
             .map_err(|e| cuda_err("mapping the watch's memory", e))?;
         let mut quiet = match quiet_us {
             Some(q) if q.is_finite() && q >= 0.0 => (q * 1e3) as u64,
-            Some(q) => return Err(PyValueError::new_err(format!("quiet_us must be >= 0, not {q}"))),
+            Some(q) => {
+                return Err(PyValueError::new_err(format!(
+                    "quiet_us must be >= 0, not {q}"
+                )))
+            }
             None => self.quiet_ns,
         };
         let (mut gap, mut cap, mut life) = (self.gap_ns, self.cap_ns.max(quiet), self.life_ns);
