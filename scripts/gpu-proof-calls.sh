@@ -17,7 +17,8 @@
 #   next    round 12: the time slice between contexts, the KernelBench-size ReLU's memory, the
 #           judge's fixtures and honest kernels with room to finish, the 13-kernel PR; then aa
 #   round12 the judge's GPU watch after replies: its figures (scripts/gpu-watch.py), the judge's
-#           fixtures, honest kernels, the KernelBench-size ReLU, the 13-kernel PR; then aa
+#           fixtures, honest kernels, the H200 baselines' four missing problems, the
+#           KernelBench-size ReLU; then round12b: the 13-kernel PR and A/A
 #   aa      the A/A of issue 46 alone, 40 pairs (AA_SPIN_US=5000: the wire polled, an experiment)
 #   short   smoke, sandbox, honest kernels (the least device time)
 #   one     when only one call fits: smoke, sandbox, honest, judge46 after, 13-kernel PR after,
@@ -99,13 +100,20 @@ case ${1:-} in
       "bench-after|135|$(bench after "$N")"
     ;;
   round12) # the judge's GPU watch after replies (the spill cheat): the watch's own figures, the
-    # judge's fixtures, honest kernels, the KernelBench-size ReLU, the 13-kernel PR; then `aa`
+    # judge's fixtures, honest kernels, the four problems' references the H200 baselines lack,
+    # the KernelBench-size ReLU; then `round12b`
     OUT=$OUT DEADLINE=${DEADLINE:-585} bash scripts/gpu-call.sh \
       'watch|70|mkdir -p /tmp/hm && cp $R/target/gpu/new/libkernelgate_harness.so /tmp/hm/kernelgate_harness.so && PYTHONPATH=/tmp/hm python3 scripts/gpu-watch.py 10 >$OUT/watch.txt 2>&1' \
-      'judge46|120|FIXTURES=judge46 PR_LIMIT=115 bash scripts/gpu-judge-pr.sh after $N' \
-      'honest-pr|110|PR_LIMIT=105 bash scripts/gpu-honest-pr.sh after $N' \
-      'relu-kb|90|KERNELGATE_BIN=$N PROBLEM=tests/fixtures/eval/problems/relu_kb_size.py CASES=eval EVAL_RUNS="1" OUT=$OUT/v bash scripts/bench-verdict.sh >$OUT/verdict-relu-kb.txt 2>&1' \
-      "bench-after|200|$(bench after "$N")"
+      'judge46|130|FIXTURES=judge46 PR_LIMIT=125 bash scripts/gpu-judge-pr.sh after $N' \
+      'honest-pr|120|PR_LIMIT=115 bash scripts/gpu-honest-pr.sh after $N' \
+      'baselines|100|$N --repo $R baseline --device cuda --problem level1/13_Matmul_for_symmetric_matrices --problem level1/15_Matmul_for_lower_triangular_matrices --problem level2/3_Gemm_BiasAdd_ReLU --problem level2/4_Conv2d_ReLU_BiasAdd --timeout 95 >$OUT/baseline-stdout.txt 2>$OUT/baseline-stderr.log; rc=$?; cp -r $R/results/timing $OUT/timing; exit $rc' \
+      'relu-kb|100|KERNELGATE_BIN=$N PROBLEM=tests/fixtures/eval/problems/relu_kb_size.py CASES=eval EVAL_RUNS="1" OUT=$OUT/v bash scripts/bench-verdict.sh >$OUT/verdict-relu-kb.txt 2>&1'
+    ;;
+  round12b) # right after round12: the 13-kernel PR (honest kernels under the watch), then A/A
+    OUT=$OUT DEADLINE=${DEADLINE:-575} bash scripts/gpu-call.sh \
+      'pch|90|$N pch >$OUT/pch.txt 2>&1' \
+      "bench-after|160|$(bench after "$N")" \
+      "aa|330|N=\${AA_N:-40} AA_SECONDS=\${AA_SECONDS:-300} bash scripts/gpu-aa.sh after \$N"
     ;;
   short) # the least that proves a GPU row runs under the sandbox: smoke, the escapes, honest kernels
     OUT=$OUT DEADLINE=${DEADLINE:-200} bash scripts/gpu-call.sh \
@@ -113,5 +121,5 @@ case ${1:-} in
       'sandbox|90|KERNELGATE_BIN=$N python3 scripts/gpu-sandbox.py $OUT' \
       'honest-pr|90|PR_LIMIT=80 bash scripts/gpu-honest-pr.sh after $N'
     ;;
-  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|third|fourth|next|round12|aa|one|short" >&2; exit 2 ;;
+  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|third|fourth|next|round12|round12b|aa|one|short" >&2; exit 2 ;;
 esac
