@@ -635,13 +635,19 @@ impl Confinement {
     /// starts each enforce a ruleset of their own (`kernelgate_harness`), so a worker is not
     /// nested in the judge's domain (where it could not write its own `/proc/<pid>`, which the
     /// CUDA driver does, nor be kept from the judge by Landlock's scoping: sibling domains are).
+    /// The judge's ruleset scopes abstract sockets but not signals (`Scoping::Judge`): it stops
+    /// its workers between their timed calls; the workers' scope both, so none signals the judge.
     /// Returns the rulesets, the judge's first, then `workers` more; none without Landlock.
     pub fn defer_landlock(
         &mut self,
         policy: &Policy,
         workers: usize,
     ) -> Result<Vec<OwnedFd>, SandboxError> {
-        let Some(own) = self.ruleset.take() else {
+        if self.ruleset.take().is_none() {
+            return Ok(Vec::new());
+        }
+        let Some(own) = Option::<OwnedFd>::from(landlock_ruleset_scoped(policy, Scoping::Judge)?)
+        else {
             return Ok(Vec::new());
         };
         let mut fds = vec![own];
@@ -720,7 +726,23 @@ fn level_for(
 }
 
 /// The Landlock ruleset of `policy`, created (with its rules) in the parent.
+/// Which of Landlock's scopes a ruleset sets. Every process that can run candidate code gets
+/// all of them; the judge (which never does) may signal outside its domain, so that it can stop
+/// its workers (sibling domains) between their timed calls (`kg_judge.Worker.pause`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Scoping {
+    All,
+    Judge,
+}
+
 fn landlock_ruleset(policy: &Policy) -> Result<RulesetCreated, SandboxError> {
+    landlock_ruleset_scoped(policy, Scoping::All)
+}
+
+fn landlock_ruleset_scoped(
+    policy: &Policy,
+    scoping: Scoping,
+) -> Result<RulesetCreated, SandboxError> {
     let all = AccessFs::from_all(TARGET_ABI);
     let read = AccessFs::from_read(TARGET_ABI);
     let file_only = AccessFs::from_file(TARGET_ABI);
@@ -747,7 +769,10 @@ fn landlock_ruleset(policy: &Policy) -> Result<RulesetCreated, SandboxError> {
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)?
         .handle_access(make_bitflags!(AccessNet::{BindTcp | ConnectTcp}))?
-        .scope(Scope::from_all(TARGET_ABI))?
+        .scope(match scoping {
+            Scoping::All => Scope::from_all(TARGET_ABI),
+            Scoping::Judge => Scope::AbstractUnixSocket.into(),
+        })?
         .create()?
         .add_rules(rules.into_iter().map(Ok::<_, landlock::RulesetError>))?;
     Ok(created)

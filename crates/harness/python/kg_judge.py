@@ -318,10 +318,10 @@ class GapWatch:
 
     @classmethod
     def for_device(cls, device):
-        """A watch for a CUDA device, None elsewhere (on the CPU a worker's left-over work races
-        the judge's copy of its outputs instead, `kg_trials.check_trials`)."""
+        """A watch for a CUDA device; elsewhere only the pause (`PauseBetweenCalls`: on the CPU a
+        worker's left-over work races the judge's copy of its outputs, `kg_trials.check_trials`)."""
         if getattr(device, "type", None) != "cuda":
-            return None
+            return PauseBetweenCalls()
         import kernelgate_harness
 
         index = getattr(device, "index", None)
@@ -338,14 +338,7 @@ class GapWatch:
         """Right after `worker`'s timed call replied: probes until the GPU is provably idle of
         its work, the worker stopped from the first probe on."""
         first, stolen = self._probe()
-        if not worker.pause():
-            raise WorkerFailed(
-                {
-                    "kind": "harness_error",
-                    "message": "the judge could not stop the worker between its timed calls, so work it "
-                    "leaves on the GPU would not be charged to it",
-                }
-            )
+        _pause(worker)
         charge = stolen
         probes = 1
         deadline = _perf_ns() + int(self.cap_s * 1e9)
@@ -374,6 +367,28 @@ class GapWatch:
         if self.pending is not None:
             sample.update(self.pending)
             self.pending = None
+
+
+class PauseBetweenCalls:
+    """`GapWatch`'s part on a CPU: the worker stopped after each timed call's reply, so none of
+    its threads runs while another model is timed or the judge checks its outputs."""
+
+    def after_reply(self, worker):
+        _pause(worker)
+
+    def take_sample(self, sample):
+        pass
+
+
+def _pause(worker):
+    if not worker.pause():
+        raise WorkerFailed(
+            {
+                "kind": "harness_error",
+                "message": f"the judge could not stop the {worker.role}'s worker between its timed calls "
+                "(a signal refused), so work it leaves running would not be charged to it",
+            }
+        )
 
 
 def charge_work_after_reply(samples, reference="reference"):
@@ -485,6 +500,7 @@ class RemoteModel:
 
     def _call(self, i, seed, where):
         self.flush()
+        self.worker.resume()  # stopped since its last timed call: woken before the clock starts
         t0 = _perf_ns()
         reply = self.worker.request({"op": "call", "set": i, "seed": int(seed), "where": where}, where)
         judge_ms = (_perf_ns() - t0) / 1e6
@@ -569,7 +585,8 @@ class RemoteModel:
             torch.cuda.synchronize()
         reply, judge_ms = self._call(i, self.seeds[i % len(self.seeds)], "being timed")
         # A worker can reply before its GPU work ends (work launched after its synchronise, from
-        # another thread or stream): the judge looks at the GPU before anything else (`GapWatch`).
+        # another thread or stream): the judge looks at the GPU before anything else, and stops
+        # the worker until its next call (`GapWatch`, `PauseBetweenCalls`).
         if self.watch is not None:
             self.watch.after_reply(self.worker)
         ms = _finite(reply.get("ms"))

@@ -326,8 +326,8 @@ class Timed:
         hold_budget = TIMED_AUDIT_HOLD_BYTES
         if ctx.dev.type == "cuda":
             hold_budget = min(hold_budget, int(TIMED_AUDIT_HOLD_SHARE * ctx.free_gpu_bytes()))
-        # The judge looks at the GPU right after each worker's timed call (`kg_judge.GapWatch`):
-        # work a worker leaves running after its reply is charged to its call.
+        # The judge looks at the GPU right after each worker's timed call and stops the worker
+        # until its next (`kg_judge.GapWatch`): work it leaves running is charged to its call.
         try:
             watch = kg_judge.GapWatch.for_device(ctx.dev) if remote else None
             for name in remote:

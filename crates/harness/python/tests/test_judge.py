@@ -443,8 +443,16 @@ class GpuWatchAfterReplies(unittest.TestCase):
         watch.take_sample(s2)  # a sample with no call watched since: nothing added
         self.assertNotIn("after_reply_ms", s2)
 
-    def test_cpu_devices_have_no_watch(self):
-        self.assertIsNone(kg_judge.GapWatch.for_device(torch.device("cpu")))
+    def test_on_a_cpu_the_worker_is_only_stopped(self):
+        watch = kg_judge.GapWatch.for_device(torch.device("cpu"))
+        worker = FakeWorker()
+        watch.after_reply(worker)
+        self.assertTrue(worker.paused)
+        s = sample(1.0, 1.2)
+        watch.take_sample(s)
+        self.assertEqual(s, sample(1.0, 1.2))
+        with self.assertRaises(kg_judge.WorkerFailed):
+            watch.after_reply(FakeWorker(can_pause=False))
 
 
 class Pausing(unittest.TestCase):
