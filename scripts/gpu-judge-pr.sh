@@ -4,7 +4,7 @@
 # KernelBench-layout problems (the fixtures' large ReLU and small matmul), plus the bundled CUDA
 # and Triton ReLUs, and the GPU versions of tests/fixtures/eval/cuda/judge46/ (one or two per
 # class of issue 46, each built to buy >= 2x on the harness before the judge; spill_after_reply
-# is open: it passes, round 11) with their honest control, as kernels of the 4096^2 fp32 matmul (902_Matmul4096). One table per binary: each
+# passed at 2.00x in round 11, before the judge's probes after each reply) with their honest control, as kernels of the 4096^2 fp32 matmul (902_Matmul4096). One table per binary: each
 # kernel's verdict, speedup and error findings, so a kernelgate from before the judge (the
 # cheats' speedups) and today's (their failures) can be read side by side in one device call.
 # Usage:   OUT=dir bash scripts/gpu-judge-pr.sh LABEL BIN [LABEL BIN ...]
