@@ -28,6 +28,10 @@ pub struct Sample {
     /// (`kg_judge.judge_the_times`): kept so the report shows both figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_ms: Option<f64>,
+    /// GPU work of this call that ran after its reply, seen by the judge's probes
+    /// (`kg_judge.GapWatch`) and already added to `ms` and `judge_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_reply_ms: Option<f64>,
 }
 
 impl Sample {
@@ -41,6 +45,7 @@ impl Sample {
             verified: false,
             judge_ms: None,
             worker_ms: None,
+            after_reply_ms: None,
         }
     }
 }
@@ -151,7 +156,23 @@ mod tests {
             verified: false,
             judge_ms: None,
             worker_ms: None,
+            after_reply_ms: None,
         }
+    }
+
+    #[test]
+    fn the_judges_charge_for_work_after_the_reply_is_kept_in_the_report() {
+        let json = r#"{"ms": 1.5, "judge_ms": 1.7, "after_reply_ms": 0.5, "first_wait_ms": 0.17}"#;
+        let sample: Sample = serde_json::from_str(json).unwrap();
+        assert_eq!(sample.after_reply_ms, Some(0.5));
+        let back = serde_json::to_value(sample).unwrap();
+        assert_eq!(back["after_reply_ms"], 0.5);
+        // A call the judge did not probe (the CPU) says nothing.
+        let cpu: Sample = serde_json::from_str(r#"{"ms": 1.0}"#).unwrap();
+        assert!(serde_json::to_value(cpu)
+            .unwrap()
+            .get("after_reply_ms")
+            .is_none());
     }
 
     #[test]
