@@ -106,7 +106,7 @@ case ${1:-} in
       'watch|70|mkdir -p /tmp/hm && cp $R/target/gpu/new/libkernelgate_harness.so /tmp/hm/kernelgate_harness.so && PYTHONPATH=/tmp/hm python3 scripts/gpu-watch.py 10 >$OUT/watch.txt 2>&1' \
       'judge46|130|FIXTURES=judge46 PR_LIMIT=125 bash scripts/gpu-judge-pr.sh after $N' \
       'honest-pr|120|PR_LIMIT=115 bash scripts/gpu-honest-pr.sh after $N' \
-      'baselines|100|$N --repo $R baseline --device cuda --problem level1/13_Matmul_for_symmetric_matrices --problem level1/15_Matmul_for_lower_triangular_matrices --problem level2/3_Gemm_BiasAdd_ReLU --problem level2/4_Conv2d_ReLU_BiasAdd --timeout 95 >$OUT/baseline-stdout.txt 2>$OUT/baseline-stderr.log; rc=$?; cp -r $R/results/timing $OUT/timing; exit $rc' \
+      'baselines|100|nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: the H100 has every problem"; exit 0; }; $N --repo $R baseline --device cuda --problem level1/13_Matmul_for_symmetric_matrices --problem level1/15_Matmul_for_lower_triangular_matrices --problem level2/3_Gemm_BiasAdd_ReLU --problem level2/4_Conv2d_ReLU_BiasAdd --timeout 95 >$OUT/baseline-stdout.txt 2>$OUT/baseline-stderr.log; rc=$?; cp -r $R/results/timing $OUT/timing; exit $rc' \
       'relu-kb|100|KERNELGATE_BIN=$N PROBLEM=tests/fixtures/eval/problems/relu_kb_size.py CASES=eval EVAL_RUNS="1" OUT=$OUT/v bash scripts/bench-verdict.sh >$OUT/verdict-relu-kb.txt 2>&1'
     ;;
   round12b) # right after round12: the 13-kernel PR (honest kernels under the watch), then A/A
