@@ -32,6 +32,10 @@ pub struct Sample {
     /// (`kg_judge.GapWatch`) and already added to `ms` and `judge_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_reply_ms: Option<f64>,
+    /// How long the judge's first probe after the reply waited for the GPU (a context switch,
+    /// plus work left running); the part beyond the reference worker's is in `after_reply_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_wait_ms: Option<f64>,
 }
 
 impl Sample {
@@ -46,6 +50,7 @@ impl Sample {
             judge_ms: None,
             worker_ms: None,
             after_reply_ms: None,
+            first_wait_ms: None,
         }
     }
 }
@@ -157,6 +162,7 @@ mod tests {
             judge_ms: None,
             worker_ms: None,
             after_reply_ms: None,
+            first_wait_ms: None,
         }
     }
 
@@ -167,6 +173,7 @@ mod tests {
         assert_eq!(sample.after_reply_ms, Some(0.5));
         let back = serde_json::to_value(sample).unwrap();
         assert_eq!(back["after_reply_ms"], 0.5);
+        assert_eq!(back["first_wait_ms"], 0.17);
         // A call the judge did not probe (the CPU) says nothing.
         let cpu: Sample = serde_json::from_str(r#"{"ms": 1.0}"#).unwrap();
         assert!(serde_json::to_value(cpu)
