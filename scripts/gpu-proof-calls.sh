@@ -19,6 +19,7 @@
 #   round12 the judge's GPU watch after replies: its figures (scripts/gpu-watch.py), the judge's
 #           fixtures, honest kernels, the H200 baselines' four missing problems, the
 #           KernelBench-size ReLU; then round12b: the 13-kernel PR and A/A
+#   round12one  the two in one call (no KernelBench-size ReLU, fewer A/A pairs)
 #   aa      the A/A of issue 46 alone, 40 pairs (AA_SPIN_US=5000: the wire polled, an experiment)
 #   short   smoke, sandbox, honest kernels (the least device time)
 #   one     when only one call fits: smoke, sandbox, honest, judge46 after, 13-kernel PR after,
@@ -115,11 +116,20 @@ case ${1:-} in
       "bench-after|160|$(bench after "$N")" \
       "aa|330|N=\${AA_N:-40} AA_SECONDS=\${AA_SECONDS:-300} bash scripts/gpu-aa.sh after \$N"
     ;;
+  round12one) # round12 and round12b in one call, when the device time left allows one
+    OUT=$OUT DEADLINE=${DEADLINE:-560} bash scripts/gpu-call.sh \
+      'watch|45|mkdir -p /tmp/hm && cp $R/target/gpu/new/libkernelgate_harness.so /tmp/hm/kernelgate_harness.so && PYTHONPATH=/tmp/hm python3 scripts/gpu-watch.py 5 >$OUT/watch.txt 2>&1' \
+      'judge46|125|FIXTURES=judge46 PR_LIMIT=120 bash scripts/gpu-judge-pr.sh after $N' \
+      'honest-pr|100|PR_LIMIT=95 bash scripts/gpu-honest-pr.sh after $N' \
+      'baselines|70|nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: the H100 has every problem"; exit 0; }; $N --repo $R baseline --device cuda --problem level1/13_Matmul_for_symmetric_matrices --problem level1/15_Matmul_for_lower_triangular_matrices --problem level2/3_Gemm_BiasAdd_ReLU --problem level2/4_Conv2d_ReLU_BiasAdd --timeout 65 >$OUT/baseline-stdout.txt 2>$OUT/baseline-stderr.log; rc=$?; cp -r $R/results/timing $OUT/timing; exit $rc' \
+      "bench-after|150|$(bench after "$N")" \
+      "aa|200|N=\${AA_N:-40} AA_SECONDS=\${AA_SECONDS:-150} bash scripts/gpu-aa.sh after \$N"
+    ;;
   short) # the least that proves a GPU row runs under the sandbox: smoke, the escapes, honest kernels
     OUT=$OUT DEADLINE=${DEADLINE:-200} bash scripts/gpu-call.sh \
       "smoke:cuda|150|$smoke" \
       'sandbox|90|KERNELGATE_BIN=$N python3 scripts/gpu-sandbox.py $OUT' \
       'honest-pr|90|PR_LIMIT=80 bash scripts/gpu-honest-pr.sh after $N'
     ;;
-  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|third|fourth|next|round12|round12b|aa|one|short" >&2; exit 2 ;;
+  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|third|fourth|next|round12|round12b|round12one|aa|one|short" >&2; exit 2 ;;
 esac
