@@ -7,8 +7,10 @@ comparison, the clock, the result) lives only in its own memory.
 Each call: the judge writes the call's inputs into the shared buffers of one input set, flushes
 the GPU's L2 from its own context, reads its clock, sends the call, and reads its clock again
 when the reply has arrived; the worker ran the model, timed it with its own events, copied the
-outputs into the shared output buffers and synchronised. The judge decides after the reply
-whether it reads and checks those outputs: the worker cannot tell."""
+outputs into the shared output buffers and synchronised. Right after a timed call's reply the
+judge probes the GPU for work the worker left running and stops the worker until its next call
+(`GapWatch`). The judge decides after the reply whether it reads and checks those outputs: the
+worker cannot tell."""
 
 import math
 import os
@@ -227,9 +229,8 @@ class Worker:
         return reply
 
     def ask_to_stop(self):
-        """Asks the worker to end and closes the pair: a worker ends when its pair closes. The
-        judge may not be able to signal it (sibling Landlock domains); whatever is left ends with
-        the job's process group."""
+        """Asks the worker to end and closes the pair: a worker ends when its pair closes
+        (woken first, if it was stopped); whatever is left ends with the job's process group."""
         self.resume()
         try:
             kg_wire.send(self.sock, {"op": "stop"})
@@ -281,7 +282,7 @@ def _kill(proc):
     try:
         proc.kill()
     except OSError:
-        pass  # a sibling Landlock domain: the job's end kills it
+        pass  # already gone, or refused: the job's end kills it
 
 
 def prestart(ruleset_fds):
