@@ -119,10 +119,10 @@ case ${1:-} in
   round12one) # round12 and round12b in one call, when the device time left allows one
     OUT=$OUT DEADLINE=${DEADLINE:-560} bash scripts/gpu-call.sh \
       'watch|45|mkdir -p /tmp/hm && cp $R/target/gpu/new/libkernelgate_harness.so /tmp/hm/kernelgate_harness.so && PYTHONPATH=/tmp/hm python3 scripts/gpu-watch.py 5 >$OUT/watch.txt 2>&1' \
-      'judge46|125|FIXTURES=judge46 PR_LIMIT=120 bash scripts/gpu-judge-pr.sh after $N' \
-      'honest-pr|100|PR_LIMIT=95 bash scripts/gpu-honest-pr.sh after $N' \
-      'baselines|70|nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: the H100 has every problem"; exit 0; }; $N --repo $R baseline --device cuda --problem level1/13_Matmul_for_symmetric_matrices --problem level1/15_Matmul_for_lower_triangular_matrices --problem level2/3_Gemm_BiasAdd_ReLU --problem level2/4_Conv2d_ReLU_BiasAdd --timeout 65 >$OUT/baseline-stdout.txt 2>$OUT/baseline-stderr.log; rc=$?; cp -r $R/results/timing $OUT/timing; exit $rc' \
+      'judge46|100|FIXTURES=judge46 PR_LIMIT=95 bash scripts/gpu-judge-pr.sh after $N' \
+      'honest-pr|90|PR_LIMIT=85 bash scripts/gpu-honest-pr.sh after $N' \
       "bench-after|150|$(bench after "$N")" \
+      'baselines|70|nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: the H100 has every problem"; exit 0; }; $N --repo $R baseline --device cuda --problem level1/13_Matmul_for_symmetric_matrices --problem level1/15_Matmul_for_lower_triangular_matrices --problem level2/3_Gemm_BiasAdd_ReLU --problem level2/4_Conv2d_ReLU_BiasAdd --timeout 65 >$OUT/baseline-stdout.txt 2>$OUT/baseline-stderr.log; rc=$?; cp -r $R/results/timing $OUT/timing; exit $rc' \
       "aa|200|N=\${AA_N:-40} AA_SECONDS=\${AA_SECONDS:-150} bash scripts/gpu-aa.sh after \$N"
     ;;
   short) # the least that proves a GPU row runs under the sandbox: smoke, the escapes, honest kernels
