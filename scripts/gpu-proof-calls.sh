@@ -20,6 +20,7 @@
 #           fixtures, honest kernels, the H200 baselines' four missing problems, the
 #           KernelBench-size ReLU; then round12b: the 13-kernel PR and A/A
 #   round12one  the two in one call (no KernelBench-size ReLU, fewer A/A pairs)
+#   round12min  the judge's fixtures and the watch's figures alone (the least device time)
 #   aa      the A/A of issue 46 alone, 40 pairs (AA_SPIN_US=5000: the wire polled, an experiment)
 #   short   smoke, sandbox, honest kernels (the least device time)
 #   one     when only one call fits: smoke, sandbox, honest, judge46 after, 13-kernel PR after,
@@ -116,6 +117,11 @@ case ${1:-} in
       "bench-after|160|$(bench after "$N")" \
       "aa|330|N=\${AA_N:-40} AA_SECONDS=\${AA_SECONDS:-300} bash scripts/gpu-aa.sh after \$N"
     ;;
+  round12min) # the least of round 12: the judge's fixtures (the spill cheat), then the watch's figures
+    OUT=$OUT DEADLINE=${DEADLINE:-160} bash scripts/gpu-call.sh \
+      'judge46|100|FIXTURES=judge46 PR_LIMIT=95 bash scripts/gpu-judge-pr.sh after $N' \
+      'watch|50|mkdir -p /tmp/hm && cp $R/target/gpu/new/libkernelgate_harness.so /tmp/hm/kernelgate_harness.so && PYTHONPATH=/tmp/hm python3 scripts/gpu-watch.py 4 >$OUT/watch.txt 2>&1'
+    ;;
   round12one) # round12 and round12b in one call, when the device time left allows one
     OUT=$OUT DEADLINE=${DEADLINE:-560} bash scripts/gpu-call.sh \
       'watch|45|mkdir -p /tmp/hm && cp $R/target/gpu/new/libkernelgate_harness.so /tmp/hm/kernelgate_harness.so && PYTHONPATH=/tmp/hm python3 scripts/gpu-watch.py 5 >$OUT/watch.txt 2>&1' \
@@ -131,5 +137,5 @@ case ${1:-} in
       'sandbox|90|KERNELGATE_BIN=$N python3 scripts/gpu-sandbox.py $OUT' \
       'honest-pr|90|PR_LIMIT=80 bash scripts/gpu-honest-pr.sh after $N'
     ;;
-  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|third|fourth|next|round12|round12b|round12one|aa|one|short" >&2; exit 2 ;;
+  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|third|fourth|next|round12|round12b|round12one|round12min|aa|one|short" >&2; exit 2 ;;
 esac
