@@ -21,6 +21,7 @@
 #           KernelBench-size ReLU; then round12b: the 13-kernel PR and A/A
 #   round12one  the two in one call (no KernelBench-size ReLU, fewer A/A pairs)
 #   round12min  the judge's fixtures and the watch's figures alone (the least device time)
+#   round13 round12one with the workers forked from the judge, their start against new processes
 #   aa      the A/A of issue 46 alone, 40 pairs (AA_SPIN_US=5000: the wire polled, an experiment)
 #   short   smoke, sandbox, honest kernels (the least device time)
 #   one     when only one call fits: smoke, sandbox, honest, judge46 after, 13-kernel PR after,
@@ -35,6 +36,9 @@ export KERNELGATE_PYTHON=${KERNELGATE_PYTHON:-python3} MAX_JOBS=${MAX_JOBS:-$(np
 export KERNELGATE_PCH_DIR=${KERNELGATE_PCH_DIR:-$HOME/.cache/kernelgate/pch}
 chmod +x target/gpu/*/kernelgate
 smoke='for b in cuda triton; do $N eval --problem level1/3_ReLU --kernel kernels/level1/3_ReLU/$b.py --device cuda --no-timing --format json >$OUT/smoke-$b.json 2>$OUT/smoke-$b.err; python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[1].split(\"/\")[-1], d[\"outcome\"][\"kind\"], d[\"outcome\"].get(\"message\",\"\")[:300]); sys.exit(d[\"outcome\"][\"kind\"]!=\"passed\")" $OUT/smoke-$b.json >>$OUT/smoke.txt || { tail -30 $OUT/smoke-$b.err >>$OUT/smoke.txt; exit 1; }; done'
+# A job's start with forked workers and with new ones: whole-process wall and the judge's
+# phases of an eval that builds nothing (a torch-ops ReLU on the GPU, timed), alternated 3 times.
+start_ab='for i in 1 2 3; do for m in fork exec; do s=$(date +%s.%N); KERNELGATE_CHILD_ENV=KERNELGATE_WORKER_START KERNELGATE_WORKER_START=$m $N eval --problem tests/fixtures/eval/problems/relu.py --kernel tests/fixtures/eval/kernels/python_relu.py --device cuda --format json >$OUT/start-$m-$i.json 2>$OUT/start-$m-$i.err; e=$(date +%s.%N); python3 -c "import json,sys; d=json.load(open(sys.argv[1])); ph={p[\"name\"]:round(p[\"ms\"]) for p in d[\"phases\"]}; print(sys.argv[2], sys.argv[3], \"wall_s=%.2f\" % (float(sys.argv[5])-float(sys.argv[4])), d[\"outcome\"][\"kind\"], {k: ph.get(k) for k in (\"process_start\",\"compile\",\"reference_worker\",\"timing\",\"total\",\"job_wall\")}); sys.exit(d[\"outcome\"][\"kind\"]!=\"passed\")" $OUT/start-$m-$i.json $m $i $s $e >>$OUT/start.txt || { tail -20 $OUT/start-$m-$i.err >>$OUT/start.txt; exit 1; }; done; done'
 bench() { # LABEL BIN
   echo "mkdir -p /tmp/bp; OUT=/tmp/bp KERNELGATE_BIN=$2 bash scripts/bench-pr.sh $1 >\$OUT/bench-$1.txt 2>&1; rc=\$?; cp /tmp/bp/report-$1/comment.md \$OUT/comment-$1.md; cp /tmp/bp/report-$1/report.json \$OUT/report-$1.json; exit \$rc"
 }
@@ -131,11 +135,22 @@ case ${1:-} in
       'baselines|70|nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: the H100 has every problem"; exit 0; }; $N --repo $R baseline --device cuda --problem level1/13_Matmul_for_symmetric_matrices --problem level1/15_Matmul_for_lower_triangular_matrices --problem level2/3_Gemm_BiasAdd_ReLU --problem level2/4_Conv2d_ReLU_BiasAdd --timeout 65 >$OUT/baseline-stdout.txt 2>$OUT/baseline-stderr.log; rc=$?; cp -r $R/results/timing $OUT/timing; exit $rc' \
       "aa|200|N=\${AA_N:-40} AA_SECONDS=\${AA_SECONDS:-150} bash scripts/gpu-aa.sh after \$N"
     ;;
+  round13) # round12one with the workers forked from the judge (no torch import of their own),
+    # and their start measured against new processes (KERNELGATE_WORKER_START=exec) on the GPU
+    OUT=$OUT DEADLINE=${DEADLINE:-560} bash scripts/gpu-call.sh \
+      "smoke:start|60|$start_ab" \
+      'judge46|100|FIXTURES=judge46 PR_LIMIT=95 bash scripts/gpu-judge-pr.sh after $N' \
+      'watch|40|mkdir -p /tmp/hm && cp $R/target/gpu/new/libkernelgate_harness.so /tmp/hm/kernelgate_harness.so && PYTHONPATH=/tmp/hm python3 scripts/gpu-watch.py 4 >$OUT/watch.txt 2>&1' \
+      'honest-pr|90|PR_LIMIT=85 bash scripts/gpu-honest-pr.sh after $N' \
+      "bench-after|150|$(bench after "$N")" \
+      'baselines|70|nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: the H100 has every problem"; exit 0; }; $N --repo $R baseline --device cuda --problem level1/13_Matmul_for_symmetric_matrices --problem level1/15_Matmul_for_lower_triangular_matrices --problem level2/3_Gemm_BiasAdd_ReLU --problem level2/4_Conv2d_ReLU_BiasAdd --timeout 65 >$OUT/baseline-stdout.txt 2>$OUT/baseline-stderr.log; rc=$?; cp -r $R/results/timing $OUT/timing; exit $rc' \
+      "aa|200|N=\${AA_N:-40} AA_SECONDS=\${AA_SECONDS:-150} bash scripts/gpu-aa.sh after \$N"
+    ;;
   short) # the least that proves a GPU row runs under the sandbox: smoke, the escapes, honest kernels
     OUT=$OUT DEADLINE=${DEADLINE:-200} bash scripts/gpu-call.sh \
       "smoke:cuda|150|$smoke" \
       'sandbox|90|KERNELGATE_BIN=$N python3 scripts/gpu-sandbox.py $OUT' \
       'honest-pr|90|PR_LIMIT=80 bash scripts/gpu-honest-pr.sh after $N'
     ;;
-  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|third|fourth|next|round12|round12b|round12one|round12min|aa|one|short" >&2; exit 2 ;;
+  *) echo "usage: OUT=dir bash scripts/gpu-proof-calls.sh first|second|third|fourth|next|round12|round12b|round12one|round12min|round13|aa|one|short" >&2; exit 2 ;;
 esac

@@ -233,6 +233,10 @@ fn the_candidates_process_cannot_read_or_signal_the_judge() {
         "the attempts ran and were all refused: {out}\n{v:#}"
     );
     assert!(!out.contains("JUDGE-REACHED"), "{out}");
+    // A fork of the judge made before the key arrived: stdin is not the judge's, and its one
+    // socket is its own line to the judge (no other worker's end).
+    assert!(out.contains("STDIN:/dev/null"), "{out}");
+    assert!(out.contains("SOCKETS:1"), "{out}");
     assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
 }
 

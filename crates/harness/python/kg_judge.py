@@ -265,9 +265,7 @@ def _spawn(ruleset_fd, nested=True):
     env = dict(os.environ)
     env.pop("KERNELGATE_LANDLOCK_FDS", None)
     env["KERNELGATE_WORKER_NESTED"] = "1" if nested else "0"
-    # OpenMP threads that spin after a parallel region take the CPUs the judge wakes up on (a pr
-    # CPU lane has few): seen as 6-7 ms of a C++ kernel's calls on the judge's clock. They
-    # sleep instead, in every worker alike.
+    # Spinning OpenMP threads take the CPUs the judge wakes up on (`kernelgate_harness.main`).
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if ruleset_fd is not None:
         keep.append(ruleset_fd)
@@ -288,8 +286,50 @@ def _kill(proc):
 def prestart(ruleset_fds):
     """The job's workers, started before the judge confines itself (one per ruleset the CLI
     gave for them), waiting for their role: a list of (process, socket) pairs, which the runner
-    hands out in the order it needs workers."""
+    hands out in the order it needs workers. New processes: where the harness could fork them
+    (`kernelgate_harness.main`, before the job exists here), `adopt` takes them instead."""
     return [_spawn(fd) for fd in ruleset_fds]
+
+
+class Forked:
+    """A worker the harness forked from this process (this process's child), with the part of
+    `subprocess.Popen` the judge uses: `pid`, `poll`, `wait`, `kill`."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.returncode = None
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                # Reaped elsewhere (as `subprocess.Popen` takes it): gone.
+                self.returncode = 0
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.0005
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        return self.returncode
+
+    def kill(self):
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def adopt(forked):
+    """The workers `kernelgate_harness.main` forked, as `prestart`'s pairs: (pid, the judge's
+    end of the socket pair) each."""
+    return [(Forked(pid), socket.socket(fileno=fd)) for pid, fd in forked]
 
 
 class GapWatch:

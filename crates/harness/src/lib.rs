@@ -75,21 +75,33 @@ fn main(py: Python<'_>) -> PyResult<()> {
     unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
     }
+    // OpenMP threads that spin after a parallel region take the CPUs the judge wakes up on (a pr
+    // CPU lane has few): seen as 6-7 ms of a C++ kernel's calls on the judge's clock. They sleep
+    // instead, here and in every worker alike (read once, when torch loads OpenMP).
+    let _ = py.run(
+        c"import os\nos.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')",
+        None,
+        None,
+    );
+    // Warm up before the job arrives: a child started ahead of its turn (`pr` starts the next
+    // job's process while the GPU is busy) spends its import time while it waits. Trusted code
+    // only: no candidate file is known yet, and neither the key nor the job has been read.
+    let warm = load_runner(py);
     // Where the CLI left Landlock to the job's own processes (`KERNELGATE_LANDLOCK_FDS`), the
-    // workers start first, while this process is unconfined and has one thread, each to
-    // enforce a ruleset of its own; then this one enforces its own. Sibling domains: neither can
-    // reach the other, and each may write its own /proc/<pid> (the CUDA driver does).
-    let prestarted = match prestart_and_confine(py) {
+    // workers start next, forks of this process as it is now (torch loaded, nothing of the job
+    // in it), each to enforce a ruleset of its own; then this one enforces its own. Sibling
+    // domains: neither can reach the other, and each may write its own /proc/<pid> (the CUDA
+    // driver does).
+    let prestarted = match prestart_and_confine(py, warm.as_ref().ok()) {
         Ok(p) => p,
         Err(message) => {
             eprintln!("kernelgate harness: {message}");
             std::process::exit(5);
         }
     };
-    // Warm up before the job arrives: a child started ahead of its turn (`pr` starts the next
-    // job's process while the GPU is busy) spends its import time while it waits. Trusted code
-    // only: no candidate file is known yet.
-    let warm = load_runner(py);
+    if let Ok(runner) = &warm {
+        warm_profiler(py, runner);
+    }
     let mut input = String::new();
     std::io::stdin().read_to_string(&mut input).map_err(|e| {
         pyo3::exceptions::PyRuntimeError::new_err(format!("reading the job from stdin: {e}"))
@@ -149,9 +161,11 @@ fn landlock_fds() -> Vec<i32> {
         .unwrap_or_default()
 }
 
-/// Starts the job's workers (`kg_judge.prestart`, one per worker ruleset) and enforces the
-/// judge's own ruleset. Returns the started workers (a Python list, empty without rulesets).
-fn prestart_and_confine(py: Python<'_>) -> Result<Py<PyAny>, String> {
+/// Starts the job's workers (one per worker ruleset) and enforces the judge's own ruleset.
+/// Returns the started workers (a Python list of `(process, socket)` pairs, empty without
+/// rulesets). With the runner loaded and no CUDA in this process the workers are forks of it
+/// (`fork_workers`); otherwise new processes (`kg_judge.prestart`).
+fn prestart_and_confine(py: Python<'_>, runner: Option<&Runner<'_>>) -> Result<Py<PyAny>, String> {
     let fds = landlock_fds();
     let Some((own, workers)) = fds.split_first() else {
         return Ok(pyo3::types::PyList::empty(py).into_any().unbind());
@@ -160,9 +174,15 @@ fn prestart_and_confine(py: Python<'_>) -> Result<Py<PyAny>, String> {
     let wire = load_private_module(py, "kg_wire", KG_WIRE_SRC).map_err(text)?;
     let judge = load_private_module(py, "kg_judge", KG_JUDGE_SRC).map_err(text)?;
     judge.setattr("kg_wire", wire).map_err(text)?;
-    let started = judge
-        .call_method1("prestart", (workers.to_vec(),))
-        .map_err(|e| format!("starting the workers: {}", py_error_text(py, &e)))?;
+    let started = match runner {
+        Some(runner) if !cuda_driver_loaded() && !exec_asked() => {
+            fork_workers(py, &judge, runner, workers)
+        }
+        _ => judge
+            .call_method1("prestart", (workers.to_vec(),))
+            .map_err(text),
+    }
+    .map_err(|e| format!("starting the workers: {e}"))?;
     for fd in workers {
         // SAFETY: the CLI's descriptors, handed to the workers above; this process's copies.
         unsafe { libc::close(*fd) };
@@ -172,6 +192,107 @@ fn prestart_and_confine(py: Python<'_>) -> Result<Py<PyAny>, String> {
     // SAFETY: the judge's ruleset, enforced.
     unsafe { libc::close(*own) };
     Ok(started.unbind())
+}
+
+/// `KERNELGATE_WORKER_START=exec` in the runner's environment (passed on through
+/// `KERNELGATE_CHILD_ENV`): new worker processes, as before forks, to compare the two.
+fn exec_asked() -> bool {
+    std::env::var("KERNELGATE_WORKER_START").is_ok_and(|v| v == "exec")
+}
+
+/// Whether the CUDA driver is mapped into this process: a fork after the driver started has no
+/// working CUDA in the child. torch's import does not load it; anything that did rules out forks.
+fn cuda_driver_loaded() -> bool {
+    std::fs::read_to_string("/proc/self/maps").map_or(true, |maps| maps.contains("libcuda.so"))
+}
+
+/// The job's workers as forks of this process, made before it reads the key or the job: each
+/// starts with torch and the runner loaded (a worker started afresh spends 2-3 s of CPU on that
+/// import) and holds nothing of the job, the draws or the references, which do not exist yet.
+/// The judge's later memory is its own (copy on write). Returns `kg_judge.adopt`'s pairs.
+fn fork_workers<'py>(
+    py: Python<'py>,
+    judge: &Bound<'py, PyModule>,
+    runner: &Runner<'py>,
+    rulesets: &[i32],
+) -> Result<Bound<'py, PyAny>, String> {
+    let text = |e: PyErr| py_error_text(py, &e);
+    let os = py.import("os").map_err(text)?;
+    let mut started: Vec<(i32, i32)> = Vec::new();
+    for &ruleset in rulesets {
+        let mut pair = [0i32; 2];
+        // SAFETY: socketpair into a local array. Close-on-exec: a build the worker runs gets
+        // neither end.
+        let made = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                0,
+                pair.as_mut_ptr(),
+            )
+        };
+        if made != 0 {
+            return Err(format!("socketpair: {}", std::io::Error::last_os_error()));
+        }
+        // Python's own fork: the interpreter's state is made whole in the child.
+        let pid: i32 = os
+            .call_method0("fork")
+            .and_then(|p| p.extract())
+            .map_err(text)?;
+        if pid == 0 {
+            forked_worker(py, runner, pair[1], ruleset);
+        }
+        // SAFETY: the worker's end, now the worker's.
+        unsafe { libc::close(pair[1]) };
+        started.push((pid, pair[0]));
+    }
+    judge.call_method1("adopt", (started,)).map_err(text)
+}
+
+/// A forked worker, made what a worker started afresh is before it serves: stdin (where the key
+/// and the job arrive) is /dev/null, no descriptor is open but its socket end, its ruleset and
+/// stdout/stderr (not the other workers' ends, not the judge's ruleset), dumpable as after an
+/// exec. Never returns.
+fn forked_worker(py: Python<'_>, runner: &Runner<'_>, fd: i32, ruleset: i32) -> ! {
+    // SAFETY: plain system calls on this process's descriptors.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+        if null > 0 {
+            libc::dup2(null, 0);
+            libc::close(null);
+        }
+        libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+    }
+    close_descriptors_except(&[0, 1, 2, fd, ruleset]);
+    let env = py.import("os").and_then(|os| os.getattr("environ"));
+    let set = env.and_then(|env| {
+        let _ = env.del_item("KERNELGATE_LANDLOCK_FDS");
+        env.set_item("KERNELGATE_WORKER_NESTED", "1")?;
+        env.set_item("KERNELGATE_WORKER_RULESET", ruleset.to_string())
+    });
+    if let Err(e) = set {
+        eprintln!(
+            "kernelgate worker: setting its environment failed ({}): the worker cannot start",
+            py_error_text(py, &e)
+        );
+        std::process::exit(4);
+    }
+    let code = serve_as_worker(py, fd, Some(ruleset), Some(runner));
+    std::process::exit(code);
+}
+
+/// Closes every descriptor of this process but `keep`.
+fn close_descriptors_except(keep: &[i32]) {
+    let open: Vec<i32> = match std::fs::read_dir("/proc/self/fd") {
+        Ok(dir) => dir
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect(),
+        Err(_) => (0..4096).collect(),
+    };
+    for fd in open.into_iter().filter(|fd| !keep.contains(fd)) {
+        // SAFETY: closing a descriptor number; one already closed answers EBADF.
+        unsafe { libc::close(fd) };
+    }
 }
 
 /// `kernelgate_harness.worker(fd)`: the worker process the judge starts for a model's code
@@ -184,47 +305,74 @@ fn worker(py: Python<'_>, fd: i32) -> PyResult<()> {
             "kernelgate_harness.worker() runs once per process",
         ));
     }
-    // Its own ruleset first, while it has one thread and no model code exists.
-    if let Some(fd) = std::env::var("KERNELGATE_WORKER_RULESET")
+    let ruleset = std::env::var("KERNELGATE_WORKER_RULESET")
         .ok()
-        .and_then(|v| v.trim().parse::<i32>().ok())
-    {
-        if let Err(e) = kernelgate_confine::restrict_self_with_own_proc(fd) {
+        .and_then(|v| v.trim().parse::<i32>().ok());
+    let code = serve_as_worker(py, fd, ruleset, None);
+    std::process::exit(code);
+}
+
+/// A worker's life: its Landlock ruleset enforced (while it has one thread and no model code
+/// exists), the rest of its confinement (`kg_worker.confine`), the runner loaded where the
+/// worker did not inherit it, then the judge served on `fd`. Returns the exit code.
+fn serve_as_worker(
+    py: Python<'_>,
+    fd: i32,
+    ruleset: Option<i32>,
+    inherited: Option<&Runner<'_>>,
+) -> i32 {
+    if let Some(ruleset) = ruleset {
+        if let Err(e) = kernelgate_confine::restrict_self_with_own_proc(ruleset) {
             eprintln!("kernelgate worker: enforcing its Landlock ruleset failed ({e}): the worker cannot start");
-            std::process::exit(4);
+            return 4;
         }
         // SAFETY: the ruleset, enforced.
-        unsafe { libc::close(fd) };
+        unsafe { libc::close(ruleset) };
     }
-    let wire = load_private_module(py, "kg_wire", KG_WIRE_SRC)?;
-    let worker = load_private_module(py, "kg_worker", KG_WORKER_SRC)?;
-    worker.setattr("kg_wire", &wire)?;
-    if let Err(e) = worker.call_method0("confine") {
-        eprintln!(
-            "kernelgate worker: confinement failed ({}): the worker cannot start",
-            py_error_text(py, &e)
-        );
-        std::process::exit(4);
-    }
-    let code = match load_runner(py) {
-        Err(message) => {
-            eprintln!("kernelgate worker: {message}");
-            5
+    let confined = load_private_module(py, "kg_wire", KG_WIRE_SRC).and_then(|wire| {
+        let worker = load_private_module(py, "kg_worker", KG_WORKER_SRC)?;
+        worker.setattr("kg_wire", &wire)?;
+        worker.call_method0("confine")?;
+        Ok(worker)
+    });
+    let worker = match confined {
+        Ok(worker) => worker,
+        Err(e) => {
+            eprintln!(
+                "kernelgate worker: confinement failed ({}): the worker cannot start",
+                py_error_text(py, &e)
+            );
+            return 4;
         }
-        Ok(Runner { runner, timing }) => match worker.call_method1("serve", (fd, runner, timing)) {
-            Ok(v) => v.extract::<i32>().unwrap_or(0),
-            Err(e) => {
-                eprintln!("kernelgate worker: {}", py_error_text(py, &e));
-                6
+    };
+    let loaded;
+    let runner = match inherited {
+        Some(runner) => runner,
+        None => match load_runner(py) {
+            Ok(runner) => {
+                loaded = runner;
+                &loaded
+            }
+            Err(message) => {
+                eprintln!("kernelgate worker: {message}");
+                return 5;
             }
         },
+    };
+    warm_profiler(py, runner);
+    let code = match worker.call_method1("serve", (fd, &runner.runner, &runner.timing)) {
+        Ok(v) => v.extract::<i32>().unwrap_or(0),
+        Err(e) => {
+            eprintln!("kernelgate worker: {}", py_error_text(py, &e));
+            6
+        }
     };
     let _ = py.run(
         c"import sys\nsys.stdout.flush()\nsys.stderr.flush()",
         None,
         None,
     );
-    std::process::exit(code);
+    code
 }
 
 /// The runner and its helper modules, loaded and holding torch, ready for a job.
@@ -273,14 +421,18 @@ fn load_runner(py: Python<'_>) -> Result<Runner<'_>, String> {
     if let (Ok(wire), Ok(judge)) = (runner.getattr("kg_wire"), runner.getattr("kg_judge")) {
         let _ = judge.setattr("kg_wire", wire);
     }
-    // Only where the child sees a GPU (its job's), and before CUDA has a context here.
-    if let (Ok(torch), Ok(audit)) = (py.import("torch"), runner.getattr("kg_audit")) {
-        let _ = audit.call_method1("warm_profiler", (torch,));
-    }
     // The timer is made by kg_timing itself (`make_timer`), on the device the runner picked.
     let timing = timer::load_timing_module(py)
         .map_err(|e| format!("loading kg_timing: {}", py_error_text(py, &e)))?;
     Ok(Runner { runner, timing })
+}
+
+/// Starts the profiler's CUDA tracing where asked (`kg_audit.warm_profiler`): only where the
+/// process sees a GPU (its job's), before CUDA has a context in it, and after any fork.
+fn warm_profiler(py: Python<'_>, loaded: &Runner<'_>) {
+    if let (Ok(torch), Ok(audit)) = (py.import("torch"), loaded.runner.getattr("kg_audit")) {
+        let _ = audit.call_method1("warm_profiler", (torch,));
+    }
 }
 
 /// Runs the job on the loaded runner. Returns the result JSON, validated, or a message

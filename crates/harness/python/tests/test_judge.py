@@ -511,3 +511,54 @@ class Pausing(unittest.TestCase):
         worker.proc, worker.paused = p, False
         worker.pause()  # no hang on a process that is gone
         worker.resume()
+
+
+class ForkedWorkers(unittest.TestCase):
+    """`kg_judge.adopt`: the workers `kernelgate_harness.main` forks, held as `Popen` is."""
+
+    def _fork(self, body):
+        parent, child = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            parent.close()
+            try:
+                body(child)
+            finally:
+                os._exit(7)
+        child.close()
+        ((proc, sock),) = kg_judge.adopt([(pid, parent.detach())])
+        return proc, sock
+
+    def test_an_exit_is_seen_with_its_status_and_the_pair_still_speaks(self):
+        proc, sock = self._fork(lambda s: s.sendall(b"hello"))
+        self.assertEqual(sock.recv(5), b"hello")
+        self.assertEqual(proc.wait(timeout=10), 7)
+        self.assertEqual(proc.poll(), 7)
+        sock.close()
+
+    def test_a_worker_that_does_not_end_times_out_and_is_killed(self):
+        import time
+
+        proc, sock = self._fork(lambda s: time.sleep(60))
+        with self.assertRaises(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.05)
+        self.assertIsNone(proc.poll())
+        proc.kill()
+        self.assertEqual(proc.wait(timeout=10), -9, "killed: a negative signal number, as Popen says")
+        proc.kill()  # already gone: nothing to do
+        sock.close()
+
+    def test_a_paused_forked_worker_is_stopped_and_woken(self):
+        import time
+
+        proc, sock = self._fork(lambda s: time.sleep(60))
+        worker = kg_judge.Worker.__new__(kg_judge.Worker)
+        worker.proc, worker.paused = proc, False
+        self.assertTrue(worker.pause())
+        with open(f"/proc/{proc.pid}/stat") as f:
+            self.assertEqual(f.read().rsplit(")", 1)[1].split()[0], "T")
+        self.assertIsNone(proc.poll(), "a stop is not an exit")
+        worker.resume()
+        proc.kill()
+        proc.wait(timeout=10)
+        sock.close()
