@@ -47,7 +47,8 @@ class _PathBeneath(ctypes.Structure):
 
 
 def confine():
-    """Runs first in the worker, before torch or any model code is loaded: a Landlock domain
+    """Runs first in the worker, before any model code is loaded (a worker forked from the judge
+    has torch already, a new one not yet): a Landlock domain
     nested in the judge's, so the kernel refuses the worker ptrace, `/proc/<judge>/mem`, `fd`
     and `environ`, signals and abstract sockets towards the judge; and no capabilities (root in
     the job's namespace would otherwise pass the judge's ptrace checks). Raises when Landlock is

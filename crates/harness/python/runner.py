@@ -51,8 +51,8 @@ kg_context = None
 kg_trials = None
 kg_precision = None
 kg_timed = None
-# Workers the harness started before this process confined itself (`kg_judge.prestart`): (process,
-# socket) pairs, handed out in the order workers are needed.
+# Workers the harness started before this process confined itself (forks, `kg_judge.adopt`, or new
+# processes, `kg_judge.prestart`): (process, socket) pairs, handed out in the order workers are needed.
 PRESTARTED = []
 
 

@@ -288,7 +288,7 @@ fn forked_worker(py: Python<'_>, runner: &Runner<'_>, fd: i32, ruleset: i32) -> 
             "kernelgate worker: setting its environment failed ({}): the worker cannot start",
             py_error_text(py, &e)
         );
-        std::process::exit(4);
+        leave(4);
     }
     let code = serve_as_worker(py, fd, Some(ruleset), Some(runner));
     leave(code);
