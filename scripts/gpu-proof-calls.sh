@@ -39,6 +39,14 @@ smoke='for b in cuda triton; do $N eval --problem level1/3_ReLU --kernel kernels
 # A job's start with forked workers and with new ones (scripts/bench-start.sh), and whether
 # torch's import maps the CUDA driver (where it does, the harness does not fork).
 start_ab='python3 -c "import torch; print(\"libcuda mapped after import torch:\", \"libcuda.so\" in open(\"/proc/self/maps\").read())" >$OUT/start.txt 2>&1; DEVICE=cuda PAIRS=3 KERNELGATE_BIN=$N OUT=$OUT/start bash scripts/bench-start.sh >>$OUT/start.txt 2>&1'
+# The judge's GPU watch, its own figures (scripts/gpu-watch.py SECONDS), on main's harness build.
+watch() { # SECONDS
+  echo "mkdir -p /tmp/hm && cp \$R/target/gpu/new/libkernelgate_harness.so /tmp/hm/kernelgate_harness.so && PYTHONPATH=/tmp/hm python3 scripts/gpu-watch.py $1 >\$OUT/watch.txt 2>&1"
+}
+# The references of the four problems the H200 baselines lack (an H100 has every problem).
+h200_baselines() { # TIMEOUT
+  echo "nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo \"not an H200: the H100 has every problem\"; exit 0; }; \$N --repo \$R baseline --device cuda --problem level1/13_Matmul_for_symmetric_matrices --problem level1/15_Matmul_for_lower_triangular_matrices --problem level2/3_Gemm_BiasAdd_ReLU --problem level2/4_Conv2d_ReLU_BiasAdd --timeout $1 >\$OUT/baseline-stdout.txt 2>\$OUT/baseline-stderr.log; rc=\$?; cp -r \$R/results/timing \$OUT/timing; exit \$rc"
+}
 bench() { # LABEL BIN
   echo "mkdir -p /tmp/bp; OUT=/tmp/bp KERNELGATE_BIN=$2 bash scripts/bench-pr.sh $1 >\$OUT/bench-$1.txt 2>&1; rc=\$?; cp /tmp/bp/report-$1/comment.md \$OUT/comment-$1.md; cp /tmp/bp/report-$1/report.json \$OUT/report-$1.json; exit \$rc"
 }
@@ -109,10 +117,10 @@ case ${1:-} in
     # judge's fixtures, honest kernels, the four problems' references the H200 baselines lack,
     # the KernelBench-size ReLU; then `round12b`
     OUT=$OUT DEADLINE=${DEADLINE:-585} bash scripts/gpu-call.sh \
-      'watch|70|mkdir -p /tmp/hm && cp $R/target/gpu/new/libkernelgate_harness.so /tmp/hm/kernelgate_harness.so && PYTHONPATH=/tmp/hm python3 scripts/gpu-watch.py 10 >$OUT/watch.txt 2>&1' \
+      "watch|70|$(watch 10)" \
       'judge46|130|FIXTURES=judge46 PR_LIMIT=125 bash scripts/gpu-judge-pr.sh after $N' \
       'honest-pr|120|PR_LIMIT=115 bash scripts/gpu-honest-pr.sh after $N' \
-      'baselines|100|nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: the H100 has every problem"; exit 0; }; $N --repo $R baseline --device cuda --problem level1/13_Matmul_for_symmetric_matrices --problem level1/15_Matmul_for_lower_triangular_matrices --problem level2/3_Gemm_BiasAdd_ReLU --problem level2/4_Conv2d_ReLU_BiasAdd --timeout 95 >$OUT/baseline-stdout.txt 2>$OUT/baseline-stderr.log; rc=$?; cp -r $R/results/timing $OUT/timing; exit $rc' \
+      "baselines|100|$(h200_baselines 95)" \
       'relu-kb|100|KERNELGATE_BIN=$N PROBLEM=tests/fixtures/eval/problems/relu_kb_size.py CASES=eval EVAL_RUNS="1" OUT=$OUT/v bash scripts/bench-verdict.sh >$OUT/verdict-relu-kb.txt 2>&1'
     ;;
   round12b) # right after round12: the 13-kernel PR (honest kernels under the watch), then A/A
@@ -124,15 +132,15 @@ case ${1:-} in
   round12min) # the least of round 12: the judge's fixtures (the spill cheat), then the watch's figures
     OUT=$OUT DEADLINE=${DEADLINE:-160} bash scripts/gpu-call.sh \
       'judge46|100|FIXTURES=judge46 PR_LIMIT=95 bash scripts/gpu-judge-pr.sh after $N' \
-      'watch|50|mkdir -p /tmp/hm && cp $R/target/gpu/new/libkernelgate_harness.so /tmp/hm/kernelgate_harness.so && PYTHONPATH=/tmp/hm python3 scripts/gpu-watch.py 4 >$OUT/watch.txt 2>&1'
+      "watch|50|$(watch 4)"
     ;;
   round12one) # round12 and round12b in one call, when the device time left allows one
     OUT=$OUT DEADLINE=${DEADLINE:-560} bash scripts/gpu-call.sh \
-      'watch|45|mkdir -p /tmp/hm && cp $R/target/gpu/new/libkernelgate_harness.so /tmp/hm/kernelgate_harness.so && PYTHONPATH=/tmp/hm python3 scripts/gpu-watch.py 5 >$OUT/watch.txt 2>&1' \
+      "watch|45|$(watch 5)" \
       'judge46|100|FIXTURES=judge46 PR_LIMIT=95 bash scripts/gpu-judge-pr.sh after $N' \
       'honest-pr|90|PR_LIMIT=85 bash scripts/gpu-honest-pr.sh after $N' \
       "bench-after|150|$(bench after "$N")" \
-      'baselines|70|nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: the H100 has every problem"; exit 0; }; $N --repo $R baseline --device cuda --problem level1/13_Matmul_for_symmetric_matrices --problem level1/15_Matmul_for_lower_triangular_matrices --problem level2/3_Gemm_BiasAdd_ReLU --problem level2/4_Conv2d_ReLU_BiasAdd --timeout 65 >$OUT/baseline-stdout.txt 2>$OUT/baseline-stderr.log; rc=$?; cp -r $R/results/timing $OUT/timing; exit $rc' \
+      "baselines|70|$(h200_baselines 65)" \
       "aa|200|N=\${AA_N:-40} AA_SECONDS=\${AA_SECONDS:-150} bash scripts/gpu-aa.sh after \$N"
     ;;
   round13) # round12one with the workers forked from the judge (no torch import of their own),
@@ -140,10 +148,10 @@ case ${1:-} in
     OUT=$OUT DEADLINE=${DEADLINE:-560} bash scripts/gpu-call.sh \
       "smoke:start|60|$start_ab" \
       'judge46|100|FIXTURES=judge46 PR_LIMIT=95 bash scripts/gpu-judge-pr.sh after $N' \
-      'watch|40|mkdir -p /tmp/hm && cp $R/target/gpu/new/libkernelgate_harness.so /tmp/hm/kernelgate_harness.so && PYTHONPATH=/tmp/hm python3 scripts/gpu-watch.py 4 >$OUT/watch.txt 2>&1' \
+      "watch|40|$(watch 4)" \
       'honest-pr|90|PR_LIMIT=85 bash scripts/gpu-honest-pr.sh after $N' \
       "bench-after|150|$(bench after "$N")" \
-      'baselines|70|nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: the H100 has every problem"; exit 0; }; $N --repo $R baseline --device cuda --problem level1/13_Matmul_for_symmetric_matrices --problem level1/15_Matmul_for_lower_triangular_matrices --problem level2/3_Gemm_BiasAdd_ReLU --problem level2/4_Conv2d_ReLU_BiasAdd --timeout 65 >$OUT/baseline-stdout.txt 2>$OUT/baseline-stderr.log; rc=$?; cp -r $R/results/timing $OUT/timing; exit $rc' \
+      "baselines|70|$(h200_baselines 65)" \
       "aa|200|N=\${AA_N:-40} AA_SECONDS=\${AA_SECONDS:-150} bash scripts/gpu-aa.sh after \$N"
     ;;
   short) # the least that proves a GPU row runs under the sandbox: smoke, the escapes, honest kernels

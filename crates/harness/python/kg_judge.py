@@ -254,6 +254,20 @@ def stop_all(workers):
         worker.wait_stopped()
 
 
+def worker_environment(env, ruleset_fd, nested=True):
+    """`env` (a mapping, changed in place and returned) made a worker's: without the judge's
+    Landlock descriptors, saying whether the worker nests a domain of its own
+    (`kg_worker.confine`) and which ruleset it enforces first (`kernelgate_harness.worker`).
+    New workers and forked ones alike."""
+    env.pop("KERNELGATE_LANDLOCK_FDS", None)
+    env["KERNELGATE_WORKER_NESTED"] = "1" if nested else "0"
+    # Spinning OpenMP threads take the CPUs the judge wakes up on (`kernelgate_harness.main`).
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if ruleset_fd is not None:
+        env["KERNELGATE_WORKER_RULESET"] = str(ruleset_fd)
+    return env
+
+
 def _spawn(ruleset_fd, nested=True):
     """A worker process and the judge's end of its socket pair. With `ruleset_fd`, the worker
     enforces that Landlock ruleset first thing (`kernelgate_harness.worker`); without, it makes
@@ -261,15 +275,8 @@ def _spawn(ruleset_fd, nested=True):
     switched off, for debugging: nothing confines the job, the worker included)."""
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     fd = child.fileno()
-    keep = [fd]
-    env = dict(os.environ)
-    env.pop("KERNELGATE_LANDLOCK_FDS", None)
-    env["KERNELGATE_WORKER_NESTED"] = "1" if nested else "0"
-    # Spinning OpenMP threads take the CPUs the judge wakes up on (`kernelgate_harness.main`).
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    if ruleset_fd is not None:
-        keep.append(ruleset_fd)
-        env["KERNELGATE_WORKER_RULESET"] = str(ruleset_fd)
+    keep = [fd] if ruleset_fd is None else [fd, ruleset_fd]
+    env = worker_environment(dict(os.environ), ruleset_fd, nested)
     cmd = [sys.executable, "-c", f"import kernelgate_harness as h; h.worker({fd})"]
     proc = subprocess.Popen(cmd, pass_fds=keep, stdin=subprocess.DEVNULL, close_fds=True, env=env)
     child.close()

@@ -184,9 +184,16 @@ fn prestart_and_confine(py: Python<'_>, runner: Option<&Runner<'_>>) -> Result<P
         return Ok(pyo3::types::PyList::empty(py).into_any().unbind());
     };
     let text = |e: PyErr| py_error_text(py, &e);
-    let wire = load_private_module(py, "kg_wire", KG_WIRE_SRC).map_err(text)?;
-    let judge = load_private_module(py, "kg_judge", KG_JUDGE_SRC).map_err(text)?;
-    judge.setattr("kg_wire", wire).map_err(text)?;
+    // The runner's own `kg_judge` where it is loaded; otherwise one for the workers' start.
+    let judge = match runner.and_then(|r| r.runner.getattr("kg_judge").ok()) {
+        Some(judge) => judge,
+        None => {
+            let wire = load_private_module(py, "kg_wire", KG_WIRE_SRC).map_err(text)?;
+            let judge = load_private_module(py, "kg_judge", KG_JUDGE_SRC).map_err(text)?;
+            judge.setattr("kg_wire", wire).map_err(text)?;
+            judge.into_any()
+        }
+    };
     let started = match runner {
         Some(runner) if !cuda_driver_loaded() && !exec_asked() => {
             fork_workers(py, &judge, runner, workers)
@@ -225,7 +232,7 @@ fn cuda_driver_loaded() -> bool {
 /// The judge's later memory is its own (copy on write). Returns `kg_judge.adopt`'s pairs.
 fn fork_workers<'py>(
     py: Python<'py>,
-    judge: &Bound<'py, PyModule>,
+    judge: &Bound<'py, PyAny>,
     runner: &Runner<'py>,
     rulesets: &[i32],
 ) -> Result<Bound<'py, PyAny>, String> {
@@ -253,7 +260,7 @@ fn fork_workers<'py>(
             .and_then(|p| p.extract())
             .map_err(text)?;
         if pid == 0 {
-            forked_worker(py, runner, pair[1], ruleset);
+            forked_worker(py, judge, runner, pair[1], ruleset);
         }
         // SAFETY: the worker's end, now the worker's.
         unsafe { libc::close(pair[1]) };
@@ -266,7 +273,13 @@ fn fork_workers<'py>(
 /// and the job arrive) is /dev/null, no descriptor is open but its socket end, its ruleset and
 /// stdout/stderr (not the other workers' ends, not the judge's ruleset), dumpable as after an
 /// exec. Never returns.
-fn forked_worker(py: Python<'_>, runner: &Runner<'_>, fd: i32, ruleset: i32) -> ! {
+fn forked_worker(
+    py: Python<'_>,
+    judge: &Bound<'_, PyAny>,
+    runner: &Runner<'_>,
+    fd: i32,
+    ruleset: i32,
+) -> ! {
     // SAFETY: plain system calls on this process's descriptors.
     unsafe {
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
@@ -277,12 +290,10 @@ fn forked_worker(py: Python<'_>, runner: &Runner<'_>, fd: i32, ruleset: i32) -> 
         libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
     }
     close_descriptors_except(&[0, 1, 2, fd, ruleset]);
-    let env = py.import("os").and_then(|os| os.getattr("environ"));
-    let set = env.and_then(|env| {
-        let _ = env.del_item("KERNELGATE_LANDLOCK_FDS");
-        env.set_item("KERNELGATE_WORKER_NESTED", "1")?;
-        env.set_item("KERNELGATE_WORKER_RULESET", ruleset.to_string())
-    });
+    let set = py
+        .import("os")
+        .and_then(|os| os.getattr("environ"))
+        .and_then(|env| judge.call_method1("worker_environment", (env, ruleset)));
     if let Err(e) = set {
         eprintln!(
             "kernelgate worker: setting its environment failed ({}): the worker cannot start",
