@@ -195,9 +195,7 @@ fn prestart_and_confine(py: Python<'_>, runner: Option<&Runner<'_>>) -> Result<P
         }
     };
     let started = match runner {
-        Some(runner) if !cuda_driver_loaded() && !exec_asked() => {
-            fork_workers(py, &judge, runner, workers)
-        }
+        Some(runner) if fork_refused().is_none() => fork_workers(py, &judge, runner, workers),
         _ => judge
             .call_method1("prestart", (workers.to_vec(),))
             .map_err(text),
@@ -214,16 +212,18 @@ fn prestart_and_confine(py: Python<'_>, runner: Option<&Runner<'_>>) -> Result<P
     Ok(started.unbind())
 }
 
-/// `KERNELGATE_WORKER_START=exec` in the runner's environment (passed on through
-/// `KERNELGATE_CHILD_ENV`): new worker processes, as before forks, to compare the two.
-fn exec_asked() -> bool {
-    std::env::var("KERNELGATE_WORKER_START").is_ok_and(|v| v == "exec")
-}
-
-/// Whether the CUDA driver is mapped into this process: a fork after the driver started has no
-/// working CUDA in the child. torch's import does not load it; anything that did rules out forks.
-fn cuda_driver_loaded() -> bool {
-    std::fs::read_to_string("/proc/self/maps").map_or(true, |maps| maps.contains("libcuda.so"))
+/// Why the job's workers cannot be forks of this process (then they are new processes), or
+/// `None` when they can: `KERNELGATE_WORKER_START=exec` in the runner's environment (passed on
+/// through `KERNELGATE_CHILD_ENV`, to compare the two), or what this process holds that a fork
+/// must not ([`kernelgate_confine::fork_refusal`]: the CUDA driver, a writable shared mapping).
+fn fork_refused() -> Option<String> {
+    if std::env::var("KERNELGATE_WORKER_START").is_ok_and(|v| v == "exec") {
+        return Some("KERNELGATE_WORKER_START=exec".to_string());
+    }
+    match std::fs::read_to_string("/proc/self/maps") {
+        Ok(maps) => kernelgate_confine::fork_refusal(&maps),
+        Err(e) => Some(format!("/proc/self/maps: {e}")),
+    }
 }
 
 /// The job's workers as forks of this process, made before it reads the key or the job: each
