@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Where the test suite's time goes (issue 30: `bash .ci/run` in 20 minutes on 2 cores): runs the
 # integration-test binary (tests/it) with libtest's per-test times and prints the slowest tests,
-# the total per module, and the wall time. Run after scripts/test.sh set things up once (.venv,
-# the harness build, the precompiled header).
+# the total per module, the wall time and the C++ compiles the run made (scripts/compile-watch.py).
+# Run after scripts/test.sh set things up once (.venv, the harness build, the precompiled header);
+# for a cold run's compiles, first `rm -rf target/kernelgate-test-build-store
+# target/kernelgate-test-torch-extensions`.
 #   bash scripts/bench-tests.sh              # every test in tests/it
 #   bash scripts/bench-tests.sh eval::       # a filter, as `cargo test` takes it
 #   TOP=40 bash scripts/bench-tests.sh       # how many of the slowest to list (default 25)
@@ -13,11 +15,15 @@ export KERNELGATE_PCH_DIR="${KERNELGATE_PCH_DIR:-$PWD/target/kernelgate-pch}"
 [ -x "$KERNELGATE_PYTHON" ] || { echo "error: $KERNELGATE_PYTHON missing: run 'bash scripts/test.sh' once" >&2; exit 1; }
 log=target/bench-tests.log
 start=$SECONDS
+# The C++ compiles the run makes (scripts/compile-watch.py), printed after the tests' table.
+python3 scripts/compile-watch.py > target/bench-tests-compiles.txt &
+watch=$!
 # `--report-time` is a libtest option behind `-Z unstable-options`; RUSTC_BOOTSTRAP lets the
 # stable toolchain's libtest take it (it changes nothing else in the run).
 RUSTC_BOOTSTRAP=1 cargo test --locked -p kernelgate --test it -- "$@" -Z unstable-options --report-time \
   2>&1 | tee "$log" | grep -E '^test result|FAILED' || true
 wall=$((SECONDS - start))
+kill -TERM "$watch"; wait "$watch" || true
 python3 - "$log" "${TOP:-25}" "$wall" <<'EOF'
 import re, sys
 from collections import defaultdict
@@ -44,3 +50,4 @@ print(f"\n{'seconds':>8}  {'share':>6}  {'tests':>5}  module")
 for mod, t in sorted(per.items(), key=lambda kv: -kv[1]):
     print(f"{t:8.1f}  {100 * t / total:5.1f}%  {count[mod]:5d}  {mod}")
 EOF
+cat target/bench-tests-compiles.txt
