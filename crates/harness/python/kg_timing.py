@@ -70,12 +70,6 @@ REPEATED_SUFFIX = "_repeated"
 REFILL_SERIES = "input_refill"
 
 
-# Elements per step of `FreshInputs.digest` (128 MiB of float64 at a time).
-DIGEST_CHUNK = 1 << 24
-# Weights the digest keeps on the CPU, shared by every draw (a step's elements are weighed alike
-# in each): drawing them anew for every draw was most of a CPU timing's set-up (6-8 s of
-# `fresh_draws` on the H200's host, issue 29).
-DIGEST_CACHE_BYTES = 1 << 30
 # Fresh draws made for one timing: enough for every call of a full run of rounds on small
 # inputs; fewer where memory or time (`draw_pool`) say so, and content then repeats.
 MAX_DRAWS = 1024
@@ -110,6 +104,11 @@ class FreshInputs:
     copy that then evicts the source from the host's caches), so no PyTorch operation runs between
     timed calls that candidate code could observe. The sets' original content (seen by the
     correctness trials) is kept as well and put back by `restore`.
+
+    The draws and the originals live in the judge's own memory, which no candidate process maps:
+    the shared buffers come from a pool of their own (`kg_wire.SharedAllocator`), and a worker is a
+    new process or a fork made before any draw existed. Candidate code can change the buffers of the call in hand,
+    which every call refills, never the content they are refilled from.
     """
 
     def __init__(self, torch, sets, draws, copy=None, rng=None):
@@ -132,10 +131,6 @@ class FreshInputs:
         self.repeats = 0  # calls whose content could not be new (fewer draws than calls)
         self.harness_copies = 0
         self.torch_copies = 0
-        self._seed = int.from_bytes(_urandom(8), "little")
-        self._weight_cache = {}
-        self._weight_bytes = 0
-        self._digest = self.digest()
 
     def _refillable(self, j, x):
         """Argument `j` is refilled when it is a tensor of one shape, dtype and device in every
@@ -194,52 +189,6 @@ class FreshInputs:
                 t = self.pool[token][j] if self.refilled[j] else x
                 out.append(self._clone(t) if _isinstance(t, self.torch.Tensor) else t)
         return out
-
-    def digest(self):
-        """Weighted sums of every refilled draw (weights from a seed held here): a draw changed
-        by candidate code would make content repeat unseen."""
-        torch = self.torch
-        sums = []
-        with torch.no_grad():
-            for args in self.pool:
-                for j, x in enumerate(args):
-                    if not self.refilled[j]:
-                        continue
-                    p = x.reshape(-1)
-                    if not p.is_floating_point():
-                        p = p.double()
-                    # In chunks on the draw's own device: a whole float64 copy and weight vector
-                    # would be 16 bytes per element (77 GB for KernelBench's ReLU).
-                    total = 0.0
-                    for start in range(0, p.numel(), DIGEST_CHUNK):
-                        c = p[start : start + DIGEST_CHUNK]
-                        # A float64 copy to weigh in place (a float64 draw's own view is copied).
-                        c = c.clone() if c.dtype == torch.float64 else c.double()
-                        total += float(c.mul_(self._weights(p.device, start, c.numel())).sum())
-                    sums.append(total)
-        return sums
-
-    def _weights(self, device, start, n):
-        """The weights of elements `start..start + n`, from a generator seeded by the held seed
-        and the step's offset alone: a step's weights never depend on the steps before it, so a
-        kept vector and a new draw agree. Kept on the CPU within `DIGEST_CACHE_BYTES`; on a GPU
-        drawing them is fast and memory is the problem's."""
-        key = (str(device), start, n)
-        w = self._weight_cache.get(key)
-        if w is not None:
-            return w
-        torch = self.torch
-        g = torch.Generator(device=device)
-        g.manual_seed((self._seed + start * 0x9E3779B97F4A7C15) % (1 << 63))
-        w = torch.rand(n, generator=g, dtype=torch.float64, device=device)
-        if w.device.type == "cpu" and self._weight_bytes + 8 * n <= DIGEST_CACHE_BYTES:
-            self._weight_cache[key] = w
-            self._weight_bytes += 8 * n
-        return w
-
-    def intact(self):
-        d = self.digest()
-        return all(a == b or (a != a and b != b) for a, b in zip(d, self._digest))
 
 
 def measure(callables, n_input_sets, timer, cfg, verify=None, inputs=None, repeat=(), capture=None):
