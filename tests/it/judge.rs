@@ -237,6 +237,19 @@ fn the_candidates_process_cannot_read_or_signal_the_judge() {
     // socket is its own line to the judge (no other worker's end).
     assert!(out.contains("STDIN:/dev/null"), "{out}");
     assert!(out.contains("SOCKETS:1"), "{out}");
+    // The only memory it shares writably is the judge's shared buffers (memfds of their own):
+    // nothing of the judge's heap, where the draws and references live.
+    let shared = out
+        .lines()
+        .find_map(|l| l.strip_prefix("SHARED-WRITABLE:"))
+        .unwrap_or_else(|| panic!("no SHARED-WRITABLE line: {out}"));
+    assert!(
+        shared
+            .split(',')
+            .filter(|m| !m.is_empty())
+            .all(|m| m.starts_with("/memfd:kernelgate-shared")),
+        "{shared}"
+    );
     assert_eq!(v["outcome"]["kind"], "passed", "{v:#}");
 }
 
