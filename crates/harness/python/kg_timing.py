@@ -106,9 +106,9 @@ class FreshInputs:
     correctness trials) is kept as well and put back by `restore`.
 
     The draws and the originals live in the judge's own memory, which no candidate process maps:
-    the shared buffers come from a pool of their own (`kg_wire.SharedAllocator`), and a worker is a
-    new process or a fork made before any draw existed. Candidate code can change the buffers of the call in hand,
-    which every call refills, never the content they are refilled from.
+    the shared buffers come from a pool of their own (`kg_wire.SharedAllocator`), and a worker is
+    a new process or a fork made before any draw existed. Candidate code can change the buffers
+    of the call in hand, which every call refills, never the content they are refilled from.
     """
 
     def __init__(self, torch, sets, draws, copy=None, rng=None):

@@ -48,10 +48,10 @@ class _PathBeneath(ctypes.Structure):
 
 def confine():
     """Runs first in the worker, before any model code is loaded (a worker forked from the judge
-    has torch already, a new one not yet): a Landlock domain
-    nested in the judge's, so the kernel refuses the worker ptrace, `/proc/<judge>/mem`, `fd`
-    and `environ`, signals and abstract sockets towards the judge; and no capabilities (root in
-    the job's namespace would otherwise pass the judge's ptrace checks). Raises when Landlock is
+    has torch already, a new one not yet): a Landlock domain nested in the judge's, so the kernel
+    refuses the worker ptrace, `/proc/<judge>/mem`, `fd` and `environ`, signals and abstract
+    sockets towards the judge; and no capabilities (root in the job's namespace would otherwise
+    pass the judge's ptrace checks). Raises when Landlock is
     missing: the judge then reports the worker unconfined."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long

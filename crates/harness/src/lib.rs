@@ -195,7 +195,7 @@ fn prestart_and_confine(py: Python<'_>, runner: Option<&Runner<'_>>) -> Result<P
         }
     };
     let started = match runner {
-        Some(runner) if fork_refused().is_none() => fork_workers(py, &judge, runner, workers),
+        Some(runner) if may_fork() => fork_workers(py, &judge, runner, workers),
         _ => judge
             .call_method1("prestart", (workers.to_vec(),))
             .map_err(text),
@@ -212,18 +212,14 @@ fn prestart_and_confine(py: Python<'_>, runner: Option<&Runner<'_>>) -> Result<P
     Ok(started.unbind())
 }
 
-/// Why the job's workers cannot be forks of this process (then they are new processes), or
-/// `None` when they can: `KERNELGATE_WORKER_START=exec` in the runner's environment (passed on
-/// through `KERNELGATE_CHILD_ENV`, to compare the two), or what this process holds that a fork
-/// must not ([`kernelgate_confine::fork_refusal`]: the CUDA driver, a writable shared mapping).
-fn fork_refused() -> Option<String> {
-    if std::env::var("KERNELGATE_WORKER_START").is_ok_and(|v| v == "exec") {
-        return Some("KERNELGATE_WORKER_START=exec".to_string());
-    }
-    match std::fs::read_to_string("/proc/self/maps") {
-        Ok(maps) => kernelgate_confine::fork_refusal(&maps),
-        Err(e) => Some(format!("/proc/self/maps: {e}")),
-    }
+/// Whether the job's workers may be forks of this process (else they are new processes): not
+/// under `KERNELGATE_WORKER_START=exec` in the runner's environment (passed on through
+/// `KERNELGATE_CHILD_ENV`, to compare the two), nor where this process holds what a fork must not
+/// ([`kernelgate_confine::fork_refusal`]: the CUDA driver, a writable shared mapping).
+fn may_fork() -> bool {
+    !std::env::var("KERNELGATE_WORKER_START").is_ok_and(|v| v == "exec")
+        && std::fs::read_to_string("/proc/self/maps")
+            .is_ok_and(|maps| kernelgate_confine::fork_refusal(&maps).is_none())
 }
 
 /// The job's workers as forks of this process, made before it reads the key or the job: each

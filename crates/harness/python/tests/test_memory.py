@@ -226,9 +226,9 @@ class FreshDraws(unittest.TestCase):
         s = torch.rand(n, n)
         return [a, s + s.T]
 
-    def fresh(self, n_draws=20, copy=None):
+    def fresh(self, copy=None):
         sets = [self.tril_draw(), self.tril_draw()]
-        draws = kg_timing.draw_pool(self.tril_draw, n_draws, 2 * 64 * 64 * 4, 1 << 30, 5.0)
+        draws = kg_timing.draw_pool(self.tril_draw, 20, 2 * 64 * 64 * 4, 1 << 30, 5.0)
         return kg_timing.FreshInputs(torch, sets, draws, copy), sets
 
     def test_every_timed_content_keeps_the_problems_structure_and_is_new(self):
